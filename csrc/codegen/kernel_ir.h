@@ -1,0 +1,117 @@
+// Kernel IR: the scalar computation one fusion group performs per output element,
+// as a DAG of typed expressions over indexed loads of its inputs. It knows nothing of
+// C++ or CUDA (the printers do) and nothing of TorchScript (lowering.cpp does).
+//
+// Typing rule: an expression's `type` is the type it is computed in. Float16 and
+// BFloat16 never appear as expression types: loads of them produce Float, stores
+// round back. Operands of binary ops have equal types (the op table inserts casts).
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fuser::codegen {
+
+enum class IrOp : uint8_t {
+  // Leaves
+  Load,      // element of tensor input `index`, converted to `type`
+  Scalar,    // scalar kernel argument `index` (double, int64 or bool), converted to `type`
+  Constant,  // literal: `fvalue` for floating types, `ivalue` otherwise
+  // Unary (result type = operand type unless noted)
+  Cast,  // to `type`
+  Neg, Abs, Reciprocal, Sqrt, Rsqrt, Exp, Expm1, Log, Log1p, Log2, Log10,
+  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Sigmoid, Erf, Erfc,
+  Floor, Ceil, Round /* half to even */, Trunc, Sign,
+  IsNan,       // -> Bool
+  LogicalNot,  // -> Bool, operand any type (x == 0)
+  BitwiseNot,  // integers and bool
+  // Binary (operands of equal type; comparisons and logical ops -> Bool)
+  Add, Sub, Mul, Div /* true division for floats, C division for ints */, Pow, Atan2,
+  Fmod,        // C fmod / C integer remainder (sign of dividend)
+  Remainder,   // Python modulo (sign of divisor)
+  FloorDiv,    // floor(a / b): Python // for ints and floats
+  Min, Max,    // NaN-propagating, like torch.minimum/maximum
+  Eq, Ne, Lt, Le, Gt, Ge,
+  LogicalAnd, LogicalOr, LogicalXor,  // operands any equal type, -> Bool
+  BitAnd, BitOr, BitXor,              // integers and bool
+  // Ternary
+  Select,  // args[0] (Bool) ? args[1] : args[2]
+};
+
+const char* irOpName(IrOp op);
+bool isComparison(IrOp op);  // Eq..Ge and the logical binary ops
+
+using ExprId = int32_t;
+
+struct Expr {
+  IrOp op;
+  c10::ScalarType type;          // computation type (never Half/BFloat16)
+  std::vector<ExprId> args;
+  int32_t index = -1;            // Load: input slot; Scalar: scalar slot
+  double fvalue = 0;             // Constant of floating type
+  int64_t ivalue = 0;            // Constant of integral/bool type
+};
+
+// How a tensor input is addressed by the kernel (part of the kernel's specialization).
+enum class Access : uint8_t {
+  Flat,        // same sizes and strides as the output's iteration order: element i at i
+  Broadcast1,  // a single element (numel 1): loaded once
+  Strided,     // general: offset from the multi-index and per-dimension strides
+};
+
+struct TensorInput {
+  c10::ScalarType dtype;  // storage type
+  Access access;
+  bool inner_unit_stride = false;  // Strided: stride of the innermost dim is 1 (vectorizable)
+  bool inner_zero_stride = false;  // Strided: the innermost dim is broadcast
+};
+
+enum class ScalarArgKind : uint8_t { Double, Int64, Bool };
+
+struct TensorOutput {
+  c10::ScalarType dtype;  // storage type
+  ExprId value;
+  // Concat outputs (issue 5) write a slice of a larger buffer; kept for the lowering.
+};
+
+struct Kernel {
+  std::string name;  // C identifier, unique per source text
+  std::vector<Expr> exprs;  // topologically ordered
+  std::vector<TensorInput> inputs;
+  std::vector<ScalarArgKind> scalars;
+  std::vector<TensorOutput> outputs;
+  int ndim = 1;        // iteration rank after collapsing dimensions
+  bool flat = true;    // every input is Flat or Broadcast1: one flat loop, no index math
+  bool index32 = true;  // CUDA: all offsets fit in 32 bits
+};
+
+// Builds expressions, folding nothing: printers and the C/CUDA compilers do that.
+class IrBuilder {
+ public:
+  explicit IrBuilder(Kernel& kernel) : k_(kernel) {}
+  ExprId load(int32_t input, c10::ScalarType type);
+  ExprId scalar(int32_t slot, c10::ScalarType type);
+  ExprId constant(double value, c10::ScalarType type);  // integral types take int64(value)
+  ExprId intConstant(int64_t value, c10::ScalarType type);
+  ExprId cast(ExprId x, c10::ScalarType type);  // no-op when the type already matches
+  ExprId unary(IrOp op, ExprId x);
+  ExprId binary(IrOp op, ExprId a, ExprId b);  // a and b must have equal types
+  ExprId select(ExprId cond, ExprId a, ExprId b);
+  c10::ScalarType typeOf(ExprId e) const { return k_.exprs.at(e).type; }
+
+ private:
+  ExprId add(Expr e);
+  Kernel& k_;
+};
+
+// The type an element of `storage` is computed in.
+inline c10::ScalarType computeType(c10::ScalarType storage) {
+  return (storage == c10::ScalarType::Half || storage == c10::ScalarType::BFloat16)
+             ? c10::ScalarType::Float
+             : storage;
+}
+
+}  // namespace fuser::codegen

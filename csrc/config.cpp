@@ -1,0 +1,139 @@
+// Reads the FUSER_* environment once. A bad value never throws: it is recorded as a
+// warning (reported once by whoever loads us) and the default is kept.
+#include "config.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace fuser {
+namespace {
+
+std::vector<std::string>& warnings() {
+  static std::vector<std::string> list;
+  return list;
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+bool readBool(const char* name, bool fallback) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  std::string s(v);
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
+  warnings().push_back(std::string(name) + "='" + s +
+                       "' is not understood; accepted values: 1, 0 (or true/false). Using the "
+                       "default.");
+  return fallback;
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> items;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+void readArgLimit(Config& c) {
+  const char* v = env("FUSER_ARG_LIMIT");
+  if (!v) return;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (end && *end == '\0' && n >= 2 && n <= 100000) {
+    c.arg_limit = static_cast<int>(n);
+  } else {
+    warnings().push_back(std::string("FUSER_ARG_LIMIT='") + v +
+                         "' is not understood; accepted values: an integer >= 2. Using 128.");
+  }
+}
+
+void readDump(Config& c) {
+  const char* v = env("FUSER_DUMP");
+  if (!v) return;
+  for (const auto& item : splitList(v)) {
+    if (item == "graph") c.dump_graph = true;
+    else if (item == "kernels") c.dump_kernels = true;
+    else if (item == "reasons") c.dump_reasons = true;
+    else if (item == "all") c.dump_graph = c.dump_kernels = c.dump_reasons = true;
+    else
+      warnings().push_back("FUSER_DUMP item '" + item +
+                           "' is not understood; accepted values: graph, kernels, reasons "
+                           "(comma-separated). Ignoring it.");
+  }
+}
+
+void readDevices(Config& c) {
+  const char* v = env("FUSER_DEVICES");
+  if (!v) return;
+  bool cpu = false, cuda = false, bad = false;
+  for (const auto& item : splitList(v)) {
+    if (item == "cpu") cpu = true;
+    else if (item == "cuda") cuda = true;
+    else bad = true;
+  }
+  if (bad || (!cpu && !cuda)) {
+    warnings().push_back(std::string("FUSER_DEVICES='") + v +
+                         "' is not understood; accepted values: cpu, cuda (comma-separated). "
+                         "Using cpu,cuda.");
+    return;
+  }
+  c.fuse_cpu = cpu;
+  c.fuse_cuda = cuda;
+}
+
+void readExecutor(Config& c) {
+  const char* v = env("FUSER_EXECUTOR");
+  if (!v) return;
+  std::string s(v);
+  if (s == "interpreter") c.use_interpreter = true;
+  else if (s != "codegen")
+    warnings().push_back("FUSER_EXECUTOR='" + s +
+                         "' is not understood; accepted values: codegen, interpreter. Using "
+                         "codegen.");
+}
+
+void readCacheDir(Config& c) {
+  if (const char* v = env("FUSER_CACHE_DIR")) {
+    c.cache_dir = v;
+  } else if (const char* xdg = env("XDG_CACHE_HOME")) {
+    c.cache_dir = std::string(xdg) + "/fuser";
+  } else if (const char* home = env("HOME")) {
+    c.cache_dir = std::string(home) + "/.cache/fuser";
+  } else {
+    c.cache_dir = "/tmp/fuser-cache";
+  }
+}
+
+Config* readConfig() {
+  auto* c = new Config();
+  c->killed = readBool("FUSER_DISABLE", false);
+  c->enable_at_import = readBool("FUSER_ENABLE", false);
+  c->keep_singletons = readBool("FUSER_SINGLETON", false);
+  c->use_disk_cache = readBool("FUSER_DISK_CACHE", true);
+  readArgLimit(*c);
+  readDump(*c);
+  readDevices(*c);
+  readExecutor(*c);
+  readCacheDir(*c);
+  return c;
+}
+
+}  // namespace
+
+Config& config() {
+  static Config* instance = readConfig();  // never freed: used from static destructors
+  return *instance;
+}
+
+const std::vector<std::string>& configWarnings() {
+  config();
+  return warnings();
+}
+
+}  // namespace fuser

@@ -1,0 +1,32 @@
+// The fuser's settings: environment flags read once (DESIGN.md section 4) plus the
+// values the API may change at run time. The C++ twin of fuser/config.py.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace fuser {
+
+struct Config {
+  bool killed = false;            // FUSER_DISABLE=1: nothing is fused, whatever the code calls
+  bool enable_at_import = false;  // FUSER_ENABLE=1
+  std::atomic<int> arg_limit{128};  // FUSER_ARG_LIMIT; NVRTC's kernel-argument limit
+  std::string cache_dir;          // FUSER_CACHE_DIR, default ~/.cache/fuser
+  bool dump_graph = false;        // FUSER_DUMP=graph
+  bool dump_kernels = false;      // FUSER_DUMP=kernels
+  bool dump_reasons = false;      // FUSER_DUMP=reasons
+  bool fuse_cpu = true;           // FUSER_DEVICES contains cpu
+  bool fuse_cuda = true;          // FUSER_DEVICES contains cuda
+  bool keep_singletons = false;   // FUSER_SINGLETON=1: keep groups of one node
+  bool use_interpreter = false;   // FUSER_EXECUTOR=interpreter: debug path, no codegen
+  bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
+};
+
+// The process-wide settings; the environment is read on first use.
+Config& config();
+
+// One message per bad environment value, naming the variable and the accepted values.
+const std::vector<std::string>& configWarnings();
+
+}  // namespace fuser

@@ -1,0 +1,54 @@
+// The table of fusible operators. One entry per schema (overload): how to check a
+// node can be lowered, and how it lowers to kernel IR with eager's dtype semantics.
+// Adding an op is one entry in one of the ops/*.cpp files plus a parity test.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+#include "fusion_decision.h"
+
+namespace fuser::ops {
+
+// How a value takes part in eager's type promotion (c10's ResultTypeState tiers).
+enum class Category : uint8_t { DimTensor, ZeroDimTensor, WrappedScalar };
+
+// One argument of a node, as the lowering sees it.
+struct Operand {
+  codegen::ExprId expr = -1;     // the value in its computation type; -1 if not a number
+  c10::ScalarType dtype = c10::ScalarType::Undefined;  // eager dtype (scalars: Double/Long/Bool)
+  Category category = Category::WrappedScalar;
+  std::optional<c10::IValue> constant;  // the value, when the graph has it as a constant
+
+  bool isTensor() const { return category != Category::WrappedScalar; }
+};
+
+using CheckFn = FusionDecision (*)(const torch::jit::Node* node);
+using LowerFn = Operand (*)(codegen::IrBuilder& b, const std::vector<Operand>& args);
+
+struct OpEntry {
+  const char* schema;  // full schema text, e.g. "aten::relu(Tensor self) -> Tensor"
+  LowerFn lower;
+  CheckFn check = nullptr;  // extra conditions (constant arguments, ...); null = none
+};
+
+// Registers entries; each ops/*.cpp file registers its own at static-init time.
+struct RegisterOps {
+  explicit RegisterOps(std::vector<OpEntry> entries);
+};
+
+// The entry matching this node's schema, or null.
+const OpEntry* findOp(const torch::jit::Node* node);
+
+// Yes when the node's operator is in the table and its entry's check passes.
+FusionDecision checkOpSupported(const torch::jit::Node* node);
+
+// Schemas of every entry (for docs, tests and the report tool).
+std::vector<std::string> supportedSchemas();
+
+}  // namespace fuser::ops

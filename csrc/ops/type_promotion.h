@@ -1,0 +1,29 @@
+// Eager PyTorch's type promotion, for the lowering: which dtype an op's result has
+// and which type its operands are computed in.
+#pragma once
+
+#include <vector>
+
+#include "ops/op_table.h"
+
+namespace fuser::ops {
+
+// torch.result_type over the numeric operands (tensors of rank > 0 first, then 0-dim
+// tensors, then wrapped Python scalars, as c10 does). Non-number operands are skipped.
+c10::ScalarType resultType(const std::vector<Operand>& operands);
+
+// Integral and bool become the default floating dtype (float32), as eager's
+// "int-to-float" ops (true division, sqrt, exp, ...) do.
+c10::ScalarType toFloating(c10::ScalarType t);
+
+// The category of a result computed from `operands`: a tensor of rank > 0 if any
+// operand is one, else a 0-dim tensor.
+Category resultCategory(const std::vector<Operand>& operands);
+
+// `x` converted to computation type of `dtype`.
+codegen::ExprId castTo(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype);
+
+// A result operand: `expr` holding a value of eager dtype `dtype`.
+Operand makeResult(codegen::ExprId expr, c10::ScalarType dtype, const std::vector<Operand>& from);
+
+}  // namespace fuser::ops

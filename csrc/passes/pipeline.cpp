@@ -1,0 +1,21 @@
+// The only place that orders the fuser's passes (DESIGN.md section 1).
+#include "passes/pipeline.h"
+
+#include <iostream>
+
+#include "config.h"
+
+namespace fuser {
+
+void fuseGraph(GraphPtr& graph) {
+  if (config().killed) return;
+  prepareGraph(graph);           // profiled types onto values; in-place ops made functional
+  formFusionGroups(graph);       // fusible producers merged into consumer groups
+  moveChunksIntoGroups(graph);   // chunks pulled in, BroadcastingChunk, leftovers expanded
+  buildShapeExpressions(graph);  // size-only outputs leave their groups
+  guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
+  cleanUpGraph(graph);           // DCE, CSE, peephole; type specializations wiped
+  if (config().dump_graph) std::cerr << "[fuser] fused graph:\n" << *graph << std::endl;
+}
+
+}  // namespace fuser

@@ -1,0 +1,23 @@
+// The fusion pass as TorchScript runs it, and each stage it is made of.
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+
+namespace fuser {
+
+using GraphPtr = std::shared_ptr<torch::jit::Graph>;
+
+// Runs after profiling; rewrites fusible regions of `graph` into guarded FusionGroups.
+void fuseGraph(GraphPtr& graph);
+
+// The stages, in pipeline order; each file's header comment says what holds after it.
+void prepareGraph(GraphPtr& graph);            // prepare.cpp
+void formFusionGroups(GraphPtr& graph);        // partition.cpp
+void moveChunksIntoGroups(GraphPtr& graph);    // chunks.cpp
+void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp
+void guardFusionGroups(GraphPtr& graph);       // guard.cpp
+void cleanUpGraph(GraphPtr& graph);            // cleanup.cpp
+
+}  // namespace fuser

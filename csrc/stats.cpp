@@ -1,0 +1,50 @@
+#include "stats.h"
+
+#include <mutex>
+
+namespace fuser {
+namespace {
+std::mutex sources_mutex;
+std::vector<std::string>& sources() {
+  static std::vector<std::string> list;
+  return list;
+}
+}  // namespace
+
+Stats& stats() {
+  static Stats instance;
+  return instance;
+}
+
+std::map<std::string, int64_t> statsSnapshot() {
+  Stats& s = stats();
+  return {{"groups_formed", s.groups_formed.load()},
+          {"kernels_compiled", s.kernels_compiled.load()},
+          {"disk_cache_hits", s.disk_cache_hits.load()},
+          {"memory_cache_hits", s.memory_cache_hits.load()},
+          {"guard_failures", s.guard_failures.load()},
+          {"compile_failures", s.compile_failures.load()},
+          {"kernel_launches", s.kernel_launches.load()},
+          {"interpreted_runs", s.interpreted_runs.load()}};
+}
+
+void resetStats() {
+  Stats& s = stats();
+  for (auto* counter : {&s.groups_formed, &s.kernels_compiled, &s.disk_cache_hits,
+                        &s.memory_cache_hits, &s.guard_failures, &s.compile_failures,
+                        &s.kernel_launches, &s.interpreted_runs}) {
+    counter->store(0);
+  }
+}
+
+void recordKernelSource(const std::string& source) {
+  std::lock_guard<std::mutex> lock(sources_mutex);
+  sources().push_back(source);
+}
+
+std::vector<std::string> kernelSources() {
+  std::lock_guard<std::mutex> lock(sources_mutex);
+  return sources();
+}
+
+}  // namespace fuser

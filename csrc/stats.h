@@ -1,0 +1,31 @@
+// Process-wide counters behind fuser.stats(), and the list of generated kernel sources.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fuser {
+
+struct Stats {
+  std::atomic<int64_t> groups_formed{0};     // FusionGroups created by the pass
+  std::atomic<int64_t> kernels_compiled{0};  // compiler runs (host compiler or NVRTC)
+  std::atomic<int64_t> disk_cache_hits{0};   // kernels loaded from FUSER_CACHE_DIR
+  std::atomic<int64_t> memory_cache_hits{0};  // specializations found already compiled
+  std::atomic<int64_t> guard_failures{0};    // TypeGuard said no: the fallback ran
+  std::atomic<int64_t> compile_failures{0};  // a kernel could not be built: interpreter ran
+  std::atomic<int64_t> kernel_launches{0};   // generated kernels run
+  std::atomic<int64_t> interpreted_runs{0};  // groups run through the TorchScript interpreter
+};
+
+Stats& stats();
+std::map<std::string, int64_t> statsSnapshot();
+void resetStats();
+
+// Source text of every kernel compiled (or loaded from disk) in this process.
+void recordKernelSource(const std::string& source);
+std::vector<std::string> kernelSources();
+
+}  // namespace fuser

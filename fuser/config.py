@@ -1,0 +1,45 @@
+"""The fuser's environment flags: one table, read once (by the C++ core, config.cpp).
+
+| variable               | meaning                                                        |
+| ---------------------- | -------------------------------------------------------------- |
+| FUSER_ENABLE=1         | enable at `import torch` (through the torch.backends entry point) |
+| FUSER_DISABLE=1        | kill switch: nothing is fused, whatever the code calls         |
+| FUSER_ARG_LIMIT=N      | default argument limit of a group (inputs + outputs), N >= 2   |
+| FUSER_CACHE_DIR=path   | on-disk kernel cache (default ~/.cache/fuser)                  |
+| FUSER_DUMP=graph,kernels,reasons | print fused graphs / kernels / refusal reasons to stderr |
+| FUSER_DEVICES=cpu,cuda | devices whose tensors may be fused (default both)              |
+| FUSER_SINGLETON=1      | keep groups of a single node (default: dissolved)              |
+| FUSER_EXECUTOR=interpreter | debug: run groups through the TorchScript interpreter      |
+| FUSER_DISK_CACHE=0     | do not read or write the on-disk kernel cache                  |
+
+A bad value never raises: it gives one warning naming the variable and the accepted
+values, and the default is used.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from fuser import _C
+
+_warned = False
+
+
+def warn_bad_values() -> None:
+    """Emits the core's complaints about FUSER_* values, once per process."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    for message in _C.config_warnings():
+        warnings.warn(f"fuser: {message}", RuntimeWarning, stacklevel=3)
+
+
+def killed() -> bool:
+    """FUSER_DISABLE=1 is set."""
+    return bool(_C.killed())
+
+
+def enable_at_import() -> bool:
+    """FUSER_ENABLE=1 is set."""
+    return bool(_C.enable_at_import())
