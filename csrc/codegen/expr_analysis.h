@@ -1,0 +1,22 @@
+// Facts about a kernel's expressions that both printers need: which are reachable
+// from the outputs, and which do not vary per element (hoisted out of the loop).
+#pragma once
+
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace fuser::codegen {
+
+struct ExprFacts {
+  std::vector<bool> used;       // reachable from an output
+  std::vector<bool> invariant;  // same value for every element
+};
+
+ExprFacts analyzeExprs(const Kernel& kernel);
+
+// Scalar arguments are passed in two arrays (doubles, and int64/bool); the position
+// of scalar `slot` in its array.
+int scalarArrayIndex(const Kernel& kernel, int slot);
+
+}  // namespace fuser::codegen

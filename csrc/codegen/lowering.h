@@ -1,0 +1,30 @@
+// Lowering: a fusion group's subgraph, specialized on its inputs' dtypes and access
+// patterns, becomes kernel IR with eager's dtype semantics.
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace fuser::codegen {
+
+// What the kernel knows about one subgraph input.
+struct InputDesc {
+  bool is_tensor = true;
+  // Tensors
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool zero_dim = false;  // a 0-dim tensor (lower tier in type promotion)
+  TensorInput access{};
+  // Scalars
+  ScalarArgKind scalar_kind = ScalarArgKind::Double;
+};
+
+// Emits the kernel for `subgraph`. Tensor inputs become kernel inputs in order,
+// scalar inputs become scalar arguments in order. Throws c10::Error when a node
+// cannot be lowered (the caller then runs the group without a kernel).
+Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
+                     int ndim, bool flat);
+
+}  // namespace fuser::codegen

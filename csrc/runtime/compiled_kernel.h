@@ -1,0 +1,34 @@
+// A generated kernel ready to run, whatever compiled it. The runtime fills LaunchArgs
+// from the iteration plan; each backend launches in its own way.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace fuser::runtime {
+
+struct LaunchArgs {
+  void* const* ptrs;       // tensor inputs, then outputs
+  const int64_t* sizes;    // ndim iteration sizes
+  const int64_t* strides;  // ndim strides per tensor input
+  const double* dargs;
+  const int64_t* iargs;
+  int ndim;
+  int num_inputs;
+  int num_outputs;
+  int64_t numel;
+  c10::Device device;
+};
+
+class CompiledKernel {
+ public:
+  virtual ~CompiledKernel() = default;
+  // Runs the kernel over all `numel` elements. Throws c10::Error on a kernel-reported
+  // error (integer division by zero) or a launch failure.
+  virtual void launch(const LaunchArgs& args) const = 0;
+};
+
+}  // namespace fuser::runtime

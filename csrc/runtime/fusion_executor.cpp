@@ -1,0 +1,155 @@
+#include "runtime/fusion_executor.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "codegen/lowering.h"
+#include "config.h"
+#include "runtime/kernel_builder.h"
+#include "stats.h"
+
+namespace fuser::runtime {
+namespace {
+
+codegen::ScalarArgKind scalarKindOf(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::FloatType) return codegen::ScalarArgKind::Double;
+  if (type->kind() == c10::TypeKind::BoolType) return codegen::ScalarArgKind::Bool;
+  return codegen::ScalarArgKind::Int64;
+}
+
+SpecKey makeKey(const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
+                c10::Device device) {
+  SpecKey key;
+  key.push_back(static_cast<uint8_t>(device.type()));
+  key.push_back(static_cast<uint8_t>(device.index() + 1));
+  key.push_back(plan.flat ? 1 : 0);
+  key.push_back(plan.flat ? 1 : static_cast<uint8_t>(plan.ndim));
+  key.push_back(device.is_cuda() && plan.index32 ? 1 : 0);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const codegen::TensorInput& in = plan.inputs[i];
+    key.push_back(static_cast<uint8_t>(in.dtype));
+    key.push_back(static_cast<uint8_t>(static_cast<int>(in.access) | (in.inner_unit_stride << 3) |
+                                       (in.inner_zero_stride << 4) |
+                                       ((tensors[i]->dim() == 0) << 5)));
+  }
+  return key;
+}
+
+}  // namespace
+
+FusionExecutor::FusionExecutor(const torch::jit::Node* node)
+    : subgraph_(node->g(c10::attr::Subgraph)),
+      num_inputs_(node->inputs().size()),
+      num_outputs_(node->outputs().size()) {
+  for (const torch::jit::Value* in : subgraph_->inputs()) {
+    const bool tensor = in->type()->kind() == c10::TypeKind::TensorType;
+    is_tensor_.push_back(tensor);
+    scalar_kinds_.push_back(tensor ? codegen::ScalarArgKind::Double : scalarKindOf(in->type()));
+  }
+}
+
+const FusionExecutor::Specialization& FusionExecutor::specialize(
+    const SpecKey& key, const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
+    c10::Device device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& s : specializations_) {
+    if (s->key == key) return *s;
+  }
+  auto spec = std::make_unique<Specialization>();
+  spec->key = key;
+  try {
+    std::vector<codegen::InputDesc> descs;
+    size_t t = 0;
+    for (size_t i = 0; i < is_tensor_.size(); ++i) {
+      codegen::InputDesc d;
+      d.is_tensor = is_tensor_[i];
+      if (d.is_tensor) {
+        d.dtype = tensors[t]->scalar_type();
+        d.zero_dim = tensors[t]->dim() == 0;
+        d.access = plan.inputs[t];
+        ++t;
+      } else {
+        d.scalar_kind = scalar_kinds_[i];
+      }
+      descs.push_back(d);
+    }
+    codegen::Kernel kernel =
+        codegen::lowerSubgraph(*subgraph_, descs, plan.flat ? 1 : plan.ndim, plan.flat);
+    kernel.name = "fuser_kernel";
+    kernel.index32 = device.is_cuda() && plan.index32;
+    for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
+    spec->kernel = buildKernel(kernel, device);
+  } catch (const std::exception& e) {
+    stats().compile_failures++;
+    spec->kernel = nullptr;
+    if (!warned_) {
+      warned_ = true;
+      TORCH_WARN("fuser: a fusion group could not be compiled and runs unfused: ", e.what());
+    }
+  }
+  specializations_.push_back(std::move(spec));
+  return *specializations_.back();
+}
+
+void FusionExecutor::runInterpreted(torch::jit::Stack& stack) {
+  std::call_once(interpreter_once_, [&] {
+    interpreter_code_ = std::make_unique<torch::jit::Code>(subgraph_, "fuser_fusion_group");
+  });
+  stats().interpreted_runs++;
+  torch::jit::InterpreterState(*interpreter_code_).run(stack);
+}
+
+void FusionExecutor::run(torch::jit::Stack& stack) {
+  if (config().use_interpreter) return runInterpreted(stack);
+  auto inputs = torch::jit::last(stack, num_inputs_);
+
+  std::vector<const at::Tensor*> tensors;
+  tensors.reserve(num_inputs_);
+  c10::SmallVector<double, 8> dargs;
+  c10::SmallVector<int64_t, 8> iargs;
+  for (size_t i = 0; i < num_inputs_; ++i) {
+    const c10::IValue& v = inputs[i];
+    if (is_tensor_[i]) {
+      if (!v.isTensor() || !v.toTensor().defined()) return runInterpreted(stack);
+      tensors.push_back(&v.toTensor());
+    } else if (scalar_kinds_[i] == codegen::ScalarArgKind::Double) {
+      dargs.push_back(v.toDouble());
+    } else if (scalar_kinds_[i] == codegen::ScalarArgKind::Bool) {
+      iargs.push_back(v.toBool());
+    } else {
+      iargs.push_back(v.toInt());
+    }
+  }
+  if (tensors.empty()) return runInterpreted(stack);
+  const c10::Device device = tensors[0]->device();
+  for (const at::Tensor* t : tensors) {
+    // Mixed devices (a CPU 0-dim tensor with CUDA tensors) run as eager would.
+    if (t->device() != device) return runInterpreted(stack);
+  }
+
+  const IterationPlan plan = planIteration(tensors);
+  const Specialization& spec = specialize(makeKey(plan, tensors, device), plan, tensors, device);
+  if (!spec.kernel) return runInterpreted(stack);
+
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(num_outputs_);
+  c10::SmallVector<void*, 16> ptrs;
+  for (const at::Tensor* t : tensors) ptrs.push_back(const_cast<void*>(t->const_data_ptr()));
+  for (size_t o = 0; o < num_outputs_; ++o) {
+    outputs.push_back(at::empty_strided(plan.out_sizes, plan.out_strides,
+                                        at::TensorOptions().dtype(spec.out_dtypes[o]).device(device)));
+    ptrs.push_back(outputs.back().data_ptr());
+  }
+  if (plan.numel > 0) {
+    LaunchArgs args{ptrs.data(),  plan.sizes.data(),  plan.strides.data(),
+                    dargs.data(), iargs.data(),       plan.ndim,
+                    static_cast<int>(tensors.size()), static_cast<int>(num_outputs_),
+                    plan.numel,   device};
+    spec.kernel->launch(args);
+    stats().kernel_launches++;
+  }
+  torch::jit::drop(stack, num_inputs_);
+  for (auto& out : outputs) stack.emplace_back(std::move(out));
+}
+
+}  // namespace fuser::runtime

@@ -1,0 +1,153 @@
+#include "runtime/iteration_plan.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace fuser::runtime {
+namespace {
+
+std::vector<int64_t> broadcastShape(const std::vector<const at::Tensor*>& tensors) {
+  size_t rank = 0;
+  for (const at::Tensor* t : tensors) rank = std::max(rank, static_cast<size_t>(t->dim()));
+  std::vector<int64_t> shape(rank, 1);
+  for (const at::Tensor* t : tensors) {
+    auto sizes = t->sizes();
+    const size_t offset = rank - sizes.size();
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      int64_t& s = shape[offset + d];
+      const int64_t in = sizes[d];
+      if (s == 1) {
+        s = in;
+      } else {
+        TORCH_CHECK(in == 1 || in == s, "The size of tensor a (", s,
+                    ") must match the size of tensor b (", in, ") at non-singleton dimension ",
+                    offset + d);
+      }
+    }
+  }
+  return shape;
+}
+
+bool isDense(const at::Tensor& t) { return t.is_non_overlapping_and_dense(); }
+
+// Dimension order of the output, outermost first: the stride order of the first input
+// that covers the whole output densely (so channels-last stays channels-last),
+// otherwise row-major.
+std::vector<int> chooseOrder(const std::vector<const at::Tensor*>& tensors,
+                             const std::vector<int64_t>& shape) {
+  std::vector<int> order(shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  for (const at::Tensor* t : tensors) {
+    if (t->sizes() != c10::IntArrayRef(shape) || !isDense(*t)) continue;
+    if (t->is_contiguous()) return order;
+    auto strides = t->strides();
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return strides[a] > strides[b]; });
+    return order;
+  }
+  return order;
+}
+
+}  // namespace
+
+IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors) {
+  IterationPlan plan;
+  plan.out_sizes = broadcastShape(tensors);
+  const int rank = static_cast<int>(plan.out_sizes.size());
+  plan.numel = 1;
+  for (int64_t s : plan.out_sizes) plan.numel *= s;
+
+  const std::vector<int> order = chooseOrder(tensors, plan.out_sizes);
+  plan.out_strides.assign(rank, 1);
+  {
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; --i) {
+      plan.out_strides[order[i]] = stride;
+      stride *= std::max<int64_t>(plan.out_sizes[order[i]], 1);
+    }
+  }
+
+  // Iteration sizes and per-input strides in output order; broadcast dims stride 0.
+  const size_t nin = tensors.size();
+  c10::SmallVector<int64_t, 8> sizes;
+  c10::SmallVector<int64_t, 32> strides;  // [input][dim]
+  for (int i = 0; i < rank; ++i) sizes.push_back(plan.out_sizes[order[i]]);
+  for (const at::Tensor* t : tensors) {
+    const int offset = rank - static_cast<int>(t->dim());
+    for (int i = 0; i < rank; ++i) {
+      const int d = order[i] - offset;
+      strides.push_back(d < 0 || t->size(d) == 1 ? 0 : t->stride(d));
+    }
+  }
+  if (rank == 0) {
+    sizes.push_back(1);
+    for (size_t k = 0; k < nin; ++k) strides.push_back(0);
+  }
+
+  // Collapse dims: drop size-1 dims, and merge an outer dim into its inner neighbour
+  // when every input steps through both as one.
+  const int full = static_cast<int>(sizes.size());
+  c10::SmallVector<int, 8> keep;  // dims kept, each possibly absorbing outer ones
+  c10::SmallVector<int64_t, 8> csizes;
+  c10::SmallVector<int64_t, 32> cstrides;
+  for (int d = full - 1; d >= 0; --d) {
+    if (sizes[d] == 1 && !(d == 0 && csizes.empty())) continue;
+    if (!csizes.empty()) {
+      const int inner = static_cast<int>(csizes.size()) - 1;
+      bool mergeable = true;
+      for (size_t k = 0; k < nin && mergeable; ++k) {
+        mergeable = strides[k * full + d] == cstrides[k * 8 + inner] * csizes[inner];
+      }
+      if (mergeable) {
+        csizes[inner] *= sizes[d];
+        continue;
+      }
+    }
+    TORCH_CHECK(csizes.size() < 8, "fuser: more than 8 non-collapsible dimensions");
+    csizes.push_back(sizes[d]);
+    if (cstrides.size() < nin * 8) cstrides.resize(nin * 8, 0);
+    for (size_t k = 0; k < nin; ++k) cstrides[k * 8 + csizes.size() - 1] = strides[k * full + d];
+  }
+  // csizes is innermost first; store outermost first.
+  plan.ndim = static_cast<int>(csizes.size());
+  plan.sizes.assign(csizes.rbegin(), csizes.rend());
+  plan.strides.resize(nin * plan.ndim);
+  for (size_t k = 0; k < nin; ++k) {
+    for (int i = 0; i < plan.ndim; ++i) {
+      plan.strides[k * plan.ndim + i] = cstrides[k * 8 + (plan.ndim - 1 - i)];
+    }
+  }
+
+  // Access class per input, and whether 32-bit offsets suffice.
+  constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
+  plan.index32 = plan.numel <= kMax32;
+  plan.flat = true;
+  for (size_t k = 0; k < nin; ++k) {
+    codegen::TensorInput in{tensors[k]->scalar_type(), codegen::Access::Strided};
+    const int64_t* st = plan.strides.data() + k * plan.ndim;
+    bool dense = true;
+    int64_t expected = 1, extent = 0;
+    for (int i = plan.ndim - 1; i >= 0; --i) {
+      dense = dense && st[i] == expected;
+      expected *= plan.sizes[i];
+      extent += (plan.sizes[i] - 1) * (st[i] < 0 ? -st[i] : st[i]);
+    }
+    if (tensors[k]->numel() == 1) {
+      in.access = codegen::Access::Broadcast1;
+    } else if (dense) {
+      in.access = codegen::Access::Flat;
+    } else {
+      in.inner_unit_stride = st[plan.ndim - 1] == 1;
+      in.inner_zero_stride = st[plan.ndim - 1] == 0;
+      plan.flat = false;
+    }
+    plan.index32 = plan.index32 && extent <= kMax32;
+    plan.inputs.push_back(in);
+  }
+  return plan;
+}
+
+}  // namespace fuser::runtime

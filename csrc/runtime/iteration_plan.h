@@ -1,0 +1,31 @@
+// The iteration space of one group call: output shape (broadcast of the inputs),
+// output strides (eager's layout: dense inputs' order, e.g. channels-last, is kept),
+// and for each tensor input how the kernel addresses it after dimensions that
+// iterate together are collapsed. Recomputed per call, so never specialized on sizes.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace fuser::runtime {
+
+struct IterationPlan {
+  std::vector<int64_t> out_sizes;    // in the output's own dimension order
+  std::vector<int64_t> out_strides;  // dense, in the chosen layout
+  int64_t numel = 0;
+  int ndim = 1;                      // collapsed iteration rank
+  c10::SmallVector<int64_t, 8> sizes;    // collapsed sizes, outermost first
+  c10::SmallVector<int64_t, 32> strides;  // per tensor input, ndim strides each
+  c10::SmallVector<codegen::TensorInput, 8> inputs;  // access class per tensor input
+  bool flat = true;     // every input is Flat or Broadcast1
+  bool index32 = true;  // every offset fits in int32 (CUDA index math)
+};
+
+// Throws c10::Error (with eager's wording) when the shapes do not broadcast.
+IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors);
+
+}  // namespace fuser::runtime
