@@ -49,11 +49,13 @@ FX_INLINE uint16_t fx_f2bf(float f) {
 }
 
 // exp for float, vectorizable: exp(x) = 2^k * exp(r) with |r| <= ln2/2 and a degree-6
-// polynomial for exp(r) (about 1 ulp); 2^k is applied in two halves so that results
-// down to the subnormal range stay exact.
+// polynomial for exp(r) (about 1 ulp). 2^k is applied in two halves, so results into
+// the subnormal range stay right and x >= 89 overflows to inf by itself. Clamps are
+// written so that they become min/max instructions and a NaN passes through them.
 FX_INLINE float fx_pow2i(int k) { return __builtin_bit_cast(float, (uint32_t)(k + 127) << 23); }
 FX_INLINE float fx_expf(float x) {
-  float xc = x < -104.0f ? -104.0f : (x > 88.8f ? 88.8f : x);
+  float xc = x > 89.0f ? 89.0f : x;
+  xc = xc < -104.0f ? -104.0f : xc;
   float k = __builtin_nearbyintf(xc * 1.44269504088896341f);
   float r = xc - k * 0.693359375f;
   r = r + k * 2.12194440e-4f;
@@ -66,10 +68,7 @@ FX_INLINE float fx_expf(float x) {
   float y = (p * (r * r) + r) + 1.0f;
   int ki = (int)k;
   int k1 = ki >> 1;
-  float out = y * fx_pow2i(k1) * fx_pow2i(ki - k1);
-  out = x > 88.72283935546875f ? __builtin_inff() : out;
-  out = x < -103.97208f ? 0.0f : out;
-  return x != x ? x : out;
+  return y * fx_pow2i(k1) * fx_pow2i(ki - k1);
 }
 FX_INLINE double fx_expd(double x) { return std::exp(x); }
 FX_INLINE float fx_sigmoidf(float x) { return 1.0f / (1.0f + fx_expf(-x)); }
@@ -84,7 +83,7 @@ FX_INLINE float fx_tanhf(float x) {
   float small = ax * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f + x2 * -0.0539682540f)));
   t = ax < 0.0625f ? small : t;
   t = x < 0 ? -t : t;
-  return x != x ? x : t;
+  return t;  // a NaN has propagated through every step
 }
 // erf for float, vectorizable: Abramowitz and Stegun 7.1.26 (absolute error below
 // 1.5e-7, the same approximation ATen's vectorized erf uses).
@@ -98,12 +97,16 @@ FX_INLINE float fx_erff(float x) {
   p = p * t + 0.254829592f;
   float r = 1.0f - p * t * fx_expf(-ax * ax);
   r = x < 0 ? -r : r;
-  return x != x ? x : r;
+  return r;  // a NaN has propagated through every step
 }
 
-// NaN-propagating minimum and maximum (torch.minimum/maximum, clamp).
-template <typename T> FX_INLINE T fx_min(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-template <typename T> FX_INLINE T fx_max(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+// NaN-propagating minimum and maximum (torch.minimum/maximum, clamp). `c < a ? c : a`
+// is exactly one min instruction that returns `a` when either is NaN; the *_c forms
+// take a constant that is not NaN, so they need no further check.
+template <typename T> FX_INLINE T fx_minc(T a, T c) { return c < a ? c : a; }
+template <typename T> FX_INLINE T fx_maxc(T a, T c) { return c > a ? c : a; }
+template <typename T> FX_INLINE T fx_min(T a, T b) { return b != b ? b : fx_minc(a, b); }
+template <typename T> FX_INLINE T fx_max(T a, T b) { return b != b ? b : fx_maxc(a, b); }
 
 // Integer division never traps: a zero divisor sets the error flag (the runtime then
 // raises ZeroDivisionError like eager) and INT_MIN / -1 wraps.

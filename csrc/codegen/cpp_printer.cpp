@@ -184,6 +184,19 @@ class CppPrinter {
     }
   }
 
+  bool isPlainConstant(ExprId id) {
+    const Expr& c = k_.exprs[id];
+    return c.op == IrOp::Constant && !std::isnan(c.fvalue);
+  }
+
+  // min/max against a constant skip the NaN test of the constant.
+  std::string minMax(const std::string& fn, const Expr& e) {
+    const std::string T = cppComputeType(e.type);
+    if (isPlainConstant(e.args[1])) return fn + "c<" + T + ">(" + arg(e, 0) + ", " + arg(e, 1) + ")";
+    if (isPlainConstant(e.args[0])) return fn + "c<" + T + ">(" + arg(e, 1) + ", " + arg(e, 0) + ")";
+    return fn + "<" + T + ">(" + arg(e, 0) + ", " + arg(e, 1) + ")";
+  }
+
   std::string arg(const Expr& e, int n) { return "v" + std::to_string(e.args[n]); }
   ScalarType argType(const Expr& e, int n) { return k_.exprs[e.args[n]].type; }
 
@@ -265,8 +278,8 @@ class CppPrinter {
       case IrOp::FloorDiv:
         return fp ? "fx_ffloordiv<" + T + ">(" + a() + ", " + b() + ")"
                   : "fx_ifloordiv<" + T + ">(" + a() + ", " + b() + ", fx_error)";
-      case IrOp::Min: return "fx_min<" + T + ">(" + a() + ", " + b() + ")";
-      case IrOp::Max: return "fx_max<" + T + ">(" + a() + ", " + b() + ")";
+      case IrOp::Min: return minMax("fx_min", e);
+      case IrOp::Max: return minMax("fx_max", e);
       case IrOp::Eq: return "(" + a() + " == " + b() + ")";
       case IrOp::Ne: return "(" + a() + " != " + b() + ")";
       case IrOp::Lt: return "(" + a() + " < " + b() + ")";
