@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# README command (b) and CI: set up, lint, then every test (ctest and pytest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+export FUSER_BUILD_TESTS=1
+bash tools/setup.sh
+
+# Tests never read or pollute the user's kernel cache.
+export FUSER_CACHE_DIR=${FUSER_CACHE_DIR:-$(mktemp -d /tmp/fuser-test-cache-XXXXXX)}
+
+echo "== lint"
+"$PYTHON" -m ruff check fuser tests tools
+"$PYTHON" -m ruff format --check fuser tests tools
+"$PYTHON" -m mypy fuser
+
+echo "== ctest"
+"$PYTHON" tests/cpp/make_test_model.py build/cmake/test_data
+ctest --test-dir build/cmake --output-on-failure
+
+echo "== pytest"
+"$PYTHON" -m pytest tests/python -q -p no:cacheprovider
