@@ -23,7 +23,5 @@ using CpuKernelFn = void (*)(void* const*, const int64_t*, const int64_t*, const
 
 std::string printCppKernel(const Kernel& kernel);
 
-// C type name of a storage dtype in generated code (Half/BFloat16 are uint16_t).
-const char* cppStorageType(c10::ScalarType t);
 
 }  // namespace fuser::codegen

@@ -1,0 +1,191 @@
+#include "codegen/expr_printer.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+#include "codegen/expr_analysis.h"
+
+namespace fuser::codegen {
+namespace {
+
+using c10::ScalarType;
+
+std::string literal(const Expr& e) {
+  const bool f32 = e.type == ScalarType::Float;
+  if (e.type == ScalarType::Float || e.type == ScalarType::Double) {
+    const double v = e.fvalue;
+    if (std::isnan(v)) return f32 ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
+    if (std::isinf(v)) {
+      const std::string inf = f32 ? "__builtin_inff()" : "__builtin_inf()";
+      return v < 0 ? "(-" + inf + ")" : inf;
+    }
+    std::ostringstream s;
+    s << std::setprecision(std::numeric_limits<double>::max_digits10) << std::showpoint << v
+      << (f32 ? "f" : "");
+    return "(" + s.str() + ")";
+  }
+  if (e.type == ScalarType::Bool) return e.ivalue ? "true" : "false";
+  if (e.ivalue == std::numeric_limits<int64_t>::min()) return "(int64_t)(-9223372036854775807LL - 1)";
+  return "((" + std::string(computeTypeName(e.type)) + ")" + std::to_string(e.ivalue) + "LL)";
+}
+
+class Formatter {
+ public:
+  Formatter(const Kernel& k, const Expr& e, Dialect d) : k_(k), e_(e), d_(d) {
+    T_ = computeTypeName(e.type);
+    fp_ = e.type == ScalarType::Float || e.type == ScalarType::Double;
+    f32_ = e.type == ScalarType::Float;
+  }
+
+  std::string a() const { return arg(0); }
+  std::string b() const { return arg(1); }
+  std::string arg(int n) const { return "v" + std::to_string(e_.args[n]); }
+  std::string wrap(const std::string& s) const { return "(" + T_ + ")(" + s + ")"; }
+  std::string tmpl(const char* fn, const std::string& args) const {
+    return std::string(fn) + "<" + T_ + ">(" + args + ")";
+  }
+  std::string ab() const { return a() + ", " + b(); }
+
+  // The math library: std::name overloads in C++; name / namef in CUDA.
+  std::string math(const char* name, const std::string& args) const {
+    if (d_ == Dialect::Cpp) return std::string("std::") + name + "(" + args + ")";
+    return std::string(name) + (f32_ ? "f" : "") + "(" + args + ")";
+  }
+  std::string math1(const char* name) const { return math(name, a()); }
+
+  bool plainConstant(int n) const {
+    const Expr& c = k_.exprs[e_.args[n]];
+    return c.op == IrOp::Constant && !std::isnan(c.fvalue);
+  }
+  // min/max against a constant skip the NaN test of the constant.
+  std::string minMax(const char* fn) const {
+    const std::string name(fn);
+    if (plainConstant(1)) return name + "c<" + T_ + ">(" + a() + ", " + b() + ")";
+    if (plainConstant(0)) return name + "c<" + T_ + ">(" + b() + ", " + a() + ")";
+    return name + "<" + T_ + ">(" + ab() + ")";
+  }
+
+  std::string scalarArg() const {
+    const int idx = scalarArrayIndex(k_, e_.index);
+    const char* arr = k_.scalars[e_.index] == ScalarArgKind::Double ? "fx_dargs" : "fx_iargs";
+    return wrap(std::string(arr) + "[" + std::to_string(idx) + "]");
+  }
+
+  const Kernel& k_;
+  const Expr& e_;
+  Dialect d_;
+  std::string T_;
+  bool fp_, f32_;
+};
+
+}  // namespace
+
+const char* computeTypeName(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: return "bool";
+    case ScalarType::Byte: return "uint8_t";
+    case ScalarType::Char: return "int8_t";
+    case ScalarType::Short: return "int16_t";
+    case ScalarType::Int: return "int32_t";
+    case ScalarType::Long: return "int64_t";
+    case ScalarType::Float: return "float";
+    case ScalarType::Double: return "double";
+    default: TORCH_CHECK(false, "fuser: no kernel type for ", t);
+  }
+}
+
+const char* storageTypeName(ScalarType t) {
+  if (t == ScalarType::Half || t == ScalarType::BFloat16) return "uint16_t";
+  return computeTypeName(t);
+}
+
+std::string storeConversion(ScalarType storage, const std::string& v) {
+  if (storage == ScalarType::Half) return "fx_f2h(" + v + ")";
+  if (storage == ScalarType::BFloat16) return "fx_f2bf(" + v + ")";
+  return v;
+}
+
+std::string loadConversion(ScalarType storage, ScalarType compute, const std::string& elem) {
+  std::string value = elem;
+  if (storage == ScalarType::Half) value = "fx_h2f(" + elem + ")";
+  if (storage == ScalarType::BFloat16) value = "fx_bf2f(" + elem + ")";
+  return "(" + std::string(computeTypeName(compute)) + ")(" + value + ")";
+}
+
+std::string formatExpr(const Kernel& k, const Expr& e, Dialect dialect,
+                       const std::function<std::string(const Expr&)>& load) {
+  const Formatter f(k, e, dialect);
+  const bool fp = f.fp_, f32 = f.f32_, is_bool = e.type == ScalarType::Bool;
+  switch (e.op) {
+    case IrOp::Load: return load(e);
+    case IrOp::Scalar: return f.scalarArg();
+    case IrOp::Constant: return literal(e);
+    case IrOp::Cast: return is_bool ? "(" + f.a() + " != 0)" : f.wrap(f.a());
+    case IrOp::Neg: return f.wrap("-" + f.a());
+    case IrOp::Abs:
+      if (is_bool) return f.a();
+      return fp ? f.math1("fabs") : f.wrap(f.a() + " < 0 ? -" + f.a() + " : " + f.a());
+    case IrOp::Reciprocal: return f.wrap("1 / " + f.a());
+    case IrOp::Sqrt: return f.math1("sqrt");
+    case IrOp::Rsqrt: return f.wrap("1 / " + f.math1("sqrt"));
+    case IrOp::Exp: return f32 ? "fx_expf(" + f.a() + ")" : f.math1("exp");
+    case IrOp::Expm1: return f.math1("expm1");
+    case IrOp::Log: return f.math1("log");
+    case IrOp::Log1p: return f.math1("log1p");
+    case IrOp::Log2: return f.math1("log2");
+    case IrOp::Log10: return f.math1("log10");
+    case IrOp::Sin: return f.math1("sin");
+    case IrOp::Cos: return f.math1("cos");
+    case IrOp::Tan: return f.math1("tan");
+    case IrOp::Asin: return f.math1("asin");
+    case IrOp::Acos: return f.math1("acos");
+    case IrOp::Atan: return f.math1("atan");
+    case IrOp::Sinh: return f.math1("sinh");
+    case IrOp::Cosh: return f.math1("cosh");
+    case IrOp::Tanh: return f32 ? "fx_tanhf(" + f.a() + ")" : f.math1("tanh");
+    case IrOp::Sigmoid: return (f32 ? "fx_sigmoidf(" : "fx_sigmoidd(") + f.a() + ")";
+    case IrOp::Erf: return f32 ? "fx_erff(" + f.a() + ")" : f.math1("erf");
+    case IrOp::Erfc: return f.math1("erfc");
+    case IrOp::Floor: return fp ? f.math1("floor") : f.a();
+    case IrOp::Ceil: return fp ? f.math1("ceil") : f.a();
+    case IrOp::Round: return fp ? f.math1("nearbyint") : f.a();
+    case IrOp::Trunc: return fp ? f.math1("trunc") : f.a();
+    case IrOp::Sign: return is_bool ? f.a() : f.tmpl("fx_fsign", f.a());
+    case IrOp::IsNan: return "(" + f.a() + " != " + f.a() + ")";
+    case IrOp::LogicalNot: return "(" + f.a() + " == 0)";
+    case IrOp::BitwiseNot: return is_bool ? "(!" + f.a() + ")" : f.wrap("~" + f.a());
+    case IrOp::Add: return is_bool ? "(" + f.a() + " || " + f.b() + ")" : f.wrap(f.a() + " + " + f.b());
+    case IrOp::Sub: return f.wrap(f.a() + " - " + f.b());
+    case IrOp::Mul: return is_bool ? "(" + f.a() + " && " + f.b() + ")" : f.wrap(f.a() + " * " + f.b());
+    case IrOp::Div: return fp ? f.wrap(f.a() + " / " + f.b()) : f.tmpl("fx_idiv", f.ab() + ", fx_error");
+    case IrOp::Pow: return fp ? f.math("pow", f.ab()) : f.tmpl("fx_ipow", f.ab());
+    case IrOp::Atan2: return f.math("atan2", f.ab());
+    case IrOp::Fmod: return fp ? f.math("fmod", f.ab()) : f.tmpl("fx_imod", f.ab() + ", fx_error");
+    case IrOp::Remainder:
+      return fp ? f.tmpl("fx_fremainder", f.ab()) : f.tmpl("fx_iremainder", f.ab() + ", fx_error");
+    case IrOp::FloorDiv:
+      return fp ? f.tmpl("fx_ffloordiv", f.ab()) : f.tmpl("fx_ifloordiv", f.ab() + ", fx_error");
+    case IrOp::Min: return f.minMax("fx_min");
+    case IrOp::Max: return f.minMax("fx_max");
+    case IrOp::Eq: return "(" + f.a() + " == " + f.b() + ")";
+    case IrOp::Ne: return "(" + f.a() + " != " + f.b() + ")";
+    case IrOp::Lt: return "(" + f.a() + " < " + f.b() + ")";
+    case IrOp::Le: return "(" + f.a() + " <= " + f.b() + ")";
+    case IrOp::Gt: return "(" + f.a() + " > " + f.b() + ")";
+    case IrOp::Ge: return "(" + f.a() + " >= " + f.b() + ")";
+    case IrOp::LogicalAnd: return "((" + f.a() + " != 0) & (" + f.b() + " != 0))";
+    case IrOp::LogicalOr: return "((" + f.a() + " != 0) | (" + f.b() + " != 0))";
+    case IrOp::LogicalXor: return "((" + f.a() + " != 0) != (" + f.b() + " != 0))";
+    case IrOp::BitAnd: return f.wrap(f.a() + " & " + f.b());
+    case IrOp::BitOr: return f.wrap(f.a() + " | " + f.b());
+    case IrOp::BitXor: return f.wrap(f.a() + " ^ " + f.b());
+    case IrOp::Select: return "(" + f.arg(0) + " ? " + f.arg(1) + " : " + f.arg(2) + ")";
+  }
+  TORCH_CHECK(false, "fuser: no printing rule for ", irOpName(e.op));
+}
+
+}  // namespace fuser::codegen

@@ -1,0 +1,31 @@
+// The right-hand side of one kernel-IR expression as C++ or CUDA C++ text. Both
+// printers share it, so a formula is fixed once; they differ only in the math
+// library's spelling and in their preludes, which define the fx_* helpers for each.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "codegen/kernel_ir.h"
+
+namespace fuser::codegen {
+
+enum class Dialect { Cpp, Cuda };
+
+// C type name of a computation type (Half/BFloat16 never appear here).
+const char* computeTypeName(c10::ScalarType t);
+// C type name of a storage dtype (Half/BFloat16 are uint16_t bit patterns).
+const char* storageTypeName(c10::ScalarType t);
+
+// Formats `e`, whose operands are named v<ExprId>. `load` prints Load expressions,
+// which depend on the printer's loop structure.
+std::string formatExpr(const Kernel& k, const Expr& e, Dialect dialect,
+                       const std::function<std::string(const Expr&)>& load);
+
+// Conversion of a computed value to the storage dtype of an output.
+std::string storeConversion(c10::ScalarType storage, const std::string& value);
+// Conversion of a loaded storage element to its computation type.
+std::string loadConversion(c10::ScalarType storage, c10::ScalarType compute,
+                           const std::string& element);
+
+}  // namespace fuser::codegen
