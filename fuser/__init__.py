@@ -1,7 +1,7 @@
 """fuser: a TorchScript fusion pass that compiles elementwise groups for CPU and CUDA.
 
-    import fuser
-    fuser.enable()          # scripted functions optimized from now on are fused
+import fuser
+fuser.enable()          # scripted functions optimized from now on are fused
 """
 
 from __future__ import annotations

@@ -1,0 +1,96 @@
+"""Environment flags of DESIGN.md section 4, each in a fresh interpreter (the core
+reads them once). FUSER_ENABLE works through the torch.backends entry point, with
+no import of fuser in the program."""
+
+import json
+
+from helpers import run_python
+
+FUSED_PROGRAM = """
+import json, torch
+@torch.jit.script
+def f(x, y):
+    return (x * y + 1).relu().sigmoid()
+x, y = torch.randn(32, 32), torch.randn(32, 32)
+for _ in range(3):
+    out = f(x, y)
+g = torch.jit.last_executed_optimized_graph()
+fused = sum(1 for n in g.nodes() if n.kind() == "fuser::FusionGroup")
+for n in g.nodes():
+    for b in n.blocks():
+        fused += sum(1 for m in b.nodes() if m.kind() == "fuser::FusionGroup")
+ok = torch.allclose(out, (x * y + 1).relu().sigmoid())
+print(json.dumps({"fused": fused, "ok": ok}))
+"""
+
+
+def last_json(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_autoload_enables_without_import():
+    result = run_python(FUSED_PROGRAM, {"FUSER_ENABLE": "1"})
+    assert result.returncode == 0, result.stderr
+    report = last_json(result.stdout)
+    assert report == {"fused": 1, "ok": True}
+
+
+def test_nothing_fused_without_flag():
+    result = run_python(FUSED_PROGRAM)
+    assert result.returncode == 0, result.stderr
+    assert last_json(result.stdout) == {"fused": 0, "ok": True}
+
+
+def test_kill_switch_wins_over_enable_and_api():
+    code = "import fuser\nfuser.enable()\nassert not fuser.is_enabled()\n" + FUSED_PROGRAM
+    result = run_python(code, {"FUSER_ENABLE": "1", "FUSER_DISABLE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert last_json(result.stdout) == {"fused": 0, "ok": True}
+
+
+def test_bad_values_warn_once_and_fall_back():
+    code = """
+import warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import torch
+    import fuser
+    print(fuser.get_arg_limit())
+for w in caught:
+    print("WARN", w.message)
+"""
+    env = {"FUSER_ENABLE": "1", "FUSER_ARG_LIMIT": "lots", "FUSER_DEVICES": "tpu"}
+    result = run_python(code, env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "128" in lines
+    warns = [line for line in lines if line.startswith("WARN")]
+    assert sum("FUSER_ARG_LIMIT" in w for w in warns) == 1
+    assert sum("FUSER_DEVICES" in w for w in warns) == 1
+    assert any("cpu, cuda" in w for w in warns)
+
+
+def test_bad_enable_value_does_not_break_import_torch():
+    result = run_python("import torch; print('imported')", {"FUSER_ENABLE": "maybe"})
+    assert result.returncode == 0, result.stderr
+    assert "imported" in result.stdout
+    assert "FUSER_ENABLE" in result.stderr
+
+
+def test_arg_limit_from_environment():
+    result = run_python("import fuser; print(fuser.get_arg_limit())", {"FUSER_ARG_LIMIT": "16"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "16"
+
+
+def test_devices_flag_excludes_cpu():
+    result = run_python(FUSED_PROGRAM, {"FUSER_ENABLE": "1", "FUSER_DEVICES": "cuda"})
+    assert result.returncode == 0, result.stderr
+    assert last_json(result.stdout) == {"fused": 0, "ok": True}
+
+
+def test_dump_kernels_prints_source():
+    result = run_python(FUSED_PROGRAM, {"FUSER_ENABLE": "1", "FUSER_DUMP": "kernels,graph"})
+    assert result.returncode == 0, result.stderr
+    assert "fuser_kernel" in result.stderr
+    assert "fuser::FusionGroup" in result.stderr
