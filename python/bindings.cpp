@@ -1,12 +1,17 @@
 // pybind11 bindings of the C++ API: no logic lives here.
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/extension.h>
 
 #include "api.h"
+#include "codegen/kernel_source.h"
 #include "config.h"
 #include "ops/op_table.h"
 #include "passes/pipeline.h"
+#include "runtime/cuda/library_search.h"
+#include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/cuda/nvrtc_library.h"
 #include "stats.h"
 
 namespace py = pybind11;
@@ -31,6 +36,45 @@ PYBIND11_MODULE(_C, m) {
   m.def("killed", [] { return fuser::config().killed; });
   m.def("enable_at_import", [] { return fuser::config().enable_at_import; });
   m.def("supported_schemas", &fuser::ops::supportedSchemas);
+  // Kernel source for a subgraph: inputs are torch.dtype (tensor), float, int or bool
+  // (the Python type of a scalar argument); zero_dim marks 0-dim tensors.
+  m.def("kernel_source", [](std::shared_ptr<torch::jit::Graph>& graph, py::list inputs,
+                            std::vector<bool> zero_dim, const std::string& dialect, bool flat) {
+    std::vector<fuser::codegen::InputDesc> descs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      fuser::codegen::InputDesc d;
+      py::handle item = inputs[i];
+      if (THPDtype_Check(item.ptr())) {
+        d.dtype = reinterpret_cast<THPDtype*>(item.ptr())->scalar_type;
+        d.zero_dim = i < zero_dim.size() && zero_dim[i];
+      } else {
+        d.is_tensor = false;
+        const auto* type = item.ptr();
+        d.scalar_kind = type == reinterpret_cast<PyObject*>(&PyFloat_Type)
+                            ? fuser::codegen::ScalarArgKind::Double
+                        : type == reinterpret_cast<PyObject*>(&PyBool_Type)
+                            ? fuser::codegen::ScalarArgKind::Bool
+                            : fuser::codegen::ScalarArgKind::Int64;
+      }
+      descs.push_back(d);
+    }
+    auto d = dialect == "cuda" ? fuser::codegen::Dialect::Cuda : fuser::codegen::Dialect::Cpp;
+    return fuser::codegen::printKernelSource(*graph, descs, d, flat);
+  });
+  m.def("add_library_search_dir", &fuser::cuda::addLibrarySearchDir);
+  m.def("nvrtc_available", [] {
+    std::string why;
+    bool ok = fuser::cuda::nvrtcAvailable(&why);
+    return py::make_tuple(ok, why);
+  });
+  // NVRTC's image (cubin or PTX) for `source` on sm_<major><minor>.
+  m.def("nvrtc_compile", [](const std::string& source, int major, int minor) {
+    try {
+      return py::bytes(fuser::cuda::compileToCubin(source, fuser::cuda::Arch{major, minor}));
+    } catch (const std::runtime_error& e) {
+      throw py::value_error(e.what());
+    }
+  });
   // Runs the whole pipeline on a graph (tests and the report tool).
   m.def("fuse_graph", [](std::shared_ptr<torch::jit::Graph>& graph) { fuser::fuseGraph(graph); });
 }

@@ -11,6 +11,10 @@ inline const char* kCppPrelude = R"FUSER(
 #include <cstdint>
 
 #define FX_INLINE static inline __attribute__((always_inline))
+#define FX_INFF __builtin_inff()
+#define FX_NANF __builtin_nanf("")
+#define FX_INF __builtin_inf()
+#define FX_NAN __builtin_nan("")
 
 // float16 and bfloat16 storage is uint16_t; arithmetic happens in float.
 FX_INLINE float fx_h2f(uint16_t h) {
@@ -100,68 +104,10 @@ FX_INLINE float fx_erff(float x) {
   return r;  // a NaN has propagated through every step
 }
 
-// NaN-propagating minimum and maximum (torch.minimum/maximum, clamp). `c < a ? c : a`
-// is exactly one min instruction that returns `a` when either is NaN; the *_c forms
-// take a constant that is not NaN, so they need no further check.
-template <typename T> FX_INLINE T fx_minc(T a, T c) { return c < a ? c : a; }
-template <typename T> FX_INLINE T fx_maxc(T a, T c) { return c > a ? c : a; }
-template <typename T> FX_INLINE T fx_min(T a, T b) { return b != b ? b : fx_minc(a, b); }
-template <typename T> FX_INLINE T fx_max(T a, T b) { return b != b ? b : fx_maxc(a, b); }
-
-// Integer division never traps: a zero divisor sets the error flag (the runtime then
-// raises ZeroDivisionError like eager) and INT_MIN / -1 wraps.
-template <typename T> FX_INLINE T fx_idiv(T a, T b, int32_t* err) {
-  if (b == 0) { *err = 1; return 0; }
-  if (b == -1) return (T)(0 - (uint64_t)a);
-  return (T)(a / b);
-}
-template <typename T> FX_INLINE T fx_imod(T a, T b, int32_t* err) {
-  if (b == 0) { *err = 1; return 0; }
-  if (b == -1) return 0;
-  return (T)(a % b);
-}
-template <typename T> FX_INLINE T fx_ifloordiv(T a, T b, int32_t* err) {
-  T q = fx_idiv(a, b, err);
-  T r = (T)(a - q * b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;
-}
-template <typename T> FX_INLINE T fx_iremainder(T a, T b, int32_t* err) {
-  T r = fx_imod(a, b, err);
-  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
-}
-template <typename T> FX_INLINE T fx_fremainder(T a, T b) {
-  T r = std::fmod(a, b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-template <typename T> FX_INLINE T fx_ffloordiv(T a, T b) {
-  if (b == 0) return a / b;
-  T mod = std::fmod(a, b);
-  T div = (a - mod) / b;
-  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
-  T fl;
-  if (div != 0) {
-    fl = std::floor(div);
-    if (div - fl > T(0.5)) fl += 1;
-  } else {
-    fl = std::copysign(T(0), a / b);
-  }
-  return fl;
-}
-template <typename T> FX_INLINE T fx_ipow(T base, T exp) {
-  if (exp < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exp & 1) ? -1 : 1;
-    return 0;
-  }
-  T result = 1;
-  while (exp) {
-    if (exp & 1) result = (T)(result * base);
-    exp = (T)(exp >> 1);
-    base = (T)(base * base);
-  }
-  return result;
-}
-template <typename T> FX_INLINE T fx_fsign(T x) { return (T)((T(0) < x) - (x < T(0))); }
+// The math the shared helpers (common_prelude.h) need, in C++'s spelling.
+template <typename T> FX_INLINE T fx_fmod(T a, T b) { return std::fmod(a, b); }
+template <typename T> FX_INLINE T fx_floor(T a) { return std::floor(a); }
+template <typename T> FX_INLINE T fx_copysign(T a, T b) { return std::copysign(a, b); }
 )FUSER";
 
 }  // namespace fuser::codegen

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "codegen/common_prelude.h"
 #include "codegen/cpp_prelude.h"
 #include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
@@ -16,7 +17,7 @@ class CppPrinter {
   explicit CppPrinter(const Kernel& k) : k_(k), facts_(analyzeExprs(k)) {}
 
   std::string print() {
-    out_ << kCppPrelude << "\nextern \"C\" void " << k_.name
+    out_ << kCppPrelude << kCommonPrelude << "\nextern \"C\" void " << k_.name
          << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
          << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
          << "    int64_t fx_begin, int64_t fx_end) {\n";

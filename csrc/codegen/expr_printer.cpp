@@ -18,9 +18,10 @@ std::string literal(const Expr& e) {
   const bool f32 = e.type == ScalarType::Float;
   if (e.type == ScalarType::Float || e.type == ScalarType::Double) {
     const double v = e.fvalue;
-    if (std::isnan(v)) return f32 ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
+    // The preludes define these for their compiler.
+    if (std::isnan(v)) return f32 ? "FX_NANF" : "FX_NAN";
     if (std::isinf(v)) {
-      const std::string inf = f32 ? "__builtin_inff()" : "__builtin_inf()";
+      const std::string inf = f32 ? "FX_INFF" : "FX_INF";
       return v < 0 ? "(-" + inf + ")" : inf;
     }
     std::ostringstream s;

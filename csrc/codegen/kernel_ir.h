@@ -85,7 +85,8 @@ struct Kernel {
   std::vector<TensorOutput> outputs;
   int ndim = 1;        // iteration rank after collapsing dimensions
   bool flat = true;    // every input is Flat or Broadcast1: one flat loop, no index math
-  bool index32 = true;  // CUDA: all offsets fit in 32 bits
+  bool index32 = true;     // CUDA: all offsets fit in 32 bits
+  bool vectorize = false;  // CUDA flat kernels: every pointer allows 16-byte accesses
 };
 
 // Builds expressions, folding nothing: printers and the C/CUDA compilers do that.

@@ -17,9 +17,22 @@ codegen::ScalarArgKind scalarKindOf(const c10::TypePtr& type) {
   return codegen::ScalarArgKind::Int64;
 }
 
+// CUDA flat kernels move 16 bytes per access when every input they stream allows it
+// (outputs are freshly allocated, so always aligned).
+bool allowsVectorAccess(const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
+                        c10::Device device) {
+  if (!device.is_cuda() || !plan.flat) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (plan.inputs[i].access != codegen::Access::Flat) continue;
+    if (reinterpret_cast<uintptr_t>(tensors[i]->const_data_ptr()) % 16 != 0) return false;
+  }
+  return true;
+}
+
 SpecKey makeKey(const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
-                c10::Device device) {
+                c10::Device device, bool vectorize) {
   SpecKey key;
+  key.push_back(vectorize ? 1 : 0);
   key.push_back(static_cast<uint8_t>(device.type()));
   key.push_back(static_cast<uint8_t>(device.index() + 1));
   key.push_back(plan.flat ? 1 : 0);
@@ -50,7 +63,7 @@ FusionExecutor::FusionExecutor(const torch::jit::Node* node)
 
 const FusionExecutor::Specialization& FusionExecutor::specialize(
     const SpecKey& key, const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
-    c10::Device device) {
+    c10::Device device, bool vectorize) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& s : specializations_) {
     if (s->key == key) return *s;
@@ -77,6 +90,7 @@ const FusionExecutor::Specialization& FusionExecutor::specialize(
         codegen::lowerSubgraph(*subgraph_, descs, plan.flat ? 1 : plan.ndim, plan.flat);
     kernel.name = "fuser_kernel";
     kernel.index32 = device.is_cuda() && plan.index32;
+    kernel.vectorize = vectorize;
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
     spec->kernel = buildKernel(kernel, device);
   } catch (const std::exception& e) {
@@ -128,7 +142,9 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
   }
 
   const IterationPlan plan = planIteration(tensors);
-  const Specialization& spec = specialize(makeKey(plan, tensors, device), plan, tensors, device);
+  const bool vectorize = allowsVectorAccess(plan, tensors, device);
+  const Specialization& spec =
+      specialize(makeKey(plan, tensors, device, vectorize), plan, tensors, device, vectorize);
   if (!spec.kernel) return runInterpreted(stack);
 
   std::vector<at::Tensor> outputs;

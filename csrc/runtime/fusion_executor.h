@@ -37,7 +37,7 @@ class FusionExecutor {
 
   const Specialization& specialize(const SpecKey& key, const IterationPlan& plan,
                                    const std::vector<const at::Tensor*>& tensors,
-                                   c10::Device device);
+                                   c10::Device device, bool vectorize);
   void runInterpreted(torch::jit::Stack& stack);
 
   std::shared_ptr<torch::jit::Graph> subgraph_;

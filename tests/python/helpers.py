@@ -54,3 +54,32 @@ def run_python(code: str, env: dict[str, str] | None = None) -> subprocess.Compl
         text=True,
         timeout=300,
     )
+
+
+def fusion_group_function(subgraph_ir: str) -> Any:
+    """A callable graph made of one fuser::FusionGroup node around `subgraph_ir`, so the
+    runtime can be tested without the pass."""
+    subgraph = torch._C.parse_ir(textwrap.dedent(subgraph_ir))
+    outer = torch._C.Graph()
+    inputs = []
+    for sub_input in subgraph.inputs():
+        value = outer.addInput()
+        value.setType(sub_input.type())
+        inputs.append(value)
+    num_outputs = len(list(subgraph.outputs()))
+    node = outer.create(FUSION_GROUP, inputs, num_outputs)
+    node.g_("Subgraph", subgraph)
+    outer.insertNode(node)
+    if num_outputs == 1:
+        outer.registerOutput(node.output())
+    else:  # a function returns one value: a tuple
+        tup = outer.create("prim::TupleConstruct", list(node.outputs()), 1)
+        tup.output().setType(torch._C.TupleType([torch._C.TensorType.get()] * num_outputs))
+        outer.insertNode(tup)
+        outer.registerOutput(tup.output())
+    return torch._C._create_function_from_graph("fusion_group", outer)
+
+
+def devices() -> list[str]:
+    """CPU, and CUDA where a GPU is present."""
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

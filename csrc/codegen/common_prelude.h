@@ -1,0 +1,71 @@
+// Helpers shared by the C++ and CUDA kernels, appended to each dialect's prelude,
+// which defines FX_INLINE and the fx_fmod / fx_floor / fx_copysign they use.
+#pragma once
+
+namespace fuser::codegen {
+
+inline const char* kCommonPrelude = R"FUSER(
+// NaN-propagating minimum and maximum; the *c forms take a constant that is not NaN.
+template <typename T> FX_INLINE T fx_minc(T a, T c) { return c < a ? c : a; }
+template <typename T> FX_INLINE T fx_maxc(T a, T c) { return c > a ? c : a; }
+template <typename T> FX_INLINE T fx_min(T a, T b) { return b != b ? b : fx_minc(a, b); }
+template <typename T> FX_INLINE T fx_max(T a, T b) { return b != b ? b : fx_maxc(a, b); }
+
+// Integer division never traps: a zero divisor sets the error flag (on CPU the runtime
+// then raises ZeroDivisionError like eager; eager's CUDA kernels do not raise) and
+// INT_MIN / -1 wraps.
+template <typename T> FX_INLINE T fx_idiv(T a, T b, int32_t* err) {
+  if (b == 0) { *err = 1; return 0; }
+  if (b == -1) return (T)(0 - (uint64_t)a);
+  return (T)(a / b);
+}
+template <typename T> FX_INLINE T fx_imod(T a, T b, int32_t* err) {
+  if (b == 0) { *err = 1; return 0; }
+  if (b == -1) return 0;
+  return (T)(a % b);
+}
+template <typename T> FX_INLINE T fx_ifloordiv(T a, T b, int32_t* err) {
+  T q = fx_idiv(a, b, err);
+  T r = (T)(a - q * b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;
+}
+template <typename T> FX_INLINE T fx_iremainder(T a, T b, int32_t* err) {
+  T r = fx_imod(a, b, err);
+  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+}
+template <typename T> FX_INLINE T fx_fremainder(T a, T b) {
+  T r = fx_fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> FX_INLINE T fx_ffloordiv(T a, T b) {
+  if (b == 0) return a / b;
+  T mod = fx_fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+  T fl;
+  if (div != 0) {
+    fl = fx_floor(div);
+    if (div - fl > T(0.5)) fl += 1;
+  } else {
+    fl = fx_copysign(T(0), a / b);
+  }
+  return fl;
+}
+template <typename T> FX_INLINE T fx_ipow(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp & 1) ? -1 : 1;
+    return 0;
+  }
+  T result = 1;
+  while (exp) {
+    if (exp & 1) result = (T)(result * base);
+    exp = (T)(exp >> 1);
+    base = (T)(base * base);
+  }
+  return result;
+}
+template <typename T> FX_INLINE T fx_fsign(T x) { return (T)((T(0) < x) - (x < T(0))); }
+)FUSER";
+
+}  // namespace fuser::codegen

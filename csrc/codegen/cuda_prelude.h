@@ -1,0 +1,53 @@
+// The helpers every generated CUDA kernel starts with. NVRTC compiles them with no
+// headers at all (fixed-width integer types are declared here), so a kernel compiles
+// in well under a second. Float math is CUDA's precise library (no fast-math), so
+// results match eager's.
+#pragma once
+
+namespace fuser::codegen {
+
+inline const char* kCudaPrelude = R"FUSER(
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+#define FX_INLINE static __device__ __forceinline__
+#define FX_INFF __int_as_float(0x7f800000)
+#define FX_NANF __int_as_float(0x7fffffff)
+#define FX_INF __longlong_as_double(0x7ff0000000000000LL)
+#define FX_NAN __longlong_as_double(0x7fffffffffffffffLL)
+
+// N elements loaded or stored as one aligned access (16 bytes at most).
+template <typename T, int N> struct alignas(sizeof(T) * N) FxVec { T v[N]; };
+
+FX_INLINE float fx_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+FX_INLINE uint16_t fx_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+FX_INLINE float fx_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+FX_INLINE uint16_t fx_f2bf(float f) {
+  uint32_t x = __float_as_uint(f);
+  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (uint16_t)(f != f ? 0x7fc0u : rounded);
+}
+
+// The math the shared helpers (common_prelude.h) need, in CUDA's spelling.
+FX_INLINE float fx_fmod(float a, float b) { return fmodf(a, b); }
+FX_INLINE double fx_fmod(double a, double b) { return fmod(a, b); }
+FX_INLINE float fx_floor(float a) { return floorf(a); }
+FX_INLINE double fx_floor(double a) { return floor(a); }
+FX_INLINE float fx_copysign(float a, float b) { return copysignf(a, b); }
+FX_INLINE double fx_copysign(double a, double b) { return copysign(a, b); }
+
+FX_INLINE float fx_expf(float x) { return expf(x); }
+FX_INLINE float fx_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+FX_INLINE double fx_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
+FX_INLINE float fx_tanhf(float x) { return tanhf(x); }
+FX_INLINE float fx_erff(float x) { return erff(x); }
+
+)FUSER";
+
+}  // namespace fuser::codegen

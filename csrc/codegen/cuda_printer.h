@@ -1,0 +1,29 @@
+// Prints a Kernel as CUDA C++ for NVRTC: one extern "C" __global__ function taking one
+// argument struct by value, run as a grid-stride loop over the iteration space.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace fuser::codegen {
+
+constexpr int kCudaBlockSize = 256;
+
+std::string printCudaKernel(const Kernel& kernel);
+
+// The argument struct as 8-byte slots, in the order the printed struct declares them:
+// input pointers, output pointers, then (strided kernels) the ndim sizes and ndim
+// strides of each Strided input, the Double scalars, the Int64/Bool scalars, numel.
+struct CudaArgLayout {
+  static std::vector<uint64_t> pack(const Kernel& kernel, void* const* ptrs, const int64_t* sizes,
+                                    const int64_t* strides, const double* dargs,
+                                    const int64_t* iargs, int64_t numel);
+};
+
+// Elements per vector access of a flat kernel: 16 bytes of its widest tensor.
+int cudaVectorWidth(const Kernel& kernel);
+
+}  // namespace fuser::codegen

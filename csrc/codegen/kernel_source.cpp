@@ -1,0 +1,21 @@
+#include "codegen/kernel_source.h"
+
+#include "codegen/cpp_printer.h"
+#include "codegen/cuda_printer.h"
+
+namespace fuser::codegen {
+
+std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
+                              Dialect dialect, bool flat) {
+  for (InputDesc& d : inputs) {
+    if (!d.is_tensor) continue;
+    d.access.dtype = d.dtype;
+    d.access.access = flat ? Access::Flat : Access::Strided;
+  }
+  Kernel kernel = lowerSubgraph(subgraph, inputs, flat ? 1 : 2, flat);
+  kernel.name = "fuser_kernel";
+  kernel.vectorize = flat;
+  return dialect == Dialect::Cpp ? printCppKernel(kernel) : printCudaKernel(kernel);
+}
+
+}  // namespace fuser::codegen

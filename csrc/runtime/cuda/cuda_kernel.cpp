@@ -1,0 +1,56 @@
+// Module load, function lookup, launch and unload through the driver API.
+// Afterwards (constructor): the module is resident on the device until destruction.
+#include "runtime/cuda/cuda_kernel.h"
+
+#include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/cuda/primary_context.h"
+
+namespace fuser::cuda {
+namespace {
+
+std::string onDevice(const std::string& kernel_name, int device_index) {
+  return "kernel '" + kernel_name + "' on CUDA device " + std::to_string(device_index);
+}
+
+}  // namespace
+
+LoadedKernel::LoadedKernel(int device_index, const std::string& image,
+                           const std::string& kernel_name)
+    : device_(device_index), name_(kernel_name) {
+  const DriverApi& api = driver();
+  PrimaryContextGuard context(device_);
+  // c_str(): PTX must reach the driver NUL-terminated; a cubin is read by its ELF sizes.
+  if (const CUresult r = api.moduleLoadData(&module_, image.c_str()); r != kCudaSuccess) {
+    // The usual cause of a refused PTX image is a driver older than the NVRTC that wrote
+    // it (CUDA_ERROR_UNSUPPORTED_PTX_VERSION), so say which kind it was and which driver.
+    throwCuError(r, "loading the module (" + std::string(isCubin(image) ? "cubin" : "PTX") +
+                        ", driver version " + std::to_string(api.driver_version) + ") of " +
+                        onDevice(name_, device_));
+  }
+  if (const CUresult r = api.moduleGetFunction(&function_, module_, name_.c_str());
+      r != kCudaSuccess) {
+    api.moduleUnload(module_);
+    throwCuError(r, "finding " + onDevice(name_, device_) + " in its module");
+  }
+}
+
+LoadedKernel::~LoadedKernel() {
+  try {
+    PrimaryContextGuard context(device_);
+    driver().moduleUnload(module_);
+  } catch (...) {  // the driver is gone or the context unusable: leak the module
+  }
+}
+
+void LoadedKernel::launch(unsigned grid_x, unsigned block_x, void** kernel_params, void* stream,
+                          unsigned shared_bytes) const {
+  PrimaryContextGuard context(device_);
+  const CUresult r = driver().launchKernel(function_, grid_x, 1, 1, block_x, 1, 1, shared_bytes,
+                                           stream, kernel_params, nullptr);
+  if (r != kCudaSuccess) {
+    throwCuError(r, "launching " + onDevice(name_, device_) + " with grid " +
+                        std::to_string(grid_x) + " x block " + std::to_string(block_x));
+  }
+}
+
+}  // namespace fuser::cuda
