@@ -33,7 +33,7 @@ def _cmake_args() -> list[str]:
         f"-DPYTHON_EXT_SUFFIX={sysconfig.get_config_var('EXT_SUFFIX')}",
         f"-DFUSER_PACKAGE_DIR={PACKAGE_DIR}",
         f"-DFUSER_BUILD_TESTS={'ON' if build_tests else 'OFF'}",
-        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DCMAKE_BUILD_TYPE={os.environ.get('FUSER_BUILD_TYPE', 'Release')}",
     ]
 
 
