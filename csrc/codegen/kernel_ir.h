@@ -24,7 +24,12 @@ enum class IrOp : uint8_t {
   Cast,  // to `type`
   Neg, Abs, Reciprocal, Sqrt, Rsqrt, Exp, Expm1, Log, Log1p, Log2, Log10,
   Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Sigmoid, Erf, Erfc,
-  Floor, Ceil, Round /* half to even */, Trunc, Sign,
+  Floor, Ceil, Round /* half to even */, Trunc,
+  Sign,        // -1, 0 or 1 (bool: identity); NaN -> 0, as eager on CPU
+  // Float -> Float: the nearest float16 / bfloat16 value (round to nearest even), as a
+  // store and reload would give. Eager rounds a scalar or 0-dim operand to the common
+  // dtype before a half-precision op; comparisons and fmod need that to match bitwise.
+  RoundToHalf, RoundToBFloat16,
   IsNan,       // -> Bool
   LogicalNot,  // -> Bool, operand any type (x == 0)
   BitwiseNot,  // integers and bool

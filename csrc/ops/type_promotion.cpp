@@ -3,6 +3,9 @@
 // matters when its category (bool < integral < floating) is higher.
 #include "ops/type_promotion.h"
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
 namespace fuser::ops {
 namespace {
 
@@ -26,6 +29,14 @@ ScalarType combine(ScalarType higher, ScalarType lower) {
   if (lower == ScalarType::Undefined) return higher;
   if (categoryRank(lower) > categoryRank(higher)) return promote(higher, lower);
   return higher;
+}
+
+bool isReducedFloat(ScalarType t) { return t == ScalarType::Half || t == ScalarType::BFloat16; }
+
+// Every value of `from` is exactly a value of `to` (so no rounding is needed).
+bool representableIn(ScalarType from, ScalarType to) {
+  return from == to || from == ScalarType::Bool || from == ScalarType::Byte ||
+         from == ScalarType::Char;
 }
 
 }  // namespace
@@ -67,6 +78,24 @@ Category resultCategory(const std::vector<Operand>& operands) {
 }
 
 codegen::ExprId castTo(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype) {
+  if (!isReducedFloat(dtype) || representableIn(x.dtype, dtype)) {
+    return b.cast(x.expr, codegen::computeType(dtype));
+  }
+  // Eager casts a scalar or 0-dim operand to the half type before computing; a constant
+  // is rounded here, anything else in the kernel (double -> float -> half, as c10 does).
+  if (x.constant && (x.constant->isDouble() || x.constant->isInt() || x.constant->isBool())) {
+    auto v = static_cast<float>(x.constant->toScalar().toDouble());
+    float rounded = dtype == ScalarType::Half ? static_cast<float>(c10::Half(v))
+                                              : static_cast<float>(c10::BFloat16(v));
+    return b.constant(rounded, ScalarType::Float);
+  }
+  codegen::ExprId f = b.cast(x.expr, ScalarType::Float);
+  return b.unary(dtype == ScalarType::Half ? codegen::IrOp::RoundToHalf
+                                           : codegen::IrOp::RoundToBFloat16,
+                 f);
+}
+
+codegen::ExprId castToOpmath(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype) {
   return b.cast(x.expr, codegen::computeType(dtype));
 }
 

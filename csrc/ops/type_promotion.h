@@ -20,8 +20,14 @@ c10::ScalarType toFloating(c10::ScalarType t);
 // operand is one, else a 0-dim tensor.
 Category resultCategory(const std::vector<Operand>& operands);
 
-// `x` converted to computation type of `dtype`.
+// `x` converted to `dtype` and held in its computation type, as eager's common-dtype cast:
+// a value converted to float16/bfloat16 is rounded to that precision first (so
+// `half_tensor < 0.1` compares with half(0.1), like eager).
 codegen::ExprId castTo(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype);
+
+// `x` in the computation type of `dtype` without that rounding: eager's multiplication
+// and division kernels read a scalar `other` of a half-precision op at float precision.
+codegen::ExprId castToOpmath(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype);
 
 // A result operand: `expr` holding a value of eager dtype `dtype`.
 Operand makeResult(codegen::ExprId expr, c10::ScalarType dtype, const std::vector<Operand>& from);

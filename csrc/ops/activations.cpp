@@ -1,0 +1,165 @@
+// Activation functions, composed from IR primitives with eager's formulas (the same
+// branch conditions, so NaN and the thresholds behave alike). Most are float-only in
+// eager; relu, relu6 and hardtanh also take integers (they are clamps).
+#include "ops/lowering_rules.h"
+
+namespace fuser::ops {
+namespace {
+
+using c10::ScalarType;
+
+// An activation of a floating tensor x: `formula(x)` in x's computation type.
+template <typename Formula>
+Operand floatActivation(IrBuilder& b, const Args& a, const char* name, Formula formula) {
+  requireFloating(a[0], name);
+  ScalarType t = a[0].dtype;
+  return makeResult(formula(a[0].expr, t), t, {a[0]});
+}
+
+// min(max(x, lo), hi) in x's dtype, NaN-propagating (eager's hardtanh casts the bounds).
+ExprId clampTo(IrBuilder& b, ExprId x, ExprId lo, ExprId hi) {
+  return b.binary(IrOp::Min, b.binary(IrOp::Max, x, lo), hi);
+}
+
+Operand lowerSigmoid(IrBuilder& b, const Args& a) {
+  return lowerUnaryToFloat(b, a, IrOp::Sigmoid);
+}
+
+Operand lowerRelu(IrBuilder& b, const Args& a) {
+  TORCH_CHECK(a[0].dtype != ScalarType::Bool, "Boolean inputs not supported for relu");
+  ScalarType t = a[0].dtype;
+  return makeResult(b.binary(IrOp::Max, a[0].expr, literal(b, 0, t)), t, {a[0]});
+}
+
+Operand lowerHardtanh(IrBuilder& b, const Args& a) {
+  TORCH_CHECK(a[0].dtype != ScalarType::Bool, "Bool inputs not supported for hardtanh");
+  ScalarType t = a[0].dtype;
+  ExprId r = clampTo(b, a[0].expr, castTo(b, a[1], t), castTo(b, a[2], t));
+  return makeResult(r, t, {a[0]});
+}
+
+Operand lowerRelu6(IrBuilder& b, const Args& a) {
+  TORCH_CHECK(a[0].dtype != ScalarType::Bool, "Bool inputs not supported for hardtanh");
+  ScalarType t = a[0].dtype;
+  return makeResult(clampTo(b, a[0].expr, literal(b, 0, t), literal(b, 6, t)), t, {a[0]});
+}
+
+// x > 0 ? x : x * negative_slope
+Operand lowerLeakyRelu(IrBuilder& b, const Args& a) {
+  return floatActivation(b, a, "leaky_relu", [&](ExprId x, ScalarType t) {
+    ExprId positive = b.binary(IrOp::Gt, x, literal(b, 0, t));
+    return b.select(positive, x, b.binary(IrOp::Mul, x, castToOpmath(b, a[1], t)));
+  });
+}
+
+// x <= 0 ? expm1(x * input_scale) * (alpha * scale) : x * scale
+Operand lowerElu(IrBuilder& b, const Args& a) {
+  return floatActivation(b, a, "elu", [&](ExprId x, ScalarType t) {
+    ExprId alpha = castToOpmath(b, a[1], t);
+    ExprId scale = castToOpmath(b, a[2], t);
+    ExprId inputScale = castToOpmath(b, a[3], t);
+    ExprId negative = b.binary(
+        IrOp::Mul, b.unary(IrOp::Expm1, b.binary(IrOp::Mul, x, inputScale)),
+        b.binary(IrOp::Mul, alpha, scale));
+    ExprId nonPositive = b.binary(IrOp::Le, x, literal(b, 0, t));
+    return b.select(nonPositive, negative, b.binary(IrOp::Mul, x, scale));
+  });
+}
+
+// 'none': x * 0.5 * (1 + erf(x / sqrt(2)));
+// 'tanh': 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+Operand lowerGelu(IrBuilder& b, const Args& a) {
+  bool tanhApprox = constantString(a[1]) == "tanh";
+  return floatActivation(b, a, "gelu", [&](ExprId x, ScalarType t) {
+    ExprId half = literal(b, 0.5, t);
+    ExprId one = literal(b, 1, t);
+    if (!tanhApprox) {
+      ExprId erf = b.unary(IrOp::Erf, b.binary(IrOp::Mul, x, literal(b, M_SQRT1_2, t)));
+      return b.binary(IrOp::Mul, b.binary(IrOp::Mul, x, half), b.binary(IrOp::Add, one, erf));
+    }
+    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
+    ExprId cube = b.binary(IrOp::Mul, b.binary(IrOp::Mul, x, x), x);
+    ExprId inner = b.binary(
+        IrOp::Mul, literal(b, kBeta, t),
+        b.binary(IrOp::Add, x, b.binary(IrOp::Mul, literal(b, 0.044715, t), cube)));
+    ExprId tanh = b.unary(IrOp::Tanh, inner);
+    return b.binary(IrOp::Mul, b.binary(IrOp::Mul, half, x), b.binary(IrOp::Add, one, tanh));
+  });
+}
+
+FusionDecision checkGeluApproximate(const torch::jit::Node* node) {
+  std::optional<c10::IValue> mode = constantInput(node, "approximate");
+  if (!mode) return FusionDecision::no("gelu: approximate is not a constant");
+  const std::string& s = mode->toStringRef();
+  if (s == "none" || s == "tanh") return FusionDecision::yes();
+  return FusionDecision::no("gelu: unknown approximate '" + s + "'");  // eager raises
+}
+
+// x / (1 + exp(-x)), as eager writes it.
+Operand lowerSilu(IrBuilder& b, const Args& a) {
+  return floatActivation(b, a, "silu", [&](ExprId x, ScalarType t) {
+    ExprId denominator =
+        b.binary(IrOp::Add, literal(b, 1, t), b.unary(IrOp::Exp, b.unary(IrOp::Neg, x)));
+    return b.binary(IrOp::Div, x, denominator);
+  });
+}
+
+// x * tanh(log1p(exp(x)))
+Operand lowerMish(IrBuilder& b, const Args& a) {
+  return floatActivation(b, a, "mish", [&](ExprId x, ScalarType t) {
+    ExprId softplus = b.unary(IrOp::Log1p, b.unary(IrOp::Exp, x));
+    return b.binary(IrOp::Mul, x, b.unary(IrOp::Tanh, softplus));
+  });
+}
+
+// min(max(x + 3, 0), 6): the shared core of hardsigmoid and hardswish.
+ExprId relu6Shifted(IrBuilder& b, ExprId x, ScalarType t) {
+  return clampTo(b, b.binary(IrOp::Add, x, literal(b, 3, t)), literal(b, 0, t), literal(b, 6, t));
+}
+
+Operand lowerHardsigmoid(IrBuilder& b, const Args& a) {
+  return floatActivation(b, a, "hardsigmoid", [&](ExprId x, ScalarType t) {
+    return b.binary(IrOp::Div, relu6Shifted(b, x, t), literal(b, 6, t));
+  });
+}
+
+// x * min(max(x + 3, 0), 6) / 6
+Operand lowerHardswish(IrBuilder& b, const Args& a) {
+  return floatActivation(b, a, "hardswish", [&](ExprId x, ScalarType t) {
+    return b.binary(IrOp::Div, b.binary(IrOp::Mul, x, relu6Shifted(b, x, t)), literal(b, 6, t));
+  });
+}
+
+// x * beta > threshold ? x : log1p(exp(x * beta)) / beta
+Operand lowerSoftplus(IrBuilder& b, const Args& a) {
+  return floatActivation(b, a, "softplus", [&](ExprId x, ScalarType t) {
+    ExprId beta = castToOpmath(b, a[1], t);
+    ExprId scaled = b.binary(IrOp::Mul, x, beta);
+    ExprId linear = b.binary(IrOp::Gt, scaled, castToOpmath(b, a[2], t));
+    ExprId smooth = b.binary(IrOp::Div, b.unary(IrOp::Log1p, b.unary(IrOp::Exp, scaled)), beta);
+    return b.select(linear, x, smooth);
+  });
+}
+
+}  // namespace
+
+static RegisterOps reg({
+    {"aten::sigmoid(Tensor self) -> Tensor", lowerSigmoid},
+    {"aten::relu(Tensor self) -> Tensor", lowerRelu},
+    {"aten::relu6(Tensor self) -> Tensor", lowerRelu6},
+    {"aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", lowerLeakyRelu},
+    {"aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor",
+     lowerElu},
+    {"aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor", lowerGelu,
+     checkGeluApproximate},
+    {"aten::silu(Tensor self) -> Tensor", lowerSilu},
+    {"aten::mish(Tensor self) -> Tensor", lowerMish},
+    {"aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor",
+     lowerHardtanh},
+    {"aten::hardsigmoid(Tensor self) -> Tensor", lowerHardsigmoid},
+    {"aten::hardswish(Tensor self) -> Tensor", lowerHardswish},
+    {"aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor",
+     lowerSoftplus},
+});
+
+}  // namespace fuser::ops

@@ -1,0 +1,132 @@
+// Dtype conversions that keep the device and the layout: type_as, the .to overloads and
+// _to_copy. The target dtype must be a graph constant (or another tensor's dtype); a
+// device argument must be the input's own device; memory_format must be None/preserve.
+// A .to that eager would answer with `self` itself (same dtype, copy=False) becomes a
+// fresh tensor in the group: the passes fuse it only where no one mutates either alias.
+#include <torch/csrc/jit/ir/constants.h>
+
+#include "ops/lowering_rules.h"
+
+namespace fuser::ops {
+namespace {
+
+using c10::ScalarType;
+
+Operand convert(IrBuilder& b, const Operand& self, ScalarType target) {
+  return makeResult(b.cast(self.expr, codegen::computeType(target)), target, {self});
+}
+
+// The target dtype in argument `index` (a constant ScalarType, or None for self's).
+Operand lowerToDtypeAt(IrBuilder& b, const Args& a, size_t index) {
+  const Operand& dtype = a[index];
+  ScalarType target =
+      isNone(dtype) ? a[0].dtype : static_cast<ScalarType>(dtype.constant->toInt());
+  return convert(b, a[0], target);
+}
+
+Operand lowerToDtype(IrBuilder& b, const Args& a) { return lowerToDtypeAt(b, a, 1); }
+Operand lowerToDeviceDtype(IrBuilder& b, const Args& a) { return lowerToDtypeAt(b, a, 2); }
+Operand lowerToOther(IrBuilder& b, const Args& a) { return convert(b, a[0], a[1].dtype); }
+Operand lowerCopy(IrBuilder& b, const Args& a) { return convert(b, a[0], a[0].dtype); }
+
+bool isFusibleDtype(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: case ScalarType::Byte: case ScalarType::Char:
+    case ScalarType::Short: case ScalarType::Int: case ScalarType::Long:
+    case ScalarType::Half: case ScalarType::BFloat16: case ScalarType::Float:
+    case ScalarType::Double:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool hasArgument(const torch::jit::Node* node, const char* name) {
+  return node->schema().argumentIndexWithName(name).has_value();
+}
+
+// The device argument names the input's own device: None, prim::device(self), or a
+// constant equal to self's profiled device.
+bool keepsDevice(const torch::jit::Node* node, const c10::IValue* device) {
+  const torch::jit::Value* arg = node->namedInput("device");
+  if (arg->node()->kind() == c10::prim::device && arg->node()->input() == node->input(0)) {
+    return true;
+  }
+  if (!device) return false;
+  if (device->isNone()) return true;
+  auto self = node->input(0)->type()->cast<c10::TensorType>();
+  return self && self->device() && *self->device() == device->toDevice();
+}
+
+FusionDecision checkConversion(const torch::jit::Node* node) {
+  auto refuse = [&](const std::string& why) {
+    return FusionDecision::no(std::string(node->kind().toQualString()) + ": " + why);
+  };
+  auto constant = [&](const char* name) { return constantInput(node, name); };
+  if (hasArgument(node, "dtype")) {
+    std::optional<c10::IValue> dtype = constant("dtype");
+    if (!dtype) return refuse("dtype is not a constant");
+    if (!dtype->isNone() && !isFusibleDtype(static_cast<ScalarType>(dtype->toInt()))) {
+      return refuse("unsupported target dtype");
+    }
+  }
+  if (hasArgument(node, "memory_format")) {
+    std::optional<c10::IValue> format = constant("memory_format");
+    if (!format) return refuse("memory_format is not a constant");
+    if (!format->isNone() &&
+        format->toInt() != static_cast<int64_t>(c10::MemoryFormat::Preserve)) {
+      return refuse("memory_format other than preserve_format");
+    }
+  }
+  if (hasArgument(node, "layout")) {
+    std::optional<c10::IValue> layout = constant("layout");
+    if (!layout || !(layout->isNone() ||
+                     layout->toInt() == static_cast<int64_t>(c10::Layout::Strided))) {
+      return refuse("layout other than strided");
+    }
+  }
+  if (hasArgument(node, "pin_memory")) {
+    std::optional<c10::IValue> pin = constant("pin_memory");
+    if (!pin || !(pin->isNone() || !pin->toBool())) return refuse("pin_memory");
+  }
+  if (hasArgument(node, "device")) {
+    std::optional<c10::IValue> device = constant("device");
+    if (!keepsDevice(node, device ? &*device : nullptr)) {
+      return refuse("may change the device");
+    }
+  }
+  return FusionDecision::yes();
+}
+
+}  // namespace
+
+static RegisterOps reg({
+    {"aten::type_as(Tensor self, Tensor other) -> Tensor", lowerToOther},
+    {"aten::to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, "
+     "MemoryFormat? memory_format=None) -> Tensor(a)",
+     lowerToDtype, checkConversion},
+    {"aten::to.other(Tensor(a) self, Tensor other, bool non_blocking=False, bool copy=False, "
+     "MemoryFormat? memory_format=None) -> Tensor(a)",
+     lowerToOther, checkConversion},
+    {"aten::to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, "
+     "bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)",
+     lowerToDeviceDtype, checkConversion},
+    {"aten::to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None, "
+     "Device? device=None, bool? pin_memory=None, bool non_blocking=False, bool copy=False, "
+     "MemoryFormat? memory_format=None) -> Tensor(a)",
+     lowerToDtype, checkConversion},
+    {"aten::to.prim_Device(Tensor(a) self, Device? device, int? dtype=None, "
+     "bool non_blocking=False, bool copy=False) -> Tensor(b|a)",
+     lowerToDeviceDtype, checkConversion},
+    {"aten::to.prim_dtype(Tensor(a) self, int? dtype=None, bool non_blocking=False, "
+     "bool copy=False) -> Tensor(b|a)",
+     lowerToDtype, checkConversion},
+    {"aten::to.prim_other(Tensor(a) self, bool non_blocking=False, bool copy=False) -> Tensor(b|a)",
+     lowerCopy},
+    {"aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, "
+     "Device? device=None, bool? pin_memory=None, bool non_blocking=False, "
+     "MemoryFormat? memory_format=None) -> Tensor",
+     lowerToDtype, checkConversion},
+});
+
+}  // namespace fuser::ops
