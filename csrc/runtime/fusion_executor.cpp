@@ -52,9 +52,10 @@ SpecKey makeKey(const IterationPlan& plan, const std::vector<const at::Tensor*>&
 
 FusionExecutor::FusionExecutor(const torch::jit::Node* node)
     : subgraph_(node->g(c10::attr::Subgraph)),
+      kernel_graph_(makeKernelGraph(*subgraph_)),
       num_inputs_(node->inputs().size()),
       num_outputs_(node->outputs().size()) {
-  for (const torch::jit::Value* in : subgraph_->inputs()) {
+  for (const torch::jit::Value* in : kernel_graph_.graph->inputs()) {
     const bool tensor = in->type()->kind() == c10::TypeKind::TensorType;
     is_tensor_.push_back(tensor);
     scalar_kinds_.push_back(tensor ? codegen::ScalarArgKind::Double : scalarKindOf(in->type()));
@@ -87,7 +88,7 @@ const FusionExecutor::Specialization& FusionExecutor::specialize(
       descs.push_back(d);
     }
     codegen::Kernel kernel =
-        codegen::lowerSubgraph(*subgraph_, descs, plan.flat ? 1 : plan.ndim, plan.flat);
+        codegen::lowerSubgraph(*kernel_graph_.graph, descs, plan.flat ? 1 : plan.ndim, plan.flat);
     kernel.name = "fuser_kernel";
     kernel.index32 = device.is_cuda() && plan.index32;
     kernel.vectorize = vectorize;
@@ -117,15 +118,29 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
   if (config().use_interpreter) return runInterpreted(stack);
   auto inputs = torch::jit::last(stack, num_inputs_);
 
+  const size_t num_kernel_inputs = kernel_graph_.sources.size();
   std::vector<const at::Tensor*> tensors;
-  tensors.reserve(num_inputs_);
+  tensors.reserve(num_kernel_inputs);
+  std::vector<at::Tensor> chunk_views;  // the views chunked inputs are read through
+  chunk_views.reserve(num_kernel_inputs);
   c10::SmallVector<double, 8> dargs;
   c10::SmallVector<int64_t, 8> iargs;
-  for (size_t i = 0; i < num_inputs_; ++i) {
-    const c10::IValue& v = inputs[i];
+  for (size_t i = 0; i < num_kernel_inputs; ++i) {
+    const KernelInputSource& source = kernel_graph_.sources[i];
+    const c10::IValue& v = inputs[source.group_input];
     if (is_tensor_[i]) {
       if (!v.isTensor() || !v.toTensor().defined()) return runInterpreted(stack);
-      tensors.push_back(&v.toTensor());
+      if (source.chunks == 0) {
+        tensors.push_back(&v.toTensor());
+      } else {
+        const at::Tensor& whole = v.toTensor();
+        const int64_t dim = c10::maybe_wrap_dim(source.dim, whole.dim());
+        const int64_t size = (whole.size(dim) + source.chunks - 1) / source.chunks;
+        const int64_t start = std::min(whole.size(dim), size * source.index);
+        chunk_views.push_back(
+            whole.narrow(dim, start, std::min(size, whole.size(dim) - start)));
+        tensors.push_back(&chunk_views.back());
+      }
     } else if (scalar_kinds_[i] == codegen::ScalarArgKind::Double) {
       dargs.push_back(v.toDouble());
     } else if (scalar_kinds_[i] == codegen::ScalarArgKind::Bool) {

@@ -16,6 +16,7 @@
 #include "codegen/kernel_ir.h"
 #include "runtime/compiled_kernel.h"
 #include "runtime/iteration_plan.h"
+#include "runtime/kernel_graph.h"
 
 namespace fuser::runtime {
 
@@ -40,11 +41,12 @@ class FusionExecutor {
                                    c10::Device device, bool vectorize);
   void runInterpreted(torch::jit::Stack& stack);
 
-  std::shared_ptr<torch::jit::Graph> subgraph_;
+  std::shared_ptr<torch::jit::Graph> subgraph_;  // what the interpreter runs
+  KernelGraph kernel_graph_;                     // what the kernel computes
   size_t num_inputs_;
   size_t num_outputs_;
-  std::vector<codegen::ScalarArgKind> scalar_kinds_;  // per subgraph input; tensors ignored
-  std::vector<bool> is_tensor_;
+  std::vector<codegen::ScalarArgKind> scalar_kinds_;  // per kernel input; tensors ignored
+  std::vector<bool> is_tensor_;                       // per kernel input
 
   std::mutex mutex_;
   std::vector<std::unique_ptr<Specialization>> specializations_;

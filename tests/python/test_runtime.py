@@ -146,3 +146,33 @@ def test_nan_and_inf_propagate(chain_fn):
     x = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e30])
     y = torch.ones(6)
     torch.testing.assert_close(chain_fn(x, y), chain(x, y), equal_nan=True)
+
+
+CHUNKED_IR = """
+graph(%gates : Tensor, %cx : Tensor):
+  %i, %f, %g, %o = prim::ConstantChunk[chunks=4, dim=1](%gates)
+  %ig : Tensor = aten::sigmoid(%i)
+  %fg : Tensor = aten::sigmoid(%f)
+  %gg : Tensor = aten::tanh(%g)
+  %og : Tensor = aten::sigmoid(%o)
+  %a : Tensor = aten::mul(%fg, %cx)
+  %b : Tensor = aten::mul(%ig, %gg)
+  %one : int = prim::Constant[value=1]()
+  %cy : Tensor = aten::add(%a, %b, %one)
+  %t : Tensor = aten::tanh(%cy)
+  %hy : Tensor = aten::mul(%og, %t)
+  return (%hy, %cy)
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_chunked_input_is_read_in_place(device):
+    fn = fusion_group_function(CHUNKED_IR)
+    gates, cx = torch.randn(5, 4 * 7, device=device), torch.randn(5, 7, device=device)
+    before = launches()
+    hy, cy = fn(gates, cx)
+    i, f, g, o = gates.chunk(4, 1)
+    cy_ref = i.sigmoid() * g.tanh() + f.sigmoid() * cx
+    torch.testing.assert_close(cy, cy_ref)
+    torch.testing.assert_close(hy, o.sigmoid() * cy_ref.tanh())
+    assert launches() == before + 1

@@ -1,0 +1,388 @@
+"""Tests of fuser/bench: the --smoke run end to end, and the table, JSON, chart, option
+parsing, flag restoring and failure reporting on hand-made results. None of them needs
+the fuser to fuse anything."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from fuser.bench import chart, cli, runner
+from fuser.bench.correctness import mismatch, short_reason
+from fuser.bench.graph_stats import count_groups
+from fuser.bench.jit_flags import NO_FUSION, current_flags, jit_flags
+from fuser.bench.json_report import read_json, to_json_dict, write_json
+from fuser.bench.machine import cpu_last_level_cache_bytes, machine_metadata
+from fuser.bench.modes import MODES
+from fuser.bench.presets import SMOKE
+from fuser.bench.progress import Progress
+from fuser.bench.results import ModeResult, Row, SuiteResult
+from fuser.bench.table import columns, render_smoke_list, render_table, row_cells
+from fuser.bench.timing import MAX_COPIES, copies_needed, input_copies, tensor_bytes
+from fuser.bench.workloads import WORKLOADS, make_inputs
+
+MODE_NAMES = ["eager", "script", "fuser", "nnc", "onednn", "compile"]
+
+
+def _row(**overrides: Any) -> Row:
+    """A measured row: eager 200 us, script 100 us, fuser 50 us, nnc n/a, onednn wrong,
+    compile 400 us; 1e6 bytes per call on a device that copies at 40 GB/s."""
+    modes = {
+        "eager": ModeResult("eager", time_us=200.0, reps=10),
+        "script": ModeResult("script", time_us=100.0, reps=10),
+        "fuser": ModeResult("fuser", time_us=50.0, reps=10, groups=1),
+        "nnc": ModeResult("nnc", na_reason="NNC on CPU needs LLVM"),
+        "onednn": ModeResult("onednn", mismatch="Tensor-likes are not close!\nMismatched 3"),
+        "compile": ModeResult("compile", time_us=400.0, reps=10),
+    }
+    fields: dict[str, Any] = dict(
+        workload="elementwise_chain",
+        size="medium",
+        shape="N1024xH1024",
+        dtype="float32",
+        device="cpu",
+        bytes_per_call=1_000_000,
+        copy_gbps=40.0,
+        groups=1,
+        kernels_compiled=1,
+        kernels_from_disk=0,
+        modes=modes,
+    )
+    fields.update(overrides)
+    return Row(**fields)
+
+
+def _suite(rows: list[Row]) -> SuiteResult:
+    return SuiteResult(
+        metadata=machine_metadata([torch.device("cpu")]),
+        options={"preset": "quick"},
+        mode_names=MODE_NAMES,
+        copy_bandwidth_gbps={"cpu": 40.0},
+        rows=rows,
+    )
+
+
+# --- derived numbers -------------------------------------------------------------------
+
+
+def test_speedup_is_eager_time_over_mode_time() -> None:
+    row = _row()
+    assert row.speedup("fuser") == pytest.approx(4.0)
+    assert row.speedup("script") == pytest.approx(2.0)
+    assert row.speedup("compile") == pytest.approx(0.5)
+    assert row.speedup("eager") == pytest.approx(1.0)
+    assert row.speedup("nnc") is None
+    assert row.speedup("onednn") is None
+
+
+def test_bandwidth_counts_bytes_per_call_over_time() -> None:
+    row = _row()
+    assert row.gbps("fuser") == pytest.approx(20.0)  # 1e6 bytes in 50 us
+    assert row.percent_of_copy("fuser") == pytest.approx(50.0)
+    assert _row(copy_gbps=None).percent_of_copy("fuser") is None
+
+
+def test_kernels_add_compiled_and_loaded_from_disk() -> None:
+    assert _row(kernels_compiled=2, kernels_from_disk=3).kernels == 5
+    assert _row(kernels_compiled=None).kernels is None
+
+
+# --- terminal table --------------------------------------------------------------------
+
+
+def test_table_columns() -> None:
+    assert columns(["eager", "fuser", "nnc"]) == [
+        "workload",
+        "size",
+        "shape",
+        "dtype",
+        "device",
+        "groups",
+        "kernels",
+        "eager us",
+        "fuser us",
+        "fuser x",
+        "nnc us",
+        "nnc x",
+        "fuser GB/s",
+        "% copy",
+        "status",
+    ]
+
+
+def test_row_cells_show_times_ratios_and_na() -> None:
+    cells = dict(zip(columns(MODE_NAMES), row_cells(_row(), MODE_NAMES), strict=True))
+    assert cells["eager us"] == "200.0"
+    assert cells["fuser us"] == "50.0"
+    assert cells["fuser x"] == "4.00x"
+    assert cells["script x"] == "2.00x"
+    assert cells["compile us"] == "400.0"
+    assert cells["compile x"] == "0.50x"
+    assert cells["nnc us"] == "n/a"
+    assert cells["nnc x"] == "n/a"
+    assert cells["onednn us"] == "wrong"
+    assert cells["fuser GB/s"] == "20.0"
+    assert cells["% copy"] == "50"
+    assert cells["groups"] == "1"
+    assert cells["kernels"] == "1"
+    assert cells["status"] == "ok"
+
+
+def test_large_times_lose_their_decimals() -> None:
+    row = _row()
+    row.modes["eager"].time_us = 12345.67
+    cells = dict(zip(columns(MODE_NAMES), row_cells(row, MODE_NAMES), strict=True))
+    assert cells["eager us"] == "12346"
+
+
+def test_rendered_table_aligns_columns_and_explains_na_and_failures() -> None:
+    failed = _row(workload="gru_cell", failure="fuser result differs from eager:\nMismatch")
+    failed.modes["fuser"] = ModeResult("fuser", mismatch="Mismatch")
+    text = render_table(_suite([_row(), failed]))
+    lines = text.splitlines()
+    header, rule, first, second = lines[:4]
+    assert header.split()[:3] == ["workload", "size", "shape"]
+    assert set(rule.replace(" ", "")) == {"-"}
+    # Every column starts where its header starts.
+    assert first.index("elementwise_chain") == header.index("workload")
+    assert "4.00x" in first and first.rstrip().endswith("ok")
+    assert second.rstrip().endswith("FAILED")
+    assert "wrong" in second.split()
+    assert "n/a: nnc on cpu: NNC on CPU needs LLVM" in lines
+    assert any(line.startswith("wrong: onednn on elementwise_chain medium") for line in lines)
+    assert any(line.startswith("FAILED: gru_cell medium float32 cpu") for line in lines)
+    assert "cpu 40.0 GB/s" in text
+    # Each reason once, however many rows share it.
+    assert sum(line.startswith("n/a: nnc on cpu") for line in lines) == 1
+
+
+def test_smoke_list_says_pass_or_failed_per_row() -> None:
+    failed = _row(workload="gru_cell", failure="fuser raised RuntimeError: boom")
+    text = render_smoke_list(_suite([_row(), failed]))
+    lines = text.splitlines()
+    assert lines[0].startswith("PASS   elementwise_chain medium float32 cpu")
+    assert "fuser ok" in lines[0] and "nnc n/a" in lines[0] and "onednn wrong" in lines[0]
+    assert lines[1].startswith("FAILED gru_cell")
+    assert "RuntimeError: boom" in lines[2]
+    assert "smoke check: 1 of 2 rows passed" in lines
+
+
+# --- JSON ------------------------------------------------------------------------------
+
+
+def test_json_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    suite = _suite([_row(), _row(workload="gru_cell", failure="boom")])
+    path = tmp_path / "out" / "results.json"
+    write_json(suite, path)
+    assert read_json(path) == suite
+
+
+def test_json_has_metadata_and_derived_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    write_json(_suite([_row()]), path)
+    data = json.loads(path.read_text())
+    for key in ("platform", "cpu_count", "torch_version", "cuda_device_name", "fuser_version"):
+        assert key in data["metadata"]
+    assert data["metadata"]["torch_version"] == torch.__version__
+    assert data["metadata"]["devices"]["cpu"]["last_level_cache_bytes"] > 0
+    row = data["rows"][0]
+    assert row["status"] == "ok" and row["kernels"] == 1
+    assert row["modes"]["fuser"]["speedup_vs_eager"] == pytest.approx(4.0)
+    assert row["modes"]["fuser"]["gbps"] == pytest.approx(20.0)
+    assert row["modes"]["fuser"]["percent_of_copy"] == pytest.approx(50.0)
+    assert row["modes"]["nnc"]["speedup_vs_eager"] is None
+    assert row["modes"]["nnc"]["na_reason"] == "NNC on CPU needs LLVM"
+    assert data == to_json_dict(read_json(path))
+
+
+# --- chart -----------------------------------------------------------------------------
+
+
+def test_chart_is_skipped_without_matplotlib(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(chart, "matplotlib_available", lambda: False)
+    path = tmp_path / "speedup.png"
+    assert chart.write_chart(_suite([_row()]), path) is False
+    assert not path.exists()
+
+
+def test_chart_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "speedup.png"
+    assert chart.write_chart(_suite([_row()]), path) is True
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- measuring helpers -----------------------------------------------------------------
+
+
+def test_copies_fill_four_times_the_cache() -> None:
+    assert copies_needed(1 << 20, 8 << 20) == 32
+    assert copies_needed(64 << 20, 8 << 20) == 1
+    assert copies_needed(1, 8 << 20) == MAX_COPIES
+    copies = input_copies((torch.randn(3), 2.0), 3)
+    assert len(copies) == 3 and copies[2][1] == 2.0
+    assert copies[1][0] is not copies[0][0] and torch.equal(copies[1][0], copies[0][0])
+    assert tensor_bytes((torch.zeros(4), [torch.zeros(2, dtype=torch.float64)])) == 32
+
+
+def test_cache_size_comes_from_the_highest_level(tmp_path: Path) -> None:
+    for index, (level, size) in enumerate([(1, "32K"), (2, "1024K"), (3, "32768K")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "size").write_text(f"{size}\n")
+    assert cpu_last_level_cache_bytes(str(tmp_path)) == 32 * 1024 * 1024
+    assert cpu_last_level_cache_bytes(str(tmp_path / "missing")) == 32 * 1024 * 1024
+
+
+def test_group_count_walks_sub_blocks() -> None:
+    fn = torch.jit.CompilationUnit(
+        """
+def f(x, n: int):
+    y = x * 2
+    for _ in range(n):
+        if n > 1:
+            y = y * x
+    return y
+"""
+    ).f
+    assert count_groups(fn.graph, "aten::mul") == 2
+    assert count_groups(fn.graph, "fuser::FusionGroup") == 0
+
+
+def test_mismatch_gives_a_reason_and_respects_dtype() -> None:
+    x = torch.randn(8)
+    assert mismatch(x.clone(), x, torch.float32) is None
+    assert "not close" in (mismatch(x + 1, x, torch.float32) or "")
+    assert mismatch(x.half() * (1 + 2e-3), x.half(), torch.float16) is None
+    assert "dtype" in (mismatch(x.double(), x, torch.float32) or "")
+    assert short_reason(RuntimeError("first\nsecond")) == "RuntimeError: first"
+
+
+def test_jit_flags_are_restored_even_on_error() -> None:
+    before = current_flags()
+    wanted = dataclasses.replace(NO_FUSION, onednn=not before.onednn)
+    with pytest.raises(ValueError), jit_flags(wanted):
+        assert current_flags().onednn == wanted.onednn
+        raise ValueError
+    assert current_flags() == before
+
+
+def test_every_workload_is_valid_torchscript_and_matches_its_eager_twin() -> None:
+    for workload in WORKLOADS.values():
+        inputs = make_inputs(workload, "tiny", torch.float32, torch.device("cpu"))
+        assert all(t.abs().sum() > 0 for t in inputs)  # random data, never zeros
+        with torch.no_grad(), jit_flags(NO_FUSION):
+            scripted = workload.scripted_function()
+            assert scripted is not workload.scripted_function()  # fresh every time
+            torch.testing.assert_close(scripted(*inputs), workload.eager_function()(*inputs))
+
+
+# --- options and failure handling ------------------------------------------------------
+
+
+def test_options_split_lists_and_keep_suite_order() -> None:
+    options, out = cli.parse_options(
+        ["--smoke", "--workload", "lstm_cell,gelu_bias", "--workload", "norm_tail"]
+    )
+    assert options.preset is SMOKE
+    assert list(options.workloads) == ["gelu_bias", "norm_tail", "lstm_cell"]
+    assert options.modes[0] == "eager" and "compile" not in options.modes
+    assert out == Path("bench_out")
+    options, _ = cli.parse_options(["--full", "--mode", "compile", "--device", "cpu"])
+    assert list(options.modes) == ["eager", "compile"]
+    assert options.preset.name == "full"
+    assert [d.type for d in options.devices] == ["cpu"]
+
+
+def test_bad_options_exit_with_usage_error() -> None:
+    for argv in (["--workload", "nope"], ["--mode", "nope"], ["--quick", "--full"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.parse_options(argv)
+        assert exit_info.value.code == 2
+
+
+def _raising(workload: Any) -> Any:
+    raise RuntimeError("peer exploded\nwith details")
+
+
+def test_a_raising_peer_is_na_not_a_crash() -> None:
+    mode = dataclasses.replace(MODES["onednn"], build=_raising)
+    workload = WORKLOADS["elementwise_chain"]
+    args = (torch.randn(4, 4), torch.randn(4, 4))
+    result = runner.run_mode(
+        mode, workload, [args], workload.eager_function()(*args), torch.float32,
+        torch.device("cpu"), SMOKE,
+    )  # fmt: skip
+    assert result.time_us is None and result.na_reason == "RuntimeError: peer exploded"
+
+
+def _off_by_one(workload: Any) -> Any:
+    eager = workload.eager_function()
+    return lambda *args: eager(*args) + 1
+
+
+def test_a_wrong_fuser_result_fails_the_row_and_the_exit_code(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setitem(
+        runner.MODES, "fuser", dataclasses.replace(MODES["fuser"], build=_off_by_one)
+    )
+    before = current_flags()
+    argv = ["--smoke", "--workload", "elementwise_chain", "--mode", "fuser", "--device", "cpu"]
+    assert cli.main([*argv, "--out", str(tmp_path)]) == 1
+    assert current_flags() == before
+    row = json.loads((tmp_path / "results.json").read_text())["rows"][0]
+    assert row["status"] == "FAILED"
+    assert "differs from eager" in row["failure"]
+    assert row["modes"]["fuser"]["mismatch"]
+
+
+def test_progress_writes_lines_to_a_log(tmp_path: Path) -> None:
+    with open(tmp_path / "log", "w+") as stream:
+        progress = Progress(2, stream)
+        progress.show("cpu float32 gelu_bias medium: fuser")
+        progress.step_done()
+        progress.message("FAILED something")
+        progress.finish()
+        stream.seek(0)
+        lines = stream.read().splitlines()
+    assert lines[0].startswith("[0/2") and lines[0].endswith("gelu_bias medium: fuser")
+    assert lines[1] == "FAILED something"
+
+
+# --- the suite end to end --------------------------------------------------------------
+
+
+def test_quick_smoke_run_matches_eager(tmp_path: Path) -> None:
+    # A fresh interpreter, as a user runs it; from tmp_path so that PYTHONPATH decides
+    # which fuser is imported, not the current directory.
+    done = subprocess.run(
+        [sys.executable, "-m", "fuser.bench", "--quick", "--smoke", "--out", str(tmp_path)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads((tmp_path / "results.json").read_text())
+    rows = data["rows"]
+    assert {row["workload"] for row in rows} == set(WORKLOADS)
+    assert all(row["size"] == "tiny" for row in rows)
+    for row in rows:
+        assert row["status"] == "ok", row["failure"]
+        fused = row["modes"]["fuser"]
+        assert fused["mismatch"] is None and fused["na_reason"] is None
+        # Peers are reported, not asserted: their accuracy is not this project's to test.
+        assert row["modes"]["script"]["mismatch"] is None
+    assert "smoke check: 7 of 7 rows passed" in done.stdout
+    assert data["metadata"]["torch_version"] == torch.__version__
