@@ -1,6 +1,25 @@
-// STUB: being implemented.
+// cleanUpGraph: the last stage.
+//
+// After it runs: no dead node and no duplicate pure computation is left; constants are
+// pooled; tensor types outside fusion groups are unspecialized again (plain `Tensor`), so
+// later TorchScript passes and the next profiling run do not trust stale shapes. The
+// subgraphs of fusion groups keep their complete profiled types: the runtime specializes
+// kernels on them.
+#include <torch/csrc/jit/passes/common_subexpression_elimination.h>
+#include <torch/csrc/jit/passes/constant_pooling.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
+
 #include "passes/pipeline.h"
 
 namespace fuser {
-void cleanUpGraph(GraphPtr& graph) {}
+
+void cleanUpGraph(GraphPtr& graph) {
+  torch::jit::EliminateDeadCode(graph);
+  torch::jit::EliminateCommonSubexpression(graph);
+  torch::jit::ConstantPooling(graph);
+  // Walks blocks only, never Subgraph attributes: group subgraphs keep their types.
+  torch::jit::RemoveTensorTypeSpecializations(graph);
+}
+
 }  // namespace fuser

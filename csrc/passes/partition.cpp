@@ -1,6 +1,169 @@
-// STUB: being implemented.
+// formFusionGroups: the seed algorithm (SEEDS.md, nvFuser's graph fuser), our own code.
+//
+// After it runs, in the graph block and every sub-block (prim::If, prim::Loop):
+// - fusible nodes (fusibility.h) that alias analysis lets us bring next to each other
+//   are merged into fuser::FusionGroup nodes, consumer first, to a fixpoint;
+// - no group has more than config().arg_limit inputs + outputs;
+// - a group's subgraph keeps the profiled types of its values; its inputs are tensors
+//   and non-constant int/float/bool scalars; constants are cloned inside; its outputs
+//   are the tensors read after the group;
+// - groups of a single compute node are dissolved again unless FUSER_SINGLETON=1;
+// - stats().groups_formed counts the groups this run created;
+// - under FUSER_DUMP=reasons, each candidate node left outside every group has printed
+//   one line saying why.
+// Groups formed by an earlier run (already guarded) are left as they are.
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/passes/utils/subgraph_utils.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "config.h"
+#include "passes/fusibility.h"
+#include "passes/groups.h"
 #include "passes/pipeline.h"
+#include "passes/reasons.h"
+#include "stats.h"
+#include "symbols.h"
 
 namespace fuser {
-void formFusionGroups(GraphPtr& graph) {}
+namespace {
+
+using torch::jit::AliasDb;
+using torch::jit::Block;
+using torch::jit::Node;
+using torch::jit::Value;
+namespace SubgraphUtils = torch::jit::SubgraphUtils;
+
+// Nodes whose refusal is worth a line: aten operators touching tensors. Constants,
+// list constructions and control flow would only be noise.
+bool isCandidate(const Node* node) {
+  if (!node->kind().is_aten()) return false;
+  for (auto values : {node->inputs(), node->outputs()}) {
+    for (const Value* v : values) {
+      if (v->type()->cast<c10::TensorType>()) return true;
+    }
+  }
+  return false;
+}
+
+class GroupFormer {
+ public:
+  explicit GroupFormer(const GraphPtr& graph) : graph_(graph), alias_db_(graph) {}
+
+  void run() {
+    formInBlock(graph_->block());
+    finishGroups();
+    if (config().dump_reasons) {
+      logUnfused(graph_->block());
+      log_.flush();
+    }
+  }
+
+ private:
+  void formInBlock(Block* block) {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (auto it = block->nodes().rbegin(); it != block->nodes().rend();) {
+        it = growFrom(*it, changed);
+      }
+    }
+    for (Node* node : block->nodes()) {
+      for (Block* sub : node->blocks()) formInBlock(sub);
+    }
+  }
+
+  // Makes a fusible `node` a group and merges producers into it until none fits.
+  // Returns where the reverse scan goes on: the node before the (possibly new) group.
+  torch::jit::graph_node_list_iterator growFrom(Node* node, bool& changed) {
+    if (!checkFusible(node)) return ++node->reverseIterator();
+    Node* group = isFusionGroup(node) ? node
+                                      : SubgraphUtils::createSingletonSubgraphAndUpdateAliasing(
+                                            node, fusionGroupSymbol(), alias_db_);
+    while (mergeOneProducer(group)) changed = true;
+    return ++group->reverseIterator();
+  }
+
+  // The nodes of the group's block producing its inputs, last first: in `f(a, a + b)`
+  // the `a + b` is tried before `a`, so moving it does not block the other.
+  std::vector<Node*> producersOf(Node* group) {
+    std::vector<Node*> producers;
+    for (Value* input : group->inputs()) {
+      Node* p = input->node();
+      if (p->owningBlock() != group->owningBlock() || p->kind() == c10::prim::Param ||
+          p->kind() == c10::prim::Constant) {
+        continue;
+      }
+      if (std::find(producers.begin(), producers.end(), p) == producers.end()) {
+        producers.push_back(p);
+      }
+    }
+    std::sort(producers.begin(), producers.end(),
+              [](const Node* a, const Node* b) { return a->isAfter(b); });
+    return producers;
+  }
+
+  bool mergeOneProducer(Node* group) {
+    for (Node* producer : producersOf(group)) {
+      if (!checkFusible(producer)) continue;  // its own reason is logged at the end
+      FusionDecision decision = canFuse(group, producer);
+      // Last, because a valid move is also performed: the producer lands right before
+      // the group (what depends on it and can move goes after the group).
+      if (decision && !alias_db_.moveBeforeTopologicallyValid(producer, group)) {
+        decision = FusionDecision::no(
+            "alias analysis forbids moving it next to its consumer (a write in between)");
+      }
+      if (!decision) {
+        refusals_[describeNode(producer)] = "not merged into its consumer's group: " +
+                                            decision.reason();
+        continue;
+      }
+      SubgraphUtils::mergeNodeIntoSubgraphAndUpdateAliasing(producer, group, alias_db_);
+      return true;
+    }
+    return false;
+  }
+
+  // Dissolves singletons (a kernel launch buys nothing over the eager op) and counts
+  // the groups this run created.
+  void finishGroups() {
+    for (Node* group : collectFusionGroups(graph_->block())) {
+      if (isGuardedGroup(group)) continue;
+      if (countComputeNodes(group) == 1 && !config().keep_singletons) {
+        SubgraphUtils::unmergeSubgraph(group);
+        continue;
+      }
+      stats().groups_formed++;
+    }
+  }
+
+  void logUnfused(Block* block) {
+    for (Node* node : block->nodes()) {
+      for (Block* sub : node->blocks()) logUnfused(sub);
+      if (!isCandidate(node)) continue;
+      if (FusionDecision d = checkFusible(node); !d) {
+        log_.record(node, d.reason());
+        continue;
+      }
+      auto it = refusals_.find(describeNode(node));
+      log_.record(node, it != refusals_.end()
+                            ? it->second
+                            : "no fusible producer or consumer could join it (a group of "
+                              "one node is not worth a kernel)");
+    }
+  }
+
+  GraphPtr graph_;
+  AliasDb alias_db_;
+  // Last refusal per producer, keyed by its text: nodes are cloned and destroyed while
+  // merging, so pointers would not stay valid.
+  std::unordered_map<std::string, std::string> refusals_;
+  ReasonLog log_;
+};
+
+}  // namespace
+
+void formFusionGroups(GraphPtr& graph) { GroupFormer(graph).run(); }
+
 }  // namespace fuser

@@ -1,0 +1,163 @@
+// Fusibility rules: what the op table, the profiled types and the configuration allow.
+#include "passes/fusibility.h"
+
+#include <unordered_set>
+
+#include "config.h"
+#include "ops/op_table.h"
+#include "passes/groups.h"
+
+namespace fuser {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+namespace {
+
+bool isFusibleDtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short:
+    case c10::ScalarType::Int:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Bool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+FusionDecision checkDevice(const c10::Device& device) {
+  if (device.is_cpu()) {
+    return config().fuse_cpu ? FusionDecision::yes()
+                             : FusionDecision::no("device cpu is not in FUSER_DEVICES");
+  }
+  if (device.is_cuda()) {
+    return config().fuse_cuda ? FusionDecision::yes()
+                              : FusionDecision::no("device cuda is not in FUSER_DEVICES");
+  }
+  return FusionDecision::no("device " + device.str() + " has no kernel backend");
+}
+
+bool isConstant(const Value* v) { return v->node()->kind() == c10::prim::Constant; }
+
+// Scalars reach kernels as double, int64 or bool arguments; a `Scalar` (number union)
+// would need a type dispatch at run time that the specialization does not cover.
+bool isKernelScalarType(const c10::TypePtr& type) {
+  auto kind = type->kind();
+  return kind == c10::TypeKind::IntType || kind == c10::TypeKind::FloatType ||
+         kind == c10::TypeKind::BoolType;
+}
+
+}  // namespace
+
+FusionDecision checkTensorValue(const Value* value) {
+  auto type = value->type()->cast<c10::TensorType>();
+  const std::string name = "%" + value->debugName();
+  if (!type) return FusionDecision::no(name + " is not a tensor");
+  if (!type->scalarType()) return FusionDecision::no(name + " has no profiled dtype");
+  if (!type->device()) return FusionDecision::no(name + " has no profiled device");
+  if (!type->dim()) return FusionDecision::no(name + " has no profiled rank");
+  if (!isFusibleDtype(*type->scalarType())) {
+    return FusionDecision::no(name + " has dtype " +
+                              std::string(c10::toString(*type->scalarType())) +
+                              ", which kernels do not handle");
+  }
+  return checkDevice(*type->device());
+}
+
+FusionDecision checkFusible(const Node* node) {
+  if (isFusionGroup(node)) return FusionDecision::yes();
+  if (auto op = ops::checkOpSupported(node); !op) return op;
+
+  std::optional<c10::Device> device;
+  auto checkOperand = [&](const Value* v) {
+    if (auto d = checkTensorValue(v); !d) return d;
+    c10::Device here = *v->type()->expectRef<c10::TensorType>().device();
+    if (device && *device != here) {
+      return FusionDecision::no("operands on different devices (" + device->str() + ", " +
+                                here.str() + ")");
+    }
+    device = here;
+    return FusionDecision::yes();
+  };
+
+  for (const Value* input : node->inputs()) {
+    if (input->type()->cast<c10::TensorType>()) {
+      // Kernels take tensors as arguments; a constant tensor (a frozen weight) would
+      // have to be embedded in the subgraph.
+      if (isConstant(input)) {
+        return FusionDecision::no("%" + input->debugName() + " is a constant tensor");
+      }
+      if (auto d = checkOperand(input); !d) return d;
+    } else if (!isConstant(input) && !isKernelScalarType(input->type())) {
+      return FusionDecision::no("%" + input->debugName() + " has type " +
+                                input->type()->str() +
+                                "; only int, float and bool scalars can be kernel arguments");
+    }
+  }
+  for (const Value* output : node->outputs()) {
+    if (auto d = checkOperand(output); !d) return d;
+  }
+  return FusionDecision::yes();
+}
+
+std::optional<c10::Device> deviceOf(const Node* node) {
+  for (auto values : {node->inputs(), node->outputs()}) {
+    for (const Value* v : values) {
+      auto type = v->type()->cast<c10::TensorType>();
+      if (type && type->device()) return *type->device();
+    }
+  }
+  return std::nullopt;
+}
+
+size_t countMergedArgs(const Node* consumer, const Node* producer) {
+  std::unordered_set<const Value*> produced(producer->outputs().begin(),
+                                            producer->outputs().end());
+  std::unordered_set<const Value*> inputs;
+  for (const Node* node : {consumer, producer}) {
+    for (const Value* v : node->inputs()) {
+      if (!isConstant(v) && !produced.count(v)) inputs.insert(v);
+    }
+  }
+  size_t outputs = consumer->outputs().size();
+  for (const Value* v : producer->outputs()) {
+    for (const auto& use : v->uses()) {
+      if (use.user != consumer) {
+        ++outputs;
+        break;
+      }
+    }
+  }
+  return inputs.size() + outputs;
+}
+
+FusionDecision canFuse(const Node* consumer, const Node* producer) {
+  if (auto d = checkFusible(consumer); !d) return d;
+  if (auto d = checkFusible(producer); !d) return d;
+  if (producer->owningBlock() != consumer->owningBlock()) {
+    return FusionDecision::no("producer and consumer are in different blocks");
+  }
+  auto producer_device = deviceOf(producer);
+  auto consumer_device = deviceOf(consumer);
+  if (producer_device != consumer_device) {
+    return FusionDecision::no(
+        "different devices (" + (producer_device ? producer_device->str() : "none") + ", " +
+        (consumer_device ? consumer_device->str() : "none") + ")");
+  }
+  size_t args = countMergedArgs(consumer, producer);
+  if (args > static_cast<size_t>(config().arg_limit.load())) {
+    return FusionDecision::no("would exceed argument limit " +
+                              std::to_string(config().arg_limit.load()) + " (" +
+                              std::to_string(args) + " inputs + outputs)");
+  }
+  return FusionDecision::yes();
+}
+
+}  // namespace fuser

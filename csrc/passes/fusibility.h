@@ -1,0 +1,37 @@
+// "May this node join a fusion group?" and "may this producer join this consumer's
+// group?", each answered with a FusionDecision that says why not. Whether the producer
+// can be moved next to its consumer without breaking aliasing is decided by
+// partition.cpp, which owns the AliasDb; everything else is decided here.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <optional>
+
+#include "fusion_decision.h"
+
+namespace fuser {
+
+// Yes when `value` is a tensor whose type is complete (dtype, device, rank), with a
+// dtype kernels handle, on a device config() allows.
+FusionDecision checkTensorValue(const torch::jit::Value* value);
+
+// Yes for a fusion group, and for an operator of the table (ops::checkOpSupported) whose
+// tensor operands all pass checkTensorValue and live on one device, whose other
+// non-constant inputs are int, float or bool, and whose outputs are all tensors.
+FusionDecision checkFusible(const torch::jit::Node* node);
+
+// The device of the node's tensor operands (its first tensor input, else output).
+std::optional<c10::Device> deviceOf(const torch::jit::Node* node);
+
+// Inputs plus outputs of the group that `producer` joining `consumer` would give:
+// non-constant inputs of both, less the producer outputs the consumer reads; the
+// consumer's outputs plus the producer outputs still read by other nodes.
+size_t countMergedArgs(const torch::jit::Node* consumer, const torch::jit::Node* producer);
+
+// Yes when both are fusible, in one block, on one device, and the merged group stays
+// within config().arg_limit. Alias safety is not checked here.
+FusionDecision canFuse(const torch::jit::Node* consumer, const torch::jit::Node* producer);
+
+}  // namespace fuser

@@ -1,0 +1,42 @@
+// Helpers over fuser::FusionGroup nodes shared by partition.cpp and guard.cpp.
+#include "passes/groups.h"
+
+#include "symbols.h"
+
+namespace fuser {
+
+using torch::jit::Block;
+using torch::jit::Node;
+
+bool isFusionGroup(const Node* node) { return node->kind() == fusionGroupSymbol(); }
+
+bool isGuardedGroup(const Node* group) {
+  const Node* owner = group->owningBlock()->owningNode();
+  return owner && owner->kind() == c10::prim::If &&
+         owner->input(0)->node()->kind() == typeGuardSymbol();
+}
+
+namespace {
+void collectInto(Block* block, std::vector<Node*>& out) {
+  for (Node* node : block->nodes()) {
+    if (isFusionGroup(node)) out.push_back(node);
+    for (Block* sub : node->blocks()) collectInto(sub, out);
+  }
+}
+}  // namespace
+
+std::vector<Node*> collectFusionGroups(Block* block) {
+  std::vector<Node*> groups;
+  collectInto(block, groups);
+  return groups;
+}
+
+size_t countComputeNodes(const Node* group) {
+  size_t count = 0;
+  for (const Node* node : group->g(torch::jit::attr::Subgraph)->nodes()) {
+    if (node->kind() != c10::prim::Constant) ++count;
+  }
+  return count;
+}
+
+}  // namespace fuser

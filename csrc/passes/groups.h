@@ -1,0 +1,25 @@
+// What a fusion group looks like in a graph, for the passes that form, guard and count
+// groups. A group is a fuser::FusionGroup node; once guarded it sits alone in the true
+// block of a prim::If whose condition is a fuser::TypeGuard.
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <vector>
+
+namespace fuser {
+
+bool isFusionGroup(const torch::jit::Node* node);
+
+// True when `group` already sits under the guard guardFusionGroups builds, i.e. it was
+// formed by an earlier run of the pipeline on this graph.
+bool isGuardedGroup(const torch::jit::Node* group);
+
+// Every fusion group in `block` and its sub-blocks, in program order (not inside
+// Subgraph attributes).
+std::vector<torch::jit::Node*> collectFusionGroups(torch::jit::Block* block);
+
+// Nodes of the group's subgraph other than prim::Constant.
+size_t countComputeNodes(const torch::jit::Node* group);
+
+}  // namespace fuser

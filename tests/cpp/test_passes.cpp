@@ -1,0 +1,408 @@
+// Graph tests of csrc/passes (prepare, partition, guard, cleanup) and of the TypeGuard
+// operator: small IR in, exact shape of the rewritten IR out.
+#include <ATen/core/grad_mode.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/csrc/jit/testing/file_check.h>
+#include <torch/torch.h>
+
+#include <string>
+
+#include "config.h"
+#include "passes/groups.h"
+#include "passes/pipeline.h"
+#include "stats.h"
+#include "symbols.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::testing::FileCheck;
+
+const std::string kT = "Float(4, 5, strides=[5, 1], requires_grad=0, device=cpu)";
+const std::string kM = "Float(5, 5, strides=[5, 1], requires_grad=0, device=cpu)";
+
+// Replaces every `$T` in `ir` by the complete 4x5 float type.
+std::string typed(std::string ir) {
+  for (size_t at = ir.find("$T"); at != std::string::npos; at = ir.find("$T", at)) {
+    ir.replace(at, 2, kT);
+  }
+  return ir;
+}
+
+GraphPtr parse(const std::string& ir) {
+  auto graph = std::make_shared<Graph>();
+  torch::jit::parseIR(typed(ir), graph.get());
+  return graph;
+}
+
+// prepare + partition only: groups without their guards.
+void formGroups(GraphPtr& graph) {
+  prepareGraph(graph);
+  formFusionGroups(graph);
+}
+
+size_t countKind(torch::jit::Block* block, c10::Symbol kind) {
+  size_t n = 0;
+  for (Node* node : block->nodes()) {
+    if (node->kind() == kind) ++n;
+    for (torch::jit::Block* sub : node->blocks()) n += countKind(sub, kind);
+  }
+  return n;
+}
+
+size_t countGroups(const GraphPtr& graph) { return collectFusionGroups(graph->block()).size(); }
+
+class PassesTest : public ::testing::Test {
+ protected:
+  void SetUp() override { restore(); }
+  void TearDown() override { restore(); }
+  static void restore() {
+    config().arg_limit = 128;
+    config().keep_singletons = false;
+    config().dump_reasons = false;
+    config().fuse_cpu = true;
+  }
+};
+
+TEST_F(PassesTest, ChainFusedIntoOneGroup) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T):
+  %one : int = prim::Constant[value=1]()
+  %c : $T = aten::add(%a, %b, %one)
+  %d : $T = aten::mul(%c, %b)
+  %e : $T = aten::relu(%d)
+  %f : $T = aten::sigmoid(%e)
+  return (%f))IR");
+  formGroups(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);
+  EXPECT_EQ(countComputeNodes(groups[0]), 4);
+  EXPECT_EQ(groups[0]->inputs().size(), 2);  // constants are cloned inside, not inputs
+  EXPECT_EQ(groups[0]->outputs().size(), 1);
+  FileCheck()
+      .check("fuser::FusionGroup")
+      ->check_not("aten::")
+      ->check("return")
+      ->check("prim::Constant")
+      ->check("aten::add")
+      ->check("aten::mul")
+      ->check("aten::relu")
+      ->check("aten::sigmoid")
+      ->run(*graph);
+}
+
+TEST_F(PassesTest, GuardIfAndFallbackShape) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T):
+  %c : $T = aten::mul(%a, %b)
+  %d : $T = aten::tanh(%c)
+  return (%d))IR");
+  fuseGraph(graph);
+  FileCheck()
+      .check("bool = fuser::TypeGuard[types=[" + kT + ", " + kT + "]]")
+      ->check_next("prim::If")
+      ->check_next("block0")
+      ->check_next("fuser::FusionGroup")
+      ->check_next("->")
+      ->check_next("block1")
+      ->check_next("prim::FallbackGraph")
+      ->run(*graph);
+
+  Node* group = collectFusionGroups(graph->block()).at(0);
+  Node* branch = group->owningBlock()->owningNode();
+  Node* fallback = branch->blocks()[1]->nodes().front();
+  ASSERT_EQ(fallback->kind(), c10::prim::FallbackGraph);
+  EXPECT_EQ(fallback->inputs().vec(), group->inputs().vec());
+  // The fallback runs the same ops, unmodified, as an ordinary graph.
+  FileCheck().check("aten::mul")->check("aten::tanh")->run(*fallback->g(c10::attr::Subgraph));
+  // Types are wiped outside the group and kept inside it.
+  EXPECT_EQ(*graph->inputs()[0]->type(), *c10::TensorType::get());
+  for (auto* input : group->g(c10::attr::Subgraph)->inputs()) {
+    auto type = input->type()->expect<c10::TensorType>();
+    EXPECT_EQ(type->scalarType(), c10::ScalarType::Float);
+    EXPECT_EQ(type->sizes().concrete_sizes(), std::vector<int64_t>({4, 5}));
+  }
+}
+
+TEST_F(PassesTest, FusingTwiceChangesNothing) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T):
+  %c : $T = aten::mul(%a, %b)
+  %d : $T = aten::exp(%c)
+  return (%d))IR");
+  fuseGraph(graph);
+  std::string once = graph->toString();
+  int64_t formed = stats().groups_formed;
+  fuseGraph(graph);
+  EXPECT_EQ(graph->toString(), once);
+  EXPECT_EQ(stats().groups_formed, formed);
+}
+
+TEST_F(PassesTest, ArgLimitHonouredOnFortyInputSum) {
+  std::string ir = "graph(";
+  for (int i = 0; i < 40; ++i) ir += (i ? ", %x" : "%x") + std::to_string(i) + " : $T";
+  ir += "):\n  %one : int = prim::Constant[value=1]()\n  %s0 : $T = aten::add(%x0, %x1, %one)\n";
+  for (int i = 2; i < 40; ++i) {
+    ir += "  %s" + std::to_string(i - 1) + " : $T = aten::add(%s" + std::to_string(i - 2) +
+          ", %x" + std::to_string(i) + ", %one)\n";
+  }
+  ir += "  return (%s38)";
+  auto graph = parse(ir);
+  config().arg_limit = 8;
+  fuseGraph(graph);
+  auto groups = collectFusionGroups(graph->block());
+  EXPECT_GT(groups.size(), 1);
+  size_t adds = countKind(graph->block(), c10::aten::add);
+  for (Node* group : groups) {
+    EXPECT_LE(group->inputs().size() + group->outputs().size(), 8) << *graph;
+    adds += countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::add);
+  }
+  EXPECT_EQ(adds, 39);
+}
+
+TEST_F(PassesTest, NonFusibleOpSplitsGroups) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T, %m : )IR" + kM + R"IR():
+  %c : $T = aten::mul(%a, %b)
+  %d : $T = aten::relu(%c)
+  %e : $T = aten::mm(%d, %m)
+  %f : $T = aten::sigmoid(%e)
+  %g : $T = aten::neg(%f)
+  return (%g))IR");
+  formGroups(graph);
+  EXPECT_EQ(countGroups(graph), 2);
+  FileCheck()
+      .check("fuser::FusionGroup")
+      ->check_next("aten::mm")
+      ->check_next("fuser::FusionGroup")
+      ->run(*graph);
+}
+
+TEST_F(PassesTest, ProducerUsedAfterConsumerBecomesExtraOutput) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T, %m : )IR" + kM + R"IR():
+  %c : $T = aten::mul(%a, %b)
+  %d : $T = aten::relu(%c)
+  %e : $T = aten::mm(%c, %m)
+  return (%d, %e))IR");
+  formGroups(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);
+  EXPECT_EQ(groups[0]->outputs().size(), 2);
+  Node* mm = groups[0]->next();
+  ASSERT_EQ(mm->kind(), c10::aten::mm);
+  EXPECT_EQ(mm->input(0)->node(), groups[0]);
+}
+
+TEST_F(PassesTest, FusesInsideIfAndLoopBlocks) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T, %flag : bool, %n : int):
+  %r : $T = prim::If(%flag)
+    block0():
+      %c : $T = aten::mul(%a, %b)
+      %d : $T = aten::tanh(%c)
+      -> (%d)
+    block1():
+      %e : $T = aten::neg(%a)
+      %f : $T = aten::exp(%e)
+      -> (%f)
+  %true : bool = prim::Constant[value=1]()
+  %out : $T = prim::Loop(%n, %true, %r)
+    block0(%i : int, %acc : $T):
+      %g : $T = aten::mul(%acc, %b)
+      %h : $T = aten::sigmoid(%g)
+      -> (%true, %h)
+  return (%out))IR");
+  fuseGraph(graph);
+  EXPECT_EQ(countGroups(graph), 3);
+  EXPECT_EQ(countKind(graph->block(), typeGuardSymbol()), 3);
+  for (Node* group : collectFusionGroups(graph->block())) {
+    EXPECT_EQ(countComputeNodes(group), 2);
+  }
+}
+
+TEST_F(PassesTest, InPlaceOnFreshValueMadeFunctionalAndFused) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T):
+  %c : $T = aten::mul(%a, %b)
+  %d : $T = aten::relu_(%c)
+  return (%d))IR");
+  formGroups(graph);
+  EXPECT_EQ(countKind(graph->block(), c10::Symbol::fromQualString("aten::relu_")), 0);
+  ASSERT_EQ(countGroups(graph), 1);
+  FileCheck().check("aten::mul")->check("aten::relu")->run(
+      *collectFusionGroups(graph->block())[0]->g(c10::attr::Subgraph));
+}
+
+TEST_F(PassesTest, InPlaceOnViewIsNotFused) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T):
+  %one : int = prim::Constant[value=1]()
+  %minus : int = prim::Constant[value=-1]()
+  %shape : int[] = prim::ListConstruct(%minus)
+  %c : $T = aten::mul(%a, %b)
+  %v : Float(20, strides=[1], requires_grad=0, device=cpu) = aten::view(%c, %shape)
+  %w : Float(20, strides=[1], requires_grad=0, device=cpu) = aten::add_(%v, %v, %one)
+  %d : $T = aten::relu(%c)
+  return (%d, %w))IR");
+  formGroups(graph);
+  // The write through the view stays in place and keeps mul and relu apart.
+  EXPECT_EQ(countKind(graph->block(), c10::Symbol::fromQualString("aten::add_")), 1);
+  EXPECT_EQ(countGroups(graph), 0);
+  FileCheck().check("aten::mul")->check("aten::view")->check("aten::add_")->check("aten::relu")
+      ->run(*graph);
+}
+
+TEST_F(PassesTest, IncompleteTypesFormNoGroup) {
+  auto graph = parse(R"IR(
+graph(%a : Tensor, %b : Float(requires_grad=0, device=cpu)):
+  %c : Tensor = aten::mul(%a, %b)
+  %d : Tensor = aten::relu(%c)
+  return (%d))IR");
+  fuseGraph(graph);
+  EXPECT_EQ(countGroups(graph), 0);
+  EXPECT_EQ(countKind(graph->block(), typeGuardSymbol()), 0);
+}
+
+TEST_F(PassesTest, SingletonDissolvedUnlessKept) {
+  const std::string ir = R"IR(
+graph(%a : $T, %m : )IR" + kM + R"IR():
+  %b : $T = aten::mm(%a, %m)
+  %c : $T = aten::relu(%b)
+  %d : $T = aten::mm(%c, %m)
+  return (%d))IR";
+  auto graph = parse(ir);
+  formGroups(graph);
+  EXPECT_EQ(countGroups(graph), 0);
+  EXPECT_EQ(countKind(graph->block(), c10::aten::relu), 1);
+
+  config().keep_singletons = true;
+  auto kept = parse(ir);
+  formGroups(kept);
+  EXPECT_EQ(countGroups(kept), 1);
+}
+
+TEST_F(PassesTest, ScalarInputsMustBeIntFloatOrBool) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %alpha : float, %s : Scalar):
+  %c : $T = aten::mul(%a, %alpha)
+  %d : $T = aten::relu(%c)
+  %e : $T = aten::mul(%d, %s)
+  return (%e))IR");
+  formGroups(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);
+  // The float is a group input; the Scalar-typed multiply stays outside.
+  EXPECT_EQ(groups[0]->inputs().size(), 2);
+  EXPECT_EQ(groups[0]->next()->kind(), c10::aten::mul);
+}
+
+TEST_F(PassesTest, DevicesAndDtypesRespected) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %z : ComplexFloat(4, 5, strides=[5, 1], requires_grad=0, device=cpu)):
+  %c : $T = aten::neg(%a)
+  %d : $T = aten::exp(%c)
+  %y : ComplexFloat(4, 5, strides=[5, 1], requires_grad=0, device=cpu) = aten::neg(%z)
+  %x : ComplexFloat(4, 5, strides=[5, 1], requires_grad=0, device=cpu) = aten::exp(%y)
+  return (%d, %x))IR");
+  formGroups(graph);
+  EXPECT_EQ(countGroups(graph), 1);  // the complex chain is not fused
+
+  config().fuse_cpu = false;
+  auto off = parse(R"IR(
+graph(%a : $T):
+  %c : $T = aten::neg(%a)
+  %d : $T = aten::exp(%c)
+  return (%d))IR");
+  formGroups(off);
+  EXPECT_EQ(countGroups(off), 0);
+}
+
+TEST_F(PassesTest, DumpReasonsPrintsOneLinePerNode) {
+  config().dump_reasons = true;
+  auto graph = parse(R"IR(
+graph(%a : $T, %m : )IR" + kM + R"IR():
+  %b : $T = aten::mm(%a, %m)
+  %c : $T = aten::relu(%b)
+  return (%c))IR");
+  testing::internal::CaptureStderr();
+  formGroups(graph);
+  std::string err = testing::internal::GetCapturedStderr();
+  // parseIR numbers node outputs, so only the inputs keep their names.
+  FileCheck()
+      .check("[fuser] not fused: %")
+      ->check_same(" = aten::mm(%a, %m): operator not in the fusible table: aten::mm")
+      ->check_next("[fuser] not fused: %")
+      ->check_same(" = aten::relu(%")
+      ->check_same("): no fusible producer or consumer could join it")
+      ->run(err);
+}
+
+TEST_F(PassesTest, ProfileNodesBecomeValueTypes) {
+  auto graph = parse(R"IR(
+graph(%a : Tensor, %b : Tensor):
+  %c : Tensor = aten::mul(%a, %b)
+  %d : Tensor = aten::relu(%c)
+  return (%d))IR");
+  // Profile every tensor use as the profiling executor would.
+  auto profiled = c10::TensorType::create(c10::ScalarType::Float, c10::Device(c10::kCPU),
+                                          c10::SymbolicShape(std::vector<int64_t>{4, 5}),
+                                          std::vector<c10::Stride>{}, false);
+  for (Node* user : {graph->nodes().front(), graph->nodes().front()->next()}) {
+    for (size_t i = 0; i < user->inputs().size(); ++i) {
+      Node* profile = graph->create(c10::prim::profile, {user->input(i)});
+      profile->ty_(c10::attr::profiled_type, profiled);
+      profile->insertBefore(user);
+      user->replaceInput(i, profile->output());
+    }
+  }
+  Node* result = graph->create(c10::prim::profile, {graph->outputs()[0]});
+  result->ty_(c10::attr::profiled_type, profiled);
+  result->insertBefore(graph->return_node());
+  graph->return_node()->replaceInput(0, result->output());
+  formGroups(graph);
+  EXPECT_EQ(countKind(graph->block(), c10::prim::profile), 0);
+  EXPECT_EQ(countGroups(graph), 1);
+}
+
+// Runs `%ok = TypeGuard[types=[Float(4,5) cpu]](%x)` on `x` through the interpreter.
+bool runGuard(const at::Tensor& x) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor):
+  return (%x))IR");
+  Node* guard = graph->create(typeGuardSymbol(), {graph->inputs()[0]}, 1);
+  guard->tys_(c10::attr::types, {c10::TensorType::create(torch::zeros({4, 5}))});
+  guard->output()->setType(c10::BoolType::get());
+  graph->prependNode(guard);
+  graph->eraseOutput(0);
+  graph->registerOutput(guard->output());
+  torch::jit::Code code(graph, "guard");
+  torch::jit::Stack stack{x};
+  torch::jit::InterpreterState(code).run(stack);
+  return stack.back().toBool();
+}
+
+TEST(TypeGuardOp, ChecksDtypeRankAndGradNotSizes) {
+  resetStats();
+  EXPECT_TRUE(runGuard(torch::zeros({4, 5})));
+  EXPECT_TRUE(runGuard(torch::zeros({17, 3})));  // a new batch size still passes
+  EXPECT_TRUE(runGuard(torch::zeros({5, 4}).t()));  // strides are not checked either
+  EXPECT_EQ(stats().guard_failures, 0);
+  EXPECT_FALSE(runGuard(torch::zeros({4, 5}, at::kDouble)));
+  EXPECT_FALSE(runGuard(torch::zeros({4, 5, 1})));
+  EXPECT_FALSE(runGuard(at::Tensor()));
+  auto leaf = torch::zeros({4, 5}).requires_grad_();
+  EXPECT_FALSE(runGuard(leaf));
+  {
+    at::NoGradGuard no_grad;
+    EXPECT_TRUE(runGuard(leaf));
+  }
+  EXPECT_EQ(stats().guard_failures, 4);
+}
+
+}  // namespace
+}  // namespace fuser
