@@ -24,9 +24,16 @@ import torch
 import fuser
 
 DTYPES = {
-    "b": torch.bool, "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16,
-    "i32": torch.int32, "i64": torch.int64, "f16": torch.float16, "bf16": torch.bfloat16,
-    "f32": torch.float32, "f64": torch.float64,
+    "b": torch.bool,
+    "u8": torch.uint8,
+    "i8": torch.int8,
+    "i16": torch.int16,
+    "i32": torch.int32,
+    "i64": torch.int64,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "f32": torch.float32,
+    "f64": torch.float64,
 }
 NAMES = {v: k for k, v in DTYPES.items()}
 ALL = list(DTYPES)
@@ -40,11 +47,16 @@ def tensor_specs(count: int) -> list[list[str]]:
     if count == 2:
         specs = [[f"t:{a}", f"t:{b}"] for a in ALL for b in ALL]
         specs += [[f"t:{a}", f"z:{b}"] for a in ALL for b in ("i64", "f64")]
-        specs += [[f"z:f64", f"t:{b}"] for b in ALL]
+        specs += [["z:f64", f"t:{b}"] for b in ALL]
         return specs
     specs = [[f"t:{a}"] * count for a in ALL]
     specs += [[f"t:{a}", *[f"t:{b}"] * (count - 1)] for a in FEW for b in FEW if a != b]
-    specs += [[f"t:{a}", f"z:{b}", *[f"t:{a}"] * (count - 2)] for a in FEW for b in FEW if a != b]
+    specs += [
+        [f"t:{a}", f"z:{b}", *[f"t:{a}"] * (count - 2)]
+        for a in FEW
+        for b in FEW
+        if a != b
+    ]
     return specs
 
 
@@ -63,7 +75,11 @@ def other_choices(arg: torch.Argument, schema: torch.FunctionSchema) -> list[str
     if arg.name in ("alpha", "value") and t == "Scalar":
         return ["i:2", "f:2.5"]
     if t == "Scalar":
-        return ["f:2.5", "i:2"] if schema.name != "aten::pow" else ["f:2.5", "i:2", "i:3", "f:0.5", "i:-1"]
+        return (
+            ["f:2.5", "i:2"]
+            if schema.name != "aten::pow"
+            else ["f:2.5", "i:2", "i:3", "f:0.5", "i:-1"]
+        )
     if t == "Scalar?":
         return ["n", "f:2.5", "i:2"]
     if t == "str?":
@@ -118,7 +134,7 @@ def eager_result(schema: torch.FunctionSchema, specs: list[str]) -> str:
             args.append(v)
     try:
         out = op(*args, **kwargs)
-    except Exception:
+    except RuntimeError:
         return "error"
     return NAMES[out.dtype]
 
@@ -132,20 +148,24 @@ def result_type_lines() -> list[str]:
         for b in tensors + scalars:
             if a in scalars and b in scalars:
                 continue
-            first, second = (b, a) if a in scalars else (a, b)  # result_type wants a tensor first
+            first, second = (
+                (b, a) if a in scalars else (a, b)
+            )  # result_type wants a tensor first
             dtype = torch.result_type(value(first), value(second))
             lines.append(f"{a} {b} | {NAMES[dtype]}")
     for a in tensors:
-        for b, c in itertools.product(["z:f64", "z:i64", "t:f16", "z:b", "t:i8"], ["z:f32", "z:i64"]):
+        for b, c in itertools.product(
+            ["z:f64", "z:i64", "t:f16", "z:b", "t:i8"], ["z:f32", "z:i64"]
+        ):
             try:
                 out = torch.clamp(value(a), value(b), value(c))
-            except Exception:
+            except RuntimeError:
                 continue
             lines.append(f"{a} {b} {c} | {NAMES[out.dtype]}")
         for b, c in itertools.product(scalars, scalars):
             try:
                 out = torch.clamp(value(a), value(b), value(c))
-            except Exception:
+            except RuntimeError:
                 continue
             lines.append(f"{a} {b} {c} | {NAMES[out.dtype]}")
     return lines
@@ -160,17 +180,25 @@ def main() -> None:
     for text in fuser._C.supported_schemas():
         schema = torch._C.parse_schema(text)
         types = [typename(a) for a in schema.arguments]
-        tensor_positions = [i for i, t in enumerate(types) if t in ("Tensor", "Tensor?")]
+        tensor_positions = [
+            i for i, t in enumerate(types) if t in ("Tensor", "Tensor?")
+        ]
         tensor_grid = tensor_specs(len(tensor_positions))
         for k, i in enumerate(tensor_positions):
             if types[i] == "Tensor?":  # the same grid with this argument None
                 tensor_grid += [g[:k] + ["n"] + g[k + 1 :] for g in tensor_grid]
         # All optional tensors None would be the Scalar? overload in a graph.
         optional = [k for k, i in enumerate(tensor_positions) if types[i] == "Tensor?"]
-        tensor_grid = [g for g in tensor_grid if not optional or any(g[k] != "n" for k in optional)]
+        tensor_grid = [
+            g for g in tensor_grid if not optional or any(g[k] != "n" for k in optional)
+        ]
         tensor_grid = list(dict.fromkeys(tuple(g) for g in tensor_grid))
         others = [i for i in range(len(schema.arguments)) if i not in tensor_positions]
-        other_grid = list(itertools.product(*[other_choices(schema.arguments[i], schema) for i in others]))
+        other_grid = list(
+            itertools.product(
+                *[other_choices(schema.arguments[i], schema) for i in others]
+            )
+        )
         for tensors in tensor_grid:
             for rest in other_grid:
                 specs = [""] * len(schema.arguments)
@@ -178,8 +206,12 @@ def main() -> None:
                     specs[i] = s
                 for i, s in zip(others, rest):
                     specs[i] = s
-                full_name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
-                lines.append(f"{full_name} | {' '.join(specs)} | {eager_result(schema, specs)}")
+                full_name = schema.name + (
+                    f".{schema.overload_name}" if schema.overload_name else ""
+                )
+                lines.append(
+                    f"{full_name} | {' '.join(specs)} | {eager_result(schema, specs)}"
+                )
     out = Path(__file__).parent / "data" / "op_dtypes.txt"
     out.write_text("\n".join(lines) + "\n")
     print(f"{len(lines)} cases -> {out}", file=sys.stderr)
