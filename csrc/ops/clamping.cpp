@@ -15,8 +15,7 @@ ExprId minMax(IrBuilder& b, IrOp op, ExprId x, ExprId y) {
 }
 
 // max(x, lo) then min(., hi) in the promoted type; absent bounds are null.
-Operand lowerClampBounds(IrBuilder& b, const Operand& self, const Operand* lo,
-                         const Operand* hi) {
+Operand lowerClampBounds(IrBuilder& b, const Operand& self, const Operand* lo, const Operand* hi) {
   std::vector<Operand> present{self};
   if (lo) present.push_back(*lo);
   if (hi) present.push_back(*hi);

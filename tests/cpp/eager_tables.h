@@ -23,9 +23,9 @@ struct TableLine {
 inline c10::ScalarType dtypeFromName(const std::string& name) {
   using c10::ScalarType;
   static const std::pair<const char*, ScalarType> names[] = {
-      {"b", ScalarType::Bool},      {"u8", ScalarType::Byte},    {"i8", ScalarType::Char},
-      {"i16", ScalarType::Short},   {"i32", ScalarType::Int},    {"i64", ScalarType::Long},
-      {"f16", ScalarType::Half},    {"bf16", ScalarType::BFloat16}, {"f32", ScalarType::Float},
+      {"b", ScalarType::Bool},    {"u8", ScalarType::Byte},       {"i8", ScalarType::Char},
+      {"i16", ScalarType::Short}, {"i32", ScalarType::Int},       {"i64", ScalarType::Long},
+      {"f16", ScalarType::Half},  {"bf16", ScalarType::BFloat16}, {"f32", ScalarType::Float},
       {"f64", ScalarType::Double}};
   for (const auto& [n, t] : names) {
     if (name == n) return t;

@@ -45,7 +45,8 @@ struct OneNode {
         o.expr = b.load(loads++, o.dtype);
         v = graph->addInput();
         std::vector<int64_t> sizes = kind == "t" ? std::vector<int64_t>{2} : std::vector<int64_t>{};
-        std::vector<int64_t> strides = kind == "t" ? std::vector<int64_t>{1} : std::vector<int64_t>{};
+        std::vector<int64_t> strides =
+            kind == "t" ? std::vector<int64_t>{1} : std::vector<int64_t>{};
         v->setType(c10::TensorType::create(o.dtype, c10::Device(c10::kCPU),
                                            c10::VaryingShape<int64_t>(sizes),
                                            c10::VaryingShape<int64_t>(strides), false));
@@ -213,8 +214,8 @@ TEST(OpLowering, ChecksRefuseNonConstantModes) {
   Value* x = graph->addInput()->setType(c10::TensorType::get());
   Value* y = graph->addInput()->setType(c10::TensorType::get());
   Value* mode = graph->addInput()->setType(c10::OptionalType::create(c10::StringType::get()));
-  Node* div = graph->insertNode(
-      graph->create(c10::Symbol::fromQualString("aten::div"), {x, y, mode}, 1));
+  Node* div =
+      graph->insertNode(graph->create(c10::Symbol::fromQualString("aten::div"), {x, y, mode}, 1));
   ASSERT_NE(findOp(div), nullptr);
   FusionDecision d = checkOpSupported(div);
   EXPECT_FALSE(static_cast<bool>(d));
@@ -229,8 +230,8 @@ TEST(OpLowering, ChecksRefuseNonConstantModes) {
       graph->insertConstant(static_cast<int64_t>(c10::MemoryFormat::ChannelsLast));
   Value* dtype = graph->insertConstant(static_cast<int64_t>(ScalarType::Half));
   Value* f = graph->insertConstant(false);
-  Node* to = graph->insertNode(graph->create(c10::Symbol::fromQualString("aten::to"),
-                                             {x, dtype, f, f, channels_last}, 1));
+  Node* to = graph->insertNode(
+      graph->create(c10::Symbol::fromQualString("aten::to"), {x, dtype, f, f, channels_last}, 1));
   EXPECT_FALSE(static_cast<bool>(checkOpSupported(to)));
 }
 
