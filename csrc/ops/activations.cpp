@@ -21,9 +21,7 @@ ExprId clampTo(IrBuilder& b, ExprId x, ExprId lo, ExprId hi) {
   return b.binary(IrOp::Min, b.binary(IrOp::Max, x, lo), hi);
 }
 
-Operand lowerSigmoid(IrBuilder& b, const Args& a) {
-  return lowerUnaryToFloat(b, a, IrOp::Sigmoid);
-}
+Operand lowerSigmoid(IrBuilder& b, const Args& a) { return lowerUnaryToFloat(b, a, IrOp::Sigmoid); }
 
 Operand lowerRelu(IrBuilder& b, const Args& a) {
   TORCH_CHECK(a[0].dtype != ScalarType::Bool, "Boolean inputs not supported for relu");
@@ -58,9 +56,8 @@ Operand lowerElu(IrBuilder& b, const Args& a) {
     ExprId alpha = castToOpmath(b, a[1], t);
     ExprId scale = castToOpmath(b, a[2], t);
     ExprId inputScale = castToOpmath(b, a[3], t);
-    ExprId negative = b.binary(
-        IrOp::Mul, b.unary(IrOp::Expm1, b.binary(IrOp::Mul, x, inputScale)),
-        b.binary(IrOp::Mul, alpha, scale));
+    ExprId negative = b.binary(IrOp::Mul, b.unary(IrOp::Expm1, b.binary(IrOp::Mul, x, inputScale)),
+                               b.binary(IrOp::Mul, alpha, scale));
     ExprId nonPositive = b.binary(IrOp::Le, x, literal(b, 0, t));
     return b.select(nonPositive, negative, b.binary(IrOp::Mul, x, scale));
   });
@@ -79,9 +76,9 @@ Operand lowerGelu(IrBuilder& b, const Args& a) {
     }
     const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
     ExprId cube = b.binary(IrOp::Mul, b.binary(IrOp::Mul, x, x), x);
-    ExprId inner = b.binary(
-        IrOp::Mul, literal(b, kBeta, t),
-        b.binary(IrOp::Add, x, b.binary(IrOp::Mul, literal(b, 0.044715, t), cube)));
+    ExprId inner =
+        b.binary(IrOp::Mul, literal(b, kBeta, t),
+                 b.binary(IrOp::Add, x, b.binary(IrOp::Mul, literal(b, 0.044715, t), cube)));
     ExprId tanh = b.unary(IrOp::Tanh, inner);
     return b.binary(IrOp::Mul, b.binary(IrOp::Mul, half, x), b.binary(IrOp::Add, one, tanh));
   });
@@ -154,12 +151,10 @@ static RegisterOps reg({
      checkGeluApproximate},
     {"aten::silu(Tensor self) -> Tensor", lowerSilu},
     {"aten::mish(Tensor self) -> Tensor", lowerMish},
-    {"aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor",
-     lowerHardtanh},
+    {"aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", lowerHardtanh},
     {"aten::hardsigmoid(Tensor self) -> Tensor", lowerHardsigmoid},
     {"aten::hardswish(Tensor self) -> Tensor", lowerHardswish},
-    {"aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor",
-     lowerSoftplus},
+    {"aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", lowerSoftplus},
 });
 
 }  // namespace fuser::ops

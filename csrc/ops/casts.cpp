@@ -19,8 +19,7 @@ Operand convert(IrBuilder& b, const Operand& self, ScalarType target) {
 // The target dtype in argument `index` (a constant ScalarType, or None for self's).
 Operand lowerToDtypeAt(IrBuilder& b, const Args& a, size_t index) {
   const Operand& dtype = a[index];
-  ScalarType target =
-      isNone(dtype) ? a[0].dtype : static_cast<ScalarType>(dtype.constant->toInt());
+  ScalarType target = isNone(dtype) ? a[0].dtype : static_cast<ScalarType>(dtype.constant->toInt());
   return convert(b, a[0], target);
 }
 
@@ -31,9 +30,15 @@ Operand lowerCopy(IrBuilder& b, const Args& a) { return convert(b, a[0], a[0].dt
 
 bool isFusibleDtype(ScalarType t) {
   switch (t) {
-    case ScalarType::Bool: case ScalarType::Byte: case ScalarType::Char:
-    case ScalarType::Short: case ScalarType::Int: case ScalarType::Long:
-    case ScalarType::Half: case ScalarType::BFloat16: case ScalarType::Float:
+    case ScalarType::Bool:
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Int:
+    case ScalarType::Long:
+    case ScalarType::Half:
+    case ScalarType::BFloat16:
+    case ScalarType::Float:
     case ScalarType::Double:
       return true;
     default:
@@ -73,15 +78,14 @@ FusionDecision checkConversion(const torch::jit::Node* node) {
   if (hasArgument(node, "memory_format")) {
     std::optional<c10::IValue> format = constant("memory_format");
     if (!format) return refuse("memory_format is not a constant");
-    if (!format->isNone() &&
-        format->toInt() != static_cast<int64_t>(c10::MemoryFormat::Preserve)) {
+    if (!format->isNone() && format->toInt() != static_cast<int64_t>(c10::MemoryFormat::Preserve)) {
       return refuse("memory_format other than preserve_format");
     }
   }
   if (hasArgument(node, "layout")) {
     std::optional<c10::IValue> layout = constant("layout");
-    if (!layout || !(layout->isNone() ||
-                     layout->toInt() == static_cast<int64_t>(c10::Layout::Strided))) {
+    if (!layout ||
+        !(layout->isNone() || layout->toInt() == static_cast<int64_t>(c10::Layout::Strided))) {
       return refuse("layout other than strided");
     }
   }

@@ -8,18 +8,22 @@ namespace {
 
 using c10::ScalarType;
 
+// Max or Min of two values of one type; on bool, or / and (printers need no bool Max).
+ExprId minMax(IrBuilder& b, IrOp op, ExprId x, ExprId y) {
+  if (b.typeOf(x) == ScalarType::Bool) op = op == IrOp::Max ? IrOp::LogicalOr : IrOp::LogicalAnd;
+  return b.binary(op, x, y);
+}
+
 // max(x, lo) then min(., hi) in the promoted type; absent bounds are null.
-Operand lowerClampBounds(IrBuilder& b, const Operand& self, const Operand* lo,
-                         const Operand* hi) {
+Operand lowerClampBounds(IrBuilder& b, const Operand& self, const Operand* lo, const Operand* hi) {
   std::vector<Operand> present{self};
   if (lo) present.push_back(*lo);
   if (hi) present.push_back(*hi);
   TORCH_CHECK(present.size() > 1, "torch.clamp: At least one of 'min' or 'max' must not be None");
   ScalarType t = resultType(present);
-  TORCH_CHECK(t != ScalarType::Bool, "clamp not implemented for 'Bool'");
   ExprId r = castTo(b, self, t);
-  if (lo) r = b.binary(IrOp::Max, r, castTo(b, *lo, t));
-  if (hi) r = b.binary(IrOp::Min, r, castTo(b, *hi, t));
+  if (lo) r = minMax(b, IrOp::Max, r, castTo(b, *lo, t));
+  if (hi) r = minMax(b, IrOp::Min, r, castTo(b, *hi, t));
   return makeResult(r, t, present);
 }
 
@@ -50,14 +54,10 @@ FusionDecision checkClampBounds(const torch::jit::Node* node) {
   return FusionDecision::yes();
 }
 
-// maximum/minimum; on bool, or/and (the printers need no bool Max).
 template <IrOp Op>
 Operand lowerMinMax(IrBuilder& b, const Args& a) {
   ScalarType t = resultType({a[0], a[1]});
-  IrOp op = Op;
-  if (t == ScalarType::Bool) op = Op == IrOp::Max ? IrOp::LogicalOr : IrOp::LogicalAnd;
-  ExprId r = b.binary(op, castTo(b, a[0], t), castTo(b, a[1], t));
-  return makeResult(r, t, {a[0], a[1]});
+  return makeResult(minMax(b, Op, castTo(b, a[0], t), castTo(b, a[1], t)), t, {a[0], a[1]});
 }
 
 }  // namespace

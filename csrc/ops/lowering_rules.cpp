@@ -7,9 +7,7 @@ namespace fuser::ops {
 
 using c10::ScalarType;
 
-bool isNone(const Operand& o) {
-  return o.expr < 0 && (!o.constant || o.constant->isNone());
-}
+bool isNone(const Operand& o) { return o.expr < 0 && (!o.constant || o.constant->isNone()); }
 
 std::optional<double> constantNumber(const Operand& o) {
   if (!o.constant) return std::nullopt;
@@ -37,7 +35,7 @@ ExprId literal(IrBuilder& b, double value, ScalarType dtype) {
 
 ExprId castOther(IrBuilder& b, const Operand& other, ScalarType dtype) {
   return other.category == Category::DimTensor ? castTo(b, other, dtype)
-                                                : castToOpmath(b, other, dtype);
+                                               : castToOpmath(b, other, dtype);
 }
 
 void requireFloating(const Operand& x, const char* op) {

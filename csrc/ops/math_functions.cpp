@@ -22,10 +22,7 @@ Operand lowerAbs(IrBuilder& b, const Args& a) {
 template <IrOp Op>
 Operand lowerRounding(IrBuilder& b, const Args& a) {
   requireNotBool(a[0], codegen::irOpName(Op));
-  if (isIntegral(a[0].dtype)) {
-    TORCH_CHECK(Op != IrOp::Round, "round not implemented for '", a[0].dtype, "'");
-    return makeResult(a[0].expr, a[0].dtype, {a[0]});
-  }
+  if (isIntegral(a[0].dtype)) return makeResult(a[0].expr, a[0].dtype, {a[0]});
   return lowerUnaryKeepType(b, a, Op);
 }
 

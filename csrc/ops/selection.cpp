@@ -38,10 +38,8 @@ static RegisterOps reg({
     {"aten::where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor", lowerWhere},
     {"aten::where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor", lowerWhere},
     {"aten::where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor", lowerWhere},
-    {"aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
-     lowerMaskedFill},
-    {"aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor",
-     lowerMaskedFill},
+    {"aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", lowerMaskedFill},
+    {"aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", lowerMaskedFill},
 });
 
 }  // namespace fuser::ops

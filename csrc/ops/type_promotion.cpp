@@ -90,9 +90,8 @@ codegen::ExprId castTo(codegen::IrBuilder& b, const Operand& x, c10::ScalarType 
     return b.constant(rounded, ScalarType::Float);
   }
   codegen::ExprId f = b.cast(x.expr, ScalarType::Float);
-  return b.unary(dtype == ScalarType::Half ? codegen::IrOp::RoundToHalf
-                                           : codegen::IrOp::RoundToBFloat16,
-                 f);
+  return b.unary(
+      dtype == ScalarType::Half ? codegen::IrOp::RoundToHalf : codegen::IrOp::RoundToBFloat16, f);
 }
 
 codegen::ExprId castToOpmath(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype) {
