@@ -1,0 +1,43 @@
+"""Shared fixtures: each test starts with the fuser off, default settings, zero stats."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import fuser
+
+# A complete profiled type, as the profiling executor records it.
+T = "Float(4, 5, strides=[5, 1], requires_grad=0, device=cpu)"
+M = "Float(5, 5, strides=[5, 1], requires_grad=0, device=cpu)"
+
+
+@pytest.fixture(autouse=True)
+def clean_fuser_state() -> Iterator[None]:
+    limit = fuser.get_arg_limit()
+    fuser.disable()
+    fuser.reset_stats()
+    yield
+    fuser.disable()
+    fuser.set_arg_limit(limit)
+
+
+def parse(ir: str) -> torch._C.Graph:
+    """Parses IR text in which `$T` stands for the complete 4x5 float type."""
+    return torch._C.parse_ir(ir.replace("$T", T).replace("$M", M))
+
+
+def fused(ir: str) -> torch._C.Graph:
+    graph = parse(ir)
+    fuser._C.fuse_graph(graph)
+    return graph
+
+
+def groups(graph: torch._C.Graph) -> list[torch._C.Node]:
+    return graph.findAllNodes("fuser::FusionGroup", recurse=True)
+
+
+def kinds(graph: torch._C.Graph) -> list[str]:
+    return [n.kind() for n in graph.nodes()]
