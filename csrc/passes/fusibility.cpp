@@ -117,6 +117,21 @@ std::optional<c10::Device> deviceOf(const Node* node) {
   return std::nullopt;
 }
 
+size_t countArgs(const Node* node) {
+  std::unordered_set<const Value*> inputs;
+  for (const Value* v : node->inputs()) {
+    if (!isConstant(v)) inputs.insert(v);
+  }
+  return inputs.size() + node->outputs().size();
+}
+
+FusionDecision checkArgLimit(size_t args) {
+  const size_t limit = config().arg_limit.load();
+  if (args <= limit) return FusionDecision::yes();
+  return FusionDecision::no("would exceed argument limit " + std::to_string(limit) + " (" +
+                            std::to_string(args) + " inputs + outputs)");
+}
+
 size_t countMergedArgs(const Node* consumer, const Node* producer) {
   std::unordered_set<const Value*> produced(producer->outputs().begin(),
                                             producer->outputs().end());
@@ -151,13 +166,7 @@ FusionDecision canFuse(const Node* consumer, const Node* producer) {
         "different devices (" + (producer_device ? producer_device->str() : "none") + ", " +
         (consumer_device ? consumer_device->str() : "none") + ")");
   }
-  size_t args = countMergedArgs(consumer, producer);
-  if (args > static_cast<size_t>(config().arg_limit.load())) {
-    return FusionDecision::no("would exceed argument limit " +
-                              std::to_string(config().arg_limit.load()) + " (" +
-                              std::to_string(args) + " inputs + outputs)");
-  }
-  return FusionDecision::yes();
+  return checkArgLimit(countMergedArgs(consumer, producer));
 }
 
 }  // namespace fuser

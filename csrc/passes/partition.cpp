@@ -78,6 +78,10 @@ class GroupFormer {
   // Returns where the reverse scan goes on: the node before the (possibly new) group.
   torch::jit::graph_node_list_iterator growFrom(Node* node, bool& changed) {
     if (!checkFusible(node)) return ++node->reverseIterator();
+    if (FusionDecision fits = checkArgLimit(countArgs(node)); !fits) {
+      refusals_[describeNode(node)] = fits.reason();
+      return ++node->reverseIterator();
+    }
     Node* group = isFusionGroup(node) ? node
                                       : SubgraphUtils::createSingletonSubgraphAndUpdateAliasing(
                                             node, fusionGroupSymbol(), alias_db_);

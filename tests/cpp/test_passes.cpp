@@ -286,6 +286,20 @@ graph(%a : $T, %m : )IR" + kM + R"IR():
   EXPECT_EQ(countGroups(kept), 1);
 }
 
+TEST_F(PassesTest, NodeAboveTheLimitStaysOutEvenAsSingleton) {
+  config().keep_singletons = true;
+  config().arg_limit = 2;
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T):
+  %c : $T = aten::mul(%a, %b)
+  %d : $T = aten::relu(%a)
+  return (%c, %d))IR");
+  formGroups(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);  // relu: 1 input + 1 output; mul would need 3
+  FileCheck().check("aten::relu")->run(*groups[0]->g(c10::attr::Subgraph));
+}
+
 TEST_F(PassesTest, ScalarInputsMustBeIntFloatOrBool) {
   auto graph = parse(R"IR(
 graph(%a : $T, %alpha : float, %s : Scalar):
