@@ -96,8 +96,7 @@ FusionDecision checkFusible(const Node* node) {
       }
       if (auto d = checkOperand(input); !d) return d;
     } else if (!isConstant(input) && !isKernelScalarType(input->type())) {
-      return FusionDecision::no("%" + input->debugName() + " has type " +
-                                input->type()->str() +
+      return FusionDecision::no("%" + input->debugName() + " has type " + input->type()->str() +
                                 "; only int, float and bool scalars can be kernel arguments");
     }
   }
@@ -133,8 +132,7 @@ FusionDecision checkArgLimit(size_t args) {
 }
 
 size_t countMergedArgs(const Node* consumer, const Node* producer) {
-  std::unordered_set<const Value*> produced(producer->outputs().begin(),
-                                            producer->outputs().end());
+  std::unordered_set<const Value*> produced(producer->outputs().begin(), producer->outputs().end());
   std::unordered_set<const Value*> inputs;
   for (const Node* node : {consumer, producer}) {
     for (const Value* v : node->inputs()) {
@@ -162,9 +160,9 @@ FusionDecision canFuse(const Node* consumer, const Node* producer) {
   auto producer_device = deviceOf(producer);
   auto consumer_device = deviceOf(consumer);
   if (producer_device != consumer_device) {
-    return FusionDecision::no(
-        "different devices (" + (producer_device ? producer_device->str() : "none") + ", " +
-        (consumer_device ? consumer_device->str() : "none") + ")");
+    return FusionDecision::no("different devices (" +
+                              (producer_device ? producer_device->str() : "none") + ", " +
+                              (consumer_device ? consumer_device->str() : "none") + ")");
   }
   return checkArgLimit(countMergedArgs(consumer, producer));
 }

@@ -119,8 +119,8 @@ class GroupFormer {
             "alias analysis forbids moving it next to its consumer (a write in between)");
       }
       if (!decision) {
-        refusals_[describeNode(producer)] = "not merged into its consumer's group: " +
-                                            decision.reason();
+        refusals_[describeNode(producer)] =
+            "not merged into its consumer's group: " + decision.reason();
         continue;
       }
       SubgraphUtils::mergeNodeIntoSubgraphAndUpdateAliasing(producer, group, alias_db_);

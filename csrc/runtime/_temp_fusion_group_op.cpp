@@ -15,8 +15,8 @@ namespace fuser {
 namespace {
 
 torch::jit::Operation createInterpretedGroup(const torch::jit::Node* node) {
-  auto code = std::make_shared<torch::jit::Code>(node->g(torch::jit::attr::Subgraph),
-                                                 "fuser_temp_group");
+  auto code =
+      std::make_shared<torch::jit::Code>(node->g(torch::jit::attr::Subgraph), "fuser_temp_group");
   return [code](torch::jit::Stack& stack) { torch::jit::InterpreterState(*code).run(stack); };
 }
 
