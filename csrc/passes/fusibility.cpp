@@ -96,8 +96,7 @@ FusionDecision checkFusible(const Node* node) {
       }
       if (auto d = checkOperand(input); !d) return d;
     } else if (!isConstant(input) && !isKernelScalarType(input->type())) {
-      return FusionDecision::no("%" + input->debugName() + " has type " +
-                                input->type()->str() +
+      return FusionDecision::no("%" + input->debugName() + " has type " + input->type()->str() +
                                 "; only int, float and bool scalars can be kernel arguments");
     }
   }
@@ -117,9 +116,23 @@ std::optional<c10::Device> deviceOf(const Node* node) {
   return std::nullopt;
 }
 
+size_t countArgs(const Node* node) {
+  std::unordered_set<const Value*> inputs;
+  for (const Value* v : node->inputs()) {
+    if (!isConstant(v)) inputs.insert(v);
+  }
+  return inputs.size() + node->outputs().size();
+}
+
+FusionDecision checkArgLimit(size_t args) {
+  const size_t limit = config().arg_limit.load();
+  if (args <= limit) return FusionDecision::yes();
+  return FusionDecision::no("would exceed argument limit " + std::to_string(limit) + " (" +
+                            std::to_string(args) + " inputs + outputs)");
+}
+
 size_t countMergedArgs(const Node* consumer, const Node* producer) {
-  std::unordered_set<const Value*> produced(producer->outputs().begin(),
-                                            producer->outputs().end());
+  std::unordered_set<const Value*> produced(producer->outputs().begin(), producer->outputs().end());
   std::unordered_set<const Value*> inputs;
   for (const Node* node : {consumer, producer}) {
     for (const Value* v : node->inputs()) {
@@ -147,17 +160,11 @@ FusionDecision canFuse(const Node* consumer, const Node* producer) {
   auto producer_device = deviceOf(producer);
   auto consumer_device = deviceOf(consumer);
   if (producer_device != consumer_device) {
-    return FusionDecision::no(
-        "different devices (" + (producer_device ? producer_device->str() : "none") + ", " +
-        (consumer_device ? consumer_device->str() : "none") + ")");
+    return FusionDecision::no("different devices (" +
+                              (producer_device ? producer_device->str() : "none") + ", " +
+                              (consumer_device ? consumer_device->str() : "none") + ")");
   }
-  size_t args = countMergedArgs(consumer, producer);
-  if (args > static_cast<size_t>(config().arg_limit.load())) {
-    return FusionDecision::no("would exceed argument limit " +
-                              std::to_string(config().arg_limit.load()) + " (" +
-                              std::to_string(args) + " inputs + outputs)");
-  }
-  return FusionDecision::yes();
+  return checkArgLimit(countMergedArgs(consumer, producer));
 }
 
 }  // namespace fuser

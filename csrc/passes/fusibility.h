@@ -25,6 +25,12 @@ FusionDecision checkFusible(const torch::jit::Node* node);
 // The device of the node's tensor operands (its first tensor input, else output).
 std::optional<c10::Device> deviceOf(const torch::jit::Node* node);
 
+// Non-constant inputs plus outputs of `node` as a group of its own.
+size_t countArgs(const torch::jit::Node* node);
+
+// Yes when `args` inputs + outputs fit in config().arg_limit.
+FusionDecision checkArgLimit(size_t args);
+
 // Inputs plus outputs of the group that `producer` joining `consumer` would give:
 // non-constant inputs of both, less the producer outputs the consumer reads; the
 // consumer's outputs plus the producer outputs still read by other nodes.

@@ -21,10 +21,10 @@
 namespace fuser {
 namespace {
 
-using torch::jit::attr::Subgraph;
 using torch::jit::Graph;
 using torch::jit::Node;
 using torch::jit::Value;
+using torch::jit::attr::Subgraph;
 
 std::vector<Value*> tensorInputs(Node* group) {
   std::vector<Value*> out;
@@ -43,8 +43,8 @@ bool hasCompleteTypes(const std::vector<Value*>& tensors) {
 }
 
 Node* createFallback(Graph* graph, Node* group) {
-  Node* fallback = graph->create(c10::prim::FallbackGraph, group->inputs(),
-                                 group->outputs().size());
+  Node* fallback =
+      graph->create(c10::prim::FallbackGraph, group->inputs(), group->outputs().size());
   auto subgraph = group->g(Subgraph)->copy();
   torch::jit::removeTensorTypeSpecializations(subgraph->block());
   fallback->g_(Subgraph, subgraph);

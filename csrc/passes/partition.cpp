@@ -78,6 +78,10 @@ class GroupFormer {
   // Returns where the reverse scan goes on: the node before the (possibly new) group.
   torch::jit::graph_node_list_iterator growFrom(Node* node, bool& changed) {
     if (!checkFusible(node)) return ++node->reverseIterator();
+    if (FusionDecision fits = checkArgLimit(countArgs(node)); !fits) {
+      refusals_[describeNode(node)] = fits.reason();
+      return ++node->reverseIterator();
+    }
     Node* group = isFusionGroup(node) ? node
                                       : SubgraphUtils::createSingletonSubgraphAndUpdateAliasing(
                                             node, fusionGroupSymbol(), alias_db_);
@@ -115,8 +119,8 @@ class GroupFormer {
             "alias analysis forbids moving it next to its consumer (a write in between)");
       }
       if (!decision) {
-        refusals_[describeNode(producer)] = "not merged into its consumer's group: " +
-                                            decision.reason();
+        refusals_[describeNode(producer)] =
+            "not merged into its consumer's group: " + decision.reason();
         continue;
       }
       SubgraphUtils::mergeNodeIntoSubgraphAndUpdateAliasing(producer, group, alias_db_);

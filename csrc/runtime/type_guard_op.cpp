@@ -39,14 +39,12 @@ torch::jit::Operation createTypeGuard(const torch::jit::Node* node) {
   for (const c10::TypePtr& type : node->tys(torch::jit::attr::types)) {
     auto tensor = type->expect<c10::TensorType>();
     TORCH_CHECK(tensor->scalarType() && tensor->device() && tensor->dim(),
-                "fuser::TypeGuard needs complete types (dtype, device, rank), got ",
-                type->str());
-    expected.push_back({*tensor->scalarType(), *tensor->device(),
-                        static_cast<int64_t>(*tensor->dim())});
+                "fuser::TypeGuard needs complete types (dtype, device, rank), got ", type->str());
+    expected.push_back(
+        {*tensor->scalarType(), *tensor->device(), static_cast<int64_t>(*tensor->dim())});
   }
-  TORCH_CHECK(expected.size() == node->inputs().size(),
-              "fuser::TypeGuard has ", node->inputs().size(), " inputs but ", expected.size(),
-              " types");
+  TORCH_CHECK(expected.size() == node->inputs().size(), "fuser::TypeGuard has ",
+              node->inputs().size(), " inputs but ", expected.size(), " types");
   return [expected = std::move(expected)](torch::jit::Stack& stack) {
     const size_t n = expected.size();
     const bool grad_enabled = at::GradMode::is_enabled();

@@ -147,8 +147,8 @@ TEST_F(PassesTest, ArgLimitHonouredOnFortyInputSum) {
   for (int i = 0; i < 40; ++i) ir += (i ? ", %x" : "%x") + std::to_string(i) + " : $T";
   ir += "):\n  %one : int = prim::Constant[value=1]()\n  %s0 : $T = aten::add(%x0, %x1, %one)\n";
   for (int i = 2; i < 40; ++i) {
-    ir += "  %s" + std::to_string(i - 1) + " : $T = aten::add(%s" + std::to_string(i - 2) +
-          ", %x" + std::to_string(i) + ", %one)\n";
+    ir += "  %s" + std::to_string(i - 1) + " : $T = aten::add(%s" + std::to_string(i - 2) + ", %x" +
+          std::to_string(i) + ", %one)\n";
   }
   ir += "  return (%s38)";
   auto graph = parse(ir);
@@ -166,7 +166,8 @@ TEST_F(PassesTest, ArgLimitHonouredOnFortyInputSum) {
 
 TEST_F(PassesTest, NonFusibleOpSplitsGroups) {
   auto graph = parse(R"IR(
-graph(%a : $T, %b : $T, %m : )IR" + kM + R"IR():
+graph(%a : $T, %b : $T, %m : )IR" +
+                     kM + R"IR():
   %c : $T = aten::mul(%a, %b)
   %d : $T = aten::relu(%c)
   %e : $T = aten::mm(%d, %m)
@@ -184,7 +185,8 @@ graph(%a : $T, %b : $T, %m : )IR" + kM + R"IR():
 
 TEST_F(PassesTest, ProducerUsedAfterConsumerBecomesExtraOutput) {
   auto graph = parse(R"IR(
-graph(%a : $T, %b : $T, %m : )IR" + kM + R"IR():
+graph(%a : $T, %b : $T, %m : )IR" +
+                     kM + R"IR():
   %c : $T = aten::mul(%a, %b)
   %d : $T = aten::relu(%c)
   %e : $T = aten::mm(%c, %m)
@@ -234,8 +236,10 @@ graph(%a : $T, %b : $T):
   formGroups(graph);
   EXPECT_EQ(countKind(graph->block(), c10::Symbol::fromQualString("aten::relu_")), 0);
   ASSERT_EQ(countGroups(graph), 1);
-  FileCheck().check("aten::mul")->check("aten::relu")->run(
-      *collectFusionGroups(graph->block())[0]->g(c10::attr::Subgraph));
+  FileCheck()
+      .check("aten::mul")
+      ->check("aten::relu")
+      ->run(*collectFusionGroups(graph->block())[0]->g(c10::attr::Subgraph));
 }
 
 TEST_F(PassesTest, InPlaceOnViewIsNotFused) {
@@ -253,7 +257,11 @@ graph(%a : $T, %b : $T):
   // The write through the view stays in place and keeps mul and relu apart.
   EXPECT_EQ(countKind(graph->block(), c10::Symbol::fromQualString("aten::add_")), 1);
   EXPECT_EQ(countGroups(graph), 0);
-  FileCheck().check("aten::mul")->check("aten::view")->check("aten::add_")->check("aten::relu")
+  FileCheck()
+      .check("aten::mul")
+      ->check("aten::view")
+      ->check("aten::add_")
+      ->check("aten::relu")
       ->run(*graph);
 }
 
@@ -270,7 +278,8 @@ graph(%a : Tensor, %b : Float(requires_grad=0, device=cpu)):
 
 TEST_F(PassesTest, SingletonDissolvedUnlessKept) {
   const std::string ir = R"IR(
-graph(%a : $T, %m : )IR" + kM + R"IR():
+graph(%a : $T, %m : )IR" +
+                         kM + R"IR():
   %b : $T = aten::mm(%a, %m)
   %c : $T = aten::relu(%b)
   %d : $T = aten::mm(%c, %m)
@@ -284,6 +293,20 @@ graph(%a : $T, %m : )IR" + kM + R"IR():
   auto kept = parse(ir);
   formGroups(kept);
   EXPECT_EQ(countGroups(kept), 1);
+}
+
+TEST_F(PassesTest, NodeAboveTheLimitStaysOutEvenAsSingleton) {
+  config().keep_singletons = true;
+  config().arg_limit = 2;
+  auto graph = parse(R"IR(
+graph(%a : $T, %b : $T):
+  %c : $T = aten::mul(%a, %b)
+  %d : $T = aten::relu(%a)
+  return (%c, %d))IR");
+  formGroups(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);  // relu: 1 input + 1 output; mul would need 3
+  FileCheck().check("aten::relu")->run(*groups[0]->g(c10::attr::Subgraph));
 }
 
 TEST_F(PassesTest, ScalarInputsMustBeIntFloatOrBool) {
@@ -312,6 +335,19 @@ graph(%a : $T, %z : ComplexFloat(4, 5, strides=[5, 1], requires_grad=0, device=c
   formGroups(graph);
   EXPECT_EQ(countGroups(graph), 1);  // the complex chain is not fused
 
+  const std::string cuda = "Float(4, 5, strides=[5, 1], requires_grad=0, device=cuda:0)";
+  auto mixed = parse(R"IR(
+graph(%a : $T, %g : )IR" +
+                     cuda + R"IR():
+  %c : $T = aten::neg(%a)
+  %h : )IR" + cuda + R"IR( = aten::exp(%g)
+  %d : $T = aten::mul(%c, %h)
+  %e : $T = aten::relu(%d)
+  return (%e))IR");
+  formGroups(mixed);
+  // neg + exp + mul would mix devices; only neg (cpu) and relu could join, via mul: none.
+  EXPECT_EQ(countGroups(mixed), 0);
+
   config().fuse_cpu = false;
   auto off = parse(R"IR(
 graph(%a : $T):
@@ -325,7 +361,8 @@ graph(%a : $T):
 TEST_F(PassesTest, DumpReasonsPrintsOneLinePerNode) {
   config().dump_reasons = true;
   auto graph = parse(R"IR(
-graph(%a : $T, %m : )IR" + kM + R"IR():
+graph(%a : $T, %m : )IR" +
+                     kM + R"IR():
   %b : $T = aten::mm(%a, %m)
   %c : $T = aten::relu(%b)
   return (%c))IR");
@@ -389,7 +426,7 @@ graph(%x : Tensor):
 TEST(TypeGuardOp, ChecksDtypeRankAndGradNotSizes) {
   resetStats();
   EXPECT_TRUE(runGuard(torch::zeros({4, 5})));
-  EXPECT_TRUE(runGuard(torch::zeros({17, 3})));  // a new batch size still passes
+  EXPECT_TRUE(runGuard(torch::zeros({17, 3})));     // a new batch size still passes
   EXPECT_TRUE(runGuard(torch::zeros({5, 4}).t()));  // strides are not checked either
   EXPECT_EQ(stats().guard_failures, 0);
   EXPECT_FALSE(runGuard(torch::zeros({4, 5}, at::kDouble)));
