@@ -34,6 +34,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("kernel_sources", &fuser::kernelSources);
   m.def("config_warnings", &fuser::configWarnings);
   m.def("killed", [] { return fuser::config().killed; });
+  // Tests keep single-node groups to exercise one operator at a time.
+  m.def("_set_keep_singletons", [](bool keep) { fuser::config().keep_singletons = keep; });
   m.def("enable_at_import", [] { return fuser::config().enable_at_import; });
   m.def("supported_schemas", &fuser::ops::supportedSchemas);
   // Kernel source for a subgraph: inputs are torch.dtype (tensor), float, int or bool

@@ -51,12 +51,7 @@ def tensor_specs(count: int) -> list[list[str]]:
         return specs
     specs = [[f"t:{a}"] * count for a in ALL]
     specs += [[f"t:{a}", *[f"t:{b}"] * (count - 1)] for a in FEW for b in FEW if a != b]
-    specs += [
-        [f"t:{a}", f"z:{b}", *[f"t:{a}"] * (count - 2)]
-        for a in FEW
-        for b in FEW
-        if a != b
-    ]
+    specs += [[f"t:{a}", f"z:{b}", *[f"t:{a}"] * (count - 2)] for a in FEW for b in FEW if a != b]
     return specs
 
 
@@ -126,7 +121,7 @@ def eager_result(schema: torch.FunctionSchema, specs: list[str]) -> str:
     packet = getattr(torch.ops.aten, name)
     op = getattr(packet, overload or "default")
     args, kwargs = [], {}
-    for arg, spec in zip(schema.arguments, specs):
+    for arg, spec in zip(schema.arguments, specs, strict=False):
         v = value(spec)
         if arg.kwarg_only:
             kwargs[arg.name] = v
@@ -148,9 +143,7 @@ def result_type_lines() -> list[str]:
         for b in tensors + scalars:
             if a in scalars and b in scalars:
                 continue
-            first, second = (
-                (b, a) if a in scalars else (a, b)
-            )  # result_type wants a tensor first
+            first, second = (b, a) if a in scalars else (a, b)  # result_type wants a tensor first
             dtype = torch.result_type(value(first), value(second))
             lines.append(f"{a} {b} | {NAMES[dtype]}")
     for a in tensors:
@@ -180,38 +173,30 @@ def main() -> None:
     for text in fuser._C.supported_schemas():
         schema = torch._C.parse_schema(text)
         types = [typename(a) for a in schema.arguments]
-        tensor_positions = [
-            i for i, t in enumerate(types) if t in ("Tensor", "Tensor?")
-        ]
+        tensor_positions = [i for i, t in enumerate(types) if t in ("Tensor", "Tensor?")]
         tensor_grid = tensor_specs(len(tensor_positions))
         for k, i in enumerate(tensor_positions):
             if types[i] == "Tensor?":  # the same grid with this argument None
                 tensor_grid += [g[:k] + ["n"] + g[k + 1 :] for g in tensor_grid]
         # All optional tensors None would be the Scalar? overload in a graph.
         optional = [k for k, i in enumerate(tensor_positions) if types[i] == "Tensor?"]
-        tensor_grid = [
-            g for g in tensor_grid if not optional or any(g[k] != "n" for k in optional)
-        ]
+        tensor_grid = [g for g in tensor_grid if not optional or any(g[k] != "n" for k in optional)]
         tensor_grid = list(dict.fromkeys(tuple(g) for g in tensor_grid))
         others = [i for i in range(len(schema.arguments)) if i not in tensor_positions]
         other_grid = list(
-            itertools.product(
-                *[other_choices(schema.arguments[i], schema) for i in others]
-            )
+            itertools.product(*[other_choices(schema.arguments[i], schema) for i in others])
         )
         for tensors in tensor_grid:
             for rest in other_grid:
                 specs = [""] * len(schema.arguments)
-                for i, s in zip(tensor_positions, tensors):
+                for i, s in zip(tensor_positions, tensors, strict=False):
                     specs[i] = s
-                for i, s in zip(others, rest):
+                for i, s in zip(others, rest, strict=False):
                     specs[i] = s
                 full_name = schema.name + (
                     f".{schema.overload_name}" if schema.overload_name else ""
                 )
-                lines.append(
-                    f"{full_name} | {' '.join(specs)} | {eager_result(schema, specs)}"
-                )
+                lines.append(f"{full_name} | {' '.join(specs)} | {eager_result(schema, specs)}")
     out = Path(__file__).parent / "data" / "op_dtypes.txt"
     out.write_text("\n".join(lines) + "\n")
     print(f"{len(lines)} cases -> {out}", file=sys.stderr)

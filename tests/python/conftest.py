@@ -1,22 +1,15 @@
-"""Shared pytest set-up.
-
-FUSER_SINGLETON=1 keeps groups of a single fusible node, so a test of one operator
-fuses it alone; the core reads flags once, at first use, so it is set here, before
-fuser is imported. Each test starts with the fuser off, default settings, zero stats.
-"""
+"""Shared pytest set-up: each test starts with the fuser off, default settings, zero
+stats; the `fused` fixture turns it on and keeps single-node groups, so a test of one
+operator fuses it alone."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
 
-os.environ.setdefault("FUSER_SINGLETON", "1")
+import pytest
+import torch
 
-from collections.abc import Iterator  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import fuser  # noqa: E402
+import fuser
 
 # A complete profiled type, as the profiling executor records it.
 T = "Float(4, 5, strides=[5, 1], requires_grad=0, device=cpu)"
@@ -38,7 +31,7 @@ def parse(ir: str) -> torch._C.Graph:
     return torch._C.parse_ir(ir.replace("$T", T).replace("$M", M))
 
 
-def fused(ir: str) -> torch._C.Graph:
+def fuse_ir(ir: str) -> torch._C.Graph:
     graph = parse(ir)
     fuser._C.fuse_graph(graph)
     return graph
@@ -58,5 +51,9 @@ def fused():
     torch._C._jit_set_profiling_executor(True)
     torch._C._set_graph_executor_optimize(True)
     torch._C._jit_set_num_profiled_runs(1)  # call 1 profiles, call 2 optimizes
-    with fuser.enabled(True):
-        yield
+    fuser._C._set_keep_singletons(True)
+    try:
+        with fuser.enabled(True):
+            yield
+    finally:
+        fuser._C._set_keep_singletons(False)

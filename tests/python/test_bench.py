@@ -20,7 +20,7 @@ from fuser.bench.correctness import mismatch, short_reason
 from fuser.bench.graph_stats import count_groups
 from fuser.bench.jit_flags import NO_FUSION, current_flags, jit_flags
 from fuser.bench.json_report import read_json, to_json_dict, write_json
-from fuser.bench.machine import cpu_last_level_cache_bytes, machine_metadata
+from fuser.bench.machine import busy_note, cpu_last_level_cache_bytes, machine_metadata
 from fuser.bench.modes import MODES
 from fuser.bench.presets import SMOKE
 from fuser.bench.progress import Progress
@@ -241,6 +241,12 @@ def test_cache_size_comes_from_the_highest_level(tmp_path: Path) -> None:
         (folder / "size").write_text(f"{size}\n")
     assert cpu_last_level_cache_bytes(str(tmp_path)) == 32 * 1024 * 1024
     assert cpu_last_level_cache_bytes(str(tmp_path / "missing")) == 32 * 1024 * 1024
+
+
+def test_busy_machine_gets_a_note() -> None:
+    assert busy_note(None) is None
+    assert busy_note(0.0) is None
+    assert "busy" in (busy_note(1000.0) or "")
 
 
 def test_group_count_walks_sub_blocks() -> None:

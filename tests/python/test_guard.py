@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from conftest import fused, groups
+from conftest import fuse_ir, groups
 
 import fuser
 
@@ -15,7 +15,7 @@ graph(%a : $T, %b : $T):
 
 
 def test_group_sits_under_type_guard_with_fallback() -> None:
-    graph = fused(CHAIN)
+    graph = fuse_ir(CHAIN)
     nodes = list(graph.nodes())
     assert [n.kind() for n in nodes] == ["fuser::TypeGuard", "prim::If"]
     guard, branch = nodes
@@ -39,7 +39,7 @@ def test_group_sits_under_type_guard_with_fallback() -> None:
 
 
 def test_types_wiped_outside_groups_only() -> None:
-    graph = fused(CHAIN)
+    graph = fuse_ir(CHAIN)
     assert all(str(v.type()) == "Tensor" for v in graph.inputs())
     (group,) = groups(graph)
     inner = group.g("Subgraph")
@@ -48,7 +48,7 @@ def test_types_wiped_outside_groups_only() -> None:
 
 
 def test_fusing_twice_is_harmless() -> None:
-    graph = fused(CHAIN)
+    graph = fuse_ir(CHAIN)
     once = str(graph)
     fuser._C.fuse_graph(graph)
     assert str(graph) == once

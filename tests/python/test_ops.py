@@ -5,8 +5,8 @@ reference, then scripted with the fuser on, three times (call 1 profiles, call 2
 optimizes, call 3 runs the optimized graph); the fused result must equal eager's
 (bitwise with the same dtype for integer and bool results, assert_close for floats), the
 optimized graph must hold a fuser::FusionGroup and generated kernels must have run. When
-eager raises for the inputs, the scripted function must raise too. conftest.py sets
-FUSER_SINGLETON=1, so a single operator forms a group of its own.
+eager raises for the inputs, the scripted function must raise too. The `fused` fixture
+keeps single-node groups, so a single operator forms a group of its own.
 
 FUSER_TEST_PARITY_ONLY=1 skips the fusion assertions: with the fuser inactive it checks
 that every case scripts and that TorchScript itself agrees with eager.
@@ -128,16 +128,12 @@ def _clone(x: Any) -> Any:
 def assert_same(actual: Any, expected: Any) -> None:
     if isinstance(expected, (tuple, list)):
         assert isinstance(actual, (tuple, list)) and len(actual) == len(expected)
-        for a, e in zip(actual, expected):
+        for a, e in zip(actual, expected, strict=False):
             assert_same(a, e)
         return
     assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual)}"
-    assert actual.dtype == expected.dtype, (
-        f"dtype {actual.dtype} != eager {expected.dtype}"
-    )
-    assert actual.shape == expected.shape, (
-        f"shape {actual.shape} != eager {expected.shape}"
-    )
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != eager {expected.dtype}"
+    assert actual.shape == expected.shape, f"shape {actual.shape} != eager {expected.shape}"
     assert actual.device == expected.device
     if expected.dtype.is_floating_point:
         torch.testing.assert_close(
@@ -157,11 +153,7 @@ def check(body: str, *args: Any, params: str | None = None, fused: bool = True) 
     `params` defaults to a, b, c, ... (tensors); give it to annotate scalar parameters."""
     if params is None:
         params = ", ".join("abcdefgh"[: len(args)])
-    source = (
-        f"def f({params}):\n"
-        + textwrap.indent(textwrap.dedent(body).strip(), "    ")
-        + "\n"
-    )
+    source = f"def f({params}):\n" + textwrap.indent(textwrap.dedent(body).strip(), "    ") + "\n"
     namespace: dict[str, Any] = {"torch": torch, "Optional": Optional}
     exec(source, namespace)  # noqa: S102 - the reference is the same source, run eagerly
     try:
@@ -185,9 +177,7 @@ def check(body: str, *args: Any, params: str | None = None, fused: bool = True) 
     if PARITY_ONLY:
         return
     if fused:
-        assert groups, (
-            f"no fuser::FusionGroup in the optimized graph of\n{source}\n{graph}"
-        )
+        assert groups, f"no fuser::FusionGroup in the optimized graph of\n{source}\n{graph}"
         assert launches > 0, f"no generated kernel ran for\n{source}\n{graph}"
     else:
         assert not groups, f"unexpected fuser::FusionGroup for\n{source}\n{graph}"
@@ -430,9 +420,7 @@ def test_binary(op: str, dtypes: tuple[torch.dtype, torch.dtype]) -> None:
 )
 def test_binary_special_values(op: str, dtype: torch.dtype) -> None:
     a = make(dtype, domain="specials", seed=1)
-    b = make(dtype, domain="specials", seed=2).flip(
-        0
-    )  # nan meets numbers and vice versa
+    b = make(dtype, domain="specials", seed=2).flip(0)  # nan meets numbers and vice versa
     check(f"return {BINARY[op][0]}", a, b)
 
 
@@ -568,9 +556,7 @@ def test_runtime_scalar_arguments(dtype: torch.dtype) -> None:
     check("return a == s", a, 0.5, params="a, s: float")
     check("return torch.add(a, a, alpha=s)", a, 2, params="a, s: int")
     check("return torch.where(a > 0, s, a)", a, 1.25, params="a, s: float")
-    check(
-        "return torch.clamp(a, lo, hi)", a, -1.0, 1.5, params="a, lo: float, hi: float"
-    )
+    check("return torch.clamp(a, lo, hi)", a, -1.0, 1.5, params="a, lo: float, hi: float")
 
 
 # Eager's tiers of type promotion: tensors of rank > 0, then 0-dim tensors, then scalars.
@@ -701,9 +687,7 @@ def test_to_dtype(source: torch.dtype, target: str) -> None:
 def test_cast_methods(source: torch.dtype) -> None:
     x = make(source, domain="positive")
     for method in ["float", "double", "half", "int", "long"]:
-        if {"float": F32, "double": F64, "half": F16, "int": I32, "long": I64}[
-            method
-        ] != source:
+        if {"float": F32, "double": F64, "half": F16, "int": I32, "long": I64}[method] != source:
             check(f"return a.{method}()", x)
     other = make(F64 if source != F64 else I16)
     check("return a.type_as(b)", x, other)
@@ -727,9 +711,7 @@ def test_to_half_of_double_rounds_like_eager() -> None:
 
 def test_to_with_channels_last_is_not_fused() -> None:
     x = make(F32, shape=(2, 3, 4, 5))
-    check(
-        "return a.to(torch.float16, memory_format=torch.channels_last)", x, fused=False
-    )
+    check("return a.to(torch.float16, memory_format=torch.channels_last)", x, fused=False)
 
 
 # ---- refusals: arguments the kernel cannot take ---------------------------------------
@@ -797,9 +779,7 @@ def _layout(name: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         return t((0, 1), 1), t((1, 8), 2)
     if name == "channels_last":
         cl = torch.channels_last
-        return t((2, 3, 4, 5), 1).to(memory_format=cl), t((2, 3, 4, 5), 2).to(
-            memory_format=cl
-        )
+        return t((2, 3, 4, 5), 1).to(memory_format=cl), t((2, 3, 4, 5), 2).to(memory_format=cl)
     raise ValueError(name)
 
 

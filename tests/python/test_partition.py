@@ -7,19 +7,17 @@ import subprocess
 import sys
 
 import torch
-from conftest import fused, groups, kinds, parse
+from conftest import fuse_ir, groups, kinds, parse
 
 import fuser
 
 
 def subgraph_kinds(group: torch._C.Node) -> list[str]:
-    return [
-        n.kind() for n in group.g("Subgraph").nodes() if n.kind() != "prim::Constant"
-    ]
+    return [n.kind() for n in group.g("Subgraph").nodes() if n.kind() != "prim::Constant"]
 
 
 def test_chain_becomes_one_group() -> None:
-    graph = fused("""
+    graph = fuse_ir("""
 graph(%a : $T, %b : $T):
   %one : int = prim::Constant[value=1]()
   %c : $T = aten::add(%a, %b, %one)
@@ -33,7 +31,7 @@ graph(%a : $T, %b : $T):
 
 
 def test_non_fusible_op_splits_groups() -> None:
-    graph = fused("""
+    graph = fuse_ir("""
 graph(%a : $T, %b : $T, %m : $M):
   %c : $T = aten::mul(%a, %b)
   %d : $T = aten::relu(%c)
@@ -59,7 +57,7 @@ def test_arg_limit_splits_a_forty_input_sum() -> None:
     ir = "graph(" + ", ".join(f"{n} : $T" for n in names) + "):\n" + "\n".join(lines)
     ir += "\n  return (%s39)"
     fuser.set_arg_limit(8)
-    graph = fused(ir)
+    graph = fuse_ir(ir)
     found = groups(graph)
     assert len(found) > 1
     adds = 0
@@ -70,7 +68,7 @@ def test_arg_limit_splits_a_forty_input_sum() -> None:
 
 
 def test_producer_read_later_becomes_extra_output() -> None:
-    graph = fused("""
+    graph = fuse_ir("""
 graph(%a : $T, %b : $T, %m : $M):
   %c : $T = aten::mul(%a, %b)
   %d : $T = aten::relu(%c)
@@ -81,7 +79,7 @@ graph(%a : $T, %b : $T, %m : $M):
 
 
 def test_if_and_loop_blocks_are_fused() -> None:
-    graph = fused("""
+    graph = fuse_ir("""
 graph(%a : $T, %b : $T, %flag : bool, %n : int):
   %r : $T = prim::If(%flag)
     block0():
@@ -107,7 +105,7 @@ graph(%a : $T, %b : $T, %flag : bool, %n : int):
 
 
 def test_in_place_on_fresh_value_is_fused() -> None:
-    graph = fused("""
+    graph = fuse_ir("""
 graph(%a : $T, %b : $T):
   %c : $T = aten::mul(%a, %b)
   %d : $T = aten::sigmoid_(%c)
@@ -117,7 +115,7 @@ graph(%a : $T, %b : $T):
 
 
 def test_in_place_on_view_is_not_fused() -> None:
-    graph = fused("""
+    graph = fuse_ir("""
 graph(%a : $T, %b : $T):
   %one : int = prim::Constant[value=1]()
   %minus : int = prim::Constant[value=-1]()
@@ -132,7 +130,7 @@ graph(%a : $T, %b : $T):
 
 
 def test_in_place_on_graph_input_stays_in_place() -> None:
-    graph = fused("""
+    graph = fuse_ir("""
 graph(%a : $T, %b : $T):
   %one : int = prim::Constant[value=1]()
   %c : $T = aten::add_(%a, %b, %one)
@@ -153,7 +151,7 @@ graph(%a : Tensor, %b : Tensor):
 
 
 def test_singleton_is_dissolved() -> None:
-    graph = fused("""
+    graph = fuse_ir("""
 graph(%a : $T, %m : $M):
   %b : $T = aten::mm(%a, %m)
   %c : $T = aten::relu(%b)
@@ -204,6 +202,4 @@ fuser._C.fuse_graph(g)
         check=True,
     )
     assert "[fuser] not fused: %" in result.stderr
-    assert (
-        "aten::mm(%a, %m): operator not in the fusible table: aten::mm" in result.stderr
-    )
+    assert "aten::mm(%a, %m): operator not in the fusible table: aten::mm" in result.stderr

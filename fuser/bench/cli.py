@@ -1,0 +1,131 @@
+"""`python -m fuser.bench` / `fuser-bench`: parse options, run the suite, write the
+table (stdout), the JSON file and the PNG chart (under --out). Exit status 1 when any
+fuser correctness check failed, 2 for bad options."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from fuser.bench.chart import write_chart
+from fuser.bench.json_report import write_json
+from fuser.bench.machine import available_devices, busy_note
+from fuser.bench.modes import EAGER, MODES
+from fuser.bench.presets import FULL, QUICK, SLOW_TO_BUILD_MODES, SMOKE
+from fuser.bench.progress import Progress
+from fuser.bench.runner import RunOptions, run_suite
+from fuser.bench.table import render_smoke_list, render_table
+from fuser.bench.workloads import WORKLOADS
+
+JSON_NAME = "results.json"
+CHART_NAME = "speedup.png"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fuser-bench",
+        description="Benchmark fuser against eager PyTorch, TorchScript, NNC, oneDNN Graph "
+        "and torch.compile.",
+    )
+    speed = parser.add_mutually_exclusive_group()
+    speed.add_argument(
+        "--quick", action="store_true", help="medium sizes, short measurements (default)"
+    )
+    speed.add_argument("--full", action="store_true", help="small, medium and large sizes")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, correctness only: every workload through each mode, no timing",
+    )
+    parser.add_argument("--device", choices=("cpu", "cuda", "all"), default="all")
+    parser.add_argument(
+        "--workload",
+        action="append",
+        metavar="NAME",
+        help=f"repeatable or comma-separated; one of {', '.join(WORKLOADS)}",
+    )
+    parser.add_argument(
+        "--mode",
+        action="append",
+        metavar="NAME",
+        help=f"repeatable or comma-separated; of {', '.join(MODES)} (eager always runs)",
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench_out"), help="output folder")
+    return parser
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [name.strip() for value in values or [] for name in value.split(",") if name.strip()]
+
+
+def _choose(
+    parser: argparse.ArgumentParser, asked: list[str], known: Sequence[str], what: str
+) -> list[str]:
+    unknown = [name for name in asked if name not in known]
+    if unknown:
+        parser.error(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(known)}")
+    return [name for name in known if name in asked]  # suite order, no duplicates
+
+
+def _devices(parser: argparse.ArgumentParser, asked: str) -> list[torch.device]:
+    devices = available_devices()
+    if asked == "all":
+        return devices
+    chosen = [d for d in devices if d.type == asked]
+    if not chosen:
+        parser.error(f"--device {asked}: no {asked} device is available here")
+    return chosen
+
+
+def parse_options(argv: Sequence[str] | None) -> tuple[RunOptions, Path]:
+    """What to run, and the folder to write into."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    preset = SMOKE if args.smoke else FULL if args.full else QUICK
+    asked_modes = _split(args.mode) or list(preset.default_modes)
+    modes = _choose(parser, [EAGER, *asked_modes], list(MODES), "mode")
+    workloads = _choose(
+        parser, _split(args.workload) or list(WORKLOADS), list(WORKLOADS), "workload"
+    )
+    options = RunOptions(
+        preset=preset, devices=_devices(parser, args.device), workloads=workloads, modes=modes
+    )
+    return options, args.out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options, out_dir = parse_options(argv)
+    left_out = [m for m in SLOW_TO_BUILD_MODES if m not in options.modes]
+    if options.preset is SMOKE and left_out:
+        print(f"note: --smoke leaves out {', '.join(left_out)}; add --mode to include it")
+
+    with warnings.catch_warnings():
+        # float32 matmuls stay exact on purpose (eager's default), so inductor's advice
+        # to use TF32 is noise here.
+        warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
+        result = run_suite(options, Progress(options.row_count()))
+    note = busy_note(result.metadata["load_average"]) if options.preset.timed else None
+
+    print(render_smoke_list(result) if options.preset is SMOKE else render_table(result))
+    json_path = out_dir / JSON_NAME
+    write_json(result, json_path)
+    print(f"wrote {json_path}")
+    if note:
+        print(note)
+    if options.preset.timed:
+        chart_path = out_dir / CHART_NAME
+        if write_chart(result, chart_path):
+            print(f"wrote {chart_path}")
+        else:
+            print("note: matplotlib is not installed, so no chart (pip install fuser[plot])")
+    if result.failed_rows:
+        print(
+            f"FAILED: {len(result.failed_rows)} row(s) differ from eager or raised", file=sys.stderr
+        )
+        return 1
+    return 0

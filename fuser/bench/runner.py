@@ -1,0 +1,194 @@
+"""Runs the suite: for every device, dtype, workload and size, each mode in turn.
+
+Per row: eager's result is the reference; each mode builds its own fresh function under
+its own JIT switches, warms up, is checked against eager, has its fusion groups counted,
+and (unless --smoke) is timed while the same switches are still set. Nothing a mode does
+(unavailable, raising, a wrong result) stops the run: it is recorded in the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+import fuser
+from fuser.bench.bandwidth import copy_bandwidth_gbps
+from fuser.bench.correctness import mismatch, short_reason
+from fuser.bench.graph_stats import count_groups, optimized_graph
+from fuser.bench.jit_flags import jit_flags
+from fuser.bench.machine import last_level_cache_bytes, machine_metadata
+from fuser.bench.modes import FUSER, MODES, Mode
+from fuser.bench.presets import COPY_BUDGET, Preset, dtypes_for
+from fuser.bench.progress import Progress
+from fuser.bench.results import ModeResult, Row, SuiteResult
+from fuser.bench.timing import (
+    Args,
+    copies_needed,
+    input_copies,
+    synchronize,
+    tensor_bytes,
+    time_calls,
+    warm_up,
+)
+from fuser.bench.workloads import WORKLOADS, Workload, make_inputs, shape_label
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    preset: Preset
+    devices: Sequence[torch.device]
+    workloads: Sequence[str]
+    modes: Sequence[str]  # always starts with eager, the reference
+
+    def row_count(self) -> int:
+        per_device = len(self.workloads) * len(self.preset.sizes)
+        return sum(per_device * len(dtypes_for(d)) for d in self.devices)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "preset": self.preset.name,
+            "sizes": list(self.preset.sizes),
+            "timed": self.preset.timed,
+            "warmup_calls": self.preset.warmup_calls,
+            "budget_seconds": self.preset.budget.seconds,
+            "min_reps": self.preset.budget.min_reps,
+            "max_reps": self.preset.budget.max_reps,
+            "devices": [str(d) for d in self.devices],
+            "workloads": list(self.workloads),
+            "modes": list(self.modes),
+        }
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def run_mode(
+    mode: Mode,
+    workload: Workload,
+    arg_sets: Sequence[Args],
+    expected: Any,
+    dtype: torch.dtype,
+    device: torch.device,
+    preset: Preset,
+) -> ModeResult:
+    """One mode on one row: build, warm up, check against eager, count groups, time."""
+    result = ModeResult(mode.name)
+    reason = mode.unavailable_reason(device)
+    if reason is not None:
+        result.na_reason = reason
+        return result
+    try:
+        # The switches stay set from the fresh function's first call to its last timed
+        # call: a fuser is chosen when the graph is optimized, on call 2.
+        with jit_flags(mode.flags(device)), torch.no_grad():
+            fn = mode.build(workload)
+            actual = warm_up(fn, arg_sets, preset.warmup_calls)
+            synchronize(device)
+            result.mismatch = mismatch(actual, expected, dtype)
+            if mode.group_kind is not None:
+                graph = optimized_graph(fn, arg_sets[0])
+                if graph is not None:
+                    result.groups = count_groups(graph, mode.group_kind)
+            if preset.timed and not result.is_wrong:
+                timing = time_calls(fn, arg_sets, device, preset.budget)
+                result.time_us, result.min_us, result.reps = (
+                    timing.median_us,
+                    timing.min_us,
+                    timing.reps,
+                )
+    except Exception as error:  # a mode that raises is reported, never fatal
+        result.na_reason = short_reason(error)
+    return result
+
+
+def _stat(name: str) -> int:
+    return int(fuser.stats().get(name, 0))
+
+
+def run_row(
+    workload: Workload,
+    size: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    options: RunOptions,
+    cache_bytes: int,
+    copy_gbps: float | None,
+    progress: Progress,
+) -> Row:
+    label = f"{device} {_dtype_name(dtype)} {workload.name} {size}"
+    row = Row(
+        workload=workload.name,
+        size=size,
+        shape=shape_label(workload.sizes[size]),
+        dtype=_dtype_name(dtype),
+        device=str(device),
+        bytes_per_call=0,
+        copy_gbps=copy_gbps,
+    )
+    inputs = make_inputs(workload, size, dtype, device)
+    try:
+        with torch.no_grad():
+            expected = workload.eager_function()(*inputs)
+    except Exception as error:
+        row.failure = f"eager raised {short_reason(error)}"
+        return row
+    row.bytes_per_call = tensor_bytes(inputs) + tensor_bytes(expected)
+    copies = 1
+    if options.preset.timed:
+        copies = copies_needed(tensor_bytes(inputs), cache_bytes)
+    arg_sets = input_copies(inputs, copies)
+
+    for name in options.modes:
+        progress.show(f"{label}: {name}")
+        before = (_stat("kernels_compiled"), _stat("disk_cache_hits"))
+        result = run_mode(MODES[name], workload, arg_sets, expected, dtype, device, options.preset)
+        row.modes[name] = result
+        if name == FUSER:
+            row.groups = result.groups
+            row.kernels_compiled = _stat("kernels_compiled") - before[0]
+            row.kernels_from_disk = _stat("disk_cache_hits") - before[1]
+            if result.mismatch is not None:
+                row.failure = f"fuser result differs from eager:\n{result.mismatch}"
+            elif result.na_reason is not None:
+                row.failure = f"fuser raised {result.na_reason}"
+    return row
+
+
+def run_suite(options: RunOptions, progress: Progress) -> SuiteResult:
+    result = SuiteResult(
+        metadata=machine_metadata(list(options.devices)),
+        options=options.to_dict(),
+        mode_names=list(options.modes),
+    )
+    for device in options.devices:
+        cache_bytes = last_level_cache_bytes(device)
+        copy_gbps = None
+        if options.preset.timed:
+            progress.show(f"{device}: measuring copy bandwidth")
+            copy_gbps = copy_bandwidth_gbps(device, cache_bytes, COPY_BUDGET)
+            result.copy_bandwidth_gbps[str(device)] = copy_gbps
+        for dtype in dtypes_for(device):
+            for name in options.workloads:
+                for size in options.preset.sizes:
+                    row = run_row(
+                        WORKLOADS[name],
+                        size,
+                        dtype,
+                        device,
+                        options,
+                        cache_bytes,
+                        copy_gbps,
+                        progress,
+                    )
+                    result.rows.append(row)
+                    progress.step_done()
+                    if row.failure:
+                        progress.message(
+                            f"FAILED {name} {size} {row.dtype} {device}: {row.failure}"
+                        )
+    progress.finish()
+    return result

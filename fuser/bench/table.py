@@ -1,0 +1,145 @@
+"""The terminal output: the results table with its notes, and --smoke's pass/fail list.
+
+A cell with no time says why in one word ("n/a", "wrong"); the reasons follow the table
+once each, so the table stays narrow enough to read.
+"""
+
+from __future__ import annotations
+
+from fuser.bench.modes import EAGER, FUSER
+from fuser.bench.results import ModeResult, Row, SuiteResult
+
+NA = "n/a"
+WRONG = "wrong"
+
+
+def format_us(value: float) -> str:
+    return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+
+
+def format_ratio(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def _mode_cell(result: ModeResult | None, text: str | None) -> str:
+    if result is None:
+        return ""
+    if result.is_wrong:
+        return WRONG
+    return NA if text is None else text
+
+
+def _optional(value: float | int | None, fmt: str) -> str:
+    return NA if value is None else format(value, fmt)
+
+
+def columns(mode_names: list[str]) -> list[str]:
+    """Header of the table: eager's time, then each other mode's time and speedup."""
+    head = ["workload", "size", "shape", "dtype", "device", "groups", "kernels"]
+    per_mode: list[str] = []
+    for mode in mode_names:
+        per_mode.append(f"{mode} us")
+        if mode != EAGER:
+            per_mode.append(f"{mode} x")
+    return [*head, *per_mode, "fuser GB/s", "% copy", "status"]
+
+
+def row_cells(row: Row, mode_names: list[str]) -> list[str]:
+    cells = [
+        row.workload,
+        row.size,
+        row.shape,
+        row.dtype,
+        row.device,
+        _optional(row.groups, "d"),
+        _optional(row.kernels, "d"),
+    ]
+    for mode in mode_names:
+        result = row.modes.get(mode)
+        time_us = row.time_us(mode)
+        cells.append(_mode_cell(result, None if time_us is None else format_us(time_us)))
+        if mode != EAGER:
+            speedup = row.speedup(mode)
+            cells.append(_mode_cell(result, None if speedup is None else format_ratio(speedup)))
+    cells.append(_optional(row.gbps(FUSER), ".1f"))
+    cells.append(_optional(row.percent_of_copy(FUSER), ".0f"))
+    cells.append("FAILED" if row.failed else "ok")
+    return cells
+
+
+def _is_numeric(cell: str) -> bool:
+    return cell.rstrip("x").replace(".", "", 1).isdigit()
+
+
+def render_grid(header: list[str], body: list[list[str]]) -> str:
+    """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        padded = [
+            cell.rjust(width) if _is_numeric(cell) else cell.ljust(width)
+            for cell, width in zip(cells, widths, strict=True)
+        ]
+        return "  ".join(padded).rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([line(header), rule, *(line(cells) for cells in body)])
+
+
+def notes(result: SuiteResult) -> list[str]:
+    """Why cells are n/a or wrong, and why rows FAILED: each reason once."""
+    lines: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for row in result.rows:
+        for mode, mode_result in row.modes.items():
+            if mode_result.na_reason and (mode, row.device, mode_result.na_reason) not in seen:
+                seen.add((mode, row.device, mode_result.na_reason))
+                lines.append(f"n/a: {mode} on {row.device}: {mode_result.na_reason}")
+            if mode_result.mismatch and mode != FUSER:
+                first = mode_result.mismatch.splitlines()[0]
+                lines.append(f"wrong: {mode} on {_row_label(row)}: {first}")
+    for row in result.failed_rows:
+        lines.append(f"FAILED: {_row_label(row)}: {row.failure}")
+    return lines
+
+
+def _row_label(row: Row) -> str:
+    return f"{row.workload} {row.size} {row.dtype} {row.device}"
+
+
+def render_table(result: SuiteResult) -> str:
+    header = columns(result.mode_names)
+    body = [row_cells(row, result.mode_names) for row in result.rows]
+    bandwidth = ", ".join(
+        f"{dev} {gbps:.1f} GB/s" for dev, gbps in result.copy_bandwidth_gbps.items()
+    )
+    legend = [
+        "us: median microseconds per call; x: eager time / mode time (above 1 is faster)",
+        "fuser GB/s: (input bytes + output bytes) / fuser time;"
+        f" % copy: of the measured copy bandwidth ({bandwidth or NA})",
+    ]
+    return "\n".join([render_grid(header, body), "", *legend, *notes(result)])
+
+
+def _check_state(result: ModeResult) -> str:
+    if result.is_wrong:
+        return WRONG
+    return NA if result.na_reason else "ok"
+
+
+def render_smoke_list(result: SuiteResult) -> str:
+    """One PASS/FAILED line per row with each mode's check; reasons indented below."""
+    lines = []
+    for row in result.rows:
+        checks = ", ".join(f"{m} {_check_state(r)}" for m, r in row.modes.items())
+        verdict = "FAILED" if row.failed else "PASS"
+        lines.append(
+            f"{verdict:6} {_row_label(row)}  groups={_optional(row.groups, 'd')}"
+            f" kernels={_optional(row.kernels, 'd')}  [{checks}]"
+        )
+        if row.failure:
+            lines.extend("         " + text for text in row.failure.splitlines())
+    passed = len(result.rows) - len(result.failed_rows)
+    lines.append(f"smoke check: {passed} of {len(result.rows)} rows passed")
+    extra = [line for line in notes(result) if not line.startswith("FAILED")]
+    return "\n".join([*lines, *extra])

@@ -1,0 +1,286 @@
+"""The benchmark's workloads: each is TorchScript-compatible source text plus an input maker.
+
+Every mode gets its own function built from the text, because `torch.jit.script` caches
+by Python function object: scripting one function twice returns the executor that was
+already optimized under the first mode's flags. Eager and torch.compile get a plain
+Python function made by executing the same text in a fresh namespace.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+Tensor = torch.Tensor
+Inputs = tuple[Tensor, ...]
+# Sizes are named dimensions, e.g. {"N": 1024, "H": 1024}.
+Dims = dict[str, int]
+InputMaker = Callable[[Dims, torch.dtype, torch.device, torch.Generator], Inputs]
+
+SIZE_NAMES = ("tiny", "small", "medium", "large")
+LSTM_LAYER_STEPS = 100
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    source: str  # defines a function called `name`
+    make_inputs: InputMaker
+    sizes: dict[str, Dims]
+
+    def eager_function(self) -> Callable[..., Any]:
+        """A new plain Python function (a new code object, so torch.compile starts afresh)."""
+        namespace: dict[str, Any] = {"torch": torch, "Tensor": Tensor}
+        exec(compile(self.source, f"<workload {self.name}>", "exec"), namespace)
+        return namespace[self.name]
+
+    def scripted_function(self) -> Any:
+        """A new, never-optimized TorchScript function."""
+        return getattr(torch.jit.CompilationUnit(self.source), self.name)
+
+
+def shape_label(dims: Dims) -> str:
+    return "x".join(f"{name}{value}" for name, value in dims.items())
+
+
+def _randn(gen: torch.Generator, dtype: torch.dtype, device: torch.device, *shape: int) -> Tensor:
+    # Random data, never zeros: some kernels (and some hardware) run faster on zeros.
+    return torch.randn(*shape, generator=gen, dtype=dtype, device=device)
+
+
+def _weight(gen: torch.Generator, dtype: torch.dtype, device: torch.device, *shape: int) -> Tensor:
+    # Scaled like nn.LSTM's init so gates do not saturate into constant 0/1.
+    return _randn(gen, dtype, device, *shape).mul_(1.0 / math.sqrt(shape[-1]))
+
+
+def _rows_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    n, h = dims["N"], dims["H"]
+    return _randn(gen, dtype, device, n, h), _randn(gen, dtype, device, n, h)
+
+
+def _bias_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    n, h = dims["N"], dims["H"]
+    return _randn(gen, dtype, device, n, h), _randn(gen, dtype, device, h)
+
+
+def _norm_tail_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    n, h = dims["N"], dims["H"]
+    x = _randn(gen, dtype, device, n, h)
+    mean = _randn(gen, dtype, device, n, 1)
+    rstd = _randn(gen, dtype, device, n, 1).abs_().add_(0.5)  # a reciprocal std is positive
+    return x, mean, rstd, _randn(gen, dtype, device, h), _randn(gen, dtype, device, h)
+
+
+def _recurrent_cell_inputs(
+    dims: Dims,
+    dtype: torch.dtype,
+    device: torch.device,
+    gen: torch.Generator,
+    *,
+    gates: int,
+    has_cell_state: bool,
+    gate_vectors: int,
+) -> Inputs:
+    """x, hx, [cx], w_ih, w_hh, then `gate_vectors` vectors of length gates * H (biases,
+    or MiLSTM's alpha and betas). Input size equals hidden size."""
+    b, h = dims["B"], dims["H"]
+    states = 3 if has_cell_state else 2
+    return (
+        *(_randn(gen, dtype, device, b, h) for _ in range(states)),
+        _weight(gen, dtype, device, gates * h, h),
+        _weight(gen, dtype, device, gates * h, h),
+        *(_randn(gen, dtype, device, gates * h) for _ in range(gate_vectors)),
+    )
+
+
+_lstm_cell_inputs: InputMaker = functools.partial(
+    _recurrent_cell_inputs, gates=4, has_cell_state=True, gate_vectors=2
+)
+_milstm_cell_inputs: InputMaker = functools.partial(
+    _recurrent_cell_inputs, gates=4, has_cell_state=True, gate_vectors=4
+)
+_gru_cell_inputs: InputMaker = functools.partial(
+    _recurrent_cell_inputs, gates=3, has_cell_state=False, gate_vectors=2
+)
+
+
+def _lstm_layer_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    t, b, h = dims["T"], dims["B"], dims["H"]
+    cell = _lstm_cell_inputs({"B": b, "H": h}, dtype, device, gen)
+    return (_randn(gen, dtype, device, t, b, h), *cell[1:])
+
+
+def _source(text: str) -> str:
+    return textwrap.dedent(text).strip() + "\n"
+
+
+_ROWS = {
+    "tiny": {"N": 16, "H": 64},
+    "small": {"N": 256, "H": 256},
+    "medium": {"N": 1024, "H": 1024},
+    "large": {"N": 4096, "H": 4096},
+}
+_CELLS = {
+    "tiny": {"B": 4, "H": 16},
+    "small": {"B": 32, "H": 256},
+    "medium": {"B": 64, "H": 512},
+    "large": {"B": 256, "H": 1024},
+}
+# The loop runs 100 steps at every size; batch and hidden stay moderate so that --quick
+# finishes on a 2-core machine.
+_LAYERS = {
+    "tiny": {"T": LSTM_LAYER_STEPS, "B": 2, "H": 8},
+    "small": {"T": LSTM_LAYER_STEPS, "B": 8, "H": 64},
+    "medium": {"T": LSTM_LAYER_STEPS, "B": 16, "H": 128},
+    "large": {"T": LSTM_LAYER_STEPS, "B": 64, "H": 512},
+}
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            name="elementwise_chain",
+            description="(x * y + 1).relu().sigmoid()",
+            source=_source(
+                """
+                def elementwise_chain(x, y):
+                    return (x * y + 1).relu().sigmoid()
+                """
+            ),
+            make_inputs=_rows_inputs,
+            sizes=_ROWS,
+        ),
+        Workload(
+            name="gelu_bias",
+            description="gelu(x + bias), bias broadcast over the last dim",
+            source=_source(
+                """
+                def gelu_bias(x, bias):
+                    return torch.nn.functional.gelu(x + bias)
+                """
+            ),
+            make_inputs=_bias_inputs,
+            sizes=_ROWS,
+        ),
+        Workload(
+            name="norm_tail",
+            description="(x - mean) * rstd * w + b; mean, rstd (N,1); w, b (H,)",
+            source=_source(
+                """
+                def norm_tail(x, mean, rstd, w, b):
+                    return (x - mean) * rstd * w + b
+                """
+            ),
+            make_inputs=_norm_tail_inputs,
+            sizes=_ROWS,
+        ),
+        Workload(
+            name="lstm_cell",
+            description="LSTM cell: two matmuls, then chunked gates fused",
+            source=_source(
+                """
+                def lstm_cell(x, hx, cx, w_ih, w_hh, b_ih, b_hh):
+                    gates = x @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh
+                    i, f, g, o = gates.chunk(4, 1)
+                    i = torch.sigmoid(i)
+                    f = torch.sigmoid(f)
+                    g = torch.tanh(g)
+                    o = torch.sigmoid(o)
+                    cy = f * cx + i * g
+                    hy = o * torch.tanh(cy)
+                    return hy, cy
+                """
+            ),
+            make_inputs=_lstm_cell_inputs,
+            sizes=_CELLS,
+        ),
+        Workload(
+            name="milstm_cell",
+            description="multiplicative-integration LSTM cell",
+            source=_source(
+                """
+                def milstm_cell(x, hx, cx, w_ih, w_hh, alpha, beta_i, beta_h, bias):
+                    wx = x @ w_ih.t()
+                    uz = hx @ w_hh.t()
+                    gates = alpha * wx * uz + beta_i * wx + beta_h * uz + bias
+                    i, f, g, o = gates.chunk(4, 1)
+                    i = torch.sigmoid(i)
+                    f = torch.sigmoid(f)
+                    g = torch.tanh(g)
+                    o = torch.sigmoid(o)
+                    cy = f * cx + i * g
+                    hy = o * torch.tanh(cy)
+                    return hy, cy
+                """
+            ),
+            make_inputs=_milstm_cell_inputs,
+            sizes=_CELLS,
+        ),
+        Workload(
+            name="gru_cell",
+            description="GRU cell: two gate tensors, each chunked by 3",
+            source=_source(
+                """
+                def gru_cell(x, hx, w_ih, w_hh, b_ih, b_hh):
+                    gi = x @ w_ih.t() + b_ih
+                    gh = hx @ w_hh.t() + b_hh
+                    i_r, i_z, i_n = gi.chunk(3, 1)
+                    h_r, h_z, h_n = gh.chunk(3, 1)
+                    r = torch.sigmoid(i_r + h_r)
+                    z = torch.sigmoid(i_z + h_z)
+                    n = torch.tanh(i_n + r * h_n)
+                    return n + z * (hx - n)
+                """
+            ),
+            make_inputs=_gru_cell_inputs,
+            sizes=_CELLS,
+        ),
+        Workload(
+            name="lstm_layer",
+            description=f"LSTM layer: {LSTM_LAYER_STEPS} steps looped inside the function",
+            source=_source(
+                """
+                def lstm_layer(x, hx, cx, w_ih, w_hh, b_ih, b_hh):
+                    outputs: list[Tensor] = []
+                    for t in range(x.size(0)):
+                        gates = x[t] @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh
+                        i, f, g, o = gates.chunk(4, 1)
+                        i = torch.sigmoid(i)
+                        f = torch.sigmoid(f)
+                        g = torch.tanh(g)
+                        o = torch.sigmoid(o)
+                        cx = f * cx + i * g
+                        hx = o * torch.tanh(cx)
+                        outputs.append(hx)
+                    return torch.stack(outputs), hx, cx
+                """
+            ),
+            make_inputs=_lstm_layer_inputs,
+            sizes=_LAYERS,
+        ),
+    )
+}
+
+
+def make_inputs(
+    workload: Workload, size: str, dtype: torch.dtype, device: torch.device, seed: int = 0
+) -> Inputs:
+    """The workload's inputs at `size`, the same values on every call with the same seed."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return workload.make_inputs(workload.sizes[size], dtype, device, gen)
