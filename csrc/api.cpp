@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config.h"
+#include "ops/op_table.h"
 #include "passes/pipeline.h"
 
 namespace fuser {
@@ -25,6 +26,19 @@ Registration& registration() {
   return r;
 }
 
+// The profiling executor records tensor types only around nodes that a fuser claims
+// (NNC's isSupported, which consults its custom operator set). Our operators join that
+// set so that their inputs and outputs get profiled types; NNC stays off while we are
+// enabled. The set has no removal, so this happens once per process.
+void requestProfilingOfFusibleOps() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& schema : ops::supportedSchemas()) {
+      torch::jit::tensorexpr::getCustomOperatorSet().insert({schema.c_str()});
+    }
+  });
+}
+
 }  // namespace
 
 void enable() {
@@ -32,6 +46,7 @@ void enable() {
   Registration& r = registration();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (r.active) return;
+  requestProfilingOfFusibleOps();
   r.pass_id = torch::jit::registerPrePass(
       [](std::shared_ptr<torch::jit::Graph>& graph) { fuseGraph(graph); });
   r.nnc_was_enabled = torch::jit::tensorExprFuserEnabled();
