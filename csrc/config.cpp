@@ -98,6 +98,18 @@ void readExecutor(Config& c) {
                          "codegen.");
 }
 
+void readCrossCompile(Config& c) {
+  const char* v = env("FUSER_CROSS_COMPILE");
+  if (!v) return;
+  std::string s(v);
+  if (s.rfind("sm_", 0) == 0 && s.size() >= 5 && s.find_first_not_of("0123456789", 3) == std::string::npos) {
+    c.cross_compile_arch = std::stoi(s.substr(3));
+  } else {
+    warnings().push_back("FUSER_CROSS_COMPILE='" + s +
+                         "' is not understood; accepted values: sm_XY, e.g. sm_90. Ignoring it.");
+  }
+}
+
 void readCacheDir(Config& c) {
   if (const char* v = env("FUSER_CACHE_DIR")) {
     c.cache_dir = v;
@@ -121,6 +133,7 @@ Config* readConfig() {
   readDevices(*c);
   readExecutor(*c);
   readCacheDir(*c);
+  readCrossCompile(*c);
   return c;
 }
 

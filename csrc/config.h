@@ -21,6 +21,10 @@ struct Config {
   bool keep_singletons = false;   // FUSER_SINGLETON=1: keep groups of one node
   bool use_interpreter = false;   // FUSER_EXECUTOR=interpreter: debug path, no codegen
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
+  // FUSER_CROSS_COMPILE=sm_90: every kernel built for the CPU is also printed as CUDA and
+  // compiled by NVRTC for that architecture (not loaded), so machines without a GPU
+  // check the CUDA printer on every kernel they run. 0 = off.
+  int cross_compile_arch = 0;
 };
 
 // The process-wide settings; the environment is read on first use.

@@ -11,6 +11,8 @@
 | FUSER_SINGLETON=1      | keep groups of a single node (default: dissolved)              |
 | FUSER_EXECUTOR=interpreter | debug: run groups through the TorchScript interpreter      |
 | FUSER_DISK_CACHE=0     | do not read or write the on-disk kernel cache                  |
+| FUSER_CROSS_COMPILE=sm_90 | testing: also compile each CPU kernel's CUDA form with NVRTC |
+| FUSER_NVRTC_PATH=file  | the libnvrtc to load (default: searched, pip packages included) |
 
 A bad value never raises: it gives one warning naming the variable and the accepted
 values, and the default is used.

@@ -3,14 +3,38 @@
 #include <c10/util/Exception.h>
 
 #include "codegen/cpp_printer.h"
+#include "codegen/cuda_printer.h"
+#include "config.h"
+#include "runtime/cuda/nvrtc_compiler.h"
+#include "stats.h"
 #include "runtime/cpu/host_compiler.h"
 #include "runtime/cuda/cuda_backend.h"
 
 namespace fuser::runtime {
 
+namespace {
+
+// FUSER_CROSS_COMPILE: the CUDA form of a CPU kernel through NVRTC; a failure is
+// counted and reported once, never raised (the CPU kernel is what runs).
+void crossCompileForCuda(codegen::Kernel kernel) {
+  const int arch = config().cross_compile_arch;
+  kernel.vectorize = kernel.flat;
+  try {
+    cuda::compileToCubin(codegen::printCudaKernel(kernel), cuda::Arch{arch / 10, arch % 10});
+    stats().cuda_cross_compiles++;
+  } catch (const std::exception& e) {
+    stats().cuda_cross_compiles++;
+    stats().cuda_cross_compile_failures++;
+    TORCH_WARN("fuser: FUSER_CROSS_COMPILE: the CUDA form of a kernel failed: ", e.what());
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<CompiledKernel> buildKernel(const codegen::Kernel& kernel, c10::Device device) {
   switch (device.type()) {
     case c10::DeviceType::CPU:
+      if (config().cross_compile_arch) crossCompileForCuda(kernel);
       return compileCpuKernel(codegen::printCppKernel(kernel), kernel.name);
     case c10::DeviceType::CUDA:
       return compileCudaKernel(kernel, device);

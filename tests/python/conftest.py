@@ -4,12 +4,27 @@ operator fuses it alone."""
 
 from __future__ import annotations
 
+import glob
+import os
+import site
 from collections.abc import Iterator
 
-import pytest
-import torch
 
-import fuser
+def _pip_nvrtc_present() -> bool:
+    roots = site.getsitepackages() + [site.getusersitepackages()]
+    return any(glob.glob(os.path.join(r, "nvidia", "*", "lib", "libnvrtc.so*")) for r in roots)
+
+
+# Where NVRTC is installed (CI installs it from pip), every kernel the tests build for
+# the CPU is also compiled as CUDA for sm_90: the CUDA printer is checked without a GPU.
+# The core reads flags once, so this must precede `import fuser`.
+if _pip_nvrtc_present() or os.path.exists("/usr/local/cuda/lib64/libnvrtc.so"):
+    os.environ.setdefault("FUSER_CROSS_COMPILE", "sm_90")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import fuser  # noqa: E402
 
 # A complete profiled type, as the profiling executor records it.
 T = "Float(4, 5, strides=[5, 1], requires_grad=0, device=cpu)"

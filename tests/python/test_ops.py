@@ -179,6 +179,9 @@ def check(body: str, *args: Any, params: str | None = None, fused: bool = True) 
     if fused:
         assert groups, f"no fuser::FusionGroup in the optimized graph of\n{source}\n{graph}"
         assert launches > 0, f"no generated kernel ran for\n{source}\n{graph}"
+        # conftest turns on FUSER_CROSS_COMPILE where NVRTC exists: the CUDA form of
+        # every kernel above was compiled for sm_90 too, and must have compiled
+        assert fuser.stats()["cuda_cross_compile_failures"] == 0, source
     else:
         assert not groups, f"unexpected fuser::FusionGroup for\n{source}\n{graph}"
 

@@ -1,0 +1,58 @@
+"""The CUDA printer checked without a GPU (csrc/codegen/cuda_printer.cpp): kernels for
+every dtype, both loop shapes, compiled by NVRTC for sm_90. With conftest's
+FUSER_CROSS_COMPILE, test_ops.py compiles the CUDA form of every op's kernel too."""
+
+import os
+
+import pytest
+import torch
+
+import fuser
+from fuser import _C
+
+nvrtc_ok, nvrtc_why = _C.nvrtc_available()
+needs_nvrtc = pytest.mark.skipif(not nvrtc_ok, reason=f"NVRTC not found: {nvrtc_why}")
+
+CHAIN = torch._C.parse_ir(
+    """
+graph(%x : Tensor, %y : Tensor, %s : float):
+  %one : int = prim::Constant[value=1]()
+  %m : Tensor = aten::mul(%x, %y)
+  %a : Tensor = aten::add(%m, %s, %one)
+  %r : Tensor = aten::relu(%a)
+  %g : Tensor = aten::gelu(%r)
+  %o : Tensor = aten::sigmoid(%g)
+  return (%o, %m)
+"""
+)
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.uint8]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("flat", [True, False], ids=["flat", "strided"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_chain_compiles_for_sm90(dtype, flat):
+    source = _C.kernel_source(CHAIN, [dtype, torch.float32, float], [False, True], "cuda", flat)
+    assert "__global__" in source
+    image = _C.nvrtc_compile(source, 9, 0)
+    assert image[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+def test_compile_error_carries_nvrtc_log():
+    with pytest.raises(ValueError, match="error"):
+        _C.nvrtc_compile('extern "C" __global__ void k() { undefined_thing(); }', 9, 0)
+
+
+@needs_nvrtc
+def test_cross_compile_hook_ran_in_this_session():
+    if os.environ.get("FUSER_CROSS_COMPILE") is None:
+        pytest.skip("FUSER_CROSS_COMPILE not set for this session")
+    fn = torch.jit.CompilationUnit("def f(x, y):\n    return (x * y + 2).tanh()\n").f
+    before = fuser.stats()["cuda_cross_compiles"]
+    with fuser.enabled(True):
+        for _ in range(3):
+            fn(torch.randn(7, 3), torch.randn(3))
+    assert fuser.stats()["cuda_cross_compiles"] > before
+    assert fuser.stats()["cuda_cross_compile_failures"] == 0
