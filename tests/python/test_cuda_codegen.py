@@ -20,7 +20,8 @@ graph(%x : Tensor, %y : Tensor, %s : float):
   %m : Tensor = aten::mul(%x, %y)
   %a : Tensor = aten::add(%m, %s, %one)
   %r : Tensor = aten::relu(%a)
-  %g : Tensor = aten::gelu(%r)
+  %none : str = prim::Constant[value="none"]()
+  %g : Tensor = aten::gelu(%r, %none)
   %o : Tensor = aten::sigmoid(%g)
   return (%o, %m)
 """
