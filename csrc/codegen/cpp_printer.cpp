@@ -130,7 +130,7 @@ class CppPrinter {
       if (!facts_.used[i] || facts_.invariant[i] != invariant) continue;
       const Expr& e = k_.exprs[i];
       out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
-           << formatExpr(k_, e, Dialect::Cpp, load) << ";\n";
+           << formatExpr(k_, e, load) << ";\n";
     }
   }
 

@@ -161,7 +161,7 @@ class CudaPrinter {
       if (!facts_.used[i] || facts_.invariant[i] != invariant) continue;
       const Expr& e = k_.exprs[i];
       out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
-           << formatExpr(k_, e, Dialect::Cuda, load) << ";\n";
+           << formatExpr(k_, e, load) << ";\n";
     }
   }
 

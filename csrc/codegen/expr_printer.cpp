@@ -36,7 +36,7 @@ std::string literal(const Expr& e) {
 
 class Formatter {
  public:
-  Formatter(const Kernel& k, const Expr& e, Dialect d) : k_(k), e_(e), d_(d) {
+  Formatter(const Kernel& k, const Expr& e) : k_(k), e_(e) {
     T_ = computeTypeName(e.type);
     fp_ = e.type == ScalarType::Float || e.type == ScalarType::Double;
     f32_ = e.type == ScalarType::Float;
@@ -51,9 +51,8 @@ class Formatter {
   }
   std::string ab() const { return a() + ", " + b(); }
 
-  // The math library: std::name overloads in C++; name / namef in CUDA.
+  // The C math library, as both preludes declare it: name for double, namef for float.
   std::string math(const char* name, const std::string& args) const {
-    if (d_ == Dialect::Cpp) return std::string("std::") + name + "(" + args + ")";
     return std::string(name) + (f32_ ? "f" : "") + "(" + args + ")";
   }
   std::string math1(const char* name) const { return math(name, a()); }
@@ -78,7 +77,6 @@ class Formatter {
 
   const Kernel& k_;
   const Expr& e_;
-  Dialect d_;
   std::string T_;
   bool fp_, f32_;
 };
@@ -117,9 +115,9 @@ std::string loadConversion(ScalarType storage, ScalarType compute, const std::st
   return "(" + std::string(computeTypeName(compute)) + ")(" + value + ")";
 }
 
-std::string formatExpr(const Kernel& k, const Expr& e, Dialect dialect,
+std::string formatExpr(const Kernel& k, const Expr& e,
                        const std::function<std::string(const Expr&)>& load) {
-  const Formatter f(k, e, dialect);
+  const Formatter f(k, e);
   const bool fp = f.fp_, f32 = f.f32_, is_bool = e.type == ScalarType::Bool;
   switch (e.op) {
     case IrOp::Load: return load(e);

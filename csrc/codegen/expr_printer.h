@@ -1,6 +1,6 @@
-// The right-hand side of one kernel-IR expression as C++ or CUDA C++ text. Both
-// printers share it, so a formula is fixed once; they differ only in the math
-// library's spelling and in their preludes, which define the fx_* helpers for each.
+// The right-hand side of one kernel-IR expression as C++ / CUDA C++ text. Both printers
+// share it, so a formula is fixed once; their preludes declare the same C math
+// functions and define the fx_* helpers, each for its compiler.
 #pragma once
 
 #include <functional>
@@ -10,8 +10,6 @@
 
 namespace fuser::codegen {
 
-enum class Dialect { Cpp, Cuda };
-
 // C type name of a computation type (Half/BFloat16 never appear here).
 const char* computeTypeName(c10::ScalarType t);
 // C type name of a storage dtype (Half/BFloat16 are uint16_t bit patterns).
@@ -19,7 +17,7 @@ const char* storageTypeName(c10::ScalarType t);
 
 // Formats `e`, whose operands are named v<ExprId>. `load` prints Load expressions,
 // which depend on the printer's loop structure.
-std::string formatExpr(const Kernel& k, const Expr& e, Dialect dialect,
+std::string formatExpr(const Kernel& k, const Expr& e,
                        const std::function<std::string(const Expr&)>& load);
 
 // Conversion of a computed value to the storage dtype of an output.

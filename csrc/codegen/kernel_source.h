@@ -12,6 +12,8 @@
 
 namespace fuser::codegen {
 
+enum class Dialect { Cpp, Cuda };
+
 // All tensor inputs are taken as Flat (or Strided when `flat` is false).
 std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
                               Dialect dialect, bool flat);
