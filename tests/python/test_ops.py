@@ -27,6 +27,8 @@ import fuser
 
 pytestmark = pytest.mark.usefixtures("fused")
 PARITY_ONLY = os.environ.get("FUSER_TEST_PARITY_ONLY") == "1"
+# FUSER_TEST_DEVICE=cuda runs every case on the GPU (the device machine's run).
+DEVICE = os.environ.get("FUSER_TEST_DEVICE", "cpu")
 
 F32, F64, F16, BF16 = torch.float32, torch.float64, torch.float16, torch.bfloat16
 I8, I16, I32, I64, U8, B = (
@@ -122,7 +124,7 @@ def _fusion_groups(block: Any) -> Iterator[Any]:
 
 
 def _clone(x: Any) -> Any:
-    return x.clone() if isinstance(x, torch.Tensor) else x
+    return x.to(DEVICE, copy=True) if isinstance(x, torch.Tensor) else x
 
 
 def assert_same(actual: Any, expected: Any) -> None:

@@ -1,0 +1,100 @@
+"""Scripted functions on CUDA tensors, end to end (csrc/runtime/cuda/): skipped cleanly
+without a GPU; run on the device machine (tools/device_run.sh)."""
+
+import pytest
+import torch
+
+import fuser
+from helpers import FUSION_GROUP, count_kind, run_optimized, script_from_source
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+CHAIN = """
+def f(x, y):
+    return (x * y + 1).relu().sigmoid()
+"""
+
+
+def chain(x, y):
+    return (x * y + 1).relu().sigmoid()
+
+
+@pytest.fixture(autouse=True)
+def fuser_on():
+    with fuser.enabled(True):
+        yield
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_chain_fuses_and_matches(dtype):
+    fn = script_from_source(CHAIN)
+    x = torch.randn(1000, 37, device="cuda", dtype=dtype)
+    y = torch.randn(37, device="cuda", dtype=dtype)
+    before = fuser.stats()["kernel_launches"]
+    out = run_optimized(fn, x, y)
+    assert count_kind(torch.jit.last_executed_optimized_graph(), FUSION_GROUP) == 1
+    assert fuser.stats()["kernel_launches"] > before
+    torch.testing.assert_close(out, chain(x, y))
+
+
+def test_other_dtype_falls_back_correctly():
+    fn = script_from_source(CHAIN)
+    x, y = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
+    run_optimized(fn, x, y)
+    failures = fuser.stats()["guard_failures"]
+    xh, yh = x.half(), y.half()
+    torch.testing.assert_close(fn(xh, yh), chain(xh, yh))
+    assert fuser.stats()["guard_failures"] == failures + 1
+
+
+def test_cpu_scalar_tensor_with_cuda_tensor():
+    fn = script_from_source("def f(x, s):\n    return (x * s + s).tanh()\n")
+    x, s = torch.randn(300, device="cuda"), torch.tensor(0.75)
+    out = run_optimized(fn, x, s)
+    torch.testing.assert_close(out, (x * s + s).tanh())
+
+
+def test_runs_on_the_current_stream():
+    fn = script_from_source(CHAIN)
+    x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    run_optimized(fn, x, y)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = fn(x, y)
+        expected = chain(x, y)
+    side.synchronize()
+    torch.testing.assert_close(out, expected)
+
+
+def test_training_gradients_match_eager():
+    fn = script_from_source("def f(x, w):\n    return ((x * w).sigmoid() * x + w).tanh()\n")
+
+    def grads(f):
+        x = torch.randn(256, 64, device="cuda", requires_grad=True)
+        w = torch.randn(64, device="cuda", requires_grad=True)
+        torch.manual_seed(0)
+        out = None
+        for _ in range(4):
+            x.grad = w.grad = None
+            out = f(x, w)
+            out.sum().backward()
+        return out.detach(), x.grad, w.grad, (x.detach(), w.detach())
+
+    torch.manual_seed(1)
+    out, gx, gw, (x, w) = grads(fn)
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    ref = ((xr * wr).sigmoid() * xr + wr).tanh()
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref.detach())
+    torch.testing.assert_close(gx, xr.grad)
+    torch.testing.assert_close(gw, wr.grad)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_second_device():
+    fn = script_from_source(CHAIN)
+    x, y = torch.randn(100, device="cuda:1"), torch.randn(100, device="cuda:1")
+    out = run_optimized(fn, x, y)
+    assert out.device == torch.device("cuda:1")
+    torch.testing.assert_close(out, chain(x, y))
