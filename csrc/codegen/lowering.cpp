@@ -40,6 +40,18 @@ c10::ScalarType scalarDtype(ScalarArgKind kind) {
   return c10::ScalarType::Undefined;
 }
 
+// Eager rounds every Half/BFloat16 result to its dtype before the next op reads it; so
+// do we, which keeps chains (and casts of them to wider types) equal to eager.
+Operand roundedToStorage(IrBuilder& b, const Kernel& k, Operand o) {
+  const bool half = o.dtype == c10::ScalarType::Half;
+  if ((!half && o.dtype != c10::ScalarType::BFloat16) || o.expr < 0) return o;
+  const IrOp op = k.exprs.at(o.expr).op;
+  if (op == IrOp::Load || op == IrOp::RoundToHalf || op == IrOp::RoundToBFloat16) return o;
+  ExprId f = b.cast(o.expr, c10::ScalarType::Float);
+  o.expr = b.unary(half ? IrOp::RoundToHalf : IrOp::RoundToBFloat16, f);
+  return o;
+}
+
 }  // namespace
 
 Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
@@ -81,7 +93,7 @@ Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputD
     args.reserve(node->inputs().size());
     for (const torch::jit::Value* in : node->inputs()) args.push_back(values.at(in));
     TORCH_CHECK(node->outputs().size() == 1, "fuser: multi-output node in group: ", *node);
-    values.emplace(node->output(), entry->lower(b, args));
+    values.emplace(node->output(), roundedToStorage(b, k, entry->lower(b, args)));
   }
 
   for (const torch::jit::Value* out : subgraph.outputs()) {

@@ -7,7 +7,9 @@
 //   fusible table are functional, where alias analysis proves nobody else can observe
 //   the write (the mutated tensor is a fresh value no view or input shares) and the
 //   functional result has the dtype the in-place op kept. An in-place op on a view, on
-//   a graph input or on anything aliased stays in place (and is not fused).
+//   a graph input or on anything aliased stays in place (and is not fused);
+// - `x.to(x.device, dtype, ...)` is `x.to(dtype, ...)`: the Device value, which no
+//   kernel can take as an argument, is gone.
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
@@ -74,6 +76,30 @@ bool shouldMakeFunctional(Node* node) {
   return functionalFormIsFusible(node) && functionalKeepsDtypeAndShape(node);
 }
 
+// aten::to.device whose device is prim::device(self) only changes the dtype.
+void dropOwnDeviceArguments(torch::jit::Block* block) {
+  static const c10::Symbol to = c10::Symbol::fromQualString("aten::to");
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* node = *it++;
+    for (torch::jit::Block* sub : node->blocks()) dropOwnDeviceArguments(sub);
+    if (node->kind() != to || node->inputs().size() != 6) continue;
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (!schema || schema->overload_name() != "device") continue;
+    const torch::jit::Value* device = node->input(1);
+    if (device->node()->kind() != c10::prim::device ||
+        device->node()->input() != node->input(0)) {
+      continue;
+    }
+    // (self, dtype, non_blocking, copy, memory_format) matches aten::to.dtype.
+    Node* dtype_only = block->owningGraph()->create(
+        to, {node->input(0), node->input(2), node->input(3), node->input(4), node->input(5)});
+    dtype_only->insertBefore(node);
+    dtype_only->output()->copyMetadata(node->output());
+    node->output()->replaceAllUsesWith(dtype_only->output());
+    node->destroy();
+  }
+}
+
 }  // namespace
 
 void prepareGraph(GraphPtr& graph) {
@@ -81,6 +107,7 @@ void prepareGraph(GraphPtr& graph) {
   // RemoveTensorMutation runs its own alias analysis: it only rewrites a write whose
   // target is a fresh, unaliased value, which rules out views and graph inputs.
   torch::jit::RemoveTensorMutation(graph, shouldMakeFunctional);
+  dropOwnDeviceArguments(graph->block());
 }
 
 }  // namespace fuser

@@ -114,6 +114,8 @@ def render_table(result: SuiteResult) -> str:
         f"{dev} {gbps:.1f} GB/s" for dev, gbps in result.copy_bandwidth_gbps.items()
     )
     legend = [
+        "groups: fuser::FusionGroup nodes in the fuser's optimized graph; kernels: kernels"
+        " the fuser built for the row (0 when earlier rows built them all)",
         "us: median microseconds per call; x: eager time / mode time (above 1 is faster)",
         "fuser GB/s: (input bytes + output bytes) / fuser time;"
         f" % copy: of the measured copy bandwidth ({bandwidth or NA})",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from typing import Any
@@ -43,17 +44,22 @@ def run_optimized(fn: Any, *args: Any, calls: int = 3) -> Any:
 
 
 def run_python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Runs `code` in a new interpreter with the given extra environment."""
+    """Runs `code` in a new interpreter with the given extra environment. The code goes
+    through a file: torch.jit.script reads a function's source from its file."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("FUSER_")}
     full_env["FUSER_CACHE_DIR"] = os.environ.get("FUSER_CACHE_DIR", "/tmp/fuser-test-cache")
     full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    with tempfile.TemporaryDirectory() as directory:
+        program = os.path.join(directory, "program.py")
+        with open(program, "w") as file:
+            file.write(textwrap.dedent(code))
+        return subprocess.run(
+            [sys.executable, program],
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
 
 def fusion_group_function(subgraph_ir: str) -> Any:

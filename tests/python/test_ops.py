@@ -169,10 +169,13 @@ def check(body: str, *args: Any, params: str | None = None, fused: bool = True) 
                 scripted(*[_clone(a) for a in args])
         return
     scripted = _script(source)
-    launches = fuser.stats()["kernel_launches"]
+    before = fuser.stats()
     for _ in range(3):
         actual = scripted(*[_clone(a) for a in args])
-    launches = fuser.stats()["kernel_launches"] - launches
+    launches = fuser.stats()["kernel_launches"] - before["kernel_launches"]
+    guard_failures = fuser.stats()["guard_failures"] - before["guard_failures"]
+    outputs = _tensors(actual)
+    empty = bool(outputs) and all(t.numel() == 0 for t in outputs)
     graph = torch.jit.last_executed_optimized_graph()
     assert_same(actual, expected)
     groups = list(_fusion_groups(graph))
@@ -180,12 +183,24 @@ def check(body: str, *args: Any, params: str | None = None, fused: bool = True) 
         return
     if fused:
         assert groups, f"no fuser::FusionGroup in the optimized graph of\n{source}\n{graph}"
-        assert launches > 0, f"no generated kernel ran for\n{source}\n{graph}"
+        if empty:
+            # Nothing to compute: the group runs without a launch, but not as a fallback.
+            assert guard_failures == 0, f"the type guard failed for\n{source}\n{graph}"
+        else:
+            assert launches > 0, f"no generated kernel ran for\n{source}\n{graph}"
         # conftest turns on FUSER_CROSS_COMPILE where NVRTC exists: the CUDA form of
         # every kernel above was compiled for sm_90 too, and must have compiled
         assert fuser.stats()["cuda_cross_compile_failures"] == 0, source
     else:
         assert not groups, f"unexpected fuser::FusionGroup for\n{source}\n{graph}"
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
 
 
 def ids(values: Sequence[Any]) -> list[str]:
