@@ -45,8 +45,10 @@ c10::ScalarType scalarDtype(ScalarArgKind kind) {
 Operand roundedToStorage(IrBuilder& b, const Kernel& k, Operand o) {
   const bool half = o.dtype == c10::ScalarType::Half;
   if ((!half && o.dtype != c10::ScalarType::BFloat16) || o.expr < 0) return o;
-  const IrOp op = k.exprs.at(o.expr).op;
-  if (op == IrOp::Load || op == IrOp::RoundToHalf || op == IrOp::RoundToBFloat16) return o;
+  const Expr& e = k.exprs.at(o.expr);
+  // A load of a tensor stored in this very dtype is exact already.
+  if (e.op == IrOp::Load && k.inputs.at(e.index).dtype == o.dtype) return o;
+  if (e.op == (half ? IrOp::RoundToHalf : IrOp::RoundToBFloat16)) return o;
   ExprId f = b.cast(o.expr, c10::ScalarType::Float);
   o.expr = b.unary(half ? IrOp::RoundToHalf : IrOp::RoundToBFloat16, f);
   return o;
