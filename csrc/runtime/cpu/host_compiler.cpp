@@ -26,9 +26,11 @@ namespace fuser::runtime {
 namespace {
 
 // Chosen for speed; -fwrapv gives integer overflow eager's wrap-around, and no
-// -ffast-math, which would change NaN and rounding behaviour.
+// -ffast-math, which would change NaN and rounding behaviour. -fno-trapping-math only
+// gives up floating-point exception flags (nobody reads them), and without it GCC will
+// not turn the selects of a NaN-aware clamp into blends, so no loop would vectorize.
 constexpr const char* kFlags = "-O3 -march=native -std=c++17 -fPIC -shared -fwrapv "
-                               "-fno-math-errno -fno-plt";
+                               "-fno-math-errno -fno-trapping-math -fno-plt";
 
 // Elements per task below which a call stays on one thread.
 constexpr int64_t kGrainSize = 32768;
