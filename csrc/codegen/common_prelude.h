@@ -11,9 +11,27 @@ template <typename T> FX_INLINE T fx_maxc(T a, T c) { return c > a ? c : a; }
 template <typename T> FX_INLINE T fx_min(T a, T b) { return b != b ? b : fx_minc(a, b); }
 template <typename T> FX_INLINE T fx_max(T a, T b) { return b != b ? b : fx_maxc(a, b); }
 
-// Integer division never traps: a zero divisor sets the error flag (on CPU the runtime
-// then raises ZeroDivisionError like eager; eager's CUDA kernels do not raise) and
-// INT_MIN / -1 wraps.
+#ifdef __CUDACC_RTC__
+// Eager's CUDA kernels divide integers with the GPU's division, which never traps and
+// gives its own results for a zero divisor; these are eager's formulas, so the results
+// match bit for bit (T's arithmetic promotes as eager's does).
+template <typename T> FX_INLINE T fx_idiv(T a, T b, int32_t*) { return (T)(a / b); }
+template <typename T> FX_INLINE T fx_imod(T a, T b, int32_t*) { return (T)(a % b); }
+template <typename T> FX_INLINE T fx_ifloordiv(T a, T b, int32_t*) {
+  if ((a < 0) != (b < 0)) {
+    T q = (T)(a / b);
+    T r = (T)(a % b);
+    return r ? (T)(q - 1) : q;
+  }
+  return (T)(a / b);
+}
+template <typename T> FX_INLINE T fx_iremainder(T a, T b, int32_t*) {
+  T r = (T)(a % b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+}
+#else
+// Integer division never traps: a zero divisor sets the error flag (the runtime then
+// raises ZeroDivisionError like eager) and INT_MIN / -1 wraps.
 template <typename T> FX_INLINE T fx_idiv(T a, T b, int32_t* err) {
   if (b == 0) { *err = 1; return 0; }
   if (b == -1) return (T)(0 - (uint64_t)a);
@@ -33,6 +51,7 @@ template <typename T> FX_INLINE T fx_iremainder(T a, T b, int32_t* err) {
   T r = fx_imod(a, b, err);
   return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
 }
+#endif
 template <typename T> FX_INLINE T fx_fremainder(T a, T b) {
   T r = fx_fmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;

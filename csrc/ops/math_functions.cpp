@@ -12,6 +12,16 @@ using c10::ScalarType;
 
 bool isIntegral(ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
 
+// Eager's abs of a bool tensor raises on CPU and is the identity on CUDA; the group would
+// be specialized per device after the guard, so bool input is left to eager instead.
+FusionDecision checkAbs(const torch::jit::Node* node) {
+  auto self = node->input(0)->type()->cast<c10::TensorType>();
+  if (self && self->scalarType() == ScalarType::Bool) {
+    return FusionDecision::no("aten::abs of a bool tensor: eager's result depends on the device");
+  }
+  return FusionDecision::yes();
+}
+
 Operand lowerAbs(IrBuilder& b, const Args& a) {
   requireNotBool(a[0], "abs");
   if (a[0].dtype == ScalarType::Byte) return makeResult(a[0].expr, a[0].dtype, {a[0]});
@@ -70,7 +80,7 @@ Operand lowerIsNan(IrBuilder& b, const Args& a) {
 }  // namespace
 
 static RegisterOps reg({
-    {"aten::abs(Tensor self) -> Tensor", lowerAbs},
+    {"aten::abs(Tensor self) -> Tensor", lowerAbs, checkAbs},
     {"aten::sqrt(Tensor self) -> Tensor", unaryToFloat<IrOp::Sqrt>},
     {"aten::rsqrt(Tensor self) -> Tensor", unaryToFloat<IrOp::Rsqrt>},
     {"aten::exp(Tensor self) -> Tensor", unaryToFloat<IrOp::Exp>},
