@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|all]
+# Usage: bash tools/device_run.sh [tests|bench|all] [extra fuser.bench arguments]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -12,6 +12,7 @@ export PYTHONUNBUFFERED=1
 [ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++
 export FUSER_CACHE_DIR=${FUSER_CACHE_DIR:-/tmp/fuser-device-cache}
 what=${1:-all}
+shift || true
 
 python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 nvidia-smi -L
@@ -19,10 +20,11 @@ nvidia-smi -L
 if [ "$what" = tests ] || [ "$what" = all ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_cuda_codegen.py \
+    $(ls tests/python/test_rnn_cells.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_ops.py 2>&1 | tee "$OUT/test_ops_cuda.log" | tail -5
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
-  PYTHONPATH=. python3 -m fuser.bench --device cuda --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log"
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --out "$OUT/bench" "$@" 2>&1 | tee "$OUT/bench.log"
 fi

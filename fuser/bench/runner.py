@@ -123,7 +123,7 @@ def run_row(
     row = Row(
         workload=workload.name,
         size=size,
-        shape=shape_label(workload.sizes[size]),
+        shape=shape_label(workload.dims(size, device)),
         dtype=_dtype_name(dtype),
         device=str(device),
         bytes_per_call=0,

@@ -34,6 +34,14 @@ class Workload:
     source: str  # defines a function called `name`
     make_inputs: InputMaker
     sizes: dict[str, Dims]
+    # Sizes that differ on CUDA, where "large" must fill the GPU and "small" measures
+    # per-call overhead.
+    cuda_sizes: dict[str, Dims] | None = None
+
+    def dims(self, size: str, device: torch.device) -> Dims:
+        if device.type == "cuda" and self.cuda_sizes and size in self.cuda_sizes:
+            return self.cuda_sizes[size]
+        return self.sizes[size]
 
     def eager_function(self) -> Callable[..., Any]:
         """A new plain Python function (a new code object, so torch.compile starts afresh)."""
@@ -129,11 +137,17 @@ def _source(text: str) -> str:
     return textwrap.dedent(text).strip() + "\n"
 
 
+# CPU: 64K, 1M and 4M elements. CUDA: 64 x 512 (a per-call overhead probe), 1M, and
+# 2^26 elements (8192 x 8192), which takes a few hundred microseconds on an H100.
 _ROWS = {
     "tiny": {"N": 16, "H": 64},
     "small": {"N": 256, "H": 256},
     "medium": {"N": 1024, "H": 1024},
-    "large": {"N": 4096, "H": 4096},
+    "large": {"N": 2048, "H": 2048},
+}
+_ROWS_CUDA = {
+    "small": {"N": 64, "H": 512},
+    "large": {"N": 8192, "H": 8192},
 }
 _CELLS = {
     "tiny": {"B": 4, "H": 16},
@@ -164,6 +178,7 @@ WORKLOADS: dict[str, Workload] = {
             ),
             make_inputs=_rows_inputs,
             sizes=_ROWS,
+            cuda_sizes=_ROWS_CUDA,
         ),
         Workload(
             name="gelu_bias",
@@ -176,6 +191,7 @@ WORKLOADS: dict[str, Workload] = {
             ),
             make_inputs=_bias_inputs,
             sizes=_ROWS,
+            cuda_sizes=_ROWS_CUDA,
         ),
         Workload(
             name="norm_tail",
@@ -188,6 +204,7 @@ WORKLOADS: dict[str, Workload] = {
             ),
             make_inputs=_norm_tail_inputs,
             sizes=_ROWS,
+            cuda_sizes=_ROWS_CUDA,
         ),
         Workload(
             name="lstm_cell",
@@ -283,4 +300,4 @@ def make_inputs(
     """The workload's inputs at `size`, the same values on every call with the same seed."""
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
-    return workload.make_inputs(workload.sizes[size], dtype, device, gen)
+    return workload.make_inputs(workload.dims(size, device), dtype, device, gen)
