@@ -15,18 +15,23 @@ template <typename T> FX_INLINE T fx_max(T a, T b) { return b != b ? b : fx_maxc
 // Eager's CUDA kernels divide integers with the GPU's division, which never traps and
 // gives its own results for a zero divisor; these are eager's formulas, so the results
 // match bit for bit (T's arithmetic promotes as eager's does).
-template <typename T> FX_INLINE T fx_idiv(T a, T b, int32_t*) { return (T)(a / b); }
-template <typename T> FX_INLINE T fx_imod(T a, T b, int32_t*) { return (T)(a % b); }
+// The divisor goes through an empty asm: NVRTC must not use what it knows of its range
+// (a bool divisor is 0 or 1, so `a / b` would fold to `a`, dividing by 0 being undefined).
+FX_INLINE int fx_opaque(int x) { asm("mov.b32 %0, %0;" : "+r"(x)); return x; }
+FX_INLINE long fx_opaque(long x) { asm("mov.b64 %0, %0;" : "+l"(x)); return x; }
+FX_INLINE long long fx_opaque(long long x) { asm("mov.b64 %0, %0;" : "+l"(x)); return x; }
+template <typename T> FX_INLINE T fx_idiv(T a, T b, int32_t*) { return (T)(a / fx_opaque(+b)); }
+template <typename T> FX_INLINE T fx_imod(T a, T b, int32_t*) { return (T)(a % fx_opaque(+b)); }
 template <typename T> FX_INLINE T fx_ifloordiv(T a, T b, int32_t*) {
   if ((a < 0) != (b < 0)) {
-    T q = (T)(a / b);
-    T r = (T)(a % b);
+    T q = (T)(a / fx_opaque(+b));
+    T r = (T)(a % fx_opaque(+b));
     return r ? (T)(q - 1) : q;
   }
-  return (T)(a / b);
+  return (T)(a / fx_opaque(+b));
 }
 template <typename T> FX_INLINE T fx_iremainder(T a, T b, int32_t*) {
-  T r = (T)(a % b);
+  T r = (T)(a % fx_opaque(+b));
   return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
 }
 #else

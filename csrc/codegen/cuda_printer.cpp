@@ -1,7 +1,7 @@
 // CUDA printer. Flat kernels move `cudaVectorWidth` elements per thread and iteration
 // with one aligned access per tensor, then finish the tail element by element;
-// strided kernels recover each element's multi-index with div/mod, in 32 bits when
-// every offset fits.
+// strided kernels walk rows of the innermost dimension when it is long, else recover
+// each element's multi-index with div/mod; in 32 bits when every offset fits.
 #include "codegen/cuda_printer.h"
 
 #include <algorithm>
@@ -15,6 +15,9 @@
 
 namespace fuser::codegen {
 namespace {
+
+// Shortest innermost dimension walked row by row; below it most threads would idle.
+constexpr int kRowPathMinInner = 128;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
@@ -117,6 +120,7 @@ class CudaPrinter {
   }
 
   void printStrided() {
+    if (k_.ndim >= 1) printStridedRows();
     out_ << "  for (idx_t i = fx_tid; i < fx_numel; i += fx_stride) {\n";
     for (int i : strided_) out_ << "    idx_t off" << i << " = 0;\n";
     out_ << "    idx_t fx_r = i;\n";
@@ -129,6 +133,37 @@ class CudaPrinter {
     printExprs(/*invariant=*/false, "    ");
     printStores("    ");
     out_ << "  }\n";
+  }
+
+  // When the innermost dimension is long, a block walks whole rows: the multi-index of a
+  // row is recovered once (div/mod per outer dimension) and each element of it costs one
+  // multiply-add per input, instead of a div and a mod per dimension and element.
+  void printStridedRows() {
+    const int last = k_.ndim - 1;
+    const std::string lastStride = "[" + std::to_string(last) + "]";
+    out_ << "  const idx_t fx_inner = (idx_t)a.sizes" << lastStride << ";\n"
+         << "  if (fx_inner >= " << kRowPathMinInner << ") {\n"
+         << "    const idx_t fx_rows = fx_numel / fx_inner;\n"
+         << "    for (idx_t fx_row = blockIdx.x; fx_row < fx_rows; fx_row += gridDim.x) {\n";
+    for (int i : strided_) out_ << "      idx_t base" << i << " = 0;\n";
+    out_ << "      idx_t fx_r = fx_row;\n";
+    for (int d = last - 1; d >= 0; --d) {
+      const std::string size = "(idx_t)a.sizes[" + std::to_string(d) + "]";
+      out_ << "      { const idx_t fx_c = fx_r % " << size << "; fx_r /= " << size << ";";
+      for (int i : strided_) {
+        out_ << " base" << i << " += fx_c * (idx_t)a.st" << i << "[" << d << "];";
+      }
+      out_ << " }\n";
+    }
+    out_ << "      for (idx_t fx_j = threadIdx.x; fx_j < fx_inner; fx_j += blockDim.x) {\n"
+         << "        const idx_t i = fx_row * fx_inner + fx_j;\n";
+    for (int i : strided_) {
+      out_ << "        const idx_t off" << i << " = base" << i << " + fx_j * (idx_t)a.st" << i
+           << lastStride << ";\n";
+    }
+    printExprs(/*invariant=*/false, "        ");
+    printStores("        ");
+    out_ << "      }\n    }\n    return;\n  }\n";
   }
 
   std::string store(size_t o) const {
