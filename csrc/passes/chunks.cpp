@@ -12,6 +12,7 @@
 #include "passes/groups.h"
 #include "passes/pipeline.h"
 #include "passes/reasons.h"
+#include "passes/shapes.h"
 
 namespace fuser {
 
@@ -41,9 +42,33 @@ std::vector<Value*> chunksOfInput(Node* chunk, size_t index) {
 // The complete type of some read chunk: every chunk of a broadcast has its shape.
 c10::TensorTypePtr chunkShapeType(const Node* chunk) {
   for (const Value* out : chunk->outputs()) {
-    if (!out->uses().empty() && checkTensorValue(out)) return out->type()->expect<c10::TensorType>();
+    if (!out->uses().empty() && checkTensorValue(out)) {
+      return out->type()->expect<c10::TensorType>();
+    }
   }
   return nullptr;
+}
+
+// Each `aten::size(out)` of the elementwise `producer` becomes the broadcast of its
+// tensor operands' sizes, so the producer's result need not exist.
+void replaceSizesByBroadcastSizes(Node* producer) {
+  Graph* graph = producer->owningGraph();
+  Value* out = producer->output();
+  while (!out->uses().empty()) {
+    Node* size = out->uses()[0].user;
+    torch::jit::WithInsertPoint guard(size);
+    std::vector<Value*> operand_sizes;
+    for (Value* v : producer->inputs()) {
+      if (isTensor(v)) operand_sizes.push_back(graph->insert(c10::aten::size, {v}));
+    }
+    Value* result = operand_sizes[0];
+    if (operand_sizes.size() > 1) {
+      result = graph->insertNode(graph->create(c10::prim::BroadcastSizes, operand_sizes))->output();
+      result->setType(c10::ListType::ofInts());
+    }
+    size->output()->replaceAllUsesWith(result);
+    size->destroy();
+  }
 }
 
 }  // namespace
@@ -61,7 +86,8 @@ FusionDecision checkChunkMovable(const Node* chunk, size_t index) {
     return FusionDecision::no(describeNode(producer) + " is not a broadcasting elementwise op");
   }
   for (const auto& use : value->uses()) {
-    if (use.user != chunk) {
+    // Sizes (autodiff's forward asks for them) are rebuilt from the operands' sizes.
+    if (use.user != chunk && !isWholeSize(use.user)) {
       return FusionDecision::no("the unchunked value is also read by " + describeNode(use.user));
     }
   }
@@ -118,6 +144,7 @@ Node* moveChunkBeforeProducer(Node* chunk, size_t index) {
     old->replaceAllUsesWith(copy->output());
   }
   chunk->destroy();
+  replaceSizesByBroadcastSizes(producer);
   producer->destroy();
   return moved;
 }

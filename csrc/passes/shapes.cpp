@@ -34,11 +34,6 @@ using torch::jit::Value;
 
 bool isTensor(const Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
-// `aten::size(x) -> int[]`, the overload without a dimension.
-bool isWholeSize(const Node* node) {
-  return node->kind() == c10::aten::size && node->inputs().size() == 1;
-}
-
 bool onlyReadForSize(const Value* v) {
   if (v->uses().empty()) return false;
   return std::all_of(v->uses().begin(), v->uses().end(),
@@ -196,6 +191,10 @@ bool simplifyBlock(Block* block) {
 }
 
 }  // namespace
+
+bool isWholeSize(const Node* node) {
+  return node->kind() == c10::aten::size && node->inputs().size() == 1;
+}
 
 void buildShapeExpressions(GraphPtr& graph) {
   for (Node* group : collectFusionGroups(graph->block())) {

@@ -6,6 +6,9 @@
 
 namespace fuser {
 
+// `aten::size(x) -> int[]`, the overload without a dimension.
+bool isWholeSize(const torch::jit::Node* node);
+
 // Peephole over shape expressions in `block` and its sub-blocks: a BroadcastSizes of one
 // operand is that operand; repeated operands are kept once; a BroadcastSizes read only by
 // another is folded into it. Dead expressions are removed.
