@@ -1,6 +1,186 @@
-// STUB: being implemented.
+// Chunk rewrites (SEEDS.md, the graph fuser's chunk handling), our own code.
+//
+// partition.cpp calls moveChunkBeforeProducer while it grows a group, so that
+// chunk(a + b) becomes chunks of a and b feeding one add per chunk, and those adds join
+// the group that reads the chunks. expandUnfusedChunks, the pipeline stage, runs after
+// partitioning: afterwards no BroadcastingChunk is left outside a fusion group.
+#include "passes/chunks.h"
+
+#include <algorithm>
+
+#include "passes/fusibility.h"
+#include "passes/groups.h"
 #include "passes/pipeline.h"
+#include "passes/reasons.h"
+#include "passes/shapes.h"
 
 namespace fuser {
-void moveChunksIntoGroups(GraphPtr& graph) {}
+
+using torch::jit::Block;
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+c10::Symbol broadcastingChunkSymbol() { return c10::prim::BroadcastingChunk; }
+
+bool isChunk(const Node* node) {
+  return node->kind() == c10::prim::ConstantChunk || node->kind() == broadcastingChunkSymbol();
+}
+
+namespace {
+
+bool isTensor(const Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
+
+// Outputs of `chunk` that belong to its input `index`: chunk c of it is outputs[index*n + c].
+std::vector<Value*> chunksOfInput(Node* chunk, size_t index) {
+  const int64_t n = chunk->i(c10::attr::chunks);
+  std::vector<Value*> out;
+  for (int64_t c = 0; c < n; ++c) out.push_back(chunk->output(index * n + c));
+  return out;
+}
+
+// The complete type of some read chunk: every chunk of a broadcast has its shape.
+c10::TensorTypePtr chunkShapeType(const Node* chunk) {
+  for (const Value* out : chunk->outputs()) {
+    if (!out->uses().empty() && checkTensorValue(out)) {
+      return out->type()->expect<c10::TensorType>();
+    }
+  }
+  return nullptr;
+}
+
+// Each `aten::size(out)` of the elementwise `producer` becomes the broadcast of its
+// tensor operands' sizes, so the producer's result need not exist.
+void replaceSizesByBroadcastSizes(Node* producer) {
+  Graph* graph = producer->owningGraph();
+  Value* out = producer->output();
+  while (!out->uses().empty()) {
+    Node* size = out->uses()[0].user;
+    torch::jit::WithInsertPoint guard(size);
+    std::vector<Value*> operand_sizes;
+    for (Value* v : producer->inputs()) {
+      if (isTensor(v)) operand_sizes.push_back(graph->insert(c10::aten::size, {v}));
+    }
+    Value* result = operand_sizes[0];
+    if (operand_sizes.size() > 1) {
+      result = graph->insertNode(graph->create(c10::prim::BroadcastSizes, operand_sizes))->output();
+      result->setType(c10::ListType::ofInts());
+    }
+    size->output()->replaceAllUsesWith(result);
+    size->destroy();
+  }
+}
+
+}  // namespace
+
+FusionDecision checkChunkMovable(const Node* chunk, size_t index) {
+  const Value* value = chunk->input(index);
+  const Node* producer = value->node();
+  if (producer->owningBlock() != chunk->owningBlock() || producer->kind() == c10::prim::Param) {
+    return FusionDecision::no("the chunked value is not computed in this block");
+  }
+  if (isFusionGroup(producer)) return FusionDecision::no("the chunked value comes from a group");
+  if (auto d = checkFusible(producer); !d) return d;
+  // type_as keeps self's shape instead of broadcasting its operands.
+  if (producer->kind() == c10::aten::type_as || producer->outputs().size() != 1) {
+    return FusionDecision::no(describeNode(producer) + " is not a broadcasting elementwise op");
+  }
+  for (const auto& use : value->uses()) {
+    // Sizes (autodiff's forward asks for them) are rebuilt from the operands' sizes.
+    if (use.user != chunk && !isWholeSize(use.user)) {
+      return FusionDecision::no("the unchunked value is also read by " + describeNode(use.user));
+    }
+  }
+  if (!chunkShapeType(chunk)) return FusionDecision::no("no read chunk has a complete type");
+  return FusionDecision::yes();
+}
+
+Node* moveChunkBeforeProducer(Node* chunk, size_t index) {
+  Graph* graph = chunk->owningGraph();
+  Node* producer = chunk->input(index)->node();
+  const int64_t n = chunk->i(c10::attr::chunks);
+  const c10::TensorTypePtr shape = chunkShapeType(chunk);
+
+  std::vector<Value*> inputs;
+  for (size_t i = 0; i < chunk->inputs().size(); ++i) {
+    if (i != index) inputs.push_back(chunk->input(i));
+  }
+  for (Value* v : producer->inputs()) {
+    if (isTensor(v) && std::find(inputs.begin(), inputs.end(), v) == inputs.end()) {
+      inputs.push_back(v);
+    }
+  }
+
+  Node* moved = graph->create(broadcastingChunkSymbol(), inputs, inputs.size() * n);
+  moved->i_(c10::attr::chunks, n)->i_(c10::attr::dim, chunk->i(c10::attr::dim));
+  moved->insertBefore(chunk);
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    auto input_type = inputs[j]->type()->expect<c10::TensorType>();
+    for (Value* out : chunksOfInput(moved, j)) {
+      out->setType(shape->withScalarType(input_type->scalarType())
+                       ->withRequiresGrad(input_type->requiresGrad()));
+    }
+  }
+  auto chunkOf = [&](Value* v, int64_t c) {
+    auto j = std::find(inputs.begin(), inputs.end(), v) - inputs.begin();
+    return moved->output(j * n + c);
+  };
+
+  for (size_t i = 0; i < chunk->inputs().size(); ++i) {
+    if (i == index) continue;
+    auto old_chunks = chunksOfInput(chunk, i);
+    for (int64_t c = 0; c < n; ++c) {
+      old_chunks[c]->replaceAllUsesWith(chunkOf(chunk->input(i), c));
+    }
+  }
+  auto produced_chunks = chunksOfInput(chunk, index);
+  for (int64_t c = 0; c < n; ++c) {
+    Value* old = produced_chunks[c];
+    if (old->uses().empty()) continue;  // an unread chunk needs no copy of the op
+    Node* copy = graph->createClone(
+        producer, [&](Value* v) { return isTensor(v) ? chunkOf(v, c) : v; });
+    copy->insertBefore(chunk);
+    copy->output()->setType(old->type());
+    old->replaceAllUsesWith(copy->output());
+  }
+  chunk->destroy();
+  replaceSizesByBroadcastSizes(producer);
+  producer->destroy();
+  return moved;
+}
+
+void expandBroadcastingChunk(Node* chunk) {
+  Graph* graph = chunk->owningGraph();
+  torch::jit::WithInsertPoint guard(chunk);
+  std::vector<Value*> broadcast = chunk->inputs().vec();
+  if (broadcast.size() > 1) {
+    Value* list = graph->insertNode(graph->createList(c10::TensorType::get(), broadcast))->output();
+    Node* tensors = graph->insertNode(graph->create(c10::aten::broadcast_tensors, {list}));
+    tensors->output()->setType(c10::ListType::ofTensors());
+    Node* unpack = graph->insertNode(graph->createListUnpack(tensors->output(), broadcast.size()));
+    broadcast = unpack->outputs().vec();
+  }
+  const int64_t n = chunk->i(c10::attr::chunks);
+  for (size_t j = 0; j < broadcast.size(); ++j) {
+    Node* split = graph->insertNode(graph->create(c10::prim::ConstantChunk, {broadcast[j]}, n));
+    split->i_(c10::attr::chunks, n)->i_(c10::attr::dim, chunk->i(c10::attr::dim));
+    auto old_chunks = chunksOfInput(chunk, j);
+    for (int64_t c = 0; c < n; ++c) {
+      split->output(c)->copyMetadata(old_chunks[c]);
+      old_chunks[c]->replaceAllUsesWith(split->output(c));
+    }
+  }
+  chunk->destroy();
+}
+
+void expandBroadcastingChunks(Block* block) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* node = *it++;
+    for (Block* sub : node->blocks()) expandBroadcastingChunks(sub);
+    if (node->kind() == broadcastingChunkSymbol()) expandBroadcastingChunk(node);
+  }
+}
+
+void expandUnfusedChunks(GraphPtr& graph) { expandBroadcastingChunks(graph->block()); }
+
 }  // namespace fuser

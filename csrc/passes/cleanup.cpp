@@ -1,8 +1,9 @@
 // cleanUpGraph: the last stage.
 //
-// After it runs: no dead node and no duplicate pure computation is left; constants are
-// pooled; tensor types outside fusion groups are unspecialized again (plain `Tensor`), so
-// later TorchScript passes and the next profiling run do not trust stale shapes. The
+// After it runs: no dead node and no duplicate pure computation is left; shape
+// expressions are simplified (shapes.h); constants are pooled; tensor types outside
+// fusion groups are unspecialized again (plain `Tensor`), so later TorchScript passes
+// and the next profiling run do not trust stale shapes. The
 // subgraphs of fusion groups keep their complete profiled types: the runtime specializes
 // kernels on them.
 #include <torch/csrc/jit/passes/common_subexpression_elimination.h>
@@ -11,12 +12,14 @@
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
 #include "passes/pipeline.h"
+#include "passes/shapes.h"
 
 namespace fuser {
 
 void cleanUpGraph(GraphPtr& graph) {
   torch::jit::EliminateDeadCode(graph);
   torch::jit::EliminateCommonSubexpression(graph);
+  simplifyShapeExpressions(graph->block());
   torch::jit::ConstantPooling(graph);
   // Walks blocks only, never Subgraph attributes: group subgraphs keep their types.
   torch::jit::RemoveTensorTypeSpecializations(graph);

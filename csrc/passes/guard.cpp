@@ -13,6 +13,7 @@
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
 
+#include "passes/chunks.h"
 #include "passes/fusibility.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
@@ -46,6 +47,7 @@ Node* createFallback(Graph* graph, Node* group) {
   Node* fallback =
       graph->create(c10::prim::FallbackGraph, group->inputs(), group->outputs().size());
   auto subgraph = group->g(Subgraph)->copy();
+  expandBroadcastingChunks(subgraph->block());  // the interpreter has no operator for it
   torch::jit::removeTensorTypeSpecializations(subgraph->block());
   fallback->g_(Subgraph, subgraph);
   for (size_t i = 0; i < group->outputs().size(); ++i) {

@@ -7,6 +7,10 @@
 // - a group's subgraph keeps the profiled types of its values; its inputs are tensors
 //   and non-constant int/float/bool scalars; constants are cloned inside; its outputs
 //   are the tensors read after the group;
+// - a prim::ConstantChunk read only by one group is inside it, chunking a group input
+//   (the kernel reads each chunk in place); a chunk of a fusible elementwise result is
+//   first moved above that producer as a prim::BroadcastingChunk (chunks.h), so the
+//   producer, copied once per chunk, joins the group too;
 // - groups of a single compute node are dissolved again unless FUSER_SINGLETON=1;
 // - stats().groups_formed counts the groups this run created;
 // - under FUSER_DUMP=reasons, each candidate node left outside every group has printed
@@ -16,9 +20,11 @@
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
 
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
 
 #include "config.h"
+#include "passes/chunks.h"
 #include "passes/fusibility.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
@@ -38,6 +44,7 @@ namespace SubgraphUtils = torch::jit::SubgraphUtils;
 // Nodes whose refusal is worth a line: aten operators touching tensors. Constants,
 // list constructions and control flow would only be noise.
 bool isCandidate(const Node* node) {
+  if (isChunk(node)) return true;
   if (!node->kind().is_aten()) return false;
   for (auto values : {node->inputs(), node->outputs()}) {
     for (const Value* v : values) {
@@ -49,7 +56,8 @@ bool isCandidate(const Node* node) {
 
 class GroupFormer {
  public:
-  explicit GroupFormer(const GraphPtr& graph) : graph_(graph), alias_db_(graph) {}
+  explicit GroupFormer(const GraphPtr& graph)
+      : graph_(graph), alias_db_(std::make_unique<AliasDb>(graph)) {}
 
   void run() {
     formInBlock(graph_->block());
@@ -84,7 +92,7 @@ class GroupFormer {
     }
     Node* group = isFusionGroup(node) ? node
                                       : SubgraphUtils::createSingletonSubgraphAndUpdateAliasing(
-                                            node, fusionGroupSymbol(), alias_db_);
+                                            node, fusionGroupSymbol(), *alias_db_);
     while (mergeOneProducer(group)) changed = true;
     return ++group->reverseIterator();
   }
@@ -110,11 +118,19 @@ class GroupFormer {
 
   bool mergeOneProducer(Node* group) {
     for (Node* producer : producersOf(group)) {
+      if (isChunk(producer)) {
+        if (moveChunkUp(producer) || mergeChunk(group, producer)) return true;
+        continue;
+      }
       if (!checkFusible(producer)) continue;  // its own reason is logged at the end
       FusionDecision decision = canFuse(group, producer);
+      if (decision && feedsChunkInside(group, producer)) {
+        decision = FusionDecision::no(
+            "its result is chunked inside the group, and kernels chunk group inputs only");
+      }
       // Last, because a valid move is also performed: the producer lands right before
       // the group (what depends on it and can move goes after the group).
-      if (decision && !alias_db_.moveBeforeTopologicallyValid(producer, group)) {
+      if (decision && !alias_db_->moveBeforeTopologicallyValid(producer, group)) {
         decision = FusionDecision::no(
             "alias analysis forbids moving it next to its consumer (a write in between)");
       }
@@ -123,8 +139,75 @@ class GroupFormer {
             "not merged into its consumer's group: " + decision.reason();
         continue;
       }
-      SubgraphUtils::mergeNodeIntoSubgraphAndUpdateAliasing(producer, group, alias_db_);
+      SubgraphUtils::mergeNodeIntoSubgraphAndUpdateAliasing(producer, group, *alias_db_);
       return true;
+    }
+    return false;
+  }
+
+  // chunk(f(a, b)) -> f(chunks of a, chunks of b), for the first input of `chunk` whose
+  // producer allows it. The copies of f are new producers of the consumer group.
+  bool moveChunkUp(Node* chunk) {
+    for (size_t i = 0; i < chunk->inputs().size(); ++i) {
+      FusionDecision decision = checkChunkMovable(chunk, i);
+      // The producer's operands are read at the chunk's place from now on: nothing may
+      // write them in between.
+      if (decision && !alias_db_->moveBeforeTopologicallyValid(chunk->input(i)->node(), chunk)) {
+        decision = FusionDecision::no("alias analysis forbids moving the chunk above its input");
+      }
+      if (!decision) {
+        refusals_[describeNode(chunk)] =
+            "not moved above its input's producer: " + decision.reason();
+        continue;
+      }
+      moveChunkBeforeProducer(chunk, i);
+      // New nodes and values: the incremental updates of SubgraphUtils do not cover them.
+      alias_db_ = std::make_unique<AliasDb>(graph_);
+      return true;
+    }
+    return false;
+  }
+
+  // A chunk joins the group when the group reads all of its chunks; its inputs become
+  // group inputs, which the kernel reads chunk by chunk.
+  bool mergeChunk(Node* group, Node* chunk) {
+    FusionDecision decision = FusionDecision::yes();
+    for (const Value* out : chunk->outputs()) {
+      for (const auto& use : out->uses()) {
+        if (decision && use.user != group) {
+          decision = FusionDecision::no("chunk %" + out->debugName() + " is also read by " +
+                                        describeNode(use.user));
+        }
+      }
+    }
+    for (const Value* in : chunk->inputs()) {
+      if (auto d = checkTensorValue(in); decision && !d) decision = d;
+    }
+    if (decision && deviceOf(chunk) != deviceOf(group)) {
+      decision = FusionDecision::no("the chunk and its consumer are on different devices");
+    }
+    if (decision) decision = checkArgLimit(countMergedArgs(group, chunk));
+    if (decision && !alias_db_->moveBeforeTopologicallyValid(chunk, group)) {
+      decision = FusionDecision::no(
+          "alias analysis forbids moving it next to its consumer (a write in between)");
+    }
+    if (!decision) {
+      refusals_[describeNode(chunk)] = "not merged into its consumer's group: " + decision.reason();
+      return false;
+    }
+    SubgraphUtils::mergeNodeIntoSubgraphAndUpdateAliasing(chunk, group, *alias_db_);
+    return true;
+  }
+
+  // True when a value `producer` computes is chunked inside `group`: merging the producer
+  // would leave a chunk of a computed value, which kernels do not read.
+  static bool feedsChunkInside(Node* group, const Node* producer) {
+    auto subgraph = group->g(torch::jit::attr::Subgraph);
+    for (size_t i = 0; i < group->inputs().size(); ++i) {
+      if (group->input(i)->node() != producer) continue;
+      for (const auto& use : subgraph->inputs()[i]->uses()) {
+        if (isChunk(use.user)) return true;
+      }
     }
     return false;
   }
@@ -146,7 +229,7 @@ class GroupFormer {
     for (Node* node : block->nodes()) {
       for (Block* sub : node->blocks()) logUnfused(sub);
       if (!isCandidate(node)) continue;
-      if (FusionDecision d = checkFusible(node); !d) {
+      if (FusionDecision d = isChunk(node) ? FusionDecision::yes() : checkFusible(node); !d) {
         log_.record(node, d.reason());
         continue;
       }
@@ -159,7 +242,7 @@ class GroupFormer {
   }
 
   GraphPtr graph_;
-  AliasDb alias_db_;
+  std::unique_ptr<AliasDb> alias_db_;  // rebuilt when a chunk move adds nodes
   // Last refusal per producer, keyed by its text: nodes are cloned and destroyed while
   // merging, so pointers would not stay valid.
   std::unordered_map<std::string, std::string> refusals_;

@@ -10,8 +10,8 @@ namespace fuser {
 void fuseGraph(GraphPtr& graph) {
   if (config().killed) return;
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
-  formFusionGroups(graph);       // fusible producers merged into consumer groups
-  moveChunksIntoGroups(graph);   // chunks pulled in, BroadcastingChunk, leftovers expanded
+  formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
+  expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   buildShapeExpressions(graph);  // size-only outputs leave their groups
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
   cleanUpGraph(graph);           // DCE, CSE, peephole; type specializations wiped

@@ -15,7 +15,7 @@ void fuseGraph(GraphPtr& graph);
 // The stages, in pipeline order; each file's header comment says what holds after it.
 void prepareGraph(GraphPtr& graph);            // prepare.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
-void moveChunksIntoGroups(GraphPtr& graph);    // chunks.cpp
+void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp
 void guardFusionGroups(GraphPtr& graph);       // guard.cpp
 void cleanUpGraph(GraphPtr& graph);            // cleanup.cpp

@@ -1,10 +1,12 @@
 #include "runtime/fusion_executor.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <c10/util/Exception.h>
 
 #include "codegen/lowering.h"
 #include "config.h"
+#include "passes/chunks.h"
 #include "runtime/kernel_builder.h"
 #include "stats.h"
 
@@ -46,6 +48,31 @@ SpecKey makeKey(const IterationPlan& plan, const std::vector<const at::Tensor*>&
                                        ((tensors[i]->dim() == 0) << 5)));
   }
   return key;
+}
+
+// Chunk `source.index` of the group input, sized as eager's chunk (ceil(size / chunks),
+// the last smaller), after broadcasting it with `source.broadcast_with`. Throws eager's
+// error when those do not broadcast.
+at::Tensor chunkView(const KernelInputSource& source, c10::ArrayRef<c10::IValue> inputs) {
+  at::Tensor whole = inputs[source.group_input].toTensor();
+  if (!source.broadcast_with.empty()) {
+    at::DimVector shape(whole.sizes().begin(), whole.sizes().end());
+    for (size_t other : source.broadcast_with) {
+      shape = at::infer_size_dimvector(shape, inputs[other].toTensor().sizes());
+    }
+    whole = whole.expand(shape);
+  }
+  const int64_t dim = c10::maybe_wrap_dim(source.dim, whole.dim());
+  const int64_t size = (whole.size(dim) + source.chunks - 1) / source.chunks;
+  const int64_t start = std::min(whole.size(dim), size * source.index);
+  return whole.narrow(dim, start, std::min(size, whole.size(dim) - start));
+}
+
+// The subgraph as the interpreter can run it: it has no BroadcastingChunk operator.
+std::shared_ptr<torch::jit::Graph> interpretableCopy(torch::jit::Graph& subgraph) {
+  auto copy = subgraph.copy();
+  expandBroadcastingChunks(copy->block());
+  return copy;
 }
 
 }  // namespace
@@ -108,7 +135,8 @@ const FusionExecutor::Specialization& FusionExecutor::specialize(
 
 void FusionExecutor::runInterpreted(torch::jit::Stack& stack) {
   std::call_once(interpreter_once_, [&] {
-    interpreter_code_ = std::make_unique<torch::jit::Code>(subgraph_, "fuser_fusion_group");
+    interpreter_code_ =
+        std::make_unique<torch::jit::Code>(interpretableCopy(*subgraph_), "fuser_fusion_group");
   });
   stats().interpreted_runs++;
   torch::jit::InterpreterState(*interpreter_code_).run(stack);
@@ -133,12 +161,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
       if (source.chunks == 0) {
         tensors.push_back(&v.toTensor());
       } else {
-        const at::Tensor& whole = v.toTensor();
-        const int64_t dim = c10::maybe_wrap_dim(source.dim, whole.dim());
-        const int64_t size = (whole.size(dim) + source.chunks - 1) / source.chunks;
-        const int64_t start = std::min(whole.size(dim), size * source.index);
-        chunk_views.push_back(
-            whole.narrow(dim, start, std::min(size, whole.size(dim) - start)));
+        chunk_views.push_back(chunkView(source, inputs));
         tensors.push_back(&chunk_views.back());
       }
     } else if (scalar_kinds_[i] == codegen::ScalarArgKind::Double) {

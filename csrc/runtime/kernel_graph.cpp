@@ -1,6 +1,19 @@
 #include "runtime/kernel_graph.h"
 
+#include "passes/chunks.h"
+
 namespace fuser::runtime {
+namespace {
+
+bool chunksGroupInputs(const torch::jit::Node* node, const torch::jit::Graph& g) {
+  if (!isChunk(node)) return false;
+  for (const torch::jit::Value* in : node->inputs()) {
+    if (in->node() != g.param_node()) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 KernelGraph makeKernelGraph(torch::jit::Graph& subgraph) {
   KernelGraph k;
@@ -10,16 +23,22 @@ KernelGraph makeKernelGraph(torch::jit::Graph& subgraph) {
 
   for (auto it = g.nodes().begin(); it != g.nodes().end();) {
     torch::jit::Node* node = *it++;
-    if (node->kind() != c10::prim::ConstantChunk || node->input()->node() != g.param_node()) {
-      continue;
-    }
-    const size_t group_input = node->input()->offset();
+    if (!chunksGroupInputs(node, g)) continue;
     const int64_t chunks = node->i(c10::attr::chunks);
     const int64_t dim = node->i(c10::attr::dim);
-    for (size_t c = 0; c < node->outputs().size(); ++c) {
-      torch::jit::Value* view = g.addInput()->setType(node->output(c)->type());
-      node->output(c)->replaceAllUsesWith(view);
-      k.sources.push_back({group_input, chunks, dim, static_cast<int64_t>(c)});
+    std::vector<size_t> broadcast_with;
+    if (node->kind() != c10::prim::ConstantChunk) {
+      for (const torch::jit::Value* in : node->inputs()) broadcast_with.push_back(in->offset());
+    }
+    // Outputs are input-major: output j * chunks + c is chunk c of input j.
+    for (size_t o = 0; o < node->outputs().size(); ++o) {
+      // An unread chunk gets no view: it might be empty, which would not broadcast.
+      if (node->output(o)->uses().empty()) continue;
+      torch::jit::Value* view = g.addInput()->setType(node->output(o)->type());
+      node->output(o)->replaceAllUsesWith(view);
+      const size_t group_input = node->input(o / chunks)->offset();
+      k.sources.push_back(
+          {group_input, chunks, dim, static_cast<int64_t>(o % chunks), broadcast_with});
     }
     node->destroy();
   }

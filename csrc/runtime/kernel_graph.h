@@ -1,6 +1,7 @@
 // The graph a group's kernel computes: the group's subgraph with every
-// prim::ConstantChunk of a group input replaced by one kernel input per chunk, so the
-// kernel reads each chunk in place through its view (offset and strides), no copy.
+// prim::ConstantChunk or prim::BroadcastingChunk of group inputs replaced by one kernel
+// input per chunk read, so the kernel reads each chunk in place through its view (offset
+// and strides; a broadcast input is expanded first, with stride 0), no copy.
 #pragma once
 
 #include <torch/csrc/jit/ir/ir.h>
@@ -11,12 +12,14 @@
 namespace fuser::runtime {
 
 // Where a kernel input comes from: group input `group_input` itself, or chunk `index`
-// of `chunks` along `dim` of it.
+// of `chunks` along `dim` of it, after expanding it to the broadcast shape of the group
+// inputs `broadcast_with` (empty: no broadcast).
 struct KernelInputSource {
   size_t group_input = 0;
   int64_t chunks = 0;  // 0: the input itself
   int64_t dim = 0;
   int64_t index = 0;
+  std::vector<size_t> broadcast_with;
 };
 
 struct KernelGraph {
