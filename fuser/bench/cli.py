@@ -5,6 +5,7 @@ fuser correctness check failed, 2 for bad options."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import warnings
 from collections.abc import Sequence
@@ -20,7 +21,9 @@ from fuser.bench.presets import FULL, QUICK, SLOW_TO_BUILD_MODES, SMOKE
 from fuser.bench.progress import Progress
 from fuser.bench.runner import RunOptions, run_suite
 from fuser.bench.table import render_smoke_list, render_table
-from fuser.bench.workloads import WORKLOADS
+from fuser.bench.workloads import SIZE_NAMES, WORKLOADS
+
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
 
 JSON_NAME = "results.json"
 CHART_NAME = "speedup.png"
@@ -54,6 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME",
         help=f"repeatable or comma-separated; of {', '.join(MODES)} (eager always runs)",
+    )
+    parser.add_argument(
+        "--size",
+        action="append",
+        metavar="NAME",
+        help=f"repeatable or comma-separated; of {', '.join(SIZE_NAMES)} (instead of the preset's)",
+    )
+    parser.add_argument(
+        "--dtype",
+        action="append",
+        metavar="NAME",
+        help="repeatable or comma-separated; of float32, float16, bfloat16 (default: all the "
+        "device runs fast)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench_out"), help="output folder")
     return parser
@@ -92,8 +108,19 @@ def parse_options(argv: Sequence[str] | None) -> tuple[RunOptions, Path]:
     workloads = _choose(
         parser, _split(args.workload) or list(WORKLOADS), list(WORKLOADS), "workload"
     )
+    if args.size:
+        preset = dataclasses.replace(
+            preset, sizes=tuple(_choose(parser, _split(args.size), SIZE_NAMES, "size"))
+        )
+    dtype_names = None
+    if args.dtype:
+        dtype_names = _choose(parser, _split(args.dtype), DTYPE_NAMES, "dtype")
     options = RunOptions(
-        preset=preset, devices=_devices(parser, args.device), workloads=workloads, modes=modes
+        preset=preset,
+        devices=_devices(parser, args.device),
+        workloads=workloads,
+        modes=modes,
+        dtype_names=dtype_names,
     )
     return options, args.out
 

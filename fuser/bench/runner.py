@@ -42,10 +42,18 @@ class RunOptions:
     devices: Sequence[torch.device]
     workloads: Sequence[str]
     modes: Sequence[str]  # always starts with eager, the reference
+    dtype_names: Sequence[str] | None = None  # None: every dtype of the device
+
+    def dtypes(self, device: torch.device) -> list[torch.dtype]:
+        return [
+            t
+            for t in dtypes_for(device)
+            if self.dtype_names is None or _dtype_name(t) in self.dtype_names
+        ]
 
     def row_count(self) -> int:
         per_device = len(self.workloads) * len(self.preset.sizes)
-        return sum(per_device * len(dtypes_for(d)) for d in self.devices)
+        return sum(per_device * len(self.dtypes(d)) for d in self.devices)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,7 +179,7 @@ def run_suite(options: RunOptions, progress: Progress) -> SuiteResult:
             progress.show(f"{device}: measuring copy bandwidth")
             copy_gbps = copy_bandwidth_gbps(device, cache_bytes, COPY_BUDGET)
             result.copy_bandwidth_gbps[str(device)] = copy_gbps
-        for dtype in dtypes_for(device):
+        for dtype in options.dtypes(device):
             for name in options.workloads:
                 for size in options.preset.sizes:
                     row = run_row(

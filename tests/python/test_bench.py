@@ -22,7 +22,7 @@ from fuser.bench.jit_flags import NO_FUSION, current_flags, jit_flags
 from fuser.bench.json_report import read_json, to_json_dict, write_json
 from fuser.bench.machine import busy_note, cpu_last_level_cache_bytes, machine_metadata
 from fuser.bench.modes import MODES
-from fuser.bench.presets import SMOKE
+from fuser.bench.presets import FULL, SMOKE
 from fuser.bench.progress import Progress
 from fuser.bench.results import ModeResult, Row, SuiteResult
 from fuser.bench.table import columns, render_smoke_list, render_table, row_cells
@@ -309,8 +309,17 @@ def test_options_split_lists_and_keep_suite_order() -> None:
     assert [d.type for d in options.devices] == ["cpu"]
 
 
+def test_size_and_dtype_narrow_the_rows() -> None:
+    options, _ = cli.parse_options(["--full", "--size", "large,small", "--dtype", "float16"])
+    assert options.preset.sizes == ("small", "large")
+    assert options.preset.budget == FULL.budget
+    assert options.dtypes(torch.device("cpu")) == []  # CPU runs float32 only
+    assert options.row_count() == 0 or torch.cuda.is_available()
+
+
 def test_bad_options_exit_with_usage_error() -> None:
-    for argv in (["--workload", "nope"], ["--mode", "nope"], ["--quick", "--full"]):
+    bad = (["--workload", "nope"], ["--mode", "nope"], ["--quick", "--full"], ["--size", "huge"])
+    for argv in bad + (["--dtype", "int8"],):
         with pytest.raises(SystemExit) as exit_info:
             cli.parse_options(argv)
         assert exit_info.value.code == 2
