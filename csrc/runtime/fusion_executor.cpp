@@ -50,22 +50,38 @@ SpecKey makeKey(const IterationPlan& plan, const std::vector<const at::Tensor*>&
   return key;
 }
 
+// A view of `base`'s storage made without the dispatcher or autograd's view tracking: it
+// is only read by our kernel and never escapes, and a recurrent cell makes a dozen of
+// them per call, where narrow()/expand() cost microseconds each.
+at::Tensor kernelOnlyView(const at::Tensor& base, c10::IntArrayRef sizes,
+                          c10::IntArrayRef strides, int64_t storage_offset) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(base.storage()), base.key_set(),
+                                                   base.dtype());
+  impl->set_sizes_and_strides(sizes, strides, storage_offset);
+  return at::Tensor(std::move(impl));
+}
+
 // Chunk `source.index` of the group input, sized as eager's chunk (ceil(size / chunks),
 // the last smaller), after broadcasting it with `source.broadcast_with`. Throws eager's
 // error when those do not broadcast.
 at::Tensor chunkView(const KernelInputSource& source, c10::ArrayRef<c10::IValue> inputs) {
-  at::Tensor whole = inputs[source.group_input].toTensor();
-  if (!source.broadcast_with.empty()) {
-    at::DimVector shape(whole.sizes().begin(), whole.sizes().end());
-    for (size_t other : source.broadcast_with) {
-      shape = at::infer_size_dimvector(shape, inputs[other].toTensor().sizes());
-    }
-    whole = whole.expand(shape);
+  const at::Tensor& whole = inputs[source.group_input].toTensor();
+  at::DimVector shape(whole.sizes().begin(), whole.sizes().end());
+  for (size_t other : source.broadcast_with) {
+    shape = at::infer_size_dimvector(shape, inputs[other].toTensor().sizes());
   }
-  const int64_t dim = c10::maybe_wrap_dim(source.dim, whole.dim());
-  const int64_t size = (whole.size(dim) + source.chunks - 1) / source.chunks;
-  const int64_t start = std::min(whole.size(dim), size * source.index);
-  return whole.narrow(dim, start, std::min(size, whole.size(dim) - start));
+  // Broadcasting reads new leading dimensions and stretched size-1 dimensions at stride 0.
+  const int64_t lead = static_cast<int64_t>(shape.size()) - whole.dim();
+  at::DimVector strides(shape.size(), 0);
+  for (int64_t d = 0; d < whole.dim(); ++d) {
+    strides[lead + d] = whole.size(d) == shape[lead + d] ? whole.stride(d) : 0;
+  }
+  const int64_t dim = c10::maybe_wrap_dim(source.dim, static_cast<int64_t>(shape.size()));
+  const int64_t size = (shape[dim] + source.chunks - 1) / source.chunks;
+  const int64_t start = std::min(shape[dim], size * source.index);
+  const int64_t offset = whole.storage_offset() + start * strides[dim];
+  shape[dim] = std::min(size, shape[dim] - start);
+  return kernelOnlyView(whole, shape, strides, offset);
 }
 
 // The subgraph as the interpreter can run it: it has no BroadcastingChunk operator.
