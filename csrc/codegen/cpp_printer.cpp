@@ -3,6 +3,8 @@
 #include "codegen/cpp_printer.h"
 
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "codegen/common_prelude.h"
 #include "codegen/cpp_prelude.h"
@@ -47,6 +49,10 @@ class CppPrinter {
       const char* t = storageTypeName(k_.outputs[o].dtype);
       out_ << "  " << t << "* __restrict__ out" << o << " = (" << t << "*)fx_ptrs[" << nin + o
            << "];\n";
+      if (k_.outputs[o].access == Access::Strided) {
+        out_ << "  const int64_t* so" << o << " = fx_strides + "
+             << k_.outputs[o].stride_slot * k_.ndim << ";\n";
+      }
     }
     out_ << "  (void)fx_sizes; (void)fx_strides; (void)fx_dargs; (void)fx_iargs; "
             "(void)fx_error;\n";
@@ -74,13 +80,24 @@ class CppPrinter {
     for (int i = 0; i < static_cast<int>(k_.inputs.size()); ++i) {
       if (k_.inputs[i].access == Access::Strided) strided.push_back(i);
     }
-    for (int i : strided) out_ << "    int64_t off" << i << " = 0;\n";
-    if (!strided.empty() && nd > 1) {
+    // {offset, strides} of strided inputs (offN, stN), then strided outputs (offoN, soN).
+    std::vector<std::pair<std::string, std::string>> offsets;
+    for (int i : strided) {
+      offsets.emplace_back("off" + std::to_string(i), "st" + std::to_string(i));
+    }
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (k_.outputs[o].access != Access::Strided) continue;
+      offsets.emplace_back("offo" + std::to_string(o), "so" + std::to_string(o));
+    }
+    for (const auto& [off, st] : offsets) out_ << "    int64_t " << off << " = 0;\n";
+    if (!offsets.empty() && nd > 1) {
       out_ << "    {\n      int64_t fx_r = fx_row;\n";
       for (int d = nd - 2; d >= 0; --d) {
         out_ << "      { const int64_t fx_idx = fx_r % fx_sizes[" << d << "]; fx_r /= fx_sizes["
              << d << "];";
-        for (int i : strided) out_ << " off" << i << " += fx_idx * st" << i << "[" << d << "];";
+        for (const auto& [off, st] : offsets) {
+          out_ << " " << off << " += fx_idx * " << st << "[" << d << "];";
+        }
         out_ << " }\n";
       }
       out_ << "    }\n";
@@ -96,9 +113,16 @@ class CppPrinter {
 
   void printStores(const std::string& indent) {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      out_ << indent << "out" << o << "[i] = "
-           << storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value))
-           << ";\n";
+      const TensorOutput& out = k_.outputs[o];
+      const std::string n = std::to_string(o);
+      std::string elem = "[i]";
+      if (out.access == Access::Strided) {
+        elem = out.inner_unit_stride
+                   ? "[offo" + n + " + j]"
+                   : "[offo" + n + " + j * so" + n + "[" + std::to_string(k_.ndim - 1) + "]]";
+      }
+      out_ << indent << "out" << n << elem << " = "
+           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
     }
   }
 

@@ -30,10 +30,31 @@ std::vector<int> stridedInputs(const Kernel& k) {
   return out;
 }
 
+std::vector<int> stridedOutputs(const Kernel& k) {
+  std::vector<int> out;
+  for (int o = 0; o < static_cast<int>(k.outputs.size()); ++o) {
+    if (k.outputs[o].access == Access::Strided) out.push_back(o);
+  }
+  return out;
+}
+
+// An offset a strided kernel computes per element, and the FxArgs strides it follows.
+struct WalkedTensor {
+  std::string offset;   // offN for input N, offoN for output N
+  std::string strides;  // stN, soN
+};
+
 class CudaPrinter {
  public:
   explicit CudaPrinter(const Kernel& k)
-      : k_(k), facts_(analyzeExprs(k)), strided_(stridedInputs(k)), vec_(cudaVectorWidth(k)) {}
+      : k_(k), facts_(analyzeExprs(k)), vec_(cudaVectorWidth(k)) {
+    for (int i : stridedInputs(k)) {
+      walked_.push_back({"off" + std::to_string(i), "st" + std::to_string(i)});
+    }
+    for (int o : stridedOutputs(k)) {
+      walked_.push_back({"offo" + std::to_string(o), "so" + std::to_string(o)});
+    }
+  }
 
   std::string print() {
     out_ << kCudaPrelude << kCommonPrelude << "\n";
@@ -73,9 +94,11 @@ class CudaPrinter {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       out_ << "  " << storageTypeName(k_.outputs[o].dtype) << "* out" << o << ";\n";
     }
-    if (!strided_.empty()) {
+    if (!walked_.empty()) {
       out_ << "  int64_t sizes[" << k_.ndim << "];\n";
-      for (int i : strided_) out_ << "  int64_t st" << i << "[" << k_.ndim << "];\n";
+      for (const WalkedTensor& w : walked_) {
+        out_ << "  int64_t " << w.strides << "[" << k_.ndim << "];\n";
+      }
     }
     if (numDoubles()) out_ << "  double dargs[" << numDoubles() << "];\n";
     if (numInts()) out_ << "  int64_t iargs[" << numInts() << "];\n";
@@ -122,12 +145,14 @@ class CudaPrinter {
   void printStrided() {
     if (k_.ndim >= 1) printStridedRows();
     out_ << "  for (idx_t i = fx_tid; i < fx_numel; i += fx_stride) {\n";
-    for (int i : strided_) out_ << "    idx_t off" << i << " = 0;\n";
+    for (const WalkedTensor& w : walked_) out_ << "    idx_t " << w.offset << " = 0;\n";
     out_ << "    idx_t fx_r = i;\n";
     for (int d = k_.ndim - 1; d >= 0; --d) {
       const std::string size = "(idx_t)a.sizes[" + std::to_string(d) + "]";
       out_ << "    { const idx_t fx_c = fx_r % " << size << "; fx_r /= " << size << ";";
-      for (int i : strided_) out_ << " off" << i << " += fx_c * (idx_t)a.st" << i << "[" << d << "];";
+      for (const WalkedTensor& w : walked_) {
+        out_ << " " << w.offset << " += fx_c * (idx_t)a." << w.strides << "[" << d << "];";
+      }
       out_ << " }\n";
     }
     printExprs(/*invariant=*/false, "    ");
@@ -145,21 +170,21 @@ class CudaPrinter {
          << "  if (fx_inner >= " << kRowPathMinInner << ") {\n"
          << "    const idx_t fx_rows = fx_numel / fx_inner;\n"
          << "    for (idx_t fx_row = blockIdx.x; fx_row < fx_rows; fx_row += gridDim.x) {\n";
-    for (int i : strided_) out_ << "      idx_t base" << i << " = 0;\n";
+    for (const WalkedTensor& w : walked_) out_ << "      idx_t base_" << w.offset << " = 0;\n";
     out_ << "      idx_t fx_r = fx_row;\n";
     for (int d = last - 1; d >= 0; --d) {
       const std::string size = "(idx_t)a.sizes[" + std::to_string(d) + "]";
       out_ << "      { const idx_t fx_c = fx_r % " << size << "; fx_r /= " << size << ";";
-      for (int i : strided_) {
-        out_ << " base" << i << " += fx_c * (idx_t)a.st" << i << "[" << d << "];";
+      for (const WalkedTensor& w : walked_) {
+        out_ << " base_" << w.offset << " += fx_c * (idx_t)a." << w.strides << "[" << d << "];";
       }
       out_ << " }\n";
     }
     out_ << "      for (idx_t fx_j = threadIdx.x; fx_j < fx_inner; fx_j += blockDim.x) {\n"
          << "        const idx_t i = fx_row * fx_inner + fx_j;\n";
-    for (int i : strided_) {
-      out_ << "        const idx_t off" << i << " = base" << i << " + fx_j * (idx_t)a.st" << i
-           << lastStride << ";\n";
+    for (const WalkedTensor& w : walked_) {
+      out_ << "        const idx_t " << w.offset << " = base_" << w.offset << " + fx_j * (idx_t)a."
+           << w.strides << lastStride << ";\n";
     }
     printExprs(/*invariant=*/false, "        ");
     printStores("        ");
@@ -172,7 +197,9 @@ class CudaPrinter {
 
   void printStores(const std::string& indent) {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      out_ << indent << "a.out" << o << "[i] = " << store(o) << ";\n";
+      const bool strided = k_.outputs[o].access == Access::Strided;
+      out_ << indent << "a.out" << o << "[" << (strided ? "offo" + std::to_string(o) : "i")
+           << "] = " << store(o) << ";\n";
     }
   }
 
@@ -202,8 +229,8 @@ class CudaPrinter {
 
   const Kernel& k_;
   ExprFacts facts_;
-  std::vector<int> strided_;
   int vec_;
+  std::vector<WalkedTensor> walked_;  // strided inputs, then strided outputs
   bool vector_lane_ = false;
   std::ostringstream out_;
 };
@@ -229,12 +256,14 @@ std::vector<uint64_t> CudaArgLayout::pack(const Kernel& k, void* const* ptrs,
   std::vector<uint64_t> slots;
   const size_t nptr = k.inputs.size() + k.outputs.size();
   for (size_t i = 0; i < nptr; ++i) slots.push_back(reinterpret_cast<uint64_t>(ptrs[i]));
-  const std::vector<int> strided = stridedInputs(k);
-  if (!strided.empty()) {
+  // Stride rows in FxArgs order: strided inputs, then strided outputs.
+  std::vector<int> stride_rows = stridedInputs(k);
+  for (int o : stridedOutputs(k)) stride_rows.push_back(k.outputs[o].stride_slot);
+  if (!stride_rows.empty()) {
     for (int d = 0; d < k.ndim; ++d) slots.push_back(static_cast<uint64_t>(sizes[d]));
-    for (int i : strided) {
+    for (int row : stride_rows) {
       for (int d = 0; d < k.ndim; ++d) {
-        slots.push_back(static_cast<uint64_t>(strides[i * k.ndim + d]));
+        slots.push_back(static_cast<uint64_t>(strides[row * k.ndim + d]));
       }
     }
   }

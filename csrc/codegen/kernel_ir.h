@@ -79,7 +79,12 @@ enum class ScalarArgKind : uint8_t { Double, Int64, Bool };
 struct TensorOutput {
   c10::ScalarType dtype;  // storage type
   ExprId value;
-  // Concat outputs (issue 5) write a slice of a larger buffer; kept for the lowering.
+  // Flat: element i at i (a fresh output, or a dense slice of a cat). Strided: a slice
+  // of a cat's buffer, addressed through the strides of launch tensor `stride_slot`
+  // (tensor inputs come first, then strided outputs). Never Broadcast1.
+  Access access = Access::Flat;
+  int32_t stride_slot = -1;
+  bool inner_unit_stride = false;  // Strided: stride of the innermost dim is 1
 };
 
 struct Kernel {
@@ -89,7 +94,7 @@ struct Kernel {
   std::vector<ScalarArgKind> scalars;
   std::vector<TensorOutput> outputs;
   int ndim = 1;        // iteration rank after collapsing dimensions
-  bool flat = true;    // every input is Flat or Broadcast1: one flat loop, no index math
+  bool flat = true;    // every input is Flat or Broadcast1, every output Flat: one flat loop
   bool index32 = true;     // CUDA: all offsets fit in 32 bits
   bool vectorize = false;  // CUDA flat kernels: every pointer allows 16-byte accesses
 };

@@ -11,6 +11,9 @@
 //   (the kernel reads each chunk in place); a chunk of a fusible elementwise result is
 //   first moved above that producer as a prim::BroadcastingChunk (chunks.h), so the
 //   producer, copied once per chunk, joins the group too;
+// - an aten::cat of values the group computes is in it, with its prim::ListConstruct,
+//   as a group output that nothing inside the group reads (concat.h); a group left
+//   with a cat of one of its inputs is unmerged again;
 // - groups of a single compute node are dissolved again unless FUSER_SINGLETON=1;
 // - stats().groups_formed counts the groups this run created;
 // - under FUSER_DUMP=reasons, each candidate node left outside every group has printed
@@ -25,6 +28,7 @@
 
 #include "config.h"
 #include "passes/chunks.h"
+#include "passes/concat.h"
 #include "passes/fusibility.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
@@ -44,7 +48,7 @@ namespace SubgraphUtils = torch::jit::SubgraphUtils;
 // Nodes whose refusal is worth a line: aten operators touching tensors. Constants,
 // list constructions and control flow would only be noise.
 bool isCandidate(const Node* node) {
-  if (isChunk(node)) return true;
+  if (isChunk(node) || node->kind() == c10::aten::cat) return true;
   if (!node->kind().is_aten()) return false;
   for (auto values : {node->inputs(), node->outputs()}) {
     for (const Value* v : values) {
@@ -85,6 +89,7 @@ class GroupFormer {
   // Makes a fusible `node` a group and merges producers into it until none fits.
   // Returns where the reverse scan goes on: the node before the (possibly new) group.
   torch::jit::graph_node_list_iterator growFrom(Node* node, bool& changed) {
+    if (node->kind() == c10::aten::cat) return growFromCat(node, changed);
     if (!checkFusible(node)) return ++node->reverseIterator();
     if (FusionDecision fits = checkArgLimit(countArgs(node)); !fits) {
       refusals_[describeNode(node)] = fits.reason();
@@ -94,6 +99,28 @@ class GroupFormer {
                                       : SubgraphUtils::createSingletonSubgraphAndUpdateAliasing(
                                             node, fusionGroupSymbol(), *alias_db_);
     while (mergeOneProducer(group)) changed = true;
+    return ++group->reverseIterator();
+  }
+
+  // A cat starts a group together with its list, whose pieces become the group's
+  // inputs; their producers then merge as any others.
+  torch::jit::graph_node_list_iterator growFromCat(Node* cat, bool& changed) {
+    FusionDecision decision = checkCatFusible(cat);
+    Node* list = cat->input(0)->node();
+    if (decision) decision = checkArgLimit(countMergedArgs(cat, list));
+    if (decision && !alias_db_->moveBeforeTopologicallyValid(list, cat)) {
+      decision = FusionDecision::no("alias analysis forbids moving its list next to it");
+    }
+    if (!decision) {
+      refusals_[describeNode(cat)] = decision.reason();
+      return ++cat->reverseIterator();
+    }
+    Node* group = SubgraphUtils::createSingletonSubgraphAndUpdateAliasing(
+        cat, fusionGroupSymbol(), *alias_db_);
+    SubgraphUtils::mergeNodeIntoSubgraphAndUpdateAliasing(list, group, *alias_db_);
+    changed = true;
+    while (mergeOneProducer(group)) {
+    }
     return ++group->reverseIterator();
   }
 
@@ -122,8 +149,13 @@ class GroupFormer {
         if (moveChunkUp(producer) || mergeChunk(group, producer)) return true;
         continue;
       }
+      if (isCat(producer)) {
+        refusals_[describeNode(producer)] = checkCatStaysOutput(group, producer).reason();
+        continue;
+      }
       if (!checkFusible(producer)) continue;  // its own reason is logged at the end
       FusionDecision decision = canFuse(group, producer);
+      if (decision) decision = checkCatStaysOutput(group, producer);
       if (decision && feedsChunkInside(group, producer)) {
         decision = FusionDecision::no(
             "its result is chunked inside the group, and kernels chunk group inputs only");
@@ -212,11 +244,20 @@ class GroupFormer {
     return false;
   }
 
-  // Dissolves singletons (a kernel launch buys nothing over the eager op) and counts
-  // the groups this run created.
+  // Dissolves singletons (a kernel launch buys nothing over the eager op) and groups
+  // whose cat would only copy an input, and counts the groups this run created.
   void finishGroups() {
     for (Node* group : collectFusionGroups(graph_->block())) {
       if (isGuardedGroup(group)) continue;
+      if (FusionDecision pieces = checkCatPiecesComputed(group); !pieces) {
+        Node* before = group->prev();
+        Node* after = group->next();
+        SubgraphUtils::unmergeSubgraph(group);
+        for (Node* node = before->next(); node != after; node = node->next()) {
+          if (isCat(node)) refusals_[describeNode(node)] = pieces.reason();
+        }
+        continue;
+      }
       if (countComputeNodes(group) == 1 && !config().keep_singletons) {
         SubgraphUtils::unmergeSubgraph(group);
         continue;
@@ -229,7 +270,8 @@ class GroupFormer {
     for (Node* node : block->nodes()) {
       for (Block* sub : node->blocks()) logUnfused(sub);
       if (!isCandidate(node)) continue;
-      if (FusionDecision d = isChunk(node) ? FusionDecision::yes() : checkFusible(node); !d) {
+      const bool special = isChunk(node) || node->kind() == c10::aten::cat;
+      if (FusionDecision d = special ? FusionDecision::yes() : checkFusible(node); !d) {
         log_.record(node, d.reason());
         continue;
       }

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "passes/chunks.h"
+#include "passes/concat.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
 
@@ -65,6 +66,8 @@ class SizeBuilder {
     }
     Node* node = v->node();
     if (isChunk(node)) return chunkSize(node, v->offset());
+    // A cat is not elementwise; it stays an output rather than have its size built.
+    if (isCat(node)) return nullptr;
     // type_as keeps self's shape; every other op of the table broadcasts its operands.
     if (node->kind() == c10::aten::type_as) return sizeOf(node->input(0));
     std::vector<Value*> operands;

@@ -13,7 +13,7 @@ namespace fuser::runtime {
 struct LaunchArgs {
   void* const* ptrs;       // tensor inputs, then outputs
   const int64_t* sizes;    // ndim iteration sizes
-  const int64_t* strides;  // ndim strides per tensor input
+  const int64_t* strides;  // ndim strides per tensor input, then per strided output
   const double* dargs;
   const int64_t* iargs;
   int ndim;

@@ -19,8 +19,8 @@ codegen::ScalarArgKind scalarKindOf(const c10::TypePtr& type) {
   return codegen::ScalarArgKind::Int64;
 }
 
-// CUDA flat kernels move 16 bytes per access when every input they stream allows it
-// (outputs are freshly allocated, so always aligned).
+// CUDA flat kernels move 16 bytes per access when every tensor they stream allows it:
+// inputs and cat slices (`tensors`); other outputs are freshly allocated, so aligned.
 bool allowsVectorAccess(const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
                         c10::Device device) {
   if (!device.is_cuda() || !plan.flat) return false;
@@ -84,6 +84,15 @@ at::Tensor chunkView(const KernelInputSource& source, c10::ArrayRef<c10::IValue>
   return kernelOnlyView(whole, shape, strides, offset);
 }
 
+// The buffer a cat output is written into: eager's cat of `pieces` pieces of `shape`,
+// contiguous.
+at::Tensor allocateCat(const KernelOutputTarget& target, std::vector<int64_t> shape,
+                       c10::ScalarType dtype, c10::Device device) {
+  const int64_t dim = c10::maybe_wrap_dim(target.dim, static_cast<int64_t>(shape.size()));
+  shape[dim] *= target.pieces;
+  return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
+}
+
 // The subgraph as the interpreter can run it: it has no BroadcastingChunk operator.
 std::shared_ptr<torch::jit::Graph> interpretableCopy(torch::jit::Graph& subgraph) {
   auto copy = subgraph.copy();
@@ -98,6 +107,9 @@ FusionExecutor::FusionExecutor(const torch::jit::Node* node)
       kernel_graph_(makeKernelGraph(*subgraph_)),
       num_inputs_(node->inputs().size()),
       num_outputs_(node->outputs().size()) {
+  for (const KernelOutputTarget& target : kernel_graph_.targets) {
+    writes_cat_ = writes_cat_ || target.pieces > 0;
+  }
   for (const torch::jit::Value* in : kernel_graph_.graph->inputs()) {
     const bool tensor = in->type()->kind() == c10::TypeKind::TensorType;
     is_tensor_.push_back(tensor);
@@ -132,6 +144,19 @@ const FusionExecutor::Specialization& FusionExecutor::specialize(
     }
     codegen::Kernel kernel =
         codegen::lowerSubgraph(*kernel_graph_.graph, descs, plan.flat ? 1 : plan.ndim, plan.flat);
+    // Cat slices follow the tensor inputs in the plan, in kernel output order.
+    int32_t slot = static_cast<int32_t>(t);
+    for (size_t o = 0; o < kernel.outputs.size(); ++o) {
+      if (kernel_graph_.targets[o].pieces == 0) continue;
+      const codegen::TensorInput& slice = plan.inputs[slot];
+      codegen::TensorOutput& out = kernel.outputs[o];
+      if (slice.access == codegen::Access::Strided) {
+        out.access = codegen::Access::Strided;
+        out.stride_slot = slot;
+        out.inner_unit_stride = slice.inner_unit_stride;
+      }
+      ++slot;
+    }
     kernel.name = "fuser_kernel";
     kernel.index32 = device.is_cuda() && plan.index32;
     kernel.vectorize = vectorize;
@@ -195,25 +220,54 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     if (t->device() != device) return runInterpreted(stack);
   }
 
-  const IterationPlan plan = planIteration(tensors);
-  const bool vectorize = allowsVectorAccess(plan, tensors, device);
+  // Cat outputs are allocated first: the plan addresses their slices like inputs. The
+  // dtype is the profiled one, which the guard fixes; the kernel's is checked below.
+  const auto& targets = kernel_graph_.targets;
+  std::vector<at::Tensor> outputs(num_outputs_);
+  std::vector<at::Tensor> slices;  // per cat piece, in kernel output order
+  std::vector<const at::Tensor*> planned = tensors;
+  if (writes_cat_) {
+    const std::vector<int64_t> shape = broadcastShape(tensors);
+    slices.reserve(targets.size());
+    for (const KernelOutputTarget& target : targets) {
+      if (target.pieces == 0) continue;
+      at::Tensor& whole = outputs[target.group_output];
+      if (!whole.defined()) {
+        auto type = subgraph_->outputs()[target.group_output]->type()->cast<c10::TensorType>();
+        if (!type || !type->scalarType()) return runInterpreted(stack);
+        whole = allocateCat(target, shape, *type->scalarType(), device);
+      }
+      const int64_t dim = c10::maybe_wrap_dim(target.dim, whole.dim());
+      const int64_t size = whole.size(dim) / target.pieces;
+      slices.push_back(whole.narrow(dim, size * target.piece, size));
+    }
+    for (const at::Tensor& slice : slices) planned.push_back(&slice);
+  }
+
+  const IterationPlan plan = planIteration(planned);
+  const bool vectorize = allowsVectorAccess(plan, planned, device);
   const Specialization& spec =
-      specialize(makeKey(plan, tensors, device, vectorize), plan, tensors, device, vectorize);
+      specialize(makeKey(plan, planned, device, vectorize), plan, tensors, device, vectorize);
   if (!spec.kernel) return runInterpreted(stack);
 
-  std::vector<at::Tensor> outputs;
-  outputs.reserve(num_outputs_);
   c10::SmallVector<void*, 16> ptrs;
   for (const at::Tensor* t : tensors) ptrs.push_back(const_cast<void*>(t->const_data_ptr()));
-  for (size_t o = 0; o < num_outputs_; ++o) {
-    outputs.push_back(at::empty_strided(plan.out_sizes, plan.out_strides,
-                                        at::TensorOptions().dtype(spec.out_dtypes[o]).device(device)));
-    ptrs.push_back(outputs.back().data_ptr());
+  size_t slice = 0;
+  for (size_t o = 0; o < targets.size(); ++o) {
+    if (targets[o].pieces > 0) {
+      if (slices[slice].scalar_type() != spec.out_dtypes[o]) return runInterpreted(stack);
+      ptrs.push_back(slices[slice++].data_ptr());
+      continue;
+    }
+    at::Tensor& out = outputs[targets[o].group_output];
+    out = at::empty_strided(plan.out_sizes, plan.out_strides,
+                            at::TensorOptions().dtype(spec.out_dtypes[o]).device(device));
+    ptrs.push_back(out.data_ptr());
   }
   if (plan.numel > 0) {
     LaunchArgs args{ptrs.data(),  plan.sizes.data(),  plan.strides.data(),
                     dargs.data(), iargs.data(),       plan.ndim,
-                    static_cast<int>(tensors.size()), static_cast<int>(num_outputs_),
+                    static_cast<int>(tensors.size()), static_cast<int>(targets.size()),
                     plan.numel,   device};
     spec.kernel->launch(args);
     stats().kernel_launches++;

@@ -44,7 +44,8 @@ class FusionExecutor {
   std::shared_ptr<torch::jit::Graph> subgraph_;  // what the interpreter runs
   KernelGraph kernel_graph_;                     // what the kernel computes
   size_t num_inputs_;
-  size_t num_outputs_;
+  size_t num_outputs_;                           // of the group; the kernel may have more
+  bool writes_cat_ = false;                      // some kernel outputs are cat slices
   std::vector<codegen::ScalarArgKind> scalar_kinds_;  // per kernel input; tensors ignored
   std::vector<bool> is_tensor_;                       // per kernel input
 

@@ -9,28 +9,6 @@
 namespace fuser::runtime {
 namespace {
 
-std::vector<int64_t> broadcastShape(const std::vector<const at::Tensor*>& tensors) {
-  size_t rank = 0;
-  for (const at::Tensor* t : tensors) rank = std::max(rank, static_cast<size_t>(t->dim()));
-  std::vector<int64_t> shape(rank, 1);
-  for (const at::Tensor* t : tensors) {
-    auto sizes = t->sizes();
-    const size_t offset = rank - sizes.size();
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      int64_t& s = shape[offset + d];
-      const int64_t in = sizes[d];
-      if (s == 1) {
-        s = in;
-      } else {
-        TORCH_CHECK(in == 1 || in == s, "The size of tensor a (", s,
-                    ") must match the size of tensor b (", in, ") at non-singleton dimension ",
-                    offset + d);
-      }
-    }
-  }
-  return shape;
-}
-
 bool isDense(const at::Tensor& t) { return t.is_non_overlapping_and_dense(); }
 
 // Dimension order of the output, outermost first: the stride order of the first input
@@ -52,6 +30,28 @@ std::vector<int> chooseOrder(const std::vector<const at::Tensor*>& tensors,
 }
 
 }  // namespace
+
+std::vector<int64_t> broadcastShape(const std::vector<const at::Tensor*>& tensors) {
+  size_t rank = 0;
+  for (const at::Tensor* t : tensors) rank = std::max(rank, static_cast<size_t>(t->dim()));
+  std::vector<int64_t> shape(rank, 1);
+  for (const at::Tensor* t : tensors) {
+    auto sizes = t->sizes();
+    const size_t offset = rank - sizes.size();
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      int64_t& s = shape[offset + d];
+      const int64_t in = sizes[d];
+      if (s == 1) {
+        s = in;
+      } else {
+        TORCH_CHECK(in == 1 || in == s, "The size of tensor a (", s,
+                    ") must match the size of tensor b (", in, ") at non-singleton dimension ",
+                    offset + d);
+      }
+    }
+  }
+  return shape;
+}
 
 IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors) {
   IterationPlan plan;

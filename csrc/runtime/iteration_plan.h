@@ -25,6 +25,10 @@ struct IterationPlan {
   bool index32 = true;  // every offset fits in int32 (CUDA index math)
 };
 
+// The shape the tensors broadcast to. Throws c10::Error (with eager's wording) when the
+// shapes do not broadcast.
+std::vector<int64_t> broadcastShape(const std::vector<const at::Tensor*>& tensors);
+
 // Throws c10::Error (with eager's wording) when the shapes do not broadcast.
 IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors);
 

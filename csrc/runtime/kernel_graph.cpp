@@ -1,6 +1,7 @@
 #include "runtime/kernel_graph.h"
 
 #include "passes/chunks.h"
+#include "passes/concat.h"
 
 namespace fuser::runtime {
 namespace {
@@ -11,6 +12,38 @@ bool chunksGroupInputs(const torch::jit::Node* node, const torch::jit::Graph& g)
     if (in->node() != g.param_node()) return false;
   }
   return true;
+}
+
+// Replaces each cat group output by its pieces, as kernel outputs. The cat and its list
+// leave the kernel graph: the partition keeps them out of reach of any other node.
+void splitCatOutputs(KernelGraph& k) {
+  torch::jit::Graph& g = *k.graph;
+  std::vector<torch::jit::Value*> outputs;
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    torch::jit::Value* out = g.outputs()[o];
+    if (!isCat(out->node())) {
+      outputs.push_back(out);
+      k.targets.push_back({o});
+      continue;
+    }
+    const torch::jit::Node* list = out->node()->input(0)->node();
+    const auto pieces = static_cast<int64_t>(list->inputs().size());
+    for (int64_t p = 0; p < pieces; ++p) {
+      outputs.push_back(list->input(p));
+      k.targets.push_back({o, pieces, *catDim(out->node()), p});
+    }
+  }
+  while (!g.outputs().empty()) g.eraseOutput(g.outputs().size() - 1);
+  for (torch::jit::Value* out : outputs) g.registerOutput(out);
+  std::vector<torch::jit::Node*> cats;
+  for (torch::jit::Node* node : g.nodes()) {
+    if (isCat(node)) cats.push_back(node);
+  }
+  for (torch::jit::Node* cat : cats) {
+    torch::jit::Node* list = cat->input(0)->node();
+    cat->destroy();
+    list->destroy();
+  }
 }
 
 }  // namespace
@@ -50,6 +83,7 @@ KernelGraph makeKernelGraph(torch::jit::Graph& subgraph) {
       k.sources.erase(k.sources.begin() + static_cast<long>(i));
     }
   }
+  splitCatOutputs(k);
   return k;
 }
 

@@ -1,7 +1,9 @@
 // The graph a group's kernel computes: the group's subgraph with every
 // prim::ConstantChunk or prim::BroadcastingChunk of group inputs replaced by one kernel
 // input per chunk read, so the kernel reads each chunk in place through its view (offset
-// and strides; a broadcast input is expanded first, with stride 0), no copy.
+// and strides; a broadcast input is expanded first, with stride 0), no copy; and every
+// aten::cat output replaced by one kernel output per piece, so the kernel writes each
+// piece into its slice of the cat's buffer (a narrow() view), no copy either.
 #pragma once
 
 #include <torch/csrc/jit/ir/ir.h>
@@ -22,9 +24,19 @@ struct KernelInputSource {
   std::vector<size_t> broadcast_with;
 };
 
+// Where a kernel output goes: group output `group_output` itself, or piece `piece` of
+// it, the cat of `pieces` equal-sized pieces along `dim`.
+struct KernelOutputTarget {
+  size_t group_output = 0;
+  int64_t pieces = 0;  // 0: the output itself
+  int64_t dim = 0;
+  int64_t piece = 0;
+};
+
 struct KernelGraph {
-  std::shared_ptr<torch::jit::Graph> graph;  // its inputs correspond to `sources`
+  std::shared_ptr<torch::jit::Graph> graph;  // inputs match `sources`, outputs `targets`
   std::vector<KernelInputSource> sources;
+  std::vector<KernelOutputTarget> targets;
 };
 
 KernelGraph makeKernelGraph(torch::jit::Graph& subgraph);

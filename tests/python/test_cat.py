@@ -1,0 +1,159 @@
+"""torch.cat of values a group computes: the group writes each piece into its slice of
+the cat's buffer (csrc/passes/concat.cpp, csrc/runtime/kernel_graph.cpp)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import fuser
+from helpers import FUSION_GROUP, devices, script_from_source
+
+pytestmark = pytest.mark.usefixtures("fused")
+
+TWO = """
+def f(a, b):
+    x = a * b + 1
+    y = torch.relu(a - b)
+    return torch.cat([x, y], DIM)
+"""
+
+THREE = """
+def f(a, b):
+    x = a * b + 1
+    y = torch.relu(a - b)
+    z = (a + 2) * b
+    return torch.cat([x, y, z], DIM)
+"""
+
+
+def make(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(shape, device=device).to(dtype)
+    return torch.randint(-5, 5, shape, device=device, dtype=dtype)
+
+
+def groups_of(graph: Any) -> list[Any]:
+    return graph.findAllNodes(FUSION_GROUP, recurse=True)
+
+
+def run_fused(source: str, *args: torch.Tensor) -> tuple[Any, Any, int]:
+    """Result of three scripted calls, the optimized graph, kernel launches."""
+    fn = script_from_source(source)
+    before = fuser.stats()["kernel_launches"]
+    for _ in range(3):
+        out = fn(*args)
+    graph = torch.jit.last_executed_optimized_graph()
+    return out, graph, fuser.stats()["kernel_launches"] - before
+
+
+def assert_equal_eager(actual: Any, expected: Any) -> None:
+    for a, e in zip(
+        actual if isinstance(actual, tuple) else (actual,),
+        expected if isinstance(expected, tuple) else (expected,),
+        strict=True,
+    ):
+        assert a.dtype == e.dtype and a.shape == e.shape and a.stride() == e.stride()
+        if e.dtype.is_floating_point:
+            torch.testing.assert_close(a, e)
+        else:
+            assert torch.equal(a, e)
+
+
+def eager(source: str, *args: torch.Tensor) -> Any:
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(source, namespace)  # noqa: S102 - the reference is the same source, run eagerly
+    return namespace["f"](*args)
+
+
+def assert_cat_fused(graph: Any) -> None:
+    (group,) = groups_of(graph)
+    kinds = [n.kind() for n in group.g("Subgraph").nodes()]
+    assert "aten::cat" in kinds and "prim::ListConstruct" in kinds, graph
+    assert fuser.stats()["cuda_cross_compile_failures"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("body", [TWO, THREE], ids=["two", "three"])
+def test_cat_of_group_values(body: str, dim: int, dtype: torch.dtype, device: str) -> None:
+    source = body.replace("DIM", str(dim))
+    a, b = make((4, 6), dtype, device), make((4, 6), dtype, device)
+    out, graph, launches = run_fused(source, a, b)
+    assert_equal_eager(out, eager(source, a, b))
+    assert_cat_fused(graph)
+    assert launches > 0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dim", [0, 1, 2, -2])
+def test_cat_of_3d_pieces_with_broadcast_and_transposed_input(dim: int, device: str) -> None:
+    source = THREE.replace("DIM", str(dim))
+    a = make((3, 5, 4), torch.float32, device)
+    b = make((4, 5, 3), torch.float32, device).transpose(0, 2)
+    out, graph, launches = run_fused(source, a, b)
+    assert_equal_eager(out, eager(source, a, b))
+    assert_cat_fused(graph)
+    assert launches > 0
+    # A new size reuses the kernel and still writes every slice.
+    a2, b2 = make((2, 7, 4), torch.float32, device), make((2, 7, 4), torch.float32, device)
+    fn_out = script_from_source(source)
+    for _ in range(3):
+        fn_out(a, b)
+    assert_equal_eager(fn_out(a2, b2), eager(source, a2, b2))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_cat_and_its_piece_both_returned(device: str) -> None:
+    source = """
+def f(a, b):
+    x = a * b
+    y = x + a
+    return torch.cat([x, y], 1), x
+"""
+    a, b = make((5, 3), torch.float32, device), make((5, 3), torch.float32, device)
+    out, graph, launches = run_fused(source, a, b)
+    assert_equal_eager(out, eager(source, a, b))
+    assert_cat_fused(graph)
+    assert launches > 0
+
+
+def test_pieces_of_different_dtypes_fall_back_equal_to_eager() -> None:
+    source = """
+def f(a, b):
+    x = a * 2
+    y = b + 1
+    return torch.cat([x, y], 0)
+"""
+    a, b = make((4, 5), torch.float32, "cpu"), make((4, 5), torch.int64, "cpu")
+    out, graph, _ = run_fused(source, a, b)
+    assert_equal_eager(out, eager(source, a, b))
+    for group in groups_of(graph):
+        assert "aten::cat" not in [n.kind() for n in group.g("Subgraph").nodes()]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the cat's result is read by a fusible node: it would be read inside a group
+        "x = a * b\n    y = a - b\n    return torch.relu(torch.cat([x, y], 0))",
+        # pieces of different sizes along dim
+        "x = a * b\n    y = (a - b)[:2]\n    return torch.cat([x, y], 0)",
+        # a piece that is not computed by a fusible node
+        "x = a * b\n    y = torch.mm(a.t(), b)[:4]\n    return torch.cat([x, y], 0)",
+    ],
+    ids=["read_inside", "different_sizes", "unfusible_piece"],
+)
+def test_refused_cats_stay_equal_to_eager(body: str, request: Any) -> None:
+    source = "def f(a, b):\n    " + body + "\n"
+    a, b = make((4, 5), torch.float32, "cpu"), make((4, 5), torch.float32, "cpu")
+    out, graph, _ = run_fused(source, a, b)
+    assert_equal_eager(out, eager(source, a, b))
+    for group in groups_of(graph):
+        for node in group.g("Subgraph").findAllNodes("aten::cat"):
+            # only the read-inside case fuses its cat, then as a group of its own
+            assert "read_inside" in request.node.name
+            assert all(use.user.kind() == "prim::Return" for use in node.output().uses())
