@@ -20,7 +20,7 @@ nvidia-smi -L
 if [ "$what" = tests ] || [ "$what" = all ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_cuda_codegen.py \
-    $(ls tests/python/test_rnn_cells.py 2>/dev/null) \
+    tests/python/test_rnn_cells.py tests/python/test_cat.py \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_ops.py 2>&1 | tee "$OUT/test_ops_cuda.log" | tail -5
