@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config.h"
+#include "ir_test_helpers.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
 #include "passes/shapes.h"
@@ -23,25 +24,13 @@ using torch::jit::Node;
 using torch::jit::testing::FileCheck;
 
 // $W: a 4x8 matrix, $C: one of its 4x4 column halves, $B: an 8-vector, $M: 8x8.
-std::string typed(std::string ir) {
-  const std::pair<std::string, std::string> types[] = {
+GraphPtr parse(const std::string& ir) {
+  return testing_helpers::parseWithTypes(ir, {
       {"$W", "Float(4, 8, strides=[8, 1], requires_grad=0, device=cpu)"},
       {"$C", "Float(4, 4, strides=[8, 1], requires_grad=0, device=cpu)"},
       {"$B", "Float(8, strides=[1], requires_grad=0, device=cpu)"},
       {"$M", "Float(8, 8, strides=[8, 1], requires_grad=0, device=cpu)"},
-  };
-  for (const auto& [key, type] : types) {
-    for (size_t at = ir.find(key); at != std::string::npos; at = ir.find(key, at)) {
-      ir.replace(at, key.size(), type);
-    }
-  }
-  return ir;
-}
-
-GraphPtr parse(const std::string& ir) {
-  auto graph = std::make_shared<Graph>();
-  torch::jit::parseIR(typed(ir), graph.get());
-  return graph;
+  });
 }
 
 // The pipeline up to (not including) the guards.
@@ -52,14 +41,7 @@ void fuseUnguarded(GraphPtr& graph) {
   buildShapeExpressions(graph);
 }
 
-size_t countKind(torch::jit::Block* block, c10::Symbol kind) {
-  size_t n = 0;
-  for (Node* node : block->nodes()) {
-    if (node->kind() == kind) ++n;
-    for (torch::jit::Block* sub : node->blocks()) n += countKind(sub, kind);
-  }
-  return n;
-}
+using testing_helpers::countKind;
 
 std::vector<at::Tensor> run(const GraphPtr& graph, std::vector<at::Tensor> inputs) {
   torch::jit::Code code(graph, "test");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config.h"
+#include "ir_test_helpers.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
 
@@ -18,20 +19,12 @@ using torch::jit::Graph;
 using torch::jit::testing::FileCheck;
 
 // $T: a 4x5 float matrix; $R: the cat of two of them along dim 1; $M: a 5x5 matrix.
-GraphPtr parse(std::string ir) {
-  const std::pair<std::string, std::string> types[] = {
+GraphPtr parse(const std::string& ir) {
+  return testing_helpers::parseWithTypes(ir, {
       {"$T", "Float(4, 5, strides=[5, 1], requires_grad=0, device=cpu)"},
       {"$R", "Float(4, 10, strides=[10, 1], requires_grad=0, device=cpu)"},
       {"$M", "Float(5, 5, strides=[5, 1], requires_grad=0, device=cpu)"},
-  };
-  for (const auto& [key, type] : types) {
-    for (size_t at = ir.find(key); at != std::string::npos; at = ir.find(key, at)) {
-      ir.replace(at, key.size(), type);
-    }
-  }
-  auto graph = std::make_shared<Graph>();
-  torch::jit::parseIR(ir, graph.get());
-  return graph;
+  });
 }
 
 // Forms groups with reasons dumped; returns what was printed.

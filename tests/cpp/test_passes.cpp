@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config.h"
+#include "ir_test_helpers.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
 #include "stats.h"
@@ -25,18 +26,8 @@ using torch::jit::testing::FileCheck;
 const std::string kT = "Float(4, 5, strides=[5, 1], requires_grad=0, device=cpu)";
 const std::string kM = "Float(5, 5, strides=[5, 1], requires_grad=0, device=cpu)";
 
-// Replaces every `$T` in `ir` by the complete 4x5 float type.
-std::string typed(std::string ir) {
-  for (size_t at = ir.find("$T"); at != std::string::npos; at = ir.find("$T", at)) {
-    ir.replace(at, 2, kT);
-  }
-  return ir;
-}
-
 GraphPtr parse(const std::string& ir) {
-  auto graph = std::make_shared<Graph>();
-  torch::jit::parseIR(typed(ir), graph.get());
-  return graph;
+  return testing_helpers::parseWithTypes(ir, {{"$T", kT}});
 }
 
 // prepare + partition only: groups without their guards.
@@ -45,14 +36,7 @@ void formGroups(GraphPtr& graph) {
   formFusionGroups(graph);
 }
 
-size_t countKind(torch::jit::Block* block, c10::Symbol kind) {
-  size_t n = 0;
-  for (Node* node : block->nodes()) {
-    if (node->kind() == kind) ++n;
-    for (torch::jit::Block* sub : node->blocks()) n += countKind(sub, kind);
-  }
-  return n;
-}
+using testing_helpers::countKind;
 
 size_t countGroups(const GraphPtr& graph) { return collectFusionGroups(graph->block()).size(); }
 
