@@ -76,44 +76,30 @@ def randn(*shape: int, device: str, grad: bool = False) -> torch.Tensor:
     return torch.randn(*shape, device=device).requires_grad_(grad)
 
 
-def lstm_args(device: str, grad: bool = False) -> list[torch.Tensor]:
+def cell_args(
+    device: str, grad: bool, *, gates: int, states: int, vectors: int
+) -> list[torch.Tensor]:
+    """x, `states` state tensors, the two weights, then `vectors` vectors of gates * H."""
     shapes = [
         (BATCH, INPUT),
-        (BATCH, HIDDEN),
-        (BATCH, HIDDEN),
-        (4 * HIDDEN, INPUT),
-        (4 * HIDDEN, HIDDEN),
-        (4 * HIDDEN,),
-        (4 * HIDDEN,),
+        *[(BATCH, HIDDEN)] * states,
+        (gates * HIDDEN, INPUT),
+        (gates * HIDDEN, HIDDEN),
+        *[(gates * HIDDEN,)] * vectors,
     ]
     return [randn(*s, device=device, grad=grad) for s in shapes]
+
+
+def lstm_args(device: str, grad: bool = False) -> list[torch.Tensor]:
+    return cell_args(device, grad, gates=4, states=2, vectors=2)
 
 
 def milstm_args(device: str, grad: bool = False) -> list[torch.Tensor]:
-    shapes = [
-        (BATCH, INPUT),
-        (BATCH, HIDDEN),
-        (BATCH, HIDDEN),
-        (4 * HIDDEN, INPUT),
-        (4 * HIDDEN, HIDDEN),
-        (4 * HIDDEN,),
-        (4 * HIDDEN,),
-        (4 * HIDDEN,),
-        (4 * HIDDEN,),
-    ]
-    return [randn(*s, device=device, grad=grad) for s in shapes]
+    return cell_args(device, grad, gates=4, states=2, vectors=4)
 
 
 def gru_args(device: str, grad: bool = False) -> list[torch.Tensor]:
-    shapes = [
-        (BATCH, INPUT),
-        (BATCH, HIDDEN),
-        (3 * HIDDEN, INPUT),
-        (3 * HIDDEN, HIDDEN),
-        (3 * HIDDEN,),
-        (3 * HIDDEN,),
-    ]
-    return [randn(*s, device=device, grad=grad) for s in shapes]
+    return cell_args(device, grad, gates=3, states=1, vectors=2)
 
 
 # name -> (source, arguments, number of results)
