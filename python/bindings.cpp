@@ -39,9 +39,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("enable_at_import", [] { return fuser::config().enable_at_import; });
   m.def("supported_schemas", &fuser::ops::supportedSchemas);
   // Kernel source for a subgraph: inputs are torch.dtype (tensor), float, int or bool
-  // (the Python type of a scalar argument); zero_dim marks 0-dim tensors.
+  // (the Python type of a scalar argument); zero_dim marks 0-dim tensors; layout is one
+  // of "flat", "strided", "rows", "broadcast_rows" (see kernel_source.h).
   m.def("kernel_source", [](std::shared_ptr<torch::jit::Graph>& graph, py::list inputs,
-                            std::vector<bool> zero_dim, const std::string& dialect, bool flat) {
+                            std::vector<bool> zero_dim, const std::string& dialect,
+                            const std::string& layout_name) {
+    fuser::codegen::SourceLayout layout;
+    if (layout_name == "flat") layout = fuser::codegen::SourceLayout::Flat;
+    else if (layout_name == "strided") layout = fuser::codegen::SourceLayout::Strided;
+    else if (layout_name == "rows") layout = fuser::codegen::SourceLayout::Rows;
+    else if (layout_name == "broadcast_rows") layout = fuser::codegen::SourceLayout::BroadcastRows;
+    else throw py::value_error("unknown layout '" + layout_name + "'");
     std::vector<fuser::codegen::InputDesc> descs;
     for (size_t i = 0; i < inputs.size(); ++i) {
       fuser::codegen::InputDesc d;
@@ -61,7 +69,7 @@ PYBIND11_MODULE(_C, m) {
       descs.push_back(d);
     }
     auto d = dialect == "cuda" ? fuser::codegen::Dialect::Cuda : fuser::codegen::Dialect::Cpp;
-    return fuser::codegen::printKernelSource(*graph, descs, d, flat);
+    return fuser::codegen::printKernelSource(*graph, descs, d, layout);
   });
   m.def("add_library_search_dir", &fuser::cuda::addLibrarySearchDir);
   m.def("nvrtc_available", [] {

@@ -28,10 +28,18 @@ template <typename T, int N> struct alignas(sizeof(T) * N) FxVec { T v[N]; };
 FX_INLINE float fx_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 FX_INLINE uint16_t fx_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 FX_INLINE float fx_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+// sm_80 and later round in one instruction (a NaN becomes 0x7fff rather than eager's
+// 0x7fc0: both are NaN); older GPUs round with integer arithmetic, as c10 does.
 FX_INLINE uint16_t fx_f2bf(float f) {
+#if __CUDA_ARCH__ >= 800
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   uint32_t x = __float_as_uint(f);
   uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   return (uint16_t)(f != f ? 0x7fc0u : rounded);
+#endif
 }
 
 // The math the shared helpers (common_prelude.h) need, in CUDA's spelling.

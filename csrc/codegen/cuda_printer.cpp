@@ -1,7 +1,8 @@
 // CUDA printer. Flat kernels move `cudaVectorWidth` elements per thread and iteration
 // with one aligned access per tensor, then finish the tail element by element;
-// strided kernels walk rows of the innermost dimension when it is long, else recover
-// each element's multi-index with div/mod; in 32 bits when every offset fits.
+// strided kernels walk tiles of rows of the innermost dimension when it is long (with
+// vector accesses when the rows are dense and aligned), else recover each element's
+// multi-index with div/mod; in 32 bits when every offset fits.
 #include "codegen/cuda_printer.h"
 
 #include <algorithm>
@@ -18,6 +19,9 @@ namespace {
 
 // Shortest innermost dimension walked row by row; below it most threads would idle.
 constexpr int kRowPathMinInner = 128;
+
+// Most blocks per SM a row-walking kernel is launched with; each walks several tiles.
+constexpr int kRowBlocksPerSm = 64;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
@@ -38,16 +42,41 @@ std::vector<int> stridedOutputs(const Kernel& k) {
   return out;
 }
 
+// Elements per access on the row path: every tensor read along the row must be dense
+// in it (broadcast along it is fine), and every output too. 1 when some is not.
+int rowVectorWidth(const Kernel& k) {
+  if (k.flat) return 1;
+  int widest = 1;
+  for (const TensorInput& in : k.inputs) {
+    if (in.access == Access::Broadcast1 || in.inner_zero_stride) continue;
+    if (in.access == Access::Strided && !in.inner_unit_stride) return 1;
+    widest = std::max(widest, storageBytes(in.dtype));
+  }
+  for (const TensorOutput& out : k.outputs) {
+    if (out.access == Access::Strided && !out.inner_unit_stride) return 1;
+    widest = std::max(widest, storageBytes(out.dtype));
+  }
+  return 16 / widest;
+}
+
 // An offset a strided kernel computes per element, and the FxArgs strides it follows.
 struct WalkedTensor {
   std::string offset;   // offN for input N, offoN for output N
   std::string strides;  // stN, soN
 };
 
+// How printExprs reads inputs: per element (index i, offsets offN), or lane u of the
+// vectors (lN) that a flat loop or a row tile loaded.
+enum class Lanes { None, Flat, Row };
+
+std::string vectorType(c10::ScalarType storage, int width) {
+  return "FxVec<" + std::string(storageTypeName(storage)) + ", " + std::to_string(width) + ">";
+}
+
 class CudaPrinter {
  public:
   explicit CudaPrinter(const Kernel& k)
-      : k_(k), facts_(analyzeExprs(k)), vec_(cudaVectorWidth(k)) {
+      : k_(k), facts_(analyzeExprs(k)), vec_(cudaVectorWidth(k)), row_vec_(rowVectorWidth(k)) {
     for (int i : stridedInputs(k)) {
       walked_.push_back({"off" + std::to_string(i), "st" + std::to_string(i)});
     }
@@ -113,26 +142,10 @@ class CudaPrinter {
            << "  for (idx_t fx_v = fx_tid; fx_v < fx_nvec; fx_v += fx_stride) {\n";
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (k_.inputs[i].access != Access::Flat) continue;
-        const char* t = storageTypeName(k_.inputs[i].dtype);
-        out_ << "    const FxVec<" << t << ", " << v << "> l" << i << " = *(const FxVec<" << t
-             << ", " << v << ">*)(a.in" << i << " + fx_v * " << v << ");\n";
+        const std::string t = vectorType(k_.inputs[i].dtype, vec_);
+        out_ << "    const " << t << " l" << i << " = " << loadVec(t, "a.in" + std::to_string(i) + " + fx_v * " + v) << ";\n";
       }
-      for (size_t o = 0; o < k_.outputs.size(); ++o) {
-        out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> s" << o
-             << ";\n";
-      }
-      out_ << "#pragma unroll\n    for (int u = 0; u < " << v << "; ++u) {\n";
-      vector_lane_ = true;
-      printExprs(/*invariant=*/false, "      ");
-      for (size_t o = 0; o < k_.outputs.size(); ++o) {
-        out_ << "      s" << o << ".v[u] = " << store(o) << ";\n";
-      }
-      vector_lane_ = false;
-      out_ << "    }\n";
-      for (size_t o = 0; o < k_.outputs.size(); ++o) {
-        out_ << "    *(FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v
-             << ">*)(a.out" << o << " + fx_v * " << v << ") = s" << o << ";\n";
-      }
+      printVectorBody(Lanes::Flat, vec_, "fx_v * " + v, "    ");
       out_ << "  }\n";
       start = "fx_nvec * " + v + " + fx_tid";
     }
@@ -140,6 +153,28 @@ class CudaPrinter {
     printExprs(/*invariant=*/false, "    ");
     printStores("    ");
     out_ << "  }\n";
+  }
+
+  // The lanes of one vector (inputs already loaded as lN), stored as one vector per
+  // output; `at` is the vector's first element in Flat outputs.
+  void printVectorBody(Lanes lanes, int width, const std::string& at, const std::string& ind) {
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      out_ << ind << vectorType(k_.outputs[o].dtype, width) << " s" << o << ";\n";
+    }
+    out_ << "#pragma unroll\n" << ind << "for (int u = 0; u < " << width << "; ++u) {\n";
+    lanes_ = lanes;
+    printExprs(/*invariant=*/false, ind + "  ");
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      out_ << ind << "  s" << o << ".v[u] = " << store(o) << ";\n";
+    }
+    lanes_ = Lanes::None;
+    out_ << ind << "}\n";
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      const std::string n = std::to_string(o);
+      const std::string where =
+          k_.outputs[o].access == Access::Flat ? at : "base_offo" + n + " + fx_j";
+      out_ << ind << storeVec(vectorType(k_.outputs[o].dtype, width), "a.out" + n + " + " + where, "s" + n) << ";\n";
+    }
   }
 
   void printStrided() {
@@ -160,19 +195,41 @@ class CudaPrinter {
     out_ << "  }\n";
   }
 
-  // When the innermost dimension is long, a block walks whole rows: the multi-index of a
-  // row is recovered once (div/mod per outer dimension) and each element of it costs one
-  // multiply-add per input, instead of a div and a mod per dimension and element.
+  // When the innermost dimension is long, the kernel walks tiles of rows: a tile is the
+  // `fx_span` elements one block covers in one pass, so each thread does one vector (or
+  // `row_vec_` elements) per tile, and a row's multi-index is recovered once per tile
+  // (div/mod per outer dimension) instead of per element.
   void printStridedRows() {
     const int last = k_.ndim - 1;
-    const std::string lastStride = "[" + std::to_string(last) + "]";
-    out_ << "  const idx_t fx_inner = (idx_t)a.sizes" << lastStride << ";\n"
+    out_ << "  const idx_t fx_inner = (idx_t)a.sizes[" << last << "];\n"
          << "  if (fx_inner >= " << kRowPathMinInner << ") {\n"
-         << "    const idx_t fx_rows = fx_numel / fx_inner;\n"
-         << "    for (idx_t fx_row = blockIdx.x; fx_row < fx_rows; fx_row += gridDim.x) {\n";
+         << "    const idx_t fx_span = (idx_t)blockDim.x * " << row_vec_ << ";\n"
+         << "    const idx_t fx_tiles_per_row = (fx_inner + fx_span - 1) / fx_span;\n"
+         << "    const idx_t fx_tiles = fx_numel / fx_inner * fx_tiles_per_row;\n";
+    if (row_vec_ > 1) printRowVectors();
+    printTileStart();
+    out_ << "      const idx_t fx_end = fx_start + fx_span < fx_inner ? fx_start + fx_span : "
+            "fx_inner;\n"
+         << "      for (idx_t fx_j = fx_start + threadIdx.x; fx_j < fx_end; fx_j += blockDim.x) {\n"
+         << "        const idx_t i = fx_row * fx_inner + fx_j;\n";
+    for (const WalkedTensor& w : walked_) {
+      out_ << "        const idx_t " << w.offset << " = base_" << w.offset << " + fx_j * (idx_t)a."
+           << w.strides << "[" << last << "];\n";
+    }
+    printExprs(/*invariant=*/false, "        ");
+    printStores("        ");
+    out_ << "      }\n    }\n    return;\n  }\n";
+  }
+
+  // Opens the loop over tiles: the tile's row and first column (fx_start), and the
+  // offsets of the row's first element in every walked tensor (base_offN).
+  void printTileStart() {
+    out_ << "    for (idx_t fx_t = blockIdx.x; fx_t < fx_tiles; fx_t += gridDim.x) {\n"
+         << "      const idx_t fx_row = fx_t / fx_tiles_per_row;\n"
+         << "      const idx_t fx_start = (fx_t - fx_row * fx_tiles_per_row) * fx_span;\n";
     for (const WalkedTensor& w : walked_) out_ << "      idx_t base_" << w.offset << " = 0;\n";
     out_ << "      idx_t fx_r = fx_row;\n";
-    for (int d = last - 1; d >= 0; --d) {
+    for (int d = k_.ndim - 2; d >= 0; --d) {
       const std::string size = "(idx_t)a.sizes[" + std::to_string(d) + "]";
       out_ << "      { const idx_t fx_c = fx_r % " << size << "; fx_r /= " << size << ";";
       for (const WalkedTensor& w : walked_) {
@@ -180,15 +237,61 @@ class CudaPrinter {
       }
       out_ << " }\n";
     }
-    out_ << "      for (idx_t fx_j = threadIdx.x; fx_j < fx_inner; fx_j += blockDim.x) {\n"
-         << "        const idx_t i = fx_row * fx_inner + fx_j;\n";
-    for (const WalkedTensor& w : walked_) {
-      out_ << "        const idx_t " << w.offset << " = base_" << w.offset << " + fx_j * (idx_t)a."
-           << w.strides << lastStride << ";\n";
+  }
+
+  // The tiles again with one vector access per tensor and thread, when every row starts
+  // aligned (checked at run time: the row length, the outer strides of the tensors read
+  // or written as vectors, and their pointers). Broadcast inputs are read per element.
+  void printRowVectors() {
+    const std::string v = std::to_string(row_vec_);
+    const int last = k_.ndim - 1;
+    auto aligned = [&](const std::string& ptr, c10::ScalarType t) {
+      return " && ((uint64_t)" + ptr + " % " + std::to_string(row_vec_ * storageBytes(t)) +
+             " == 0)";
+    };
+    auto outerStridesAligned = [&](const std::string& strides) {
+      std::string c;
+      for (int d = 0; d < last; ++d) {
+        c += " && (a." + strides + "[" + std::to_string(d) + "] % " + v + " == 0)";
+      }
+      return c;
+    };
+    std::string cond = "fx_inner % " + v + " == 0";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      const TensorInput& in = k_.inputs[i];
+      if (in.access == Access::Broadcast1 || in.inner_zero_stride) continue;
+      cond += aligned("a.in" + std::to_string(i), in.dtype);
+      if (in.access == Access::Strided) cond += outerStridesAligned("st" + std::to_string(i));
     }
-    printExprs(/*invariant=*/false, "        ");
-    printStores("        ");
-    out_ << "      }\n    }\n    return;\n  }\n";
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      cond += aligned("a.out" + std::to_string(o), k_.outputs[o].dtype);
+      if (k_.outputs[o].access == Access::Strided) {
+        cond += outerStridesAligned("so" + std::to_string(o));
+      }
+    }
+    out_ << "    if (" << cond << ") {\n";
+    printTileStart();
+    out_ << "      const idx_t fx_j = fx_start + threadIdx.x * " << v << ";\n"
+         << "      if (fx_j >= fx_inner) continue;\n"
+         << "      const idx_t fx_i0 = fx_row * fx_inner + fx_j;\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      const TensorInput& in = k_.inputs[i];
+      if (in.access == Access::Broadcast1 || in.inner_zero_stride) continue;
+      const std::string n = std::to_string(i);
+      const std::string t = vectorType(in.dtype, row_vec_);
+      const std::string at = in.access == Access::Flat ? "fx_i0" : "base_off" + n + " + fx_j";
+      out_ << "      const " << t << " l" << n << " = " << loadVec(t, "a.in" + n + " + " + at) << ";\n";
+    }
+    printVectorBody(Lanes::Row, row_vec_, "fx_i0", "      ");
+    out_ << "    }\n    return;\n    }\n";
+  }
+
+  static std::string loadVec(const std::string& type, const std::string& ptr) {
+    return "*(const " + type + "*)(" + ptr + ")";
+  }
+  static std::string storeVec(const std::string& type, const std::string& ptr,
+                              const std::string& value) {
+    return "*(" + type + "*)(" + ptr + ") = " + value;
   }
 
   std::string store(size_t o) const {
@@ -210,9 +313,17 @@ class CudaPrinter {
     switch (in.access) {
       case Access::Broadcast1: elem = ref + "[0]"; break;
       case Access::Flat:
-        elem = vector_lane_ ? "l" + std::to_string(e.index) + ".v[u]" : ref + "[i]";
+        elem = lanes_ != Lanes::None ? "l" + std::to_string(e.index) + ".v[u]" : ref + "[i]";
         break;
-      case Access::Strided: elem = ref + "[off" + std::to_string(e.index) + "]"; break;
+      case Access::Strided:
+        if (lanes_ == Lanes::Row && in.inner_zero_stride) {
+          elem = ref + "[base_off" + std::to_string(e.index) + "]";
+        } else if (lanes_ == Lanes::Row) {
+          elem = "l" + std::to_string(e.index) + ".v[u]";
+        } else {
+          elem = ref + "[off" + std::to_string(e.index) + "]";
+        }
+        break;
     }
     return loadConversion(in.dtype, e.type, elem);
   }
@@ -230,8 +341,9 @@ class CudaPrinter {
   const Kernel& k_;
   ExprFacts facts_;
   int vec_;
+  int row_vec_;  // elements per thread and access on rows; 1: rows go element-wise
   std::vector<WalkedTensor> walked_;  // strided inputs, then strided outputs
-  bool vector_lane_ = false;
+  Lanes lanes_ = Lanes::None;
   std::ostringstream out_;
 };
 
@@ -245,6 +357,32 @@ int cudaVectorWidth(const Kernel& k) {
   }
   for (const TensorOutput& out : k.outputs) widest = std::max(widest, storageBytes(out.dtype));
   return 16 / widest;
+}
+
+CudaLaunchShape cudaLaunchShape(const Kernel& k, const int64_t* sizes, int64_t numel,
+                                int sm_count) {
+  constexpr int64_t kMaxGrid = 2147483647;  // gridDim.x
+  const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
+  auto blocksFor = [&](int64_t block) {
+    if (rows) {
+      const int64_t inner = sizes[k.ndim - 1];
+      const int64_t span = block * rowVectorWidth(k);
+      return numel / inner * ((inner + span - 1) / span);
+    }
+    const int64_t per_thread = k.flat ? cudaVectorWidth(k) : 1;
+    const int64_t threads = (numel + per_thread - 1) / per_thread;
+    return (threads + block - 1) / block;
+  };
+  // Row tiles: blocks that each walk several tiles beat one block per tile on half
+  // precision rows by 5-15% (measured on the H100, 8192 x 8192).
+  const int64_t cap = rows ? int64_t{kRowBlocksPerSm} * sm_count : kMaxGrid;
+  int64_t block = kCudaBlockSize;
+  // Too little work to give every SM a full block: smaller blocks (whole warps, at
+  // least two) spread it over more SMs.
+  if (blocksFor(block) < sm_count) {
+    for (int64_t b = kCudaBlockSize / 2; b >= 64 && blocksFor(block) < sm_count; b /= 2) block = b;
+  }
+  return {std::clamp<int64_t>(blocksFor(block), 1, cap), static_cast<int>(block)};
 }
 
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }

@@ -6,11 +6,19 @@
 namespace fuser::codegen {
 
 std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
-                              Dialect dialect, bool flat) {
+                              Dialect dialect, SourceLayout layout) {
+  const bool flat = layout == SourceLayout::Flat;
+  bool first = true;
   for (InputDesc& d : inputs) {
     if (!d.is_tensor) continue;
     d.access.dtype = d.dtype;
     d.access.access = flat ? Access::Flat : Access::Strided;
+    if (layout == SourceLayout::Rows || layout == SourceLayout::BroadcastRows) {
+      const bool broadcast = layout == SourceLayout::BroadcastRows && !first;
+      d.access.inner_unit_stride = !broadcast;
+      d.access.inner_zero_stride = broadcast;
+    }
+    first = false;
   }
   Kernel kernel = lowerSubgraph(subgraph, inputs, flat ? 1 : 2, flat);
   kernel.name = "fuser_kernel";

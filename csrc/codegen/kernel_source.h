@@ -14,8 +14,12 @@ namespace fuser::codegen {
 
 enum class Dialect { Cpp, Cuda };
 
-// All tensor inputs are taken as Flat (or Strided when `flat` is false).
+// How the tensor inputs are addressed: all Flat; all Strided (any strides); Strided
+// with a dense innermost dimension (the row paths); or the first tensor so and the
+// others broadcast along it (a bias added to rows).
+enum class SourceLayout { Flat, Strided, Rows, BroadcastRows };
+
 std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
-                              Dialect dialect, bool flat);
+                              Dialect dialect, SourceLayout layout);
 
 }  // namespace fuser::codegen

@@ -2,7 +2,11 @@
 // dtype; each node lowers through its op-table entry.
 #include "codegen/lowering.h"
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
 #include <unordered_map>
+#include <vector>
 
 #include "ops/op_table.h"
 
@@ -40,17 +44,60 @@ c10::ScalarType scalarDtype(ScalarArgKind kind) {
   return c10::ScalarType::Undefined;
 }
 
+IrOp roundingOp(c10::ScalarType storage) {
+  return storage == c10::ScalarType::Half ? IrOp::RoundToHalf : IrOp::RoundToBFloat16;
+}
+
+bool representable(double v, c10::ScalarType storage) {
+  const auto f = static_cast<float>(v);
+  const float back = storage == c10::ScalarType::Half ? static_cast<float>(c10::Half(f))
+                                                      : static_cast<float>(c10::BFloat16(f));
+  return static_cast<double>(f) == v && back == f;
+}
+
+// Whether `id` always holds a value of `storage` (Half/BFloat16) exactly: loads and
+// roundings do, and selections among such values (relu, max, abs, where, ...) keep it.
+// Rounding those again would cost two conversions per element and change nothing.
+bool holdsStorageValue(const Kernel& k, ExprId id, c10::ScalarType storage,
+                       std::vector<int8_t>& memo) {
+  if (memo[id] >= 0) return memo[id];
+  const Expr& e = k.exprs[id];
+  bool exact = false;
+  auto all = [&](size_t from) {
+    for (size_t i = from; i < e.args.size(); ++i) {
+      if (!holdsStorageValue(k, e.args[i], storage, memo)) return false;
+    }
+    return true;
+  };
+  switch (e.op) {
+    case IrOp::Load: exact = k.inputs.at(e.index).dtype == storage; break;
+    case IrOp::Constant:
+      exact = representable(
+          c10::isFloatingType(e.type) ? e.fvalue : static_cast<double>(e.ivalue), storage);
+      break;
+    case IrOp::RoundToHalf:
+    case IrOp::RoundToBFloat16: exact = e.op == roundingOp(storage); break;
+    case IrOp::Cast: exact = e.type == c10::ScalarType::Float && all(0); break;
+    case IrOp::Neg:
+    case IrOp::Abs:
+    case IrOp::Min:
+    case IrOp::Max: exact = e.type == c10::ScalarType::Float && all(0); break;
+    case IrOp::Select: exact = e.type == c10::ScalarType::Float && all(1); break;
+    default: break;
+  }
+  memo[id] = exact;
+  return exact;
+}
+
 // Eager rounds every Half/BFloat16 result to its dtype before the next op reads it; so
 // do we, which keeps chains (and casts of them to wider types) equal to eager.
 Operand roundedToStorage(IrBuilder& b, const Kernel& k, Operand o) {
   const bool half = o.dtype == c10::ScalarType::Half;
   if ((!half && o.dtype != c10::ScalarType::BFloat16) || o.expr < 0) return o;
-  const Expr& e = k.exprs.at(o.expr);
-  // A load of a tensor stored in this very dtype is exact already.
-  if (e.op == IrOp::Load && k.inputs.at(e.index).dtype == o.dtype) return o;
-  if (e.op == (half ? IrOp::RoundToHalf : IrOp::RoundToBFloat16)) return o;
+  std::vector<int8_t> memo(k.exprs.size(), -1);
+  if (holdsStorageValue(k, o.expr, o.dtype, memo)) return o;
   ExprId f = b.cast(o.expr, c10::ScalarType::Float);
-  o.expr = b.unary(half ? IrOp::RoundToHalf : IrOp::RoundToBFloat16, f);
+  o.expr = b.unary(roundingOp(o.dtype), f);
   return o;
 }
 
@@ -101,7 +148,11 @@ Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputD
   for (const torch::jit::Value* out : subgraph.outputs()) {
     const Operand& o = values.at(out);
     TORCH_CHECK(o.expr >= 0 && o.isTensor(), "fuser: group output is not a tensor");
-    k.outputs.push_back(TensorOutput{o.dtype, b.cast(o.expr, computeType(o.dtype))});
+    ExprId value = b.cast(o.expr, computeType(o.dtype));
+    // The store rounds to a half-precision dtype by itself: rounding first is redundant.
+    const Expr& e = k.exprs[value];
+    if (computeType(o.dtype) != o.dtype && e.op == roundingOp(o.dtype)) value = e.args[0];
+    k.outputs.push_back(TensorOutput{o.dtype, value});
   }
   return k;
 }

@@ -37,6 +37,51 @@ def test_chain_fuses_and_matches(dtype):
     torch.testing.assert_close(out, chain(x, y))
 
 
+GELU_BIAS = """
+def f(x, b):
+    return torch.nn.functional.gelu(x + b)
+"""
+
+
+def _rows_cases(dtype):
+    wide = torch.randn(256, 1026, device="cuda", dtype=dtype)
+    return {
+        # dense rows, aligned: the vector row loop
+        "aligned": (
+            torch.randn(256, 1024, device="cuda", dtype=dtype),
+            torch.randn(1024, device="cuda", dtype=dtype),
+        ),
+        # row length not a multiple of the vector width: element-wise rows
+        "ragged": (
+            torch.randn(256, 1030, device="cuda", dtype=dtype),
+            torch.randn(1030, device="cuda", dtype=dtype),
+        ),
+        # a view starting one element in: misaligned pointer and row stride
+        "misaligned": (wide[:, 1:1025], torch.randn(1024, device="cuda", dtype=dtype)),
+        # a per-row bias, broadcast along the row
+        "column": (
+            torch.randn(256, 1024, device="cuda", dtype=dtype),
+            torch.randn(256, 1, device="cuda", dtype=dtype),
+        ),
+        # flat, with leftover vectors and elements after the unrolled loop
+        "flat_tail": (
+            torch.randn(3 * 2**20 + 5, device="cuda", dtype=dtype),
+            torch.randn(3 * 2**20 + 5, device="cuda", dtype=dtype),
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", ["aligned", "ragged", "misaligned", "column", "flat_tail"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_row_and_flat_paths_match_eager(dtype, case):
+    x, b = _rows_cases(dtype)[case]
+    fn = script_from_source(GELU_BIAS)
+    before = fuser.stats()["kernel_launches"]
+    out = run_optimized(fn, x, b)
+    assert fuser.stats()["kernel_launches"] > before
+    torch.testing.assert_close(out, torch.nn.functional.gelu(x + b))
+
+
 def test_other_dtype_falls_back_correctly():
     fn = script_from_source(CHAIN)
     x, y = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")

@@ -31,13 +31,15 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("flat", [True, False], ids=["flat", "strided"])
+@pytest.mark.parametrize("layout", ["flat", "strided", "rows", "broadcast_rows"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_chain_compiles_for_sm90(dtype, flat):
-    source = _C.kernel_source(CHAIN, [dtype, torch.float32, float], [False, True], "cuda", flat)
+def test_chain_compiles_for_sm90(dtype, layout):
+    source = _C.kernel_source(CHAIN, [dtype, torch.float32, float], [False, True], "cuda", layout)
     assert "__global__" in source
     image = _C.nvrtc_compile(source, 9, 0)
     assert image[:4] == b"\x7fELF"
+    # Dense rows get the vector row loop (guarded by a run-time alignment check).
+    assert ("fx_inner % " in source) == (layout in ("rows", "broadcast_rows"))
 
 
 @needs_nvrtc
@@ -57,3 +59,26 @@ def test_cross_compile_hook_ran_in_this_session():
             fn(torch.randn(7, 3), torch.randn(3))
     assert fuser.stats()["cuda_cross_compiles"] > before
     assert fuser.stats()["cuda_cross_compile_failures"] == 0
+
+
+RELU_OF_PRODUCT = torch._C.parse_ir(
+    """
+graph(%x : Tensor, %y : Tensor):
+  %m : Tensor = aten::mul(%x, %y)
+  %r : Tensor = aten::relu(%m)
+  %n : Tensor = aten::neg(%r)
+  return (%n)
+"""
+)
+
+
+@pytest.mark.parametrize(
+    "dtype, rounding",
+    [(torch.float16, "fx_h2f(fx_f2h("), (torch.bfloat16, "fx_bf2f(fx_f2bf(")],
+    ids=["float16", "bfloat16"],
+)
+def test_half_results_are_rounded_once_per_inexact_op(dtype, rounding):
+    # mul is rounded like eager; relu and neg of a rounded value are exact, so they are
+    # not rounded again, and the store's own conversion replaces the last rounding.
+    source = _C.kernel_source(RELU_OF_PRODUCT, [dtype, dtype], [False, False], "cpp", "flat")
+    assert source.count(rounding) == 1

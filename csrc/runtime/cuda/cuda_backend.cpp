@@ -3,7 +3,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -31,26 +30,22 @@ void* currentStream(c10::Device device) {
 class CudaKernel final : public CompiledKernel {
  public:
   CudaKernel(codegen::Kernel ir, std::unique_ptr<cuda::LoadedKernel> loaded, int sm_count)
-      : ir_(std::move(ir)),
-        loaded_(std::move(loaded)),
-        max_blocks_(static_cast<int64_t>(sm_count) * 8),
-        vec_(codegen::cudaVectorWidth(ir_)) {}
+      : ir_(std::move(ir)), loaded_(std::move(loaded)), sm_count_(sm_count) {}
 
   void launch(const LaunchArgs& a) const override {
     std::vector<uint64_t> slots = codegen::CudaArgLayout::pack(ir_, a.ptrs, a.sizes, a.strides,
                                                                a.dargs, a.iargs, a.numel);
     void* params[] = {slots.data()};
-    const int64_t work = (a.numel + vec_ - 1) / vec_;
-    const int64_t blocks = (work + codegen::kCudaBlockSize - 1) / codegen::kCudaBlockSize;
-    const auto grid = static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, max_blocks_));
-    loaded_->launch(grid, codegen::kCudaBlockSize, params, currentStream(a.device));
+    const codegen::CudaLaunchShape shape =
+        codegen::cudaLaunchShape(ir_, a.sizes, a.numel, sm_count_);
+    loaded_->launch(static_cast<unsigned>(shape.grid), shape.block, params,
+                    currentStream(a.device));
   }
 
  private:
   codegen::Kernel ir_;  // the argument layout depends on it
   std::unique_ptr<cuda::LoadedKernel> loaded_;
-  int64_t max_blocks_;  // enough resident blocks to fill every SM; the loop strides
-  int vec_;
+  int sm_count_;
 };
 
 struct Registry {
