@@ -63,7 +63,7 @@ def _rows_cases(dtype):
             torch.randn(256, 1024, device="cuda", dtype=dtype),
             torch.randn(256, 1, device="cuda", dtype=dtype),
         ),
-        # flat, with leftover vectors and elements after the unrolled loop
+        # flat, with leftover elements after the vector loop
         "flat_tail": (
             torch.randn(3 * 2**20 + 5, device="cuda", dtype=dtype),
             torch.randn(3 * 2**20 + 5, device="cuda", dtype=dtype),
