@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fuser
-from helpers import FUSION_GROUP, devices, script_from_source
+from helpers import FUSION_GROUP, devices, run_python, script_from_source
 
 pytestmark = pytest.mark.usefixtures("fused")
 
@@ -157,3 +157,21 @@ def test_refused_cats_stay_equal_to_eager(body: str, request: Any) -> None:
             # only the read-inside case fuses its cat, then as a group of its own
             assert "read_inside" in request.node.name
             assert all(use.user.kind() == "prim::Return" for use in node.output().uses())
+
+
+def test_refusal_reason_is_printed_under_dump_reasons() -> None:
+    program = """
+import torch, fuser
+fuser.enable()
+@torch.jit.script
+def f(x, y):
+    return torch.cat([x.sigmoid() * 2, y.tanh() + 1], 1)
+x, y = torch.randn(4, 3), torch.randn(4, 5)
+for _ in range(3):
+    out = f(x, y)
+torch.testing.assert_close(out, torch.cat([x.sigmoid() * 2, y.tanh() + 1], 1))
+"""
+    result = run_python(program, {"FUSER_DUMP": "reasons"})
+    assert result.returncode == 0, result.stderr
+    assert "not fused: " in result.stderr and "aten::cat" in result.stderr
+    assert "differs in size from the first piece" in result.stderr
