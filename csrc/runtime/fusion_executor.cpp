@@ -21,18 +21,18 @@ codegen::ScalarArgKind scalarKindOf(const c10::TypePtr& type) {
 
 // CUDA flat kernels move 16 bytes per access when every tensor they stream allows it:
 // inputs and cat slices (`tensors`); other outputs are freshly allocated, so aligned.
-bool allowsVectorAccess(const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
+bool allowsVectorAccess(const IterationPlan& plan, c10::ArrayRef<TensorView> tensors,
                         c10::Device device) {
   if (!device.is_cuda() || !plan.flat) return false;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (plan.inputs[i].access != codegen::Access::Flat) continue;
-    if (reinterpret_cast<uintptr_t>(tensors[i]->const_data_ptr()) % 16 != 0) return false;
+    if (reinterpret_cast<uintptr_t>(tensors[i].data) % 16 != 0) return false;
   }
   return true;
 }
 
-SpecKey makeKey(const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
-                c10::Device device, bool vectorize) {
+SpecKey makeKey(const IterationPlan& plan, c10::ArrayRef<TensorView> tensors, c10::Device device,
+                bool vectorize) {
   SpecKey key;
   key.push_back(vectorize ? 1 : 0);
   key.push_back(static_cast<uint8_t>(device.type()));
@@ -45,43 +45,53 @@ SpecKey makeKey(const IterationPlan& plan, const std::vector<const at::Tensor*>&
     key.push_back(static_cast<uint8_t>(in.dtype));
     key.push_back(static_cast<uint8_t>(static_cast<int>(in.access) | (in.inner_unit_stride << 3) |
                                        (in.inner_zero_stride << 4) |
-                                       ((tensors[i]->dim() == 0) << 5)));
+                                       ((tensors[i].dim() == 0) << 5)));
   }
   return key;
 }
 
-// A view of `base`'s storage made without the dispatcher or autograd's view tracking: it
-// is only read by our kernel and never escapes, and a recurrent cell makes a dozen of
-// them per call, where narrow()/expand() cost microseconds each.
-at::Tensor kernelOnlyView(const at::Tensor& base, c10::IntArrayRef sizes,
-                          c10::IntArrayRef strides, int64_t storage_offset) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(base.storage()), base.key_set(),
-                                                   base.dtype());
-  impl->set_sizes_and_strides(sizes, strides, storage_offset);
-  return at::Tensor(std::move(impl));
-}
-
-// Chunk `source.index` of the group input, sized as eager's chunk (ceil(size / chunks),
-// the last smaller), after broadcasting it with `source.broadcast_with`. Throws eager's
-// error when those do not broadcast.
-at::Tensor chunkView(const KernelInputSource& source, c10::ArrayRef<c10::IValue> inputs) {
+// The group input a chunk is taken from, broadcast with `source.broadcast_with`: new
+// leading dimensions and stretched size-1 dimensions are read at stride 0. Throws
+// eager's error when those do not broadcast.
+TensorView broadcastView(const KernelInputSource& source, c10::ArrayRef<c10::IValue> inputs) {
   const at::Tensor& whole = inputs[source.group_input].toTensor();
+  TensorView view = TensorView::of(whole);
+  if (source.broadcast_with.empty()) return view;
   at::DimVector shape(whole.sizes().begin(), whole.sizes().end());
   for (size_t other : source.broadcast_with) {
     shape = at::infer_size_dimvector(shape, inputs[other].toTensor().sizes());
   }
-  // Broadcasting reads new leading dimensions and stretched size-1 dimensions at stride 0.
   const int64_t lead = static_cast<int64_t>(shape.size()) - whole.dim();
-  at::DimVector strides(shape.size(), 0);
+  view.sizes.assign(shape.begin(), shape.end());
+  view.strides.assign(shape.size(), 0);
   for (int64_t d = 0; d < whole.dim(); ++d) {
-    strides[lead + d] = whole.size(d) == shape[lead + d] ? whole.stride(d) : 0;
+    view.strides[lead + d] = whole.size(d) == shape[lead + d] ? whole.stride(d) : 0;
   }
-  const int64_t dim = c10::maybe_wrap_dim(source.dim, static_cast<int64_t>(shape.size()));
-  const int64_t size = (shape[dim] + source.chunks - 1) / source.chunks;
-  const int64_t start = std::min(shape[dim], size * source.index);
-  const int64_t offset = whole.storage_offset() + start * strides[dim];
-  shape[dim] = std::min(size, shape[dim] - start);
-  return kernelOnlyView(whole, shape, strides, offset);
+  return view;
+}
+
+// Chunk `source.index` of `whole`, sized as eager's chunk (ceil(size / chunks), the
+// last smaller).
+TensorView chunkOf(const TensorView& whole, const KernelInputSource& source) {
+  TensorView view = whole;
+  const int64_t dim = c10::maybe_wrap_dim(source.dim, whole.dim());
+  const int64_t size = (whole.sizes[dim] + source.chunks - 1) / source.chunks;
+  const int64_t start = std::min(whole.sizes[dim], size * source.index);
+  view.sizes[dim] = std::min(size, whole.sizes[dim] - start);
+  view.data = static_cast<char*>(whole.data) +
+              start * whole.strides[dim] * static_cast<int64_t>(c10::elementSize(whole.dtype));
+  return view;
+}
+
+// Piece `target.piece` of a cat buffer, as narrow() would give it.
+TensorView catSlice(const at::Tensor& whole, const KernelOutputTarget& target) {
+  TensorView view = TensorView::of(whole);
+  const int64_t dim = c10::maybe_wrap_dim(target.dim, whole.dim());
+  const int64_t size = whole.size(dim) / target.pieces;
+  view.data = static_cast<char*>(view.data) +
+              size * target.piece * whole.stride(dim) * static_cast<int64_t>(whole.element_size());
+  view.sizes[dim] = size;
+  return view;
 }
 
 // The buffer a cat output is written into: eager's cat of `pieces` pieces of `shape`,
@@ -118,7 +128,7 @@ FusionExecutor::FusionExecutor(const torch::jit::Node* node)
 }
 
 const FusionExecutor::Specialization& FusionExecutor::specialize(
-    const SpecKey& key, const IterationPlan& plan, const std::vector<const at::Tensor*>& tensors,
+    const SpecKey& key, const IterationPlan& plan, c10::ArrayRef<TensorView> tensors,
     c10::Device device, bool vectorize) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& s : specializations_) {
@@ -133,8 +143,8 @@ const FusionExecutor::Specialization& FusionExecutor::specialize(
       codegen::InputDesc d;
       d.is_tensor = is_tensor_[i];
       if (d.is_tensor) {
-        d.dtype = tensors[t]->scalar_type();
-        d.zero_dim = tensors[t]->dim() == 0;
+        d.dtype = tensors[t].dtype;
+        d.zero_dim = tensors[t].dim() == 0;
         d.access = plan.inputs[t];
         ++t;
       } else {
@@ -187,24 +197,29 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
   if (config().use_interpreter) return runInterpreted(stack);
   auto inputs = torch::jit::last(stack, num_inputs_);
 
+  // Tensor inputs as the kernel reads them (chunks as views of their group input),
+  // then, for cats, the slices the kernel writes.
   const size_t num_kernel_inputs = kernel_graph_.sources.size();
-  std::vector<const at::Tensor*> tensors;
-  tensors.reserve(num_kernel_inputs);
-  std::vector<at::Tensor> chunk_views;  // the views chunked inputs are read through
-  chunk_views.reserve(num_kernel_inputs);
+  c10::SmallVector<TensorView, 24> views;
   c10::SmallVector<double, 8> dargs;
   c10::SmallVector<int64_t, 8> iargs;
+  const KernelInputSource* chunked = nullptr;  // the chunks of one input come together:
+  TensorView chunked_whole;                    // their broadcast view is made once
   for (size_t i = 0; i < num_kernel_inputs; ++i) {
     const KernelInputSource& source = kernel_graph_.sources[i];
     const c10::IValue& v = inputs[source.group_input];
     if (is_tensor_[i]) {
       if (!v.isTensor() || !v.toTensor().defined()) return runInterpreted(stack);
       if (source.chunks == 0) {
-        tensors.push_back(&v.toTensor());
-      } else {
-        chunk_views.push_back(chunkView(source, inputs));
-        tensors.push_back(&chunk_views.back());
+        views.push_back(TensorView::of(v.toTensor()));
+        continue;
       }
+      if (!chunked || chunked->group_input != source.group_input ||
+          chunked->broadcast_with != source.broadcast_with) {
+        chunked_whole = broadcastView(source, inputs);
+        chunked = &source;
+      }
+      views.push_back(chunkOf(chunked_whole, source));
     } else if (scalar_kinds_[i] == codegen::ScalarArgKind::Double) {
       dargs.push_back(v.toDouble());
     } else if (scalar_kinds_[i] == codegen::ScalarArgKind::Bool) {
@@ -213,22 +228,20 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
       iargs.push_back(v.toInt());
     }
   }
-  if (tensors.empty()) return runInterpreted(stack);
-  const c10::Device device = tensors[0]->device();
-  for (const at::Tensor* t : tensors) {
+  if (views.empty()) return runInterpreted(stack);
+  const size_t num_tensors = views.size();
+  const c10::Device device = views[0].device;
+  for (const TensorView& t : views) {
     // Mixed devices (a CPU 0-dim tensor with CUDA tensors) run as eager would.
-    if (t->device() != device) return runInterpreted(stack);
+    if (t.device != device) return runInterpreted(stack);
   }
 
   // Cat outputs are allocated first: the plan addresses their slices like inputs. The
   // dtype is the profiled one, which the guard fixes; the kernel's is checked below.
   const auto& targets = kernel_graph_.targets;
   std::vector<at::Tensor> outputs(num_outputs_);
-  std::vector<at::Tensor> slices;  // per cat piece, in kernel output order
-  std::vector<const at::Tensor*> planned = tensors;
   if (writes_cat_) {
-    const std::vector<int64_t> shape = broadcastShape(tensors);
-    slices.reserve(targets.size());
+    const std::vector<int64_t> shape = broadcastShape(c10::ArrayRef<TensorView>(views));
     for (const KernelOutputTarget& target : targets) {
       if (target.pieces == 0) continue;
       at::Tensor& whole = outputs[target.group_output];
@@ -237,26 +250,24 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
         if (!type || !type->scalarType()) return runInterpreted(stack);
         whole = allocateCat(target, shape, *type->scalarType(), device);
       }
-      const int64_t dim = c10::maybe_wrap_dim(target.dim, whole.dim());
-      const int64_t size = whole.size(dim) / target.pieces;
-      slices.push_back(whole.narrow(dim, size * target.piece, size));
+      views.push_back(catSlice(whole, target));
     }
-    for (const at::Tensor& slice : slices) planned.push_back(&slice);
   }
 
-  const IterationPlan plan = planIteration(planned);
-  const bool vectorize = allowsVectorAccess(plan, planned, device);
+  const IterationPlan plan = planIteration(views);
+  const bool vectorize = allowsVectorAccess(plan, views, device);
   const Specialization& spec =
-      specialize(makeKey(plan, planned, device, vectorize), plan, tensors, device, vectorize);
+      specialize(makeKey(plan, views, device, vectorize), plan,
+                 c10::ArrayRef<TensorView>(views).slice(0, num_tensors), device, vectorize);
   if (!spec.kernel) return runInterpreted(stack);
 
   c10::SmallVector<void*, 16> ptrs;
-  for (const at::Tensor* t : tensors) ptrs.push_back(const_cast<void*>(t->const_data_ptr()));
-  size_t slice = 0;
+  for (size_t t = 0; t < num_tensors; ++t) ptrs.push_back(views[t].data);
+  size_t slice = num_tensors;
   for (size_t o = 0; o < targets.size(); ++o) {
     if (targets[o].pieces > 0) {
-      if (slices[slice].scalar_type() != spec.out_dtypes[o]) return runInterpreted(stack);
-      ptrs.push_back(slices[slice++].data_ptr());
+      if (views[slice].dtype != spec.out_dtypes[o]) return runInterpreted(stack);
+      ptrs.push_back(views[slice++].data);
       continue;
     }
     at::Tensor& out = outputs[targets[o].group_output];
@@ -267,7 +278,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
   if (plan.numel > 0) {
     LaunchArgs args{ptrs.data(),  plan.sizes.data(),  plan.strides.data(),
                     dargs.data(), iargs.data(),       plan.ndim,
-                    static_cast<int>(tensors.size()), static_cast<int>(targets.size()),
+                    static_cast<int>(num_tensors), static_cast<int>(targets.size()),
                     plan.numel,   device};
     spec.kernel->launch(args);
     stats().kernel_launches++;

@@ -17,6 +17,7 @@
 #include "runtime/compiled_kernel.h"
 #include "runtime/iteration_plan.h"
 #include "runtime/kernel_graph.h"
+#include "runtime/tensor_view.h"
 
 namespace fuser::runtime {
 
@@ -37,8 +38,8 @@ class FusionExecutor {
   };
 
   const Specialization& specialize(const SpecKey& key, const IterationPlan& plan,
-                                   const std::vector<const at::Tensor*>& tensors,
-                                   c10::Device device, bool vectorize);
+                                   c10::ArrayRef<TensorView> tensors, c10::Device device,
+                                   bool vectorize);
   void runInterpreted(torch::jit::Stack& stack);
 
   std::shared_ptr<torch::jit::Graph> subgraph_;  // what the interpreter runs

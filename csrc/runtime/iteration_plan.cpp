@@ -9,19 +9,19 @@
 namespace fuser::runtime {
 namespace {
 
-bool isDense(const at::Tensor& t) { return t.is_non_overlapping_and_dense(); }
-
 // Dimension order of the output, outermost first: the stride order of the first input
 // that covers the whole output densely (so channels-last stays channels-last),
 // otherwise row-major.
-std::vector<int> chooseOrder(const std::vector<const at::Tensor*>& tensors,
+std::vector<int> chooseOrder(c10::ArrayRef<TensorView> tensors,
                              const std::vector<int64_t>& shape) {
   std::vector<int> order(shape.size());
   std::iota(order.begin(), order.end(), 0);
-  for (const at::Tensor* t : tensors) {
-    if (t->sizes() != c10::IntArrayRef(shape) || !isDense(*t)) continue;
-    if (t->is_contiguous()) return order;
-    auto strides = t->strides();
+  for (const TensorView& t : tensors) {
+    if (c10::IntArrayRef(t.sizes) != c10::IntArrayRef(shape) || !t.isNonOverlappingAndDense()) {
+      continue;
+    }
+    if (t.isContiguous()) return order;
+    const auto& strides = t.strides;
     std::stable_sort(order.begin(), order.end(),
                      [&](int a, int b) { return strides[a] > strides[b]; });
     return order;
@@ -31,12 +31,12 @@ std::vector<int> chooseOrder(const std::vector<const at::Tensor*>& tensors,
 
 }  // namespace
 
-std::vector<int64_t> broadcastShape(const std::vector<const at::Tensor*>& tensors) {
+std::vector<int64_t> broadcastShape(c10::ArrayRef<TensorView> tensors) {
   size_t rank = 0;
-  for (const at::Tensor* t : tensors) rank = std::max(rank, static_cast<size_t>(t->dim()));
+  for (const TensorView& t : tensors) rank = std::max(rank, static_cast<size_t>(t.dim()));
   std::vector<int64_t> shape(rank, 1);
-  for (const at::Tensor* t : tensors) {
-    auto sizes = t->sizes();
+  for (const TensorView& t : tensors) {
+    const auto& sizes = t.sizes;
     const size_t offset = rank - sizes.size();
     for (size_t d = 0; d < sizes.size(); ++d) {
       int64_t& s = shape[offset + d];
@@ -53,7 +53,7 @@ std::vector<int64_t> broadcastShape(const std::vector<const at::Tensor*>& tensor
   return shape;
 }
 
-IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors) {
+IterationPlan planIteration(c10::ArrayRef<TensorView> tensors) {
   IterationPlan plan;
   plan.out_sizes = broadcastShape(tensors);
   const int rank = static_cast<int>(plan.out_sizes.size());
@@ -75,11 +75,11 @@ IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors) {
   c10::SmallVector<int64_t, 8> sizes;
   c10::SmallVector<int64_t, 32> strides;  // [input][dim]
   for (int i = 0; i < rank; ++i) sizes.push_back(plan.out_sizes[order[i]]);
-  for (const at::Tensor* t : tensors) {
-    const int offset = rank - static_cast<int>(t->dim());
+  for (const TensorView& t : tensors) {
+    const int offset = rank - static_cast<int>(t.dim());
     for (int i = 0; i < rank; ++i) {
       const int d = order[i] - offset;
-      strides.push_back(d < 0 || t->size(d) == 1 ? 0 : t->stride(d));
+      strides.push_back(d < 0 || t.sizes[d] == 1 ? 0 : t.strides[d]);
     }
   }
   if (rank == 0) {
@@ -126,7 +126,7 @@ IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors) {
   plan.index32 = plan.numel <= kMax32;
   plan.flat = true;
   for (size_t k = 0; k < nin; ++k) {
-    codegen::TensorInput in{tensors[k]->scalar_type(), codegen::Access::Strided};
+    codegen::TensorInput in{tensors[k].dtype, codegen::Access::Strided};
     const int64_t* st = plan.strides.data() + k * plan.ndim;
     bool dense = true;
     int64_t expected = 1, extent = 0;
@@ -135,7 +135,7 @@ IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors) {
       expected *= plan.sizes[i];
       extent += (plan.sizes[i] - 1) * (st[i] < 0 ? -st[i] : st[i]);
     }
-    if (tensors[k]->numel() == 1) {
+    if (tensors[k].numel() == 1) {
       in.access = codegen::Access::Broadcast1;
     } else if (dense) {
       in.access = codegen::Access::Flat;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "runtime/tensor_view.h"
 
 namespace fuser::runtime {
 
@@ -27,9 +28,9 @@ struct IterationPlan {
 
 // The shape the tensors broadcast to. Throws c10::Error (with eager's wording) when the
 // shapes do not broadcast.
-std::vector<int64_t> broadcastShape(const std::vector<const at::Tensor*>& tensors);
+std::vector<int64_t> broadcastShape(c10::ArrayRef<TensorView> tensors);
 
 // Throws c10::Error (with eager's wording) when the shapes do not broadcast.
-IterationPlan planIteration(const std::vector<const at::Tensor*>& tensors);
+IterationPlan planIteration(c10::ArrayRef<TensorView> tensors);
 
 }  // namespace fuser::runtime
