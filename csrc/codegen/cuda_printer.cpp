@@ -387,11 +387,11 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const int64_t* sizes, int64_t n
 
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }
 
-std::vector<uint64_t> CudaArgLayout::pack(const Kernel& k, void* const* ptrs,
+CudaArgSlots CudaArgLayout::pack(const Kernel& k, void* const* ptrs,
                                           const int64_t* sizes, const int64_t* strides,
                                           const double* dargs, const int64_t* iargs,
                                           int64_t numel) {
-  std::vector<uint64_t> slots;
+  CudaArgSlots slots;
   const size_t nptr = k.inputs.size() + k.outputs.size();
   for (size_t i = 0; i < nptr; ++i) slots.push_back(reinterpret_cast<uint64_t>(ptrs[i]));
   // Stride rows in FxArgs order: strided inputs, then strided outputs.

@@ -2,6 +2,8 @@
 // argument struct by value, run as a grid-stride loop over the iteration space.
 #pragma once
 
+#include <c10/util/SmallVector.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,8 +19,11 @@ std::string printCudaKernel(const Kernel& kernel);
 // The argument struct as 8-byte slots, in the order the printed struct declares them:
 // input pointers, output pointers, then (strided kernels) the ndim sizes and ndim
 // strides of each Strided input, the Double scalars, the Int64/Bool scalars, numel.
+// Inline room for a cell's kernel (a few dozen slots): packing allocates nothing.
+using CudaArgSlots = c10::SmallVector<uint64_t, 64>;
+
 struct CudaArgLayout {
-  static std::vector<uint64_t> pack(const Kernel& kernel, void* const* ptrs, const int64_t* sizes,
+  static CudaArgSlots pack(const Kernel& kernel, void* const* ptrs, const int64_t* sizes,
                                     const int64_t* strides, const double* dargs,
                                     const int64_t* iargs, int64_t numel);
 };

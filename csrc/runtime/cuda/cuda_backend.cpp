@@ -33,7 +33,7 @@ class CudaKernel final : public CompiledKernel {
       : ir_(std::move(ir)), loaded_(std::move(loaded)), sm_count_(sm_count) {}
 
   void launch(const LaunchArgs& a) const override {
-    std::vector<uint64_t> slots = codegen::CudaArgLayout::pack(ir_, a.ptrs, a.sizes, a.strides,
+    codegen::CudaArgSlots slots = codegen::CudaArgLayout::pack(ir_, a.ptrs, a.sizes, a.strides,
                                                                a.dargs, a.iargs, a.numel);
     void* params[] = {slots.data()};
     const codegen::CudaLaunchShape shape =
