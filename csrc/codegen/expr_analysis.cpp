@@ -25,6 +25,39 @@ ExprFacts analyzeExprs(const Kernel& k) {
   return f;
 }
 
+namespace {
+
+int opCost(IrOp op) {
+  switch (op) {
+    case IrOp::Scalar:
+    case IrOp::Constant: return 0;
+    case IrOp::Div:
+    case IrOp::Reciprocal:
+    case IrOp::Sqrt:
+    case IrOp::Rsqrt:
+    case IrOp::Fmod:
+    case IrOp::Remainder:
+    case IrOp::FloorDiv: return 4;
+    case IrOp::Exp: case IrOp::Expm1: case IrOp::Log: case IrOp::Log1p: case IrOp::Log2:
+    case IrOp::Log10: case IrOp::Sin: case IrOp::Cos: case IrOp::Tan: case IrOp::Asin:
+    case IrOp::Acos: case IrOp::Atan: case IrOp::Sinh: case IrOp::Cosh: case IrOp::Tanh:
+    case IrOp::Sigmoid: case IrOp::Erf: case IrOp::Erfc: case IrOp::Pow: case IrOp::Atan2:
+      return 16;
+    default: return 1;
+  }
+}
+
+}  // namespace
+
+int elementCost(const Kernel& k) {
+  const ExprFacts facts = analyzeExprs(k);
+  int cost = static_cast<int>(k.outputs.size());  // the stores
+  for (size_t i = 0; i < k.exprs.size(); ++i) {
+    if (facts.used[i] && !facts.invariant[i]) cost += opCost(k.exprs[i].op);
+  }
+  return cost;
+}
+
 int scalarArrayIndex(const Kernel& k, int slot) {
   bool is_double = k.scalars[slot] == ScalarArgKind::Double;
   int index = 0;

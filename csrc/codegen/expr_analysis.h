@@ -15,6 +15,10 @@ struct ExprFacts {
 
 ExprFacts analyzeExprs(const Kernel& kernel);
 
+// Rough work per element in units of one add: loads, stores and simple ops cost 1,
+// divisions and square roots 4, exp, log, trigonometric and similar functions 16.
+int elementCost(const Kernel& kernel);
+
 // Scalar arguments are passed in two arrays (doubles, and int64/bool); the position
 // of scalar `slot` in its array.
 int scalarArrayIndex(const Kernel& kernel, int slot);

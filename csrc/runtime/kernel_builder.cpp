@@ -35,7 +35,7 @@ std::shared_ptr<CompiledKernel> buildKernel(const codegen::Kernel& kernel, c10::
   switch (device.type()) {
     case c10::DeviceType::CPU:
       if (config().cross_compile_arch) crossCompileForCuda(kernel);
-      return compileCpuKernel(codegen::printCppKernel(kernel), kernel.name);
+      return compileCpuKernel(codegen::printCppKernel(kernel), kernel.name, cpuGrainSize(kernel));
     case c10::DeviceType::CUDA:
       return compileCudaKernel(kernel, device);
     default:

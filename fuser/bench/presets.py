@@ -4,7 +4,7 @@ which modes run by default.
 --quick is what the README runs: medium sizes only and a 0.2 s budget per measurement,
 so the whole suite, warm-up and compilation included, stays under 3 minutes on a 2-core
 CPU machine. --smoke checks correctness only, on tiny sizes, and leaves torch.compile out
-by default: compiling seven workloads with inductor takes over a minute on 2 cores.
+by default: compiling eight workloads with inductor takes over a minute on 2 cores.
 """
 
 from __future__ import annotations

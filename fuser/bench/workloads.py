@@ -125,6 +125,20 @@ _gru_cell_inputs: InputMaker = functools.partial(
 )
 
 
+def _lstm_gates_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """The two gate matmul results (B, 4H), the two biases (4H,) and cx (B, H)."""
+    b, h = dims["B"], dims["H"]
+    return (
+        _randn(gen, dtype, device, b, 4 * h),
+        _randn(gen, dtype, device, b, 4 * h),
+        _randn(gen, dtype, device, 4 * h),
+        _randn(gen, dtype, device, 4 * h),
+        _randn(gen, dtype, device, b, h),
+    )
+
+
 def _lstm_layer_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -224,6 +238,26 @@ WORKLOADS: dict[str, Workload] = {
                 """
             ),
             make_inputs=_lstm_cell_inputs,
+            sizes=_CELLS,
+        ),
+        Workload(
+            name="lstm_gates",
+            description="the LSTM cell's elementwise part, given both gate matmuls",
+            source=_source(
+                """
+                def lstm_gates(gates_x, gates_h, b_ih, b_hh, cx):
+                    gates = gates_x + gates_h + b_ih + b_hh
+                    i, f, g, o = gates.chunk(4, 1)
+                    i = torch.sigmoid(i)
+                    f = torch.sigmoid(f)
+                    g = torch.tanh(g)
+                    o = torch.sigmoid(o)
+                    cy = f * cx + i * g
+                    hy = o * torch.tanh(cy)
+                    return hy, cy
+                """
+            ),
+            make_inputs=_lstm_gates_inputs,
             sizes=_CELLS,
         ),
         Workload(

@@ -1,5 +1,7 @@
 #include "runtime/cpu/host_compiler.h"
 
+#include "codegen/expr_analysis.h"
+
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
@@ -32,8 +34,10 @@ namespace {
 constexpr const char* kFlags = "-O3 -march=native -std=c++17 -fPIC -shared -fwrapv "
                                "-fno-math-errno -fno-trapping-math -fno-plt";
 
-// Elements per task below which a call stays on one thread.
-constexpr int64_t kGrainSize = 32768;
+// cpuGrainSize's scale: a kernel costing kCheapCost per element gets kCheapGrain.
+constexpr int64_t kCheapGrain = 32768;
+constexpr int64_t kCheapCost = 8;
+constexpr int64_t kMinGrain = 1024;
 
 std::string compilerCommand() {
   const char* cxx = std::getenv("CXX");
@@ -127,16 +131,17 @@ std::string compileToImage(const std::string& source) {
 
 class CpuKernel final : public CompiledKernel {
  public:
-  CpuKernel(void* handle, codegen::CpuKernelFn fn) : handle_(handle), fn_(fn) {}
+  CpuKernel(void* handle, codegen::CpuKernelFn fn, int64_t grain)
+      : handle_(handle), fn_(fn), grain_(grain) {}
   // The handle is never closed: a kernel may be in use from another thread until exit.
 
   void launch(const LaunchArgs& a) const override {
     int32_t error = 0;
-    if (a.numel <= kGrainSize || at::get_num_threads() == 1) {
+    if (a.numel <= grain_ || at::get_num_threads() == 1) {
       fn_(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, &error, 0, a.numel);
     } else {
       std::atomic<int32_t> any_error{0};
-      at::parallel_for(0, a.numel, kGrainSize, [&](int64_t begin, int64_t end) {
+      at::parallel_for(0, a.numel, grain_, [&](int64_t begin, int64_t end) {
         int32_t local = 0;
         fn_(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, &local, begin, end);
         if (local) any_error = 1;
@@ -149,6 +154,7 @@ class CpuKernel final : public CompiledKernel {
  private:
   void* handle_;
   codegen::CpuKernelFn fn_;
+  int64_t grain_;
 };
 
 struct KernelRegistry {
@@ -163,8 +169,13 @@ KernelRegistry& registry() {
 
 }  // namespace
 
+int64_t cpuGrainSize(const codegen::Kernel& kernel) {
+  const int64_t cost = std::max(1, codegen::elementCost(kernel));
+  return std::clamp(kCheapGrain * kCheapCost / cost, kMinGrain, kCheapGrain);
+}
+
 std::shared_ptr<CompiledKernel> compileCpuKernel(const std::string& source,
-                                                 const std::string& name) {
+                                                 const std::string& name, int64_t grain) {
   const uint64_t source_hash = fnv1a(source);
   KernelRegistry& r = registry();
   // One lock for lookup and compile: concurrent first calls wait and then share.
@@ -191,7 +202,7 @@ std::shared_ptr<CompiledKernel> compileCpuKernel(const std::string& source,
   void* handle = loadSharedObject(image);
   auto fn = reinterpret_cast<codegen::CpuKernelFn>(dlsym(handle, name.c_str()));
   TORCH_CHECK(fn, "fuser: generated kernel has no symbol ", name);
-  auto kernel = std::make_shared<CpuKernel>(handle, fn);
+  auto kernel = std::make_shared<CpuKernel>(handle, fn, grain);
   r.by_source.emplace(source_hash, kernel);
   return kernel;
 }
