@@ -143,7 +143,8 @@ class CudaPrinter {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (k_.inputs[i].access != Access::Flat) continue;
         const std::string t = vectorType(k_.inputs[i].dtype, vec_);
-        out_ << "    const " << t << " l" << i << " = " << loadVec(t, "a.in" + std::to_string(i) + " + fx_v * " + v) << ";\n";
+        out_ << "    const " << t << " l" << i << " = *(const " << t << "*)(a.in" << i
+             << " + fx_v * " << v << ");\n";
       }
       printVectorBody(Lanes::Flat, vec_, "fx_v * " + v, "    ");
       out_ << "  }\n";
@@ -173,7 +174,8 @@ class CudaPrinter {
       const std::string n = std::to_string(o);
       const std::string where =
           k_.outputs[o].access == Access::Flat ? at : "base_offo" + n + " + fx_j";
-      out_ << ind << storeVec(vectorType(k_.outputs[o].dtype, width), "a.out" + n + " + " + where, "s" + n) << ";\n";
+      out_ << ind << "*(" << vectorType(k_.outputs[o].dtype, width) << "*)(a.out" << n << " + "
+           << where << ") = s" << n << ";\n";
     }
   }
 
@@ -280,18 +282,11 @@ class CudaPrinter {
       const std::string n = std::to_string(i);
       const std::string t = vectorType(in.dtype, row_vec_);
       const std::string at = in.access == Access::Flat ? "fx_i0" : "base_off" + n + " + fx_j";
-      out_ << "      const " << t << " l" << n << " = " << loadVec(t, "a.in" + n + " + " + at) << ";\n";
+      out_ << "      const " << t << " l" << n << " = *(const " << t << "*)(a.in" << n << " + "
+           << at << ");\n";
     }
     printVectorBody(Lanes::Row, row_vec_, "fx_i0", "      ");
     out_ << "    }\n    return;\n    }\n";
-  }
-
-  static std::string loadVec(const std::string& type, const std::string& ptr) {
-    return "*(const " + type + "*)(" + ptr + ")";
-  }
-  static std::string storeVec(const std::string& type, const std::string& ptr,
-                              const std::string& value) {
-    return "*(" + type + "*)(" + ptr + ") = " + value;
   }
 
   std::string store(size_t o) const {
