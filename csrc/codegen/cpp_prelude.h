@@ -70,13 +70,11 @@ FX_INLINE uint16_t fx_f2bf(float f) {
 }
 
 // exp for float, vectorizable: exp(x) = 2^k * exp(r) with |r| <= ln2/2 and a degree-6
-// polynomial for exp(r) (about 1 ulp). 2^k is applied in two halves, so results into
-// the subnormal range stay right and x >= 89 overflows to inf by itself. Clamps are
-// written so that they become min/max instructions and a NaN passes through them.
+// polynomial for exp(r) (about 1 ulp). fx_exp_reduced gives exp(r) for a clamped x and
+// stores k; the callers scale by 2^k. Clamps are written so that they become min/max
+// instructions and a NaN passes through them.
 FX_INLINE float fx_pow2i(int k) { return __builtin_bit_cast(float, (uint32_t)(k + 127) << 23); }
-FX_INLINE float fx_expf(float x) {
-  float xc = x > 89.0f ? 89.0f : x;
-  xc = xc < -104.0f ? -104.0f : xc;
+FX_INLINE float fx_exp_reduced(float xc, int* k_out) {
   float k = __builtin_nearbyintf(xc * 1.44269504088896341f);
   float r = xc - k * 0.693359375f;
   r = r + k * 2.12194440e-4f;
@@ -86,27 +84,26 @@ FX_INLINE float fx_expf(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  float y = (p * (r * r) + r) + 1.0f;
-  int ki = (int)k;
-  int k1 = ki >> 1;
-  return y * fx_pow2i(k1) * fx_pow2i(ki - k1);
+  *k_out = (int)k;
+  return (p * (r * r) + r) + 1.0f;
+}
+// 2^k is applied in two halves, so results into the subnormal range stay right and
+// x >= 89 overflows to inf by itself.
+FX_INLINE float fx_expf(float x) {
+  float xc = x > 89.0f ? 89.0f : x;
+  xc = xc < -104.0f ? -104.0f : xc;
+  int k;
+  float y = fx_exp_reduced(xc, &k);
+  int k1 = k >> 1;
+  return y * fx_pow2i(k1) * fx_pow2i(k - k1);
 }
 // exp for x <= 0 where results below float's normal range may read as 0: erf and tanh
 // add them to 1, which absorbs anything below 2^-25. One scaling and one clamp instead
 // of fx_expf's two each: about 20% off gelu's kernel time.
 FX_INLINE float fx_expf_nonpos(float x) {
-  float xc = x < -87.0f ? -87.0f : x;
-  float k = __builtin_nearbyintf(xc * 1.44269504088896341f);
-  float r = xc - k * 0.693359375f;
-  r = r + k * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = (p * (r * r) + r) + 1.0f;
-  return y * fx_pow2i((int)k);
+  int k;
+  float y = fx_exp_reduced(x < -87.0f ? -87.0f : x, &k);
+  return y * fx_pow2i(k);
 }
 FX_INLINE double fx_expd(double x) { return exp(x); }
 FX_INLINE float fx_sigmoidf(float x) { return 1.0f / (1.0f + fx_expf(-x)); }

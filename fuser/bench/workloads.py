@@ -151,6 +151,25 @@ def _source(text: str) -> str:
     return textwrap.dedent(text).strip() + "\n"
 
 
+_LSTM_GATE_MATH = (
+    "i, f, g, o = gates.chunk(4, 1)",
+    "i = torch.sigmoid(i)",
+    "f = torch.sigmoid(f)",
+    "g = torch.tanh(g)",
+    "o = torch.sigmoid(o)",
+    "cy = f * cx + i * g",
+    "hy = o * torch.tanh(cy)",
+    "return hy, cy",
+)
+
+
+def _lstm_source(signature: str, *gates_lines: str) -> str:
+    """An LSTM-style cell: `gates_lines` compute `gates` (B, 4H) from the arguments in
+    `signature`, then the gate math every LSTM variant shares, with the state cx."""
+    body = (*gates_lines, *_LSTM_GATE_MATH)
+    return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body)
+
+
 # CPU: 64K, 1M and 4M elements. CUDA: 64 x 512 (a per-call overhead probe), 1M, and
 # 2^26 elements (8192 x 8192), which takes a few hundred microseconds on an H100.
 _ROWS = {
@@ -223,19 +242,9 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="lstm_cell",
             description="LSTM cell: two matmuls, then chunked gates fused",
-            source=_source(
-                """
-                def lstm_cell(x, hx, cx, w_ih, w_hh, b_ih, b_hh):
-                    gates = x @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh
-                    i, f, g, o = gates.chunk(4, 1)
-                    i = torch.sigmoid(i)
-                    f = torch.sigmoid(f)
-                    g = torch.tanh(g)
-                    o = torch.sigmoid(o)
-                    cy = f * cx + i * g
-                    hy = o * torch.tanh(cy)
-                    return hy, cy
-                """
+            source=_lstm_source(
+                "lstm_cell(x, hx, cx, w_ih, w_hh, b_ih, b_hh)",
+                "gates = x @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh",
             ),
             make_inputs=_lstm_cell_inputs,
             sizes=_CELLS,
@@ -243,19 +252,9 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="lstm_gates",
             description="the LSTM cell's elementwise part, given both gate matmuls",
-            source=_source(
-                """
-                def lstm_gates(gates_x, gates_h, b_ih, b_hh, cx):
-                    gates = gates_x + gates_h + b_ih + b_hh
-                    i, f, g, o = gates.chunk(4, 1)
-                    i = torch.sigmoid(i)
-                    f = torch.sigmoid(f)
-                    g = torch.tanh(g)
-                    o = torch.sigmoid(o)
-                    cy = f * cx + i * g
-                    hy = o * torch.tanh(cy)
-                    return hy, cy
-                """
+            source=_lstm_source(
+                "lstm_gates(gates_x, gates_h, b_ih, b_hh, cx)",
+                "gates = gates_x + gates_h + b_ih + b_hh",
             ),
             make_inputs=_lstm_gates_inputs,
             sizes=_CELLS,
@@ -263,21 +262,11 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="milstm_cell",
             description="multiplicative-integration LSTM cell",
-            source=_source(
-                """
-                def milstm_cell(x, hx, cx, w_ih, w_hh, alpha, beta_i, beta_h, bias):
-                    wx = x @ w_ih.t()
-                    uz = hx @ w_hh.t()
-                    gates = alpha * wx * uz + beta_i * wx + beta_h * uz + bias
-                    i, f, g, o = gates.chunk(4, 1)
-                    i = torch.sigmoid(i)
-                    f = torch.sigmoid(f)
-                    g = torch.tanh(g)
-                    o = torch.sigmoid(o)
-                    cy = f * cx + i * g
-                    hy = o * torch.tanh(cy)
-                    return hy, cy
-                """
+            source=_lstm_source(
+                "milstm_cell(x, hx, cx, w_ih, w_hh, alpha, beta_i, beta_h, bias)",
+                "wx = x @ w_ih.t()",
+                "uz = hx @ w_hh.t()",
+                "gates = alpha * wx * uz + beta_i * wx + beta_h * uz + bias",
             ),
             make_inputs=_milstm_cell_inputs,
             sizes=_CELLS,
