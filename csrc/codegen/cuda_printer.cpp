@@ -182,16 +182,7 @@ class CudaPrinter {
   void printStrided() {
     if (k_.ndim >= 1) printStridedRows();
     out_ << "  for (idx_t i = fx_tid; i < fx_numel; i += fx_stride) {\n";
-    for (const WalkedTensor& w : walked_) out_ << "    idx_t " << w.offset << " = 0;\n";
-    out_ << "    idx_t fx_r = i;\n";
-    for (int d = k_.ndim - 1; d >= 0; --d) {
-      const std::string size = "(idx_t)a.sizes[" + std::to_string(d) + "]";
-      out_ << "    { const idx_t fx_c = fx_r % " << size << "; fx_r /= " << size << ";";
-      for (const WalkedTensor& w : walked_) {
-        out_ << " " << w.offset << " += fx_c * (idx_t)a." << w.strides << "[" << d << "];";
-      }
-      out_ << " }\n";
-    }
+    printOffsets("i", k_.ndim - 1, "", "    ");
     printExprs(/*invariant=*/false, "    ");
     printStores("    ");
     out_ << "  }\n";
@@ -229,13 +220,23 @@ class CudaPrinter {
     out_ << "    for (idx_t fx_t = blockIdx.x; fx_t < fx_tiles; fx_t += gridDim.x) {\n"
          << "      const idx_t fx_row = fx_t / fx_tiles_per_row;\n"
          << "      const idx_t fx_start = (fx_t - fx_row * fx_tiles_per_row) * fx_span;\n";
-    for (const WalkedTensor& w : walked_) out_ << "      idx_t base_" << w.offset << " = 0;\n";
-    out_ << "      idx_t fx_r = fx_row;\n";
-    for (int d = k_.ndim - 2; d >= 0; --d) {
+    printOffsets("fx_row", k_.ndim - 2, "base_", "      ");
+  }
+
+  // Declares `prefix`offN for every walked tensor: the offset of linear index `index`
+  // over dimensions 0..`innermost` (div/mod per dimension, innermost first).
+  void printOffsets(const std::string& index, int innermost, const std::string& prefix,
+                    const std::string& ind) {
+    for (const WalkedTensor& w : walked_) {
+      out_ << ind << "idx_t " << prefix << w.offset << " = 0;\n";
+    }
+    out_ << ind << "idx_t fx_r = " << index << ";\n";
+    for (int d = innermost; d >= 0; --d) {
       const std::string size = "(idx_t)a.sizes[" + std::to_string(d) + "]";
-      out_ << "      { const idx_t fx_c = fx_r % " << size << "; fx_r /= " << size << ";";
+      out_ << ind << "{ const idx_t fx_c = fx_r % " << size << "; fx_r /= " << size << ";";
       for (const WalkedTensor& w : walked_) {
-        out_ << " base_" << w.offset << " += fx_c * (idx_t)a." << w.strides << "[" << d << "];";
+        out_ << " " << prefix << w.offset << " += fx_c * (idx_t)a." << w.strides << "[" << d
+             << "];";
       }
       out_ << " }\n";
     }
