@@ -23,7 +23,8 @@ struct Config {
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
   // FUSER_CROSS_COMPILE=sm_90: every kernel built for the CPU is also printed as CUDA and
   // compiled by NVRTC for that architecture (not loaded), so machines without a GPU
-  // check the CUDA printer on every kernel they run. 0 = off.
+  // check the CUDA printer on every kernel they run (FUSER_DUMP=kernels prints that CUDA
+  // source too). 0 = off.
   int cross_compile_arch = 0;
 };
 

@@ -1,8 +1,10 @@
 // CUDA printer. Flat kernels move `cudaVectorWidth` elements per thread and iteration
 // with one aligned access per tensor, then finish the tail element by element;
 // strided kernels walk tiles of rows of the innermost dimension when it is long (with
-// vector accesses when the rows are dense and aligned), else recover each element's
-// multi-index with div/mod; in 32 bits when every offset fits.
+// one or two vector accesses per tensor and thread when the rows are dense and
+// aligned), else recover each element's multi-index with div/mod; in 32 bits when every
+// offset fits. The launch's `vectors` argument (cudaLaunchShape) picks vectors or
+// elements at run time.
 #include "codegen/cuda_printer.h"
 
 #include <algorithm>
@@ -20,8 +22,23 @@ namespace {
 // Shortest innermost dimension walked row by row; below it most threads would idle.
 constexpr int kRowPathMinInner = 128;
 
-// Most blocks per SM a row-walking kernel is launched with; each walks several tiles.
+// Most vectors a thread moves per tensor and row tile: two in flight at once, which
+// rows that stream a single tensor (x + bias) need to reach the copy bandwidth.
+constexpr int kRowUnroll = 2;
+
+// A thread holds each vector it loads or stores in 4 registers until the tile's math is
+// done: rows get two vectors per tensor only while the thread then holds at most this
+// many. An LSTM cell's kernel (17 tensors read) with two took 218 registers and ran 35%
+// slower on the H100 than with one.
+constexpr int kMaxVectorsInFlight = 8;
+
+// Most blocks per SM a row-walking kernel is launched with, each then walking several
+// tiles; vector rows of 4-byte or wider elements get one block per tile instead.
 constexpr int kRowBlocksPerSm = 64;
+
+// Row kernels take vectors only when that leaves this many threads per SM; below it
+// one element per thread finishes sooner (more warps to hide each load's latency).
+constexpr int kMinVectorThreadsPerSm = 128;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
@@ -42,13 +59,26 @@ std::vector<int> stridedOutputs(const Kernel& k) {
   return out;
 }
 
+bool readAlongRows(const TensorInput& in) {
+  return in.access != Access::Broadcast1 && !in.inner_zero_stride;
+}
+
+// Vectors one step of a thread holds: one per tensor read as vectors, one per output.
+int vectorsPerStep(const Kernel& k) {
+  int n = static_cast<int>(k.outputs.size());
+  for (const TensorInput& in : k.inputs) {
+    n += k.flat ? in.access == Access::Flat : readAlongRows(in);
+  }
+  return n;
+}
+
 // Elements per access on the row path: every tensor read along the row must be dense
 // in it (broadcast along it is fine), and every output too. 1 when some is not.
 int rowVectorWidth(const Kernel& k) {
   if (k.flat) return 1;
   int widest = 1;
   for (const TensorInput& in : k.inputs) {
-    if (in.access == Access::Broadcast1 || in.inner_zero_stride) continue;
+    if (!readAlongRows(in)) continue;
     if (in.access == Access::Strided && !in.inner_unit_stride) return 1;
     widest = std::max(widest, storageBytes(in.dtype));
   }
@@ -57,6 +87,14 @@ int rowVectorWidth(const Kernel& k) {
     widest = std::max(widest, storageBytes(out.dtype));
   }
   return 16 / widest;
+}
+
+// Vectors per thread and tensor that a row tile is printed for: two when the inputs'
+// second vectors still fit within kMaxVectorsInFlight.
+int rowUnroll(const Kernel& k) {
+  if (rowVectorWidth(k) == 1) return 1;
+  const int inputs = vectorsPerStep(k) - static_cast<int>(k.outputs.size());
+  return vectorsPerStep(k) + inputs * (kRowUnroll - 1) <= kMaxVectorsInFlight ? kRowUnroll : 1;
 }
 
 // An offset a strided kernel computes per element, and the FxArgs strides it follows.
@@ -76,7 +114,11 @@ std::string vectorType(c10::ScalarType storage, int width) {
 class CudaPrinter {
  public:
   explicit CudaPrinter(const Kernel& k)
-      : k_(k), facts_(analyzeExprs(k)), vec_(cudaVectorWidth(k)), row_vec_(rowVectorWidth(k)) {
+      : k_(k),
+        facts_(analyzeExprs(k)),
+        vec_(cudaVectorWidth(k)),
+        row_vec_(rowVectorWidth(k)),
+        row_unroll_(rowUnroll(k)) {
     for (int i : stridedInputs(k)) {
       walked_.push_back({"off" + std::to_string(i), "st" + std::to_string(i)});
     }
@@ -97,6 +139,7 @@ class CudaPrinter {
          << "  const int64_t* fx_iargs = " << (numInts() ? "a.iargs" : "nullptr") << ";\n"
          << "  (void)fx_dargs; (void)fx_iargs;\n"
          << "  const idx_t fx_numel = (idx_t)a.numel;\n"
+         << "  const idx_t fx_vectors = (idx_t)a.vectors;\n  (void)fx_vectors;\n"
          << "  const idx_t fx_stride = (idx_t)gridDim.x * blockDim.x;\n"
          << "  const idx_t fx_tid = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
     printExprs(/*invariant=*/true, "  ");
@@ -131,22 +174,20 @@ class CudaPrinter {
     }
     if (numDoubles()) out_ << "  double dargs[" << numDoubles() << "];\n";
     if (numInts()) out_ << "  int64_t iargs[" << numInts() << "];\n";
-    out_ << "  int64_t numel;\n};\n\n";
+    out_ << "  int64_t numel;\n"
+         << "  int64_t vectors;  // per thread and tile (or iteration); 0: elements\n};\n\n";
   }
 
   void printFlat() {
     std::string start = "fx_tid";
     if (vec_ > 1) {
       const std::string v = std::to_string(vec_);
-      out_ << "  const idx_t fx_nvec = fx_numel / " << v << ";\n"
-           << "  for (idx_t fx_v = fx_tid; fx_v < fx_nvec; fx_v += fx_stride) {\n";
-      for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        if (k_.inputs[i].access != Access::Flat) continue;
-        const std::string t = vectorType(k_.inputs[i].dtype, vec_);
-        out_ << "    const " << t << " l" << i << " = *(const " << t << "*)(a.in" << i
-             << " + fx_v * " << v << ");\n";
-      }
-      printVectorBody(Lanes::Flat, vec_, "fx_v * " + v, "    ");
+      // One vector per thread and iteration: more in flight measured no faster here.
+      out_ << "  const idx_t fx_nvec = fx_vectors > 0 ? fx_numel / " << v << " : 0;\n"
+           << "  for (idx_t fx_v = fx_tid; fx_v < fx_nvec; fx_v += fx_stride) {\n"
+           << "    const bool fx_in[1] = {true};\n";
+      printVectorLoads(1, vec_, [&](size_t) { return "fx_v * " + v; }, "    ");
+      printVectorBody(Lanes::Flat, 1, vec_, "fx_v * " + v, "    ");
       out_ << "  }\n";
       start = "fx_nvec * " + v + " + fx_tid";
     }
@@ -156,27 +197,57 @@ class CudaPrinter {
     out_ << "  }\n";
   }
 
-  // The lanes of one vector (inputs already loaded as lN), stored as one vector per
-  // output; `at` is the vector's first element in Flat outputs.
-  void printVectorBody(Lanes lanes, int width, const std::string& at, const std::string& ind) {
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      out_ << ind << vectorType(k_.outputs[o].dtype, width) << " s" << o << ";\n";
+  // Loads vector k < `unroll` of every input read as vectors into lN[k], when fx_in[k]
+  // says it is in range. All loads come before any math: they are in flight together.
+  template <typename At>
+  void printVectorLoads(int unroll, int width, At at, const std::string& ind) {
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!readAsVectors(k_.inputs[i])) continue;
+      const std::string t = vectorType(k_.inputs[i].dtype, width);
+      out_ << ind << t << " l" << i << "[" << unroll << "];\n";
     }
-    out_ << "#pragma unroll\n" << ind << "for (int u = 0; u < " << width << "; ++u) {\n";
-    lanes_ = lanes;
-    printExprs(/*invariant=*/false, ind + "  ");
+    out_ << "#pragma unroll\n" << ind << "for (int fx_k = 0; fx_k < " << unroll
+         << "; ++fx_k) {\n" << ind << "  if (!fx_in[fx_k]) continue;\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!readAsVectors(k_.inputs[i])) continue;
+      const std::string t = vectorType(k_.inputs[i].dtype, width);
+      out_ << ind << "  l" << i << "[fx_k] = *(const " << t << "*)(a.in" << i << " + " << at(i)
+           << ");\n";
+    }
+    out_ << ind << "}\n";
+  }
+
+  bool readAsVectors(const TensorInput& in) const {
+    if (k_.flat) return in.access == Access::Flat;
+    return readAlongRows(in);
+  }
+
+  // The lanes of vectors k < `unroll` (inputs already loaded as lN[k]), each stored as
+  // one vector per output; `at` is vector k's first element in Flat outputs.
+  void printVectorBody(Lanes lanes, int unroll, int width, const std::string& at,
+                       const std::string& ind) {
+    out_ << "#pragma unroll\n" << ind << "for (int fx_k = 0; fx_k < " << unroll
+         << "; ++fx_k) {\n" << ind << "  if (!fx_in[fx_k]) continue;\n";
+    const std::string in = ind + "  ";
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      out_ << ind << "  s" << o << ".v[u] = " << store(o) << ";\n";
+      out_ << in << vectorType(k_.outputs[o].dtype, width) << " s" << o << ";\n";
+    }
+    out_ << "#pragma unroll\n" << in << "for (int u = 0; u < " << width << "; ++u) {\n";
+    lanes_ = lanes;
+    printExprs(/*invariant=*/false, in + "  ");
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      out_ << in << "  s" << o << ".v[u] = " << store(o) << ";\n";
     }
     lanes_ = Lanes::None;
-    out_ << ind << "}\n";
+    out_ << in << "}\n";
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       const std::string n = std::to_string(o);
       const std::string where =
-          k_.outputs[o].access == Access::Flat ? at : "base_offo" + n + " + fx_j";
-      out_ << ind << "*(" << vectorType(k_.outputs[o].dtype, width) << "*)(a.out" << n << " + "
+          k_.outputs[o].access == Access::Flat ? at : "base_offo" + n + " + fx_jk[fx_k]";
+      out_ << in << "*(" << vectorType(k_.outputs[o].dtype, width) << "*)(a.out" << n << " + "
            << where << ") = s" << n << ";\n";
     }
+    out_ << ind << "}\n";
   }
 
   void printStrided() {
@@ -196,7 +267,8 @@ class CudaPrinter {
     const int last = k_.ndim - 1;
     out_ << "  const idx_t fx_inner = (idx_t)a.sizes[" << last << "];\n"
          << "  if (fx_inner >= " << kRowPathMinInner << ") {\n"
-         << "    const idx_t fx_span = (idx_t)blockDim.x * " << row_vec_ << ";\n"
+         << "    const idx_t fx_span = (idx_t)blockDim.x * (fx_vectors > 0 ? " << row_vec_
+         << " * fx_vectors : 1);\n"
          << "    const idx_t fx_tiles_per_row = (fx_inner + fx_span - 1) / fx_span;\n"
          << "    const idx_t fx_tiles = fx_numel / fx_inner * fx_tiles_per_row;\n";
     if (row_vec_ > 1) printRowVectors();
@@ -259,10 +331,10 @@ class CudaPrinter {
       }
       return c;
     };
-    std::string cond = "fx_inner % " + v + " == 0";
+    std::string cond = "fx_vectors > 0 && fx_inner % " + v + " == 0";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
-      if (in.access == Access::Broadcast1 || in.inner_zero_stride) continue;
+      if (!readAlongRows(in)) continue;
       cond += aligned("a.in" + std::to_string(i), in.dtype);
       if (in.access == Access::Strided) cond += outerStridesAligned("st" + std::to_string(i));
     }
@@ -272,21 +344,23 @@ class CudaPrinter {
         cond += outerStridesAligned("so" + std::to_string(o));
       }
     }
+    const std::string u = std::to_string(row_unroll_);
     out_ << "    if (" << cond << ") {\n";
     printTileStart();
-    out_ << "      const idx_t fx_j = fx_start + threadIdx.x * " << v << ";\n"
-         << "      if (fx_j >= fx_inner) continue;\n"
-         << "      const idx_t fx_i0 = fx_row * fx_inner + fx_j;\n";
-    for (size_t i = 0; i < k_.inputs.size(); ++i) {
-      const TensorInput& in = k_.inputs[i];
-      if (in.access == Access::Broadcast1 || in.inner_zero_stride) continue;
-      const std::string n = std::to_string(i);
-      const std::string t = vectorType(in.dtype, row_vec_);
-      const std::string at = in.access == Access::Flat ? "fx_i0" : "base_off" + n + " + fx_j";
-      out_ << "      const " << t << " l" << n << " = *(const " << t << "*)(a.in" << n << " + "
-           << at << ");\n";
-    }
-    printVectorBody(Lanes::Row, row_vec_, "fx_i0", "      ");
+    // Vector k of a thread lies a block's width of vectors after vector k - 1.
+    out_ << "      idx_t fx_jk[" << u << "];\n      bool fx_in[" << u << "];\n"
+         << "#pragma unroll\n      for (int fx_k = 0; fx_k < " << u << "; ++fx_k) {\n"
+         << "        fx_jk[fx_k] = fx_start + (fx_k * (idx_t)blockDim.x + threadIdx.x) * " << v
+         << ";\n        fx_in[fx_k] = fx_k < fx_vectors && fx_jk[fx_k] < fx_inner;\n      }\n"
+         << "      if (!fx_in[0]) continue;\n"
+         << "      const idx_t fx_row0 = fx_row * fx_inner;\n";
+    auto at = [&](size_t i) {
+      const std::string base =
+          k_.inputs[i].access == Access::Flat ? "fx_row0" : "base_off" + std::to_string(i);
+      return base + " + fx_jk[fx_k]";
+    };
+    printVectorLoads(row_unroll_, row_vec_, at, "      ");
+    printVectorBody(Lanes::Row, row_unroll_, row_vec_, "fx_row0 + fx_jk[fx_k]", "      ");
     out_ << "    }\n    return;\n    }\n";
   }
 
@@ -309,13 +383,13 @@ class CudaPrinter {
     switch (in.access) {
       case Access::Broadcast1: elem = ref + "[0]"; break;
       case Access::Flat:
-        elem = lanes_ != Lanes::None ? "l" + std::to_string(e.index) + ".v[u]" : ref + "[i]";
+        elem = lanes_ != Lanes::None ? "l" + std::to_string(e.index) + "[fx_k].v[u]" : ref + "[i]";
         break;
       case Access::Strided:
         if (lanes_ == Lanes::Row && in.inner_zero_stride) {
           elem = ref + "[base_off" + std::to_string(e.index) + "]";
         } else if (lanes_ == Lanes::Row) {
-          elem = "l" + std::to_string(e.index) + ".v[u]";
+          elem = "l" + std::to_string(e.index) + "[fx_k].v[u]";
         } else {
           elem = ref + "[off" + std::to_string(e.index) + "]";
         }
@@ -338,6 +412,7 @@ class CudaPrinter {
   ExprFacts facts_;
   int vec_;
   int row_vec_;  // elements per thread and access on rows; 1: rows go element-wise
+  int row_unroll_;  // most vectors per thread and tile of the row loop
   std::vector<WalkedTensor> walked_;  // strided inputs, then strided outputs
   Lanes lanes_ = Lanes::None;
   std::ostringstream out_;
@@ -359,26 +434,36 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const int64_t* sizes, int64_t n
                                 int sm_count) {
   constexpr int64_t kMaxGrid = 2147483647;  // gridDim.x
   const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
+  const int width = rows ? rowVectorWidth(k) : cudaVectorWidth(k);
+  int vectors = width > 1 ? 1 : 0;
+  if (rows && width > 1) {
+    const int64_t inner = sizes[k.ndim - 1];
+    if (numel / width < int64_t{kMinVectorThreadsPerSm} * sm_count) {
+      vectors = 0;
+    } else if (inner >= int64_t{kCudaBlockSize} * width * rowUnroll(k)) {
+      vectors = rowUnroll(k);
+    }
+  }
+  const int64_t per_thread = vectors > 0 ? int64_t{width} * vectors : 1;
   auto blocksFor = [&](int64_t block) {
     if (rows) {
       const int64_t inner = sizes[k.ndim - 1];
-      const int64_t span = block * rowVectorWidth(k);
+      const int64_t span = block * per_thread;
       return numel / inner * ((inner + span - 1) / span);
     }
-    const int64_t per_thread = k.flat ? cudaVectorWidth(k) : 1;
-    const int64_t threads = (numel + per_thread - 1) / per_thread;
-    return (threads + block - 1) / block;
+    return (numel + block * per_thread - 1) / (block * per_thread);
   };
-  // Row tiles: blocks that each walk several tiles beat one block per tile on half
-  // precision rows by 5-15% (measured on the H100, 8192 x 8192).
-  const int64_t cap = rows ? int64_t{kRowBlocksPerSm} * sm_count : kMaxGrid;
+  // Measured on the H100 (8192 x 8192 rows): half precision rows run 5-15% faster when
+  // blocks walk several tiles; float rows 2-3% faster with a block per tile.
+  const bool capped = rows && !(vectors > 0 && width <= 4);
+  const int64_t cap = capped ? int64_t{kRowBlocksPerSm} * sm_count : kMaxGrid;
   int64_t block = kCudaBlockSize;
   // Too little work to give every SM a full block: smaller blocks (whole warps, at
   // least two) spread it over more SMs.
   if (blocksFor(block) < sm_count) {
     for (int64_t b = kCudaBlockSize / 2; b >= 64 && blocksFor(block) < sm_count; b /= 2) block = b;
   }
-  return {std::clamp<int64_t>(blocksFor(block), 1, cap), static_cast<int>(block)};
+  return {std::clamp<int64_t>(blocksFor(block), 1, cap), static_cast<int>(block), vectors};
 }
 
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }
@@ -386,7 +471,7 @@ std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).p
 CudaArgSlots CudaArgLayout::pack(const Kernel& k, void* const* ptrs,
                                           const int64_t* sizes, const int64_t* strides,
                                           const double* dargs, const int64_t* iargs,
-                                          int64_t numel) {
+                                          int64_t numel, int vectors) {
   CudaArgSlots slots;
   const size_t nptr = k.inputs.size() + k.outputs.size();
   for (size_t i = 0; i < nptr; ++i) slots.push_back(reinterpret_cast<uint64_t>(ptrs[i]));
@@ -410,6 +495,7 @@ CudaArgSlots CudaArgLayout::pack(const Kernel& k, void* const* ptrs,
   }
   for (int i = 0; i < ni; ++i) slots.push_back(static_cast<uint64_t>(iargs[i]));
   slots.push_back(static_cast<uint64_t>(numel));
+  slots.push_back(static_cast<uint64_t>(vectors));
   return slots;
 }
 

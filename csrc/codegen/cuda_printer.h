@@ -18,27 +18,32 @@ std::string printCudaKernel(const Kernel& kernel);
 
 // The argument struct as 8-byte slots, in the order the printed struct declares them:
 // input pointers, output pointers, then (strided kernels) the ndim sizes and ndim
-// strides of each Strided input, the Double scalars, the Int64/Bool scalars, numel.
+// strides of each Strided input, the Double scalars, the Int64/Bool scalars, numel,
+// and the launch's vectors per thread (CudaLaunchShape::vectors).
 // Inline room for a cell's kernel (a few dozen slots): packing allocates nothing.
 using CudaArgSlots = c10::SmallVector<uint64_t, 64>;
 
 struct CudaArgLayout {
   static CudaArgSlots pack(const Kernel& kernel, void* const* ptrs, const int64_t* sizes,
                                     const int64_t* strides, const double* dargs,
-                                    const int64_t* iargs, int64_t numel);
+                                    const int64_t* iargs, int64_t numel, int vectors);
 };
 
 // Elements per vector access of a flat kernel: 16 bytes of its widest tensor.
 int cudaVectorWidth(const Kernel& kernel);
 
-// Grid and block for one launch. Flat and element-wise kernels get a grid that covers
-// the work once (one vector or element per thread; on the H100 this beat a grid-stride
-// loop over a few resident blocks per SM by 3-5%); row-walking kernels get one block per
-// row tile, up to 64 per SM, each then walking several tiles. Blocks shrink (to 64
-// threads at least) when the work would not give each of `sm_count` SMs a block.
+// Grid, block and vectors per thread for one launch. Flat and element-wise kernels get a
+// grid that covers the work once (one vector or element per thread; on the H100 this
+// beat a grid-stride loop over a few resident blocks per SM by 3-5%). Row kernels move
+// two vectors per thread and tile when the row holds them, one when it holds only one,
+// and single elements when vectors would leave too few threads per SM; half precision
+// and element-wise rows are capped at 64 blocks per SM, each then walking several tiles.
+// Blocks shrink (to 64 threads at least) when the work would not give each of
+// `sm_count` SMs a block.
 struct CudaLaunchShape {
   int64_t grid;
   int block;
+  int vectors;  // vectors per thread and tile or iteration; 0: one element per thread
 };
 CudaLaunchShape cudaLaunchShape(const Kernel& kernel, const int64_t* sizes, int64_t numel,
                                 int sm_count);

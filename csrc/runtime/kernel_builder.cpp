@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <iostream>
+
 #include "codegen/cpp_printer.h"
 #include "codegen/cuda_printer.h"
 #include "config.h"
@@ -19,8 +21,12 @@ namespace {
 void crossCompileForCuda(codegen::Kernel kernel) {
   const int arch = config().cross_compile_arch;
   kernel.vectorize = kernel.flat;
+  const std::string source = codegen::printCudaKernel(kernel);
+  if (config().dump_kernels) {
+    std::cerr << "[fuser] CUDA form of the CPU kernel:\n" << source << std::endl;
+  }
   try {
-    cuda::compileToCubin(codegen::printCudaKernel(kernel), cuda::Arch{arch / 10, arch % 10});
+    cuda::compileToCubin(source, cuda::Arch{arch / 10, arch % 10});
     stats().cuda_cross_compiles++;
   } catch (const std::exception& e) {
     stats().cuda_cross_compiles++;

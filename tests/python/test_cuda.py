@@ -44,34 +44,31 @@ def f(x, b):
 
 
 def _rows_cases(dtype):
-    wide = torch.randn(256, 1026, device="cuda", dtype=dtype)
+    def randn(*shape):
+        return torch.randn(*shape, device="cuda", dtype=dtype)
+
+    wide = randn(256, 1026)
     return {
         # dense rows, aligned: the vector row loop
-        "aligned": (
-            torch.randn(256, 1024, device="cuda", dtype=dtype),
-            torch.randn(1024, device="cuda", dtype=dtype),
-        ),
+        "aligned": (randn(256, 1024), randn(1024)),
         # row length not a multiple of the vector width: element-wise rows
-        "ragged": (
-            torch.randn(256, 1030, device="cuda", dtype=dtype),
-            torch.randn(1030, device="cuda", dtype=dtype),
-        ),
+        "ragged": (randn(256, 1030), randn(1030)),
         # a view starting one element in: misaligned pointer and row stride
-        "misaligned": (wide[:, 1:1025], torch.randn(1024, device="cuda", dtype=dtype)),
+        "misaligned": (wide[:, 1:1025], randn(1024)),
         # a per-row bias, broadcast along the row
-        "column": (
-            torch.randn(256, 1024, device="cuda", dtype=dtype),
-            torch.randn(256, 1, device="cuda", dtype=dtype),
-        ),
+        "column": (randn(256, 1024), randn(256, 1)),
+        # long rows: two vectors per thread and tile, the last tile of each row partial
+        "unrolled": (randn(64, 6152), randn(6152)),
+        # too few elements for vectors to keep the SMs busy: one element per thread
+        "small_rows": (randn(16, 1024), randn(1024)),
         # flat, with leftover elements after the vector loop
-        "flat_tail": (
-            torch.randn(3 * 2**20 + 5, device="cuda", dtype=dtype),
-            torch.randn(3 * 2**20 + 5, device="cuda", dtype=dtype),
-        ),
+        "flat_tail": (randn(3 * 2**20 + 5), randn(3 * 2**20 + 5)),
     }
 
 
-@pytest.mark.parametrize("case", ["aligned", "ragged", "misaligned", "column", "flat_tail"])
+@pytest.mark.parametrize(
+    "case", ["aligned", "ragged", "misaligned", "column", "unrolled", "small_rows", "flat_tail"]
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_row_and_flat_paths_match_eager(dtype, case):
     x, b = _rows_cases(dtype)[case]

@@ -82,3 +82,27 @@ def test_half_results_are_rounded_once_per_inexact_op(dtype, rounding):
     # not rounded again, and the store's own conversion replaces the last rounding.
     source = _C.kernel_source(RELU_OF_PRODUCT, [dtype, dtype], [False, False], "cpp", "flat")
     assert source.count(rounding) == 1
+
+
+def _sum_of(count: int) -> torch._C.Graph:
+    """A graph adding `count` tensors: a kernel reading `count` inputs."""
+    params = ", ".join(f"%x{i} : Tensor" for i in range(count))
+    lines = ["  %one : int = prim::Constant[value=1]()", "  %s0 : Tensor = aten::mul(%x0, %x0)"]
+    for i in range(1, count):
+        lines.append(f"  %s{i} : Tensor = aten::add(%s{i - 1}, %x{i}, %one)")
+    return torch._C.parse_ir(
+        f"graph({params}):\n" + "\n".join(lines) + f"\n  return (%s{count - 1})\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "inputs, loop",
+    [(2, "fx_jk[2]"), (3, "fx_jk[2]"), (4, "fx_jk[1]"), (17, "fx_jk[1]")],
+    ids=["two_per_tile", "two_at_the_limit", "one", "lstm_like"],
+)
+def test_row_tiles_take_two_vectors_only_for_few_tensors(inputs, loop):
+    # Each vector a thread holds costs 4 registers: with two per tile a thread holds
+    # inputs x 2 + outputs vectors, which must stay at most 8.
+    dtypes = [torch.float32] * inputs
+    source = _C.kernel_source(_sum_of(inputs), dtypes, [False] * inputs, "cuda", "rows")
+    assert loop in source

@@ -33,11 +33,11 @@ class CudaKernel final : public CompiledKernel {
       : ir_(std::move(ir)), loaded_(std::move(loaded)), sm_count_(sm_count) {}
 
   void launch(const LaunchArgs& a) const override {
-    codegen::CudaArgSlots slots = codegen::CudaArgLayout::pack(ir_, a.ptrs, a.sizes, a.strides,
-                                                               a.dargs, a.iargs, a.numel);
-    void* params[] = {slots.data()};
     const codegen::CudaLaunchShape shape =
         codegen::cudaLaunchShape(ir_, a.sizes, a.numel, sm_count_);
+    codegen::CudaArgSlots slots = codegen::CudaArgLayout::pack(
+        ir_, a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, a.numel, shape.vectors);
+    void* params[] = {slots.data()};
     loaded_->launch(static_cast<unsigned>(shape.grid), shape.block, params,
                     currentStream(a.device));
   }
