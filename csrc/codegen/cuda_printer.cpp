@@ -430,18 +430,22 @@ int cudaVectorWidth(const Kernel& k) {
   return 16 / widest;
 }
 
-CudaLaunchShape cudaLaunchShape(const Kernel& k, const int64_t* sizes, int64_t numel,
-                                int sm_count) {
+CudaVectorShape cudaVectorShape(const Kernel& k) {
+  return {cudaVectorWidth(k), rowVectorWidth(k), rowUnroll(k)};
+}
+
+CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
+                                const int64_t* sizes, int64_t numel, int sm_count) {
   constexpr int64_t kMaxGrid = 2147483647;  // gridDim.x
   const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
-  const int width = rows ? rowVectorWidth(k) : cudaVectorWidth(k);
+  const int width = rows ? v.row_width : v.flat_width;
   int vectors = width > 1 ? 1 : 0;
   if (rows && width > 1) {
     const int64_t inner = sizes[k.ndim - 1];
     if (numel / width < int64_t{kMinVectorThreadsPerSm} * sm_count) {
       vectors = 0;
-    } else if (inner >= int64_t{kCudaBlockSize} * width * rowUnroll(k)) {
-      vectors = rowUnroll(k);
+    } else if (inner >= int64_t{kCudaBlockSize} * width * v.row_unroll) {
+      vectors = v.row_unroll;
     }
   }
   const int64_t per_thread = vectors > 0 ? int64_t{width} * vectors : 1;

@@ -40,12 +40,21 @@ int cudaVectorWidth(const Kernel& kernel);
 // and element-wise rows are capped at 64 blocks per SM, each then walking several tiles.
 // Blocks shrink (to 64 threads at least) when the work would not give each of
 // `sm_count` SMs a block.
+// What a launch needs to know of a kernel's vector paths; fixed per kernel, so the
+// runtime computes it once when the kernel is loaded.
+struct CudaVectorShape {
+  int flat_width;  // cudaVectorWidth
+  int row_width;   // elements per vector access on the row path; 1: rows go element-wise
+  int row_unroll;  // most vectors per thread and tile the row path was printed for
+};
+CudaVectorShape cudaVectorShape(const Kernel& kernel);
+
 struct CudaLaunchShape {
   int64_t grid;
   int block;
   int vectors;  // vectors per thread and tile or iteration; 0: one element per thread
 };
-CudaLaunchShape cudaLaunchShape(const Kernel& kernel, const int64_t* sizes, int64_t numel,
-                                int sm_count);
+CudaLaunchShape cudaLaunchShape(const Kernel& kernel, const CudaVectorShape& vectors,
+                                const int64_t* sizes, int64_t numel, int sm_count);
 
 }  // namespace fuser::codegen

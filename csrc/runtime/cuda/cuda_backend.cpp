@@ -30,11 +30,14 @@ void* currentStream(c10::Device device) {
 class CudaKernel final : public CompiledKernel {
  public:
   CudaKernel(codegen::Kernel ir, std::unique_ptr<cuda::LoadedKernel> loaded, int sm_count)
-      : ir_(std::move(ir)), loaded_(std::move(loaded)), sm_count_(sm_count) {}
+      : ir_(std::move(ir)),
+        vectors_(codegen::cudaVectorShape(ir_)),
+        loaded_(std::move(loaded)),
+        sm_count_(sm_count) {}
 
   void launch(const LaunchArgs& a) const override {
     const codegen::CudaLaunchShape shape =
-        codegen::cudaLaunchShape(ir_, a.sizes, a.numel, sm_count_);
+        codegen::cudaLaunchShape(ir_, vectors_, a.sizes, a.numel, sm_count_);
     codegen::CudaArgSlots slots = codegen::CudaArgLayout::pack(
         ir_, a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, a.numel, shape.vectors);
     void* params[] = {slots.data()};
@@ -44,6 +47,7 @@ class CudaKernel final : public CompiledKernel {
 
  private:
   codegen::Kernel ir_;  // the argument layout depends on it
+  codegen::CudaVectorShape vectors_;
   std::unique_ptr<cuda::LoadedKernel> loaded_;
   int sm_count_;
 };
