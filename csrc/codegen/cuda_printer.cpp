@@ -1,10 +1,11 @@
 // CUDA printer. Flat kernels move `cudaVectorWidth` elements per thread and iteration
 // with one aligned access per tensor, then finish the tail element by element;
-// strided kernels walk tiles of rows of the innermost dimension when it is long (with
-// one or two vector accesses per tensor and thread when the rows are dense and
-// aligned), else recover each element's multi-index with div/mod; in 32 bits when every
-// offset fits. The launch's `vectors` argument (cudaLaunchShape) picks vectors or
-// elements at run time.
+// strided kernels walk rows of the innermost dimension when it is long, a block per
+// tile of a row and rows blockIdx.y, + gridDim.y, ... (one or two vector accesses per
+// tensor and thread when the rows are dense and aligned, else one element), else
+// recover each element's multi-index with div/mod; in 32 bits when every offset fits.
+// Inputs with equal strides share their offsets. The launch's `vectors` argument
+// (cudaLaunchShape) picks vectors or elements at run time.
 #include "codegen/cuda_printer.h"
 
 #include <algorithm>
@@ -28,8 +29,9 @@ constexpr int kRowUnroll = 2;
 
 // A thread holds each vector it loads or stores in 4 registers until the tile's math is
 // done: rows get two vectors per tensor only while the thread then holds at most this
-// many. An LSTM cell's kernel (17 tensors read) with two took 218 registers and ran 35%
-// slower on the H100 than with one.
+// many, and kernels that would hold more even with one go element-wise. An LSTM cell's
+// kernel (17 tensors read, 2 written) held 80 registers with one vector each; element-
+// wise it holds 32, and with four times the warps per SM it ran faster on the H100.
 constexpr int kMaxVectorsInFlight = 8;
 
 // Most blocks per SM a row-walking kernel is launched with, each then walking several
@@ -42,11 +44,17 @@ constexpr int kMinVectorThreadsPerSm = 128;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
-std::vector<int> stridedInputs(const Kernel& k) {
+// The input whose offsets input `i` uses: itself, or an earlier one with equal strides.
+int offsetsOf(const Kernel& k, int i) {
+  return k.inputs[i].same_strides_as >= 0 ? k.inputs[i].same_strides_as : i;
+}
+
+// Strided inputs that compute their own offsets (and get strides in FxArgs).
+std::vector<int> walkedInputs(const Kernel& k) {
   std::vector<int> out;
   if (k.flat) return out;
   for (int i = 0; i < static_cast<int>(k.inputs.size()); ++i) {
-    if (k.inputs[i].access == Access::Strided) out.push_back(i);
+    if (k.inputs[i].access == Access::Strided && offsetsOf(k, i) == i) out.push_back(i);
   }
   return out;
 }
@@ -73,9 +81,10 @@ int vectorsPerStep(const Kernel& k) {
 }
 
 // Elements per access on the row path: every tensor read along the row must be dense
-// in it (broadcast along it is fine), and every output too. 1 when some is not.
+// in it (broadcast along it is fine), and every output too. 1 when some is not, or
+// when one vector per tensor is more than a thread should hold.
 int rowVectorWidth(const Kernel& k) {
-  if (k.flat) return 1;
+  if (k.flat || vectorsPerStep(k) > kMaxVectorsInFlight) return 1;
   int widest = 1;
   for (const TensorInput& in : k.inputs) {
     if (!readAlongRows(in)) continue;
@@ -101,6 +110,7 @@ int rowUnroll(const Kernel& k) {
 struct WalkedTensor {
   std::string offset;   // offN for input N, offoN for output N
   std::string strides;  // stN, soN
+  bool inner_unit_stride;
 };
 
 // How printExprs reads inputs: per element (index i, offsets offN), or lane u of the
@@ -119,11 +129,13 @@ class CudaPrinter {
         vec_(cudaVectorWidth(k)),
         row_vec_(rowVectorWidth(k)),
         row_unroll_(rowUnroll(k)) {
-    for (int i : stridedInputs(k)) {
-      walked_.push_back({"off" + std::to_string(i), "st" + std::to_string(i)});
+    for (int i : walkedInputs(k)) {
+      walked_.push_back({"off" + std::to_string(i), "st" + std::to_string(i),
+                         k.inputs[i].inner_unit_stride});
     }
     for (int o : stridedOutputs(k)) {
-      walked_.push_back({"offo" + std::to_string(o), "so" + std::to_string(o)});
+      walked_.push_back({"offo" + std::to_string(o), "so" + std::to_string(o),
+                         k.outputs[o].inner_unit_stride});
     }
   }
 
@@ -211,7 +223,7 @@ class CudaPrinter {
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!readAsVectors(k_.inputs[i])) continue;
       const std::string t = vectorType(k_.inputs[i].dtype, width);
-      out_ << ind << "  l" << i << "[fx_k] = *(const " << t << "*)(a.in" << i << " + " << at(i)
+      out_ << ind << "  l" << i << "[fx_k] = fx_ld_vec<" << t << ">(a.in" << i << " + " << at(i)
            << ");\n";
     }
     out_ << ind << "}\n";
@@ -259,53 +271,67 @@ class CudaPrinter {
     out_ << "  }\n";
   }
 
-  // When the innermost dimension is long, the kernel walks tiles of rows: a tile is the
-  // `fx_span` elements one block covers in one pass, so each thread does one vector (or
-  // `row_vec_` elements) per tile, and a row's multi-index is recovered once per tile
-  // (div/mod per outer dimension) instead of per element.
+  // When the innermost dimension is long, the kernel walks rows of it: block
+  // (x, y) covers tile x of rows y, y + gridDim.y, ... (the launch gives each tile of a
+  // row its own x), so no division finds a tile's row. A thread does one vector (or
+  // one element) per tile, and a row's offsets are computed once per row.
   void printStridedRows() {
     const int last = k_.ndim - 1;
     out_ << "  const idx_t fx_inner = (idx_t)a.sizes[" << last << "];\n"
          << "  if (fx_inner >= " << kRowPathMinInner << ") {\n"
          << "    const idx_t fx_span = (idx_t)blockDim.x * (fx_vectors > 0 ? " << row_vec_
          << " * fx_vectors : 1);\n"
-         << "    const idx_t fx_tiles_per_row = (fx_inner + fx_span - 1) / fx_span;\n"
-         << "    const idx_t fx_tiles = fx_numel / fx_inner * fx_tiles_per_row;\n";
+         << "    const idx_t fx_start = (idx_t)blockIdx.x * fx_span;\n"
+         << "    const idx_t fx_rows = fx_numel / fx_inner;\n";
     if (row_vec_ > 1) printRowVectors();
-    printTileStart();
-    out_ << "      const idx_t fx_end = fx_start + fx_span < fx_inner ? fx_start + fx_span : "
+    // One element per thread and tile when launched element-wise; the whole span when
+    // vectors were asked for but the rows are not aligned for them.
+    out_ << "    const idx_t fx_end = fx_start + fx_span < fx_inner ? fx_start + fx_span : "
             "fx_inner;\n"
-         << "      for (idx_t fx_j = fx_start + threadIdx.x; fx_j < fx_end; fx_j += blockDim.x) {\n"
+         << "    if (fx_start + threadIdx.x >= fx_end) return;\n";
+    printRowLoopStart();
+    out_ << "      for (idx_t fx_j = fx_start + threadIdx.x; fx_j < fx_end; fx_j += blockDim.x) {\n"
          << "        const idx_t i = fx_row * fx_inner + fx_j;\n";
     for (const WalkedTensor& w : walked_) {
-      out_ << "        const idx_t " << w.offset << " = base_" << w.offset << " + fx_j * (idx_t)a."
-           << w.strides << "[" << last << "];\n";
+      out_ << "        const idx_t " << w.offset << " = base_" << w.offset << " + "
+           << (w.inner_unit_stride ? "fx_j" : "fx_j * (idx_t)a." + w.strides + "[" +
+                                                  std::to_string(last) + "]")
+           << ";\n";
     }
     printExprs(/*invariant=*/false, "        ");
     printStores("        ");
-    out_ << "      }\n    }\n    return;\n  }\n";
+    out_ << "      }\n";
+    printRowLoopEnd();
+    out_ << "  }\n";
   }
 
-  // Opens the loop over tiles: the tile's row and first column (fx_start), and the
-  // offsets of the row's first element in every walked tensor (base_offN).
-  void printTileStart() {
-    out_ << "    for (idx_t fx_t = blockIdx.x; fx_t < fx_tiles; fx_t += gridDim.x) {\n"
-         << "      const idx_t fx_row = fx_t / fx_tiles_per_row;\n"
-         << "      const idx_t fx_start = (fx_t - fx_row * fx_tiles_per_row) * fx_span;\n";
+  // Opens the loop over this block's rows and declares base_offN, the offset of the
+  // row's first element in every walked tensor. The launch never gives a block no row,
+  // so the first pass needs no test (and the division in fx_rows is off its path).
+  void printRowLoopStart() {
+    out_ << "    for (idx_t fx_row = blockIdx.y;;) {\n";
     printOffsets("fx_row", k_.ndim - 2, "base_", "      ");
   }
 
+  void printRowLoopEnd() {
+    out_ << "      fx_row += gridDim.y;\n      if (fx_row >= fx_rows) break;\n    }\n"
+         << "    return;\n";
+  }
+
   // Declares `prefix`offN for every walked tensor: the offset of linear index `index`
-  // over dimensions 0..`innermost` (div/mod per dimension, innermost first).
+  // over dimensions 0..`innermost` (div/mod per dimension, innermost first; the
+  // outermost takes what is left, as the index is in range).
   void printOffsets(const std::string& index, int innermost, const std::string& prefix,
                     const std::string& ind) {
     for (const WalkedTensor& w : walked_) {
       out_ << ind << "idx_t " << prefix << w.offset << " = 0;\n";
     }
+    if (innermost < 0) return;
     out_ << ind << "idx_t fx_r = " << index << ";\n";
     for (int d = innermost; d >= 0; --d) {
       const std::string size = "(idx_t)a.sizes[" + std::to_string(d) + "]";
-      out_ << ind << "{ const idx_t fx_c = fx_r % " << size << "; fx_r /= " << size << ";";
+      out_ << ind << "{ const idx_t fx_c = "
+           << (d > 0 ? "fx_r % " + size + "; fx_r /= " + size + ";" : "fx_r;");
       for (const WalkedTensor& w : walked_) {
         out_ << " " << prefix << w.offset << " += fx_c * (idx_t)a." << w.strides << "[" << d
              << "];";
@@ -314,9 +340,10 @@ class CudaPrinter {
     }
   }
 
-  // The tiles again with one vector access per tensor and thread, when every row starts
-  // aligned (checked at run time: the row length, the outer strides of the tensors read
-  // or written as vectors, and their pointers). Broadcast inputs are read per element.
+  // The rows again with one or two vector accesses per tensor and thread, when every
+  // row starts aligned (checked at run time: the row length, the outer strides of the
+  // tensors read or written as vectors, and their pointers). Inputs broadcast along
+  // the row are read per element.
   void printRowVectors() {
     const std::string v = std::to_string(row_vec_);
     const int last = k_.ndim - 1;
@@ -336,7 +363,9 @@ class CudaPrinter {
       const TensorInput& in = k_.inputs[i];
       if (!readAlongRows(in)) continue;
       cond += aligned("a.in" + std::to_string(i), in.dtype);
-      if (in.access == Access::Strided) cond += outerStridesAligned("st" + std::to_string(i));
+      if (in.access == Access::Strided && offsetsOf(k_, static_cast<int>(i)) == static_cast<int>(i)) {
+        cond += outerStridesAligned("st" + std::to_string(i));
+      }
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       cond += aligned("a.out" + std::to_string(o), k_.outputs[o].dtype);
@@ -346,22 +375,24 @@ class CudaPrinter {
     }
     const std::string u = std::to_string(row_unroll_);
     out_ << "    if (" << cond << ") {\n";
-    printTileStart();
     // Vector k of a thread lies a block's width of vectors after vector k - 1.
     out_ << "      idx_t fx_jk[" << u << "];\n      bool fx_in[" << u << "];\n"
          << "#pragma unroll\n      for (int fx_k = 0; fx_k < " << u << "; ++fx_k) {\n"
          << "        fx_jk[fx_k] = fx_start + (fx_k * (idx_t)blockDim.x + threadIdx.x) * " << v
          << ";\n        fx_in[fx_k] = fx_k < fx_vectors && fx_jk[fx_k] < fx_inner;\n      }\n"
-         << "      if (!fx_in[0]) continue;\n"
-         << "      const idx_t fx_row0 = fx_row * fx_inner;\n";
+         << "      if (!fx_in[0]) return;\n";
+    printRowLoopStart();
+    out_ << "      const idx_t fx_row0 = fx_row * fx_inner;\n";
     auto at = [&](size_t i) {
-      const std::string base =
-          k_.inputs[i].access == Access::Flat ? "fx_row0" : "base_off" + std::to_string(i);
+      const std::string base = k_.inputs[i].access == Access::Flat
+                                   ? "fx_row0"
+                                   : "base_off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
       return base + " + fx_jk[fx_k]";
     };
     printVectorLoads(row_unroll_, row_vec_, at, "      ");
     printVectorBody(Lanes::Row, row_unroll_, row_vec_, "fx_row0 + fx_jk[fx_k]", "      ");
-    out_ << "    }\n    return;\n    }\n";
+    printRowLoopEnd();
+    out_ << "    }\n";
   }
 
   std::string store(size_t o) const {
@@ -381,19 +412,22 @@ class CudaPrinter {
     const std::string ref = "a.in" + std::to_string(e.index);
     std::string elem;
     switch (in.access) {
-      case Access::Broadcast1: elem = ref + "[0]"; break;
+      case Access::Broadcast1: elem = "fx_ld(" + ref + ")"; break;
       case Access::Flat:
-        elem = lanes_ != Lanes::None ? "l" + std::to_string(e.index) + "[fx_k].v[u]" : ref + "[i]";
+        elem = lanes_ != Lanes::None ? "l" + std::to_string(e.index) + "[fx_k].v[u]"
+                                     : "fx_ld(" + ref + " + i)";
         break;
-      case Access::Strided:
+      case Access::Strided: {
+        const std::string offsets = std::to_string(offsetsOf(k_, e.index));
         if (lanes_ == Lanes::Row && in.inner_zero_stride) {
-          elem = ref + "[base_off" + std::to_string(e.index) + "]";
+          elem = "fx_ld(" + ref + " + base_off" + offsets + ")";
         } else if (lanes_ == Lanes::Row) {
           elem = "l" + std::to_string(e.index) + "[fx_k].v[u]";
         } else {
-          elem = ref + "[off" + std::to_string(e.index) + "]";
+          elem = "fx_ld(" + ref + " + off" + offsets + ")";
         }
         break;
+      }
     }
     return loadConversion(in.dtype, e.type, elem);
   }
@@ -427,7 +461,11 @@ int cudaVectorWidth(const Kernel& k) {
     if (in.access == Access::Flat) widest = std::max(widest, storageBytes(in.dtype));
   }
   for (const TensorOutput& out : k.outputs) widest = std::max(widest, storageBytes(out.dtype));
-  return 16 / widest;
+  // 4-byte elements move two per access: on the H100, (x*y+1).relu().sigmoid() over
+  // 2^26 floats took 261.7 us with 8-byte accesses and 265.7 with 16-byte ones (one
+  // vector per thread either way; two 16-byte vectors per thread, 273.8). Narrower and
+  // wider elements keep 16 bytes.
+  return widest == 4 ? 2 : 16 / widest;
 }
 
 CudaVectorShape cudaVectorShape(const Kernel& k) {
@@ -436,12 +474,13 @@ CudaVectorShape cudaVectorShape(const Kernel& k) {
 
 CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
                                 const int64_t* sizes, int64_t numel, int sm_count) {
-  constexpr int64_t kMaxGrid = 2147483647;  // gridDim.x
+  constexpr int64_t kMaxGridX = 2147483647;
+  constexpr int64_t kMaxGridY = 65535;
   const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
+  const int64_t inner = rows ? sizes[k.ndim - 1] : 0;
   const int width = rows ? v.row_width : v.flat_width;
   int vectors = width > 1 ? 1 : 0;
   if (rows && width > 1) {
-    const int64_t inner = sizes[k.ndim - 1];
     if (numel / width < int64_t{kMinVectorThreadsPerSm} * sm_count) {
       vectors = 0;
     } else if (inner >= int64_t{kCudaBlockSize} * width * v.row_unroll) {
@@ -449,25 +488,31 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
     }
   }
   const int64_t per_thread = vectors > 0 ? int64_t{width} * vectors : 1;
+  auto tilesPerRow = [&](int64_t block) {
+    const int64_t span = block * per_thread;
+    return (inner + span - 1) / span;
+  };
   auto blocksFor = [&](int64_t block) {
-    if (rows) {
-      const int64_t inner = sizes[k.ndim - 1];
-      const int64_t span = block * per_thread;
-      return numel / inner * ((inner + span - 1) / span);
-    }
+    if (rows) return numel / inner * tilesPerRow(block);
     return (numel + block * per_thread - 1) / (block * per_thread);
   };
-  // Measured on the H100 (8192 x 8192 rows): half precision rows run 5-15% faster when
-  // blocks walk several tiles; float rows 2-3% faster with a block per tile.
-  const bool capped = rows && !(vectors > 0 && width <= 4);
-  const int64_t cap = capped ? int64_t{kRowBlocksPerSm} * sm_count : kMaxGrid;
   int64_t block = kCudaBlockSize;
   // Too little work to give every SM a full block: smaller blocks (whole warps, at
   // least two) spread it over more SMs.
   if (blocksFor(block) < sm_count) {
     for (int64_t b = kCudaBlockSize / 2; b >= 64 && blocksFor(block) < sm_count; b /= 2) block = b;
   }
-  return {std::clamp<int64_t>(blocksFor(block), 1, cap), static_cast<int>(block), vectors};
+  if (!rows) {
+    return {std::clamp<int64_t>(blocksFor(block), 1, kMaxGridX), 1, static_cast<int>(block),
+            vectors};
+  }
+  // Measured on the H100 (8192 x 8192 rows): half precision rows run 5-15% faster when
+  // blocks walk several rows; float rows 2-3% faster with a block per tile.
+  const bool capped = !(vectors > 0 && width <= 4);
+  const int64_t x = tilesPerRow(block);
+  int64_t y = std::min(numel / inner, kMaxGridY);
+  if (capped) y = std::clamp<int64_t>(int64_t{kRowBlocksPerSm} * sm_count / x, 1, y);
+  return {x, y, static_cast<int>(block), vectors};
 }
 
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }
@@ -480,7 +525,7 @@ CudaArgSlots CudaArgLayout::pack(const Kernel& k, void* const* ptrs,
   const size_t nptr = k.inputs.size() + k.outputs.size();
   for (size_t i = 0; i < nptr; ++i) slots.push_back(reinterpret_cast<uint64_t>(ptrs[i]));
   // Stride rows in FxArgs order: strided inputs, then strided outputs.
-  std::vector<int> stride_rows = stridedInputs(k);
+  std::vector<int> stride_rows = walkedInputs(k);
   for (int o : stridedOutputs(k)) stride_rows.push_back(k.outputs[o].stride_slot);
   if (!stride_rows.empty()) {
     for (int d = 0; d < k.ndim; ++d) slots.push_back(static_cast<uint64_t>(sizes[d]));

@@ -18,7 +18,8 @@ std::string printCudaKernel(const Kernel& kernel);
 
 // The argument struct as 8-byte slots, in the order the printed struct declares them:
 // input pointers, output pointers, then (strided kernels) the ndim sizes and ndim
-// strides of each Strided input, the Double scalars, the Int64/Bool scalars, numel,
+// strides of each Strided input that has its own (same_strides_as < 0) and of each
+// Strided output, the Double scalars, the Int64/Bool scalars, numel,
 // and the launch's vectors per thread (CudaLaunchShape::vectors).
 // Inline room for a cell's kernel (a few dozen slots): packing allocates nothing.
 using CudaArgSlots = c10::SmallVector<uint64_t, 64>;
@@ -29,17 +30,10 @@ struct CudaArgLayout {
                                     const int64_t* iargs, int64_t numel, int vectors);
 };
 
-// Elements per vector access of a flat kernel: 16 bytes of its widest tensor.
+// Elements per vector access of a flat kernel: 16 bytes of its widest tensor, or 8 when
+// that tensor has 4-byte elements.
 int cudaVectorWidth(const Kernel& kernel);
 
-// Grid, block and vectors per thread for one launch. Flat and element-wise kernels get a
-// grid that covers the work once (one vector or element per thread; on the H100 this
-// beat a grid-stride loop over a few resident blocks per SM by 3-5%). Row kernels move
-// two vectors per thread and tile when the row holds them, one when it holds only one,
-// and single elements when vectors would leave too few threads per SM; half precision
-// and element-wise rows are capped at 64 blocks per SM, each then walking several tiles.
-// Blocks shrink (to 64 threads at least) when the work would not give each of
-// `sm_count` SMs a block.
 // What a launch needs to know of a kernel's vector paths; fixed per kernel, so the
 // runtime computes it once when the kernel is loaded.
 struct CudaVectorShape {
@@ -49,8 +43,18 @@ struct CudaVectorShape {
 };
 CudaVectorShape cudaVectorShape(const Kernel& kernel);
 
+// Grid, block and vectors per thread for one launch. Flat and strided per-element
+// kernels get a grid that covers the work once (one vector or element per thread; on
+// the H100 this beat a grid-stride loop over a few resident blocks per SM by 3-5%).
+// Row kernels get a block per tile of a row in x and walk the rows in y; they move two
+// vectors per thread and tile when the row holds them, one when it holds only one, and
+// single elements when vectors would leave too few threads per SM; half precision and
+// element-wise rows are capped at 64 blocks per SM, each then walking several rows.
+// Blocks shrink (to 64 threads at least) when the work would not give each of
+// `sm_count` SMs a block.
 struct CudaLaunchShape {
-  int64_t grid;
+  int64_t grid_x;  // row kernels: the tiles of a row
+  int64_t grid_y;  // row kernels: blocks walking the rows (1 for other kernels)
   int block;
   int vectors;  // vectors per thread and tile or iteration; 0: one element per thread
 };

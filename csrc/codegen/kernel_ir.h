@@ -72,6 +72,9 @@ struct TensorInput {
   Access access;
   bool inner_unit_stride = false;  // Strided: stride of the innermost dim is 1 (vectorizable)
   bool inner_zero_stride = false;  // Strided: the innermost dim is broadcast
+  // Strided, CUDA: an earlier Strided input with exactly these strides (the chunks of
+  // one tensor, say), whose offsets this one reuses; -1: none.
+  int32_t same_strides_as = -1;
 };
 
 enum class ScalarArgKind : uint8_t { Double, Int64, Bool };

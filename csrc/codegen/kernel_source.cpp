@@ -8,17 +8,21 @@ namespace fuser::codegen {
 std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
                               Dialect dialect, SourceLayout layout) {
   const bool flat = layout == SourceLayout::Flat;
-  bool first = true;
+  int32_t first = -1;
+  int32_t tensor = 0;
   for (InputDesc& d : inputs) {
     if (!d.is_tensor) continue;
     d.access.dtype = d.dtype;
     d.access.access = flat ? Access::Flat : Access::Strided;
-    if (layout == SourceLayout::Rows || layout == SourceLayout::BroadcastRows) {
-      const bool broadcast = layout == SourceLayout::BroadcastRows && !first;
+    if (layout == SourceLayout::Rows || layout == SourceLayout::BroadcastRows ||
+        layout == SourceLayout::SharedRows) {
+      const bool broadcast = layout == SourceLayout::BroadcastRows && first >= 0;
       d.access.inner_unit_stride = !broadcast;
       d.access.inner_zero_stride = broadcast;
     }
-    first = false;
+    if (layout == SourceLayout::SharedRows && first >= 0) d.access.same_strides_as = first;
+    if (first < 0) first = tensor;
+    ++tensor;
   }
   Kernel kernel = lowerSubgraph(subgraph, inputs, flat ? 1 : 2, flat);
   kernel.name = "fuser_kernel";

@@ -15,9 +15,10 @@ namespace fuser::codegen {
 enum class Dialect { Cpp, Cuda };
 
 // How the tensor inputs are addressed: all Flat; all Strided (any strides); Strided
-// with a dense innermost dimension (the row paths); or the first tensor so and the
-// others broadcast along it (a bias added to rows).
-enum class SourceLayout { Flat, Strided, Rows, BroadcastRows };
+// with a dense innermost dimension (the row paths); the first tensor so and the
+// others broadcast along it (a bias added to rows); or rows that all step like the
+// first (chunks of one tensor), sharing its offsets.
+enum class SourceLayout { Flat, Strided, Rows, BroadcastRows, SharedRows };
 
 std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
                               Dialect dialect, SourceLayout layout);

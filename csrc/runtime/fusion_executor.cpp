@@ -46,6 +46,7 @@ SpecKey makeKey(const IterationPlan& plan, c10::ArrayRef<TensorView> tensors, c1
     key.push_back(static_cast<uint8_t>(static_cast<int>(in.access) | (in.inner_unit_stride << 3) |
                                        (in.inner_zero_stride << 4) |
                                        ((tensors[i].dim() == 0) << 5)));
+    key.push_back(static_cast<uint8_t>(in.same_strides_as + 1));
   }
   return key;
 }
@@ -254,7 +255,8 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     }
   }
 
-  const IterationPlan plan = planIteration(views);
+  IterationPlan plan = planIteration(views);
+  if (device.is_cuda()) shareEqualStrides(plan, num_tensors);
   const bool vectorize = allowsVectorAccess(plan, views, device);
   const Specialization& spec =
       specialize(makeKey(plan, views, device, vectorize), plan,

@@ -150,4 +150,20 @@ IterationPlan planIteration(c10::ArrayRef<TensorView> tensors) {
   return plan;
 }
 
+void shareEqualStrides(IterationPlan& plan, size_t count) {
+  const int64_t* strides = plan.strides.data();
+  const size_t n = static_cast<size_t>(plan.ndim);
+  for (size_t k = 0; k < count; ++k) {
+    if (plan.inputs[k].access != codegen::Access::Strided) continue;
+    for (size_t j = 0; j < k; ++j) {
+      const codegen::TensorInput& earlier = plan.inputs[j];
+      if (earlier.access != codegen::Access::Strided || earlier.same_strides_as >= 0) continue;
+      if (std::equal(strides + k * n, strides + (k + 1) * n, strides + j * n)) {
+        plan.inputs[k].same_strides_as = static_cast<int32_t>(j);
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace fuser::runtime

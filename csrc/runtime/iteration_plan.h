@@ -33,4 +33,9 @@ std::vector<int64_t> broadcastShape(c10::ArrayRef<TensorView> tensors);
 // Throws c10::Error (with eager's wording) when the shapes do not broadcast.
 IterationPlan planIteration(c10::ArrayRef<TensorView> tensors);
 
+// Marks each Strided tensor among the first `count` whose strides equal an earlier
+// one's (TensorInput::same_strides_as), so a CUDA kernel computes their offsets once:
+// the chunks of an LSTM's gate matrices all step alike.
+void shareEqualStrides(IterationPlan& plan, size_t count);
+
 }  // namespace fuser::runtime

@@ -41,36 +41,55 @@ TEST(CudaLaunchShape, LongFloatRowsTakeTwoVectorsAndABlockPerTile) {
   const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, false), {8192, 8192});
   EXPECT_EQ(s.vectors, 2);
   EXPECT_EQ(s.block, 256);
-  EXPECT_EQ(s.grid, 8192 * (8192 / (256 * 4 * 2)));
+  EXPECT_EQ(s.grid_x, 8192 / (256 * 4 * 2));  // the tiles of a row
+  EXPECT_EQ(s.grid_y, 8192);                  // every row its own blocks
 }
 
 TEST(CudaLaunchShape, HalfRowsAreCappedAtSixtyFourBlocksPerSm) {
   const CudaLaunchShape s = launch(sumOf(2, ScalarType::BFloat16, false), {8192, 8192});
   EXPECT_EQ(s.vectors, 2);
-  EXPECT_EQ(s.grid, 64 * kSms);
+  EXPECT_EQ(s.grid_x, 8192 / (256 * 8 * 2));
+  EXPECT_EQ(s.grid_x * s.grid_y, 64 * kSms);
+}
+
+TEST(CudaLaunchShape, RowsBeyondTheGridLimitAreWalkedByFewerBlocks) {
+  const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, false), {1 << 20, 1024});
+  EXPECT_EQ(s.grid_x, 1);
+  EXPECT_EQ(s.grid_y, 65535);  // gridDim.y's limit; each block then walks 16 or 17 rows
 }
 
 TEST(CudaLaunchShape, RowsHoldingOneVectorPerThreadTakeOne) {
   EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 1024}).vectors, 1);
 }
 
-TEST(CudaLaunchShape, ManyTensorsKeepOneVectorPerTile) {
-  // An LSTM cell's kernel reads 17 tensors: two vectors each would not fit in registers.
-  const Kernel cell = sumOf(17, ScalarType::Float, false);
-  EXPECT_EQ(cudaVectorShape(cell).row_unroll, 1);
-  EXPECT_EQ(launch(cell, {256, 8192}).vectors, 1);
+TEST(CudaLaunchShape, ManyTensorsGoElementWise) {
+  // A thread holding one vector per tensor may hold at most 8: 7 inputs and the output
+  // do, 8 inputs and the output go element-wise, as does an LSTM cell's 17 + 2.
+  EXPECT_EQ(cudaVectorShape(sumOf(7, ScalarType::Float, false)).row_width, 4);
+  EXPECT_EQ(cudaVectorShape(sumOf(8, ScalarType::Float, false)).row_width, 1);
+  const CudaLaunchShape s = launch(sumOf(17, ScalarType::Float, false), {256, 1024});
+  EXPECT_EQ(s.vectors, 0);
+  EXPECT_EQ(s.grid_x * s.block, 1024);  // one element per thread and tile
+  EXPECT_EQ(s.grid_y, 256);
 }
 
 TEST(CudaLaunchShape, SmallRowsGoElementWise) {
   const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, false), {16, 1024});
   EXPECT_EQ(s.vectors, 0);
-  EXPECT_GE(s.grid, kSms / 2);  // smaller blocks spread the little work there is
+  EXPECT_GE(s.grid_x * s.grid_y, kSms / 2);  // smaller blocks spread the little work there is
 }
 
 TEST(CudaLaunchShape, FlatGridCoversTheWorkOnce) {
   const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, true), {int64_t{1} << 26});
   EXPECT_EQ(s.vectors, 1);
-  EXPECT_EQ(s.grid * s.block * 4, int64_t{1} << 26);
+  EXPECT_EQ(s.grid_y, 1);
+  EXPECT_EQ(s.grid_x * s.block * 2, int64_t{1} << 26);  // two floats per thread
+}
+
+TEST(CudaLaunchShape, FlatFloatsMoveEightBytesPerAccessOtherTypesSixteen) {
+  EXPECT_EQ(cudaVectorWidth(sumOf(2, ScalarType::Float, true)), 2);
+  EXPECT_EQ(cudaVectorWidth(sumOf(2, ScalarType::Half, true)), 8);
+  EXPECT_EQ(cudaVectorWidth(sumOf(2, ScalarType::Double, true)), 2);
 }
 
 }  // namespace

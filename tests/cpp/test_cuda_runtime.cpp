@@ -190,7 +190,7 @@ TEST(Driver, LaunchWritesMemoryAndRestoresContext) {
     float a = 0.5f;
     unsigned long long count = n;
     void* params[] = {&y, &a, &count};
-    kernel.launch((n + 255) / 256, 256, params, /*stream=*/nullptr);
+    kernel.launch((n + 255) / 256, 1, 256, params, /*stream=*/nullptr);
     std::vector<float> host(n);
     {
       PrimaryContextGuard context(0);

@@ -63,11 +63,23 @@ def _rows_cases(dtype):
         "small_rows": (randn(16, 1024), randn(1024)),
         # flat, with leftover elements after the vector loop
         "flat_tail": (randn(3 * 2**20 + 5), randn(3 * 2**20 + 5)),
+        # more rows than gridDim.y holds: each block walks several rows
+        "many_rows": (randn(70000, 128), randn(128)),
     }
 
 
 @pytest.mark.parametrize(
-    "case", ["aligned", "ragged", "misaligned", "column", "unrolled", "small_rows", "flat_tail"]
+    "case",
+    [
+        "aligned",
+        "ragged",
+        "misaligned",
+        "column",
+        "unrolled",
+        "small_rows",
+        "flat_tail",
+        "many_rows",
+    ],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_row_and_flat_paths_match_eager(dtype, case):
@@ -77,6 +89,29 @@ def test_row_and_flat_paths_match_eager(dtype, case):
     out = run_optimized(fn, x, b)
     assert fuser.stats()["kernel_launches"] > before
     torch.testing.assert_close(out, torch.nn.functional.gelu(x + b))
+
+
+CHUNKED_GATES = """
+def f(g, b, c):
+    a0, a1, a2, a3 = (g + b).chunk(4, 1)
+    return a0.sigmoid() * a1.tanh() + a2 * a3 + c
+"""
+
+
+@pytest.mark.parametrize("rows", [256, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_chunks_sharing_strides_on_element_rows_match_eager(dtype, rows):
+    # 9 tensors read, one written: too many for vectors, so rows go element-wise, and
+    # the chunks of g (and of b) read through one offset each.
+    def randn(*shape):
+        return torch.randn(*shape, device="cuda", dtype=dtype)
+
+    g, b, c = randn(rows, 4 * 1024), randn(4 * 1024), randn(rows, 1024)
+    fn = script_from_source(CHUNKED_GATES)
+    out = run_optimized(fn, g, b, c)
+    assert count_kind(torch.jit.last_executed_optimized_graph(), FUSION_GROUP) == 1
+    a0, a1, a2, a3 = (g + b).chunk(4, 1)
+    torch.testing.assert_close(out, a0.sigmoid() * a1.tanh() + a2 * a3 + c)
 
 
 def test_other_dtype_falls_back_correctly():

@@ -97,12 +97,27 @@ def _sum_of(count: int) -> torch._C.Graph:
 
 @pytest.mark.parametrize(
     "inputs, loop",
-    [(2, "fx_jk[2]"), (3, "fx_jk[2]"), (4, "fx_jk[1]"), (17, "fx_jk[1]")],
-    ids=["two_per_tile", "two_at_the_limit", "one", "lstm_like"],
+    [(2, "fx_jk[2]"), (3, "fx_jk[2]"), (4, "fx_jk[1]"), (7, "fx_jk[1]"), (8, None), (17, None)],
+    ids=["two_per_tile", "two_at_the_limit", "one", "one_at_the_limit", "elements", "lstm_like"],
 )
-def test_row_tiles_take_two_vectors_only_for_few_tensors(inputs, loop):
+def test_row_tiles_hold_at_most_eight_vectors_per_thread(inputs, loop):
     # Each vector a thread holds costs 4 registers: with two per tile a thread holds
-    # inputs x 2 + outputs vectors, which must stay at most 8.
+    # inputs x 2 + outputs vectors, with one inputs + outputs; past 8 the rows go
+    # element-wise (an LSTM cell's kernel then runs at four times the occupancy).
     dtypes = [torch.float32] * inputs
     source = _C.kernel_source(_sum_of(inputs), dtypes, [False] * inputs, "cuda", "rows")
-    assert loop in source
+    if loop is None:
+        assert "fx_jk" not in source and "fx_ld_vec<" not in source
+    else:
+        assert loop in source
+
+
+@needs_nvrtc
+def test_inputs_with_equal_strides_share_one_offset():
+    # Chunks of one tensor step alike: the kernel computes the first one's offsets and
+    # reads the others through them.
+    source = _C.kernel_source(_sum_of(5), [torch.float32] * 5, [False] * 5, "cuda", "shared_rows")
+    assert "base_off0" in source and "base_off1" not in source
+    assert "a.in4 + off0" in source  # element path
+    assert "int64_t st0[2];" in source and "st1" not in source  # one stride row in FxArgs
+    assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"

@@ -41,8 +41,8 @@ class CudaKernel final : public CompiledKernel {
     codegen::CudaArgSlots slots = codegen::CudaArgLayout::pack(
         ir_, a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, a.numel, shape.vectors);
     void* params[] = {slots.data()};
-    loaded_->launch(static_cast<unsigned>(shape.grid), shape.block, params,
-                    currentStream(a.device));
+    loaded_->launch(static_cast<unsigned>(shape.grid_x), static_cast<unsigned>(shape.grid_y),
+                    shape.block, params, currentStream(a.device));
   }
 
  private:

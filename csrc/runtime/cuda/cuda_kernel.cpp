@@ -42,14 +42,15 @@ LoadedKernel::~LoadedKernel() {
   }
 }
 
-void LoadedKernel::launch(unsigned grid_x, unsigned block_x, void** kernel_params, void* stream,
-                          unsigned shared_bytes) const {
+void LoadedKernel::launch(unsigned grid_x, unsigned grid_y, unsigned block_x,
+                          void** kernel_params, void* stream, unsigned shared_bytes) const {
   PrimaryContextGuard context(device_);
-  const CUresult r = driver().launchKernel(function_, grid_x, 1, 1, block_x, 1, 1, shared_bytes,
-                                           stream, kernel_params, nullptr);
+  const CUresult r = driver().launchKernel(function_, grid_x, grid_y, 1, block_x, 1, 1,
+                                           shared_bytes, stream, kernel_params, nullptr);
   if (r != kCudaSuccess) {
     throwCuError(r, "launching " + onDevice(name_, device_) + " with grid " +
-                        std::to_string(grid_x) + " x block " + std::to_string(block_x));
+                        std::to_string(grid_x) + " x " + std::to_string(grid_y) + " x block " +
+                        std::to_string(block_x));
   }
 }
 

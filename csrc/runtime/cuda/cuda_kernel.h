@@ -20,12 +20,13 @@ class LoadedKernel {
   LoadedKernel(const LoadedKernel&) = delete;
   LoadedKernel& operator=(const LoadedKernel&) = delete;
 
-  // Enqueues a 1-D launch on `stream` (a CUstream; nullptr is the legacy default stream).
-  // `kernel_params` is cuLaunchKernel's array of pointers to each argument. Safe to call
-  // from several threads at once. Throws std::runtime_error if the launch is refused;
-  // faults inside the kernel surface later, at the stream's next synchronization.
-  void launch(unsigned grid_x, unsigned block_x, void** kernel_params, void* stream,
-              unsigned shared_bytes = 0) const;
+  // Enqueues a launch of grid_x x grid_y blocks of block_x threads on `stream` (a
+  // CUstream; nullptr is the legacy default stream). `kernel_params` is cuLaunchKernel's
+  // array of pointers to each argument. Safe to call from several threads at once.
+  // Throws std::runtime_error if the launch is refused; faults inside the kernel surface
+  // later, at the stream's next synchronization.
+  void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, void** kernel_params,
+              void* stream, unsigned shared_bytes = 0) const;
 
   int device() const { return device_; }
   const std::string& name() const { return name_; }

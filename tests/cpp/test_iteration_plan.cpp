@@ -1,0 +1,56 @@
+// shareEqualStrides (runtime/iteration_plan.cpp): which tensors of a CUDA kernel reuse
+// another's offsets. An LSTM cell's kernel reads the chunks of two gate matrices and of
+// two biases: each family steps alike, so it needs one offset per family.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "runtime/iteration_plan.h"
+#include "runtime/tensor_view.h"
+
+namespace fuser::runtime {
+namespace {
+
+IterationPlan sharedPlan(const std::vector<at::Tensor>& tensors) {
+  std::vector<TensorView> views;
+  for (const at::Tensor& t : tensors) views.push_back(TensorView::of(t));
+  IterationPlan plan = planIteration(views);
+  shareEqualStrides(plan, views.size());
+  return plan;
+}
+
+TEST(ShareEqualStrides, ChunksOfOneTensorShareTheFirstChunksOffsets) {
+  const std::vector<at::Tensor> gates = at::randn({4, 12}).chunk(4, 1);
+  const std::vector<at::Tensor> bias = at::randn({12}).chunk(4);
+  const at::Tensor cell = at::randn({4, 3});
+  const IterationPlan plan =
+      sharedPlan({cell, gates[0], bias[0], gates[1], bias[1], gates[2], gates[3], bias[2]});
+  const std::vector<int32_t> expected = {-1, -1, -1, 1, 2, 1, 1, 2};
+  ASSERT_EQ(plan.inputs.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(plan.inputs[i].same_strides_as, expected[i]) << "tensor " << i;
+  }
+}
+
+TEST(ShareEqualStrides, DifferentStridesOrDenseTensorsKeepTheirOwn) {
+  const at::Tensor base = at::randn({8, 8});
+  const IterationPlan plan = sharedPlan({base.slice(1, 0, 4), base.t().slice(1, 0, 4),
+                                         at::randn({8, 4}), base.slice(1, 2, 6)});
+  EXPECT_EQ(plan.inputs[0].same_strides_as, -1);
+  EXPECT_EQ(plan.inputs[1].same_strides_as, -1);  // transposed: other strides
+  EXPECT_EQ(plan.inputs[2].same_strides_as, -1);  // dense: Flat, no offsets to share
+  EXPECT_EQ(plan.inputs[3].same_strides_as, 0);
+}
+
+TEST(ShareEqualStrides, OnlyTheFirstCountTensorsTakePart) {
+  // Cat slices follow the inputs in a plan; they are addressed through their own strides.
+  const at::Tensor base = at::randn({6, 6});
+  IterationPlan plan = planIteration(std::vector<TensorView>{
+      TensorView::of(base.slice(1, 0, 3)), TensorView::of(base.slice(1, 3, 6))});
+  shareEqualStrides(plan, 1);
+  EXPECT_EQ(plan.inputs[1].same_strides_as, -1);
+}
+
+}  // namespace
+}  // namespace fuser::runtime
