@@ -37,12 +37,18 @@ CudaLaunchShape launch(const Kernel& k, std::vector<int64_t> sizes) {
   return cudaLaunchShape(k, cudaVectorShape(k), sizes.data(), numel, kSms);
 }
 
-TEST(CudaLaunchShape, LongFloatRowsTakeTwoVectorsAndABlockPerTile) {
+TEST(CudaLaunchShape, LongFloatRowsTakeFourVectorsAndABlockPerTile) {
   const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, false), {8192, 8192});
-  EXPECT_EQ(s.vectors, 2);
+  EXPECT_EQ(s.vectors, 4);
   EXPECT_EQ(s.block, 256);
-  EXPECT_EQ(s.grid_x, 8192 / (256 * 4 * 2));  // the tiles of a row
+  EXPECT_EQ(s.grid_x, 8192 / (256 * 4 * 4));  // the tiles of a row
   EXPECT_EQ(s.grid_y, 8192);                  // every row its own blocks
+}
+
+TEST(CudaLaunchShape, RowsTakeTheMostVectorsTheRowFills) {
+  // Printed for four; a row of 2048 floats fills two per thread, one of 1024 one.
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 2048}).vectors, 2);
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 4096}).vectors, 4);
 }
 
 TEST(CudaLaunchShape, HalfRowsAreCappedAtSixtyFourBlocksPerSm) {
@@ -60,6 +66,15 @@ TEST(CudaLaunchShape, RowsBeyondTheGridLimitAreWalkedByFewerBlocks) {
 
 TEST(CudaLaunchShape, RowsHoldingOneVectorPerThreadTakeOne) {
   EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 1024}).vectors, 1);
+}
+
+TEST(CudaLaunchShape, UnrollingStopsAtTwelveVectorsHeld) {
+  // Held: (inputs + output) + inputs x (unroll - 1).
+  EXPECT_EQ(cudaVectorShape(sumOf(2, ScalarType::Float, false)).row_unroll, 4);  // 9
+  EXPECT_EQ(cudaVectorShape(sumOf(3, ScalarType::Float, false)).row_unroll, 2);  // 13, then 7
+  EXPECT_EQ(cudaVectorShape(sumOf(5, ScalarType::Float, false)).row_unroll, 2);  // 11
+  EXPECT_EQ(cudaVectorShape(sumOf(6, ScalarType::Float, false)).row_unroll, 1);  // 13
+  EXPECT_EQ(cudaVectorShape(sumOf(2, ScalarType::Half, false)).row_unroll, 2);   // half: two
 }
 
 TEST(CudaLaunchShape, ManyTensorsGoElementWise) {

@@ -57,7 +57,8 @@ def _rows_cases(dtype):
         "misaligned": (wide[:, 1:1025], randn(1024)),
         # a per-row bias, broadcast along the row
         "column": (randn(256, 1024), randn(256, 1)),
-        # long rows: two vectors per thread and tile, the last tile of each row partial
+        # long rows: four vectors per thread and tile (two for half precision), the last
+        # tile of each row partial
         "unrolled": (randn(64, 6152), randn(6152)),
         # too few elements for vectors to keep the SMs busy: one element per thread
         "small_rows": (randn(16, 1024), randn(1024)),

@@ -96,15 +96,33 @@ def _sum_of(count: int) -> torch._C.Graph:
 
 
 @pytest.mark.parametrize(
-    "inputs, loop",
-    [(2, "fx_jk[2]"), (3, "fx_jk[2]"), (4, "fx_jk[1]"), (7, "fx_jk[1]"), (8, None), (17, None)],
-    ids=["two_per_tile", "two_at_the_limit", "one", "one_at_the_limit", "elements", "lstm_like"],
+    "inputs, dtype, loop",
+    [
+        (2, torch.float32, "fx_jk[4]"),
+        (3, torch.float32, "fx_jk[2]"),
+        (5, torch.float32, "fx_jk[2]"),
+        (6, torch.float32, "fx_jk[1]"),
+        (7, torch.float32, "fx_jk[1]"),
+        (8, torch.float32, None),
+        (17, torch.float32, None),
+        (2, torch.float16, "fx_jk[2]"),
+    ],
+    ids=[
+        "four",
+        "two",
+        "two_at_the_limit",
+        "one",
+        "one_at_the_limit",
+        "elements",
+        "lstm_like",
+        "half",
+    ],
 )
-def test_row_tiles_hold_at_most_eight_vectors_per_thread(inputs, loop):
-    # Each vector a thread holds costs 4 registers: with two per tile a thread holds
-    # inputs x 2 + outputs vectors, with one inputs + outputs; past 8 the rows go
-    # element-wise (an LSTM cell's kernel then runs at four times the occupancy).
-    dtypes = [torch.float32] * inputs
+def test_row_tiles_hold_at_most_twelve_vectors_per_thread(inputs, dtype, loop):
+    # Each vector a thread holds costs 4 registers: with u vectors per tile a thread
+    # holds (inputs + outputs) + inputs x (u - 1), at most 12; past 8 with one each the
+    # rows go element-wise (an LSTM cell's kernel then runs at four times the occupancy).
+    dtypes = [dtype] * inputs
     source = _C.kernel_source(_sum_of(inputs), dtypes, [False] * inputs, "cuda", "rows")
     if loop is None:
         assert "fx_jk" not in source and "fx_ld_vec<" not in source
