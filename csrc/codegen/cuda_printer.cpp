@@ -25,8 +25,10 @@ constexpr int kRowPathMinInner = 128;
 
 // Most vectors a thread moves per tensor and row tile, all loaded before any math: rows
 // that stream a single tensor (x + bias) need several in flight to reach the copy
-// bandwidth. gelu(x + bias) over 8192 x 8192 floats on the H100: 189.9 us with one,
-// 183.4 with two, 180.8 with four. Half precision rows were measured with two only.
+// bandwidth. gelu(x + bias) over 8192 x 8192 floats on the H100, the kernel alone:
+// 189.9 us with one, 183.4 with two, 180.8 with four; in the benchmark, where each call
+// also pays its launch, two and four both measured 182.8. Half precision rows were
+// measured with two only.
 constexpr int kRowUnrollFloat = 4;
 constexpr int kRowUnrollHalf = 2;
 
