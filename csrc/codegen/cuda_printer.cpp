@@ -25,10 +25,10 @@ constexpr int kRowPathMinInner = 128;
 
 // Most vectors a thread moves per tensor and row tile, all loaded before any math: rows
 // that stream a single tensor (x + bias) need several in flight to reach the copy
-// bandwidth. gelu(x + bias) over 8192 x 8192 floats on the H100, the kernel alone:
-// 189.9 us with one, 183.4 with two, 180.8 with four; in the benchmark, where each call
-// also pays its launch, two and four both measured 182.8. Half precision rows were
-// measured with two only.
+// bandwidth. gelu(x + bias) over 8192 x 8192 floats on the H100, in a harness timing
+// the kernel alone: 189.9 us with one, 183.4 with two, 180.8 with four; in the
+// benchmark, two measured 182.9 us and four 182.8. Half precision rows were measured
+// with two only.
 constexpr int kRowUnrollFloat = 4;
 constexpr int kRowUnrollHalf = 2;
 
@@ -531,32 +531,31 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
 
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }
 
-CudaArgSlots CudaArgLayout::pack(const Kernel& k, void* const* ptrs,
-                                          const int64_t* sizes, const int64_t* strides,
-                                          const double* dargs, const int64_t* iargs,
-                                          int64_t numel, int vectors) {
+CudaArgLayout::CudaArgLayout(const Kernel& k)
+    : num_pointers_(k.inputs.size() + k.outputs.size()), ndim_(k.ndim) {
+  // Stride rows in FxArgs order: walked inputs, then strided outputs.
+  for (int i : walkedInputs(k)) stride_rows_.push_back(i);
+  for (int o : stridedOutputs(k)) stride_rows_.push_back(k.outputs[o].stride_slot);
+  for (ScalarArgKind kind : k.scalars) (kind == ScalarArgKind::Double ? num_doubles_ : num_ints_)++;
+}
+
+CudaArgSlots CudaArgLayout::pack(void* const* ptrs, const int64_t* sizes, const int64_t* strides,
+                                 const double* dargs, const int64_t* iargs, int64_t numel,
+                                 int vectors) const {
   CudaArgSlots slots;
-  const size_t nptr = k.inputs.size() + k.outputs.size();
-  for (size_t i = 0; i < nptr; ++i) slots.push_back(reinterpret_cast<uint64_t>(ptrs[i]));
-  // Stride rows in FxArgs order: strided inputs, then strided outputs.
-  std::vector<int> stride_rows = walkedInputs(k);
-  for (int o : stridedOutputs(k)) stride_rows.push_back(k.outputs[o].stride_slot);
-  if (!stride_rows.empty()) {
-    for (int d = 0; d < k.ndim; ++d) slots.push_back(static_cast<uint64_t>(sizes[d]));
-    for (int row : stride_rows) {
-      for (int d = 0; d < k.ndim; ++d) {
-        slots.push_back(static_cast<uint64_t>(strides[row * k.ndim + d]));
-      }
+  for (size_t i = 0; i < num_pointers_; ++i) slots.push_back(reinterpret_cast<uint64_t>(ptrs[i]));
+  if (!stride_rows_.empty()) {
+    for (int d = 0; d < ndim_; ++d) slots.push_back(static_cast<uint64_t>(sizes[d]));
+    for (int row : stride_rows_) {
+      for (int d = 0; d < ndim_; ++d) slots.push_back(static_cast<uint64_t>(strides[row * ndim_ + d]));
     }
   }
-  int nd = 0, ni = 0;
-  for (ScalarArgKind kind : k.scalars) (kind == ScalarArgKind::Double ? nd : ni)++;
-  for (int i = 0; i < nd; ++i) {
+  for (int i = 0; i < num_doubles_; ++i) {
     uint64_t bits;
     std::memcpy(&bits, &dargs[i], sizeof(bits));
     slots.push_back(bits);
   }
-  for (int i = 0; i < ni; ++i) slots.push_back(static_cast<uint64_t>(iargs[i]));
+  for (int i = 0; i < num_ints_; ++i) slots.push_back(static_cast<uint64_t>(iargs[i]));
   slots.push_back(static_cast<uint64_t>(numel));
   slots.push_back(static_cast<uint64_t>(vectors));
   return slots;

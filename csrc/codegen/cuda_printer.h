@@ -24,10 +24,19 @@ std::string printCudaKernel(const Kernel& kernel);
 // Inline room for a cell's kernel (a few dozen slots): packing allocates nothing.
 using CudaArgSlots = c10::SmallVector<uint64_t, 64>;
 
-struct CudaArgLayout {
-  static CudaArgSlots pack(const Kernel& kernel, void* const* ptrs, const int64_t* sizes,
-                                    const int64_t* strides, const double* dargs,
-                                    const int64_t* iargs, int64_t numel, int vectors);
+// Built once per kernel (when it is loaded), so a launch only copies values.
+class CudaArgLayout {
+ public:
+  explicit CudaArgLayout(const Kernel& kernel);
+  CudaArgSlots pack(void* const* ptrs, const int64_t* sizes, const int64_t* strides,
+                    const double* dargs, const int64_t* iargs, int64_t numel, int vectors) const;
+
+ private:
+  size_t num_pointers_;
+  int ndim_;
+  std::vector<int> stride_rows_;  // launch tensors whose strides FxArgs holds, in order
+  int num_doubles_ = 0;
+  int num_ints_ = 0;
 };
 
 // Elements per vector access of a flat kernel: 16 bytes of its widest tensor, or 8 when

@@ -32,22 +32,24 @@ class CudaKernel final : public CompiledKernel {
   CudaKernel(codegen::Kernel ir, std::unique_ptr<cuda::LoadedKernel> loaded, int sm_count)
       : ir_(std::move(ir)),
         vectors_(codegen::cudaVectorShape(ir_)),
+        args_(ir_),
         loaded_(std::move(loaded)),
         sm_count_(sm_count) {}
 
   void launch(const LaunchArgs& a) const override {
     const codegen::CudaLaunchShape shape =
         codegen::cudaLaunchShape(ir_, vectors_, a.sizes, a.numel, sm_count_);
-    codegen::CudaArgSlots slots = codegen::CudaArgLayout::pack(
-        ir_, a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, a.numel, shape.vectors);
+    codegen::CudaArgSlots slots =
+        args_.pack(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, a.numel, shape.vectors);
     void* params[] = {slots.data()};
     loaded_->launch(static_cast<unsigned>(shape.grid_x), static_cast<unsigned>(shape.grid_y),
                     shape.block, params, currentStream(a.device));
   }
 
  private:
-  codegen::Kernel ir_;  // the argument layout depends on it
+  codegen::Kernel ir_;  // the launch shape depends on it
   codegen::CudaVectorShape vectors_;
+  codegen::CudaArgLayout args_;
   std::unique_ptr<cuda::LoadedKernel> loaded_;
   int sm_count_;
 };
