@@ -1,15 +1,17 @@
 """Runs the suite: for every device, dtype, workload and size, each mode in turn.
 
 Per row: eager's result is the reference; each mode builds its own fresh function under
-its own JIT switches, warms up, is checked against eager, has its fusion groups counted,
-and (unless --smoke) is timed while the same switches are still set. Nothing a mode does
+its own JIT switches, warms up, is checked against eager and has its fusion groups
+counted. Then (unless --smoke) the modes are timed in TIMING_ROUNDS interleaved rounds,
+each under its own switches again, so that a machine whose speed drifts during the row
+(small calls are bound by CPU time per call) slows every mode alike. Nothing a mode does
 (unavailable, raising, a wrong result) stops the run: it is recorded in the row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,9 +30,10 @@ from fuser.bench.timing import (
     Args,
     copies_needed,
     input_copies,
+    sample_calls,
+    summarize,
     synchronize,
     tensor_bytes,
-    time_calls,
     warm_up,
 )
 from fuser.bench.workloads import WORKLOADS, Workload, make_inputs, shape_label
@@ -74,7 +77,19 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def run_mode(
+# Each mode's timing budget is spent in this many rounds, the modes taking turns.
+TIMING_ROUNDS = 5
+
+
+@dataclass
+class PreparedMode:
+    mode: Mode
+    result: ModeResult
+    fn: Any = None  # built and warmed up; None when it cannot be timed
+    samples: list[int] = field(default_factory=list)
+
+
+def prepare_mode(
     mode: Mode,
     workload: Workload,
     arg_sets: Sequence[Args],
@@ -82,15 +97,16 @@ def run_mode(
     dtype: torch.dtype,
     device: torch.device,
     preset: Preset,
-) -> ModeResult:
-    """One mode on one row: build, warm up, check against eager, count groups, time."""
-    result = ModeResult(mode.name)
+) -> PreparedMode:
+    """One mode on one row: build, warm up, check against eager, count groups."""
+    prepared = PreparedMode(mode, ModeResult(mode.name))
+    result = prepared.result
     reason = mode.unavailable_reason(device)
     if reason is not None:
         result.na_reason = reason
-        return result
+        return prepared
     try:
-        # The switches stay set from the fresh function's first call to its last timed
+        # The switches stay set from the fresh function's first call to its last warm-up
         # call: a fuser is chosen when the graph is optimized, on call 2.
         with jit_flags(mode.flags(device)), torch.no_grad():
             fn = mode.build(workload)
@@ -101,16 +117,55 @@ def run_mode(
                 graph = optimized_graph(fn, arg_sets[0])
                 if graph is not None:
                     result.groups = count_groups(graph, mode.group_kind)
-            if preset.timed and not result.is_wrong:
-                timing = time_calls(fn, arg_sets, device, preset.budget)
-                result.time_us, result.min_us, result.reps = (
-                    timing.median_us,
-                    timing.min_us,
-                    timing.reps,
-                )
     except Exception as error:  # a mode that raises is reported, never fatal
         result.na_reason = short_reason(error)
-    return result
+        return prepared
+    if preset.timed and not result.is_wrong:
+        prepared.fn = fn
+    return prepared
+
+
+def time_interleaved(
+    modes: Sequence[PreparedMode], arg_sets: Sequence[Args], device: torch.device, preset: Preset
+) -> None:
+    """Times every prepared mode in TIMING_ROUNDS rounds, each mode under its own
+    switches in each round, and records the median and minimum of all its calls."""
+    share = preset.budget.share(TIMING_ROUNDS)
+    for _ in range(TIMING_ROUNDS):
+        for prepared in modes:
+            if prepared.fn is None:
+                continue
+            try:
+                with jit_flags(prepared.mode.flags(device)), torch.no_grad():
+                    prepared.samples += sample_calls(prepared.fn, arg_sets, device, share)
+            except Exception as error:  # reported, never fatal
+                prepared.result.na_reason = short_reason(error)
+                prepared.fn = None
+                prepared.samples = []
+    for prepared in modes:
+        if prepared.samples:
+            timing = summarize(prepared.samples)
+            result = prepared.result
+            result.time_us, result.min_us, result.reps = (
+                timing.median_us,
+                timing.min_us,
+                timing.reps,
+            )
+
+
+def run_mode(
+    mode: Mode,
+    workload: Workload,
+    arg_sets: Sequence[Args],
+    expected: Any,
+    dtype: torch.dtype,
+    device: torch.device,
+    preset: Preset,
+) -> ModeResult:
+    """One mode on its own: prepared, then timed (when the preset times)."""
+    prepared = prepare_mode(mode, workload, arg_sets, expected, dtype, device, preset)
+    time_interleaved([prepared], arg_sets, device, preset)
+    return prepared.result
 
 
 def _stat(name: str) -> int:
@@ -150,19 +205,27 @@ def run_row(
         copies = copies_needed(tensor_bytes(inputs), cache_bytes)
     arg_sets = input_copies(inputs, copies)
 
+    prepared = []
     for name in options.modes:
         progress.show(f"{label}: {name}")
         before = (_stat("kernels_compiled"), _stat("disk_cache_hits"))
-        result = run_mode(MODES[name], workload, arg_sets, expected, dtype, device, options.preset)
-        row.modes[name] = result
+        mode = MODES[name]
+        prepared.append(
+            prepare_mode(mode, workload, arg_sets, expected, dtype, device, options.preset)
+        )
+        row.modes[name] = prepared[-1].result
         if name == FUSER:
-            row.groups = result.groups
+            row.groups = prepared[-1].result.groups
             row.kernels_compiled = _stat("kernels_compiled") - before[0]
             row.kernels_from_disk = _stat("disk_cache_hits") - before[1]
-            if result.mismatch is not None:
-                row.failure = f"fuser result differs from eager:\n{result.mismatch}"
-            elif result.na_reason is not None:
-                row.failure = f"fuser raised {result.na_reason}"
+    if options.preset.timed:
+        progress.show(f"{label}: timing")
+        time_interleaved(prepared, arg_sets, device, options.preset)
+    fused = row.modes.get(FUSER)
+    if fused is not None and fused.mismatch is not None:
+        row.failure = f"fuser result differs from eager:\n{fused.mismatch}"
+    elif fused is not None and fused.na_reason is not None:
+        row.failure = f"fuser raised {fused.na_reason}"
     return row
 
 

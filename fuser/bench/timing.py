@@ -30,6 +30,14 @@ class TimingBudget:
     min_reps: int
     max_reps: int
 
+    def share(self, parts: int) -> TimingBudget:
+        """One of `parts` equal shares (at least one call each)."""
+        return TimingBudget(
+            seconds=self.seconds / parts,
+            min_reps=max(1, math.ceil(self.min_reps / parts)),
+            max_reps=max(1, math.ceil(self.max_reps / parts)),
+        )
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -119,6 +127,24 @@ def _time_on_cuda(
     return [int(start.elapsed_time(end) * 1e6) for start, end in events]
 
 
+def sample_calls(
+    fn: Callable[..., Any],
+    arg_sets: Sequence[Args],
+    device: torch.device,
+    budget: TimingBudget,
+) -> list[int]:
+    """Nanoseconds of each call of `fn` (already warmed up) on `arg_sets` in rotation."""
+    if device.type == "cuda":
+        return _time_on_cuda(fn, arg_sets, budget, device)
+    return _time_on_cpu(fn, arg_sets, budget)
+
+
+def summarize(samples: Sequence[int]) -> Timing:
+    return Timing(
+        median_us=statistics.median(samples) / 1e3, min_us=min(samples) / 1e3, reps=len(samples)
+    )
+
+
 def time_calls(
     fn: Callable[..., Any],
     arg_sets: Sequence[Args],
@@ -126,10 +152,4 @@ def time_calls(
     budget: TimingBudget,
 ) -> Timing:
     """Times `fn` (already warmed up) on `arg_sets` in rotation; median and min per call."""
-    if device.type == "cuda":
-        samples = _time_on_cuda(fn, arg_sets, budget, device)
-    else:
-        samples = _time_on_cpu(fn, arg_sets, budget)
-    return Timing(
-        median_us=statistics.median(samples) / 1e3, min_us=min(samples) / 1e3, reps=len(samples)
-    )
+    return summarize(sample_calls(fn, arg_sets, device, budget))

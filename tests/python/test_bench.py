@@ -26,7 +26,7 @@ from fuser.bench.presets import FULL, SMOKE
 from fuser.bench.progress import Progress
 from fuser.bench.results import ModeResult, Row, SuiteResult
 from fuser.bench.table import columns, render_smoke_list, render_table, row_cells
-from fuser.bench.timing import MAX_COPIES, copies_needed, input_copies, tensor_bytes
+from fuser.bench.timing import MAX_COPIES, TimingBudget, copies_needed, input_copies, tensor_bytes
 from fuser.bench.workloads import WORKLOADS, make_inputs
 
 MODE_NAMES = ["eager", "script", "fuser", "nnc", "onednn", "compile"]
@@ -337,6 +337,38 @@ def test_a_raising_peer_is_na_not_a_crash() -> None:
     cpu = torch.device("cpu")
     result = runner.run_mode(mode, workload, [args], expected, torch.float32, cpu, SMOKE)
     assert result.time_us is None and result.na_reason == "RuntimeError: peer exploded"
+
+
+def _prepared(name: str, calls: list[str], fail: bool = False) -> runner.PreparedMode:
+    def fn(*args: Any) -> None:
+        calls.append(name)
+        if fail and len(calls) > 2:
+            raise RuntimeError("lost the device")
+
+    mode = dataclasses.replace(MODES["eager"], name=name)
+    return runner.PreparedMode(mode, ModeResult(name), fn=fn)
+
+
+def test_modes_are_timed_in_interleaved_rounds() -> None:
+    # One call per mode and round: the modes take turns, so a drifting machine slows all.
+    calls: list[str] = []
+    modes = [_prepared("a", calls), _prepared("b", calls)]
+    preset = dataclasses.replace(FULL, budget=TimingBudget(seconds=0.0, min_reps=5, max_reps=5))
+    runner.time_interleaved(modes, [()], torch.device("cpu"), preset)
+    assert calls == ["a", "b"] * runner.TIMING_ROUNDS
+    for prepared in modes:
+        assert prepared.result.reps == runner.TIMING_ROUNDS
+        assert prepared.result.time_us is not None and prepared.result.time_us >= 0
+
+
+def test_a_mode_raising_while_timed_is_na_and_the_others_go_on() -> None:
+    calls: list[str] = []
+    modes = [_prepared("flaky", calls, fail=True), _prepared("steady", calls)]
+    preset = dataclasses.replace(FULL, budget=TimingBudget(seconds=0.0, min_reps=5, max_reps=5))
+    runner.time_interleaved(modes, [()], torch.device("cpu"), preset)
+    assert modes[0].result.time_us is None
+    assert modes[0].result.na_reason == "RuntimeError: lost the device"
+    assert modes[1].result.reps == runner.TIMING_ROUNDS
 
 
 def _off_by_one(workload: Any) -> Any:
