@@ -300,7 +300,7 @@ class CudaPrinter {
     out_ << "    const idx_t fx_end = fx_start + fx_span < fx_inner ? fx_start + fx_span : "
             "fx_inner;\n"
          << "    if (fx_start + threadIdx.x >= fx_end) return;\n";
-    printRowLoopStart();
+    printRowLoopStart("    ");
     out_ << "      for (idx_t fx_j = fx_start + threadIdx.x; fx_j < fx_end; fx_j += blockDim.x) {\n"
          << "        const idx_t i = fx_row * fx_inner + fx_j;\n";
     for (const WalkedTensor& w : walked_) {
@@ -312,21 +312,22 @@ class CudaPrinter {
     printExprs(/*invariant=*/false, "        ");
     printStores("        ");
     out_ << "      }\n";
-    printRowLoopEnd();
+    printRowLoopEnd("    ");
     out_ << "  }\n";
   }
 
   // Opens the loop over this block's rows and declares base_offN, the offset of the
   // row's first element in every walked tensor. The launch never gives a block no row,
   // so the first pass needs no test (and the division in fx_rows is off its path).
-  void printRowLoopStart() {
-    out_ << "    for (idx_t fx_row = blockIdx.y;;) {\n";
-    printOffsets("fx_row", k_.ndim - 2, "base_", "      ");
+  void printRowLoopStart(const std::string& ind) {
+    out_ << ind << "for (idx_t fx_row = blockIdx.y;;) {\n";
+    printOffsets("fx_row", k_.ndim - 2, "base_", ind + "  ");
   }
 
-  void printRowLoopEnd() {
-    out_ << "      fx_row += gridDim.y;\n      if (fx_row >= fx_rows) break;\n    }\n"
-         << "    return;\n";
+  void printRowLoopEnd(const std::string& ind) {
+    out_ << ind << "  fx_row += gridDim.y;\n"
+         << ind << "  if (fx_row >= fx_rows) break;\n"
+         << ind << "}\n" << ind << "return;\n";
   }
 
   // Declares `prefix`offN for every walked tensor: the offset of linear index `index`
@@ -392,17 +393,17 @@ class CudaPrinter {
          << "        fx_jk[fx_k] = fx_start + (fx_k * (idx_t)blockDim.x + threadIdx.x) * " << v
          << ";\n        fx_in[fx_k] = fx_k < fx_vectors && fx_jk[fx_k] < fx_inner;\n      }\n"
          << "      if (!fx_in[0]) return;\n";
-    printRowLoopStart();
-    out_ << "      const idx_t fx_row0 = fx_row * fx_inner;\n";
+    printRowLoopStart("      ");
+    out_ << "        const idx_t fx_row0 = fx_row * fx_inner;\n";
     auto at = [&](size_t i) {
       const std::string base = k_.inputs[i].access == Access::Flat
                                    ? "fx_row0"
                                    : "base_off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
       return base + " + fx_jk[fx_k]";
     };
-    printVectorLoads(row_unroll_, row_vec_, at, "      ");
-    printVectorBody(Lanes::Row, row_unroll_, row_vec_, "fx_row0 + fx_jk[fx_k]", "      ");
-    printRowLoopEnd();
+    printVectorLoads(row_unroll_, row_vec_, at, "        ");
+    printVectorBody(Lanes::Row, row_unroll_, row_vec_, "fx_row0 + fx_jk[fx_k]", "        ");
+    printRowLoopEnd("      ");
     out_ << "    }\n";
   }
 
