@@ -153,21 +153,6 @@ def time_interleaved(
             )
 
 
-def run_mode(
-    mode: Mode,
-    workload: Workload,
-    arg_sets: Sequence[Args],
-    expected: Any,
-    dtype: torch.dtype,
-    device: torch.device,
-    preset: Preset,
-) -> ModeResult:
-    """One mode on its own: prepared, then timed (when the preset times)."""
-    prepared = prepare_mode(mode, workload, arg_sets, expected, dtype, device, preset)
-    time_interleaved([prepared], arg_sets, device, preset)
-    return prepared.result
-
-
 def _stat(name: str) -> int:
     return int(fuser.stats().get(name, 0))
 

@@ -335,7 +335,9 @@ def test_a_raising_peer_is_na_not_a_crash() -> None:
     args = (torch.randn(4, 4), torch.randn(4, 4))
     expected = workload.eager_function()(*args)
     cpu = torch.device("cpu")
-    result = runner.run_mode(mode, workload, [args], expected, torch.float32, cpu, SMOKE)
+    prepared = runner.prepare_mode(mode, workload, [args], expected, torch.float32, cpu, SMOKE)
+    result = prepared.result
+    assert prepared.fn is None
     assert result.time_us is None and result.na_reason == "RuntimeError: peer exploded"
 
 
