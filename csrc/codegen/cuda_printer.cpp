@@ -1,7 +1,7 @@
 // CUDA printer. Flat kernels move `cudaVectorWidth` elements per thread and iteration
 // with one aligned access per tensor, then finish the tail element by element;
 // strided kernels walk rows of the innermost dimension when it is long, a block per
-// tile of a row and rows blockIdx.y, + gridDim.y, ... (one or two vector accesses per
+// tile of a row and rows blockIdx.y, + gridDim.y, ... (up to four vector accesses per
 // tensor and thread when the rows are dense and aligned, else one element), else
 // recover each element's multi-index with div/mod; in 32 bits when every offset fits.
 // Inputs with equal strides share their offsets. The launch's `vectors` argument
@@ -42,7 +42,7 @@ constexpr int kMaxVectorsPerStep = 8;
 constexpr int kMaxVectorsHeld = 12;
 
 // Most blocks per SM a row-walking kernel is launched with, each then walking several
-// tiles; vector rows of 4-byte or wider elements get one block per tile instead.
+// rows; vector rows of 4-byte or wider elements get one block per tile instead.
 constexpr int kRowBlocksPerSm = 64;
 
 // Row kernels take vectors only when that leaves this many threads per SM; below it
@@ -284,8 +284,8 @@ class CudaPrinter {
 
   // When the innermost dimension is long, the kernel walks rows of it: block
   // (x, y) covers tile x of rows y, y + gridDim.y, ... (the launch gives each tile of a
-  // row its own x), so no division finds a tile's row. A thread does one vector (or
-  // one element) per tile, and a row's offsets are computed once per row.
+  // row its own x), so no division finds a tile's row. A thread does `fx_vectors`
+  // vectors (or one element) per tile, and a row's offsets are computed once per row.
   void printStridedRows() {
     const int last = k_.ndim - 1;
     out_ << "  const idx_t fx_inner = (idx_t)a.sizes[" << last << "];\n"
@@ -352,7 +352,7 @@ class CudaPrinter {
     }
   }
 
-  // The rows again with one or two vector accesses per tensor and thread, when every
+  // The rows again with fx_vectors vector accesses per tensor and thread, when every
   // row starts aligned (checked at run time: the row length, the outer strides of the
   // tensors read or written as vectors, and their pointers). Inputs broadcast along
   // the row are read per element.

@@ -1,5 +1,6 @@
 // Prints a Kernel as CUDA C++ for NVRTC: one extern "C" __global__ function taking one
-// argument struct by value, run as a grid-stride loop over the iteration space.
+// argument struct by value. Its launch shape (cudaLaunchShape) covers the iteration
+// space once, or walks rows of it in grid y.
 #pragma once
 
 #include <c10/util/SmallVector.h>
