@@ -110,6 +110,20 @@ void readCrossCompile(Config& c) {
   }
 }
 
+void readShapeKernels(Config& c) {
+  const char* v = env("FUSER_SHAPE_KERNELS");
+  if (!v) return;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end && *end == '\0' && n >= 0 && n <= 64) {
+    c.shape_kernels = static_cast<int>(n);
+  } else {
+    warnings().push_back(std::string("FUSER_SHAPE_KERNELS='") + v +
+                         "' is not understood; accepted values: an integer from 0 to 64. Using " +
+                         std::to_string(c.shape_kernels) + ".");
+  }
+}
+
 void readCacheDir(Config& c) {
   if (const char* v = env("FUSER_CACHE_DIR")) {
     c.cache_dir = v;
@@ -134,6 +148,7 @@ Config* readConfig() {
   readExecutor(*c);
   readCacheDir(*c);
   readCrossCompile(*c);
+  readShapeKernels(*c);
   return c;
 }
 

@@ -21,6 +21,10 @@ struct Config {
   bool keep_singletons = false;   // FUSER_SINGLETON=1: keep groups of one node
   bool use_interpreter = false;   // FUSER_EXECUTOR=interpreter: debug path, no codegen
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
+  // FUSER_SHAPE_KERNELS=N: a CUDA group's strided kernel is compiled for each of the
+  // first N shapes it meets, sizes and strides as constants; later shapes share one
+  // kernel that reads them from its arguments. 0: that shared kernel only.
+  int shape_kernels = 4;
   // FUSER_CROSS_COMPILE=sm_90: every kernel built for the CPU is also printed as CUDA and
   // compiled by NVRTC for that architecture (not loaded), so machines without a GPU
   // check the CUDA printer on every kernel they run (FUSER_DUMP=kernels prints that CUDA

@@ -13,6 +13,7 @@
 | FUSER_DISK_CACHE=0     | do not read or write the on-disk kernel cache                  |
 | FUSER_CROSS_COMPILE=sm_90 | testing: also compile each CPU kernel's CUDA form with NVRTC |
 | FUSER_NVRTC_PATH=file  | the libnvrtc to load (default: searched, pip packages included) |
+| FUSER_SHAPE_KERNELS=N  | CUDA: kernels with constant sizes for a group's first N shapes (4) |
 
 A bad value never raises: it gives one warning naming the variable and the accepted
 values, and the default is used.

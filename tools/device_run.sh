@@ -22,6 +22,11 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_cuda_codegen.py \
     tests/python/test_rnn_cells.py tests/python/test_cat.py \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
+  # Again with one kernel for all shapes: the kernels that read sizes from their
+  # arguments, which groups otherwise meet only past their first shapes.
+  FUSER_SHAPE_KERNELS=0 PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_rnn_cells.py \
+    tests/python/test_cat.py 2>&1 | tee "$OUT/test_cuda_shared_kernels.log" | tail -5
   FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_ops.py 2>&1 | tee "$OUT/test_ops_cuda.log" | tail -5
 fi

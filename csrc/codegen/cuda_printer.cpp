@@ -5,7 +5,8 @@
 // tensor and thread when the rows are dense and aligned, else one element), else
 // recover each element's multi-index with div/mod; in 32 bits when every offset fits.
 // Inputs with equal strides share their offsets. The launch's `vectors` argument
-// (cudaLaunchShape) picks vectors or elements at run time.
+// (cudaLaunchShape) picks vectors or elements at run time. A kernel compiled for one
+// shape (Kernel::fixed) has its sizes and strides written in as constants.
 #include "codegen/cuda_printer.h"
 
 #include <algorithm>
@@ -122,6 +123,7 @@ struct WalkedTensor {
   std::string offset;   // offN for input N, offoN for output N
   std::string strides;  // stN, soN
   bool inner_unit_stride;
+  int slot;  // launch tensor whose strides these are (FixedShape::strides)
 };
 
 // How printExprs reads inputs: per element (index i, offsets offN), or lane u of the
@@ -142,11 +144,11 @@ class CudaPrinter {
         row_unroll_(rowUnroll(k)) {
     for (int i : walkedInputs(k)) {
       walked_.push_back({"off" + std::to_string(i), "st" + std::to_string(i),
-                         k.inputs[i].inner_unit_stride});
+                         k.inputs[i].inner_unit_stride, i});
     }
     for (int o : stridedOutputs(k)) {
       walked_.push_back({"offo" + std::to_string(o), "so" + std::to_string(o),
-                         k.outputs[o].inner_unit_stride});
+                         k.outputs[o].inner_unit_stride, k.outputs[o].stride_slot});
     }
   }
 
@@ -161,8 +163,11 @@ class CudaPrinter {
          << "  const double* fx_dargs = " << (numDoubles() ? "a.dargs" : "nullptr") << ";\n"
          << "  const int64_t* fx_iargs = " << (numInts() ? "a.iargs" : "nullptr") << ";\n"
          << "  (void)fx_dargs; (void)fx_iargs;\n"
-         << "  const idx_t fx_numel = (idx_t)a.numel;\n"
-         << "  const idx_t fx_vectors = (idx_t)a.vectors;\n  (void)fx_vectors;\n"
+         << "  const idx_t fx_numel = " << (fixed() ? literal(k_.fixed.numel) : "(idx_t)a.numel")
+         << ";\n"
+         << "  const idx_t fx_vectors = "
+         << (fixed() && k_.fixed.vectors >= 0 ? literal(k_.fixed.vectors) : "(idx_t)a.vectors")
+         << ";\n  (void)fx_vectors;\n"
          << "  const idx_t fx_stride = (idx_t)gridDim.x * blockDim.x;\n"
          << "  const idx_t fx_tid = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
     printExprs(/*invariant=*/true, "  ");
@@ -180,6 +185,29 @@ class CudaPrinter {
     return static_cast<int>(std::count(k_.scalars.begin(), k_.scalars.end(), ScalarArgKind::Double));
   }
   int numInts() const { return static_cast<int>(k_.scalars.size()) - numDoubles(); }
+
+  bool fixed() const { return !k_.fixed.empty(); }
+  static std::string literal(int64_t v) { return "(idx_t)" + std::to_string(v); }
+
+  // Size d of the iteration space, and stride d of a walked tensor: read from FxArgs,
+  // or written in as constants when the kernel was compiled for one shape.
+  std::string sizeOf(int d) const {
+    return fixed() ? literal(k_.fixed.sizes[d]) : "(idx_t)a.sizes[" + std::to_string(d) + "]";
+  }
+  // Input i's data pointer: a.inI, or in a kernel for one shape an earlier chunk's plus
+  // a constant, which the compiler folds into the load's address.
+  std::string inPtr(size_t i) const {
+    const std::vector<int32_t>& base = k_.fixed.pointer_base;
+    if (!fixed() || base.empty() || base[i] == static_cast<int32_t>(i)) {
+      return "a.in" + std::to_string(i);
+    }
+    return "(a.in" + std::to_string(base[i]) + " + " + std::to_string(k_.fixed.pointer_delta[i]) +
+           ")";
+  }
+  std::string strideOf(const std::string& strides, int slot, int d) const {
+    return fixed() ? literal(k_.fixed.strides[slot * k_.ndim + d])
+                   : "(idx_t)a." + strides + "[" + std::to_string(d) + "]";
+  }
 
   void printArgStruct() {
     out_ << "struct FxArgs {\n";
@@ -234,7 +262,7 @@ class CudaPrinter {
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!readAsVectors(k_.inputs[i])) continue;
       const std::string t = vectorType(k_.inputs[i].dtype, width);
-      out_ << ind << "  l" << i << "[fx_k] = fx_ld_vec<" << t << ">(a.in" << i << " + " << at(i)
+      out_ << ind << "  l" << i << "[fx_k] = fx_ld_vec<" << t << ">(" << inPtr(i) << " + " << at(i)
            << ");\n";
     }
     out_ << ind << "}\n";
@@ -288,7 +316,7 @@ class CudaPrinter {
   // vectors (or one element) per tile, and a row's offsets are computed once per row.
   void printStridedRows() {
     const int last = k_.ndim - 1;
-    out_ << "  const idx_t fx_inner = (idx_t)a.sizes[" << last << "];\n"
+    out_ << "  const idx_t fx_inner = " << sizeOf(last) << ";\n"
          << "  if (fx_inner >= " << kRowPathMinInner << ") {\n"
          << "    const idx_t fx_span = (idx_t)blockDim.x * (fx_vectors > 0 ? " << row_vec_
          << " * fx_vectors : 1);\n"
@@ -305,8 +333,7 @@ class CudaPrinter {
          << "        const idx_t i = fx_row * fx_inner + fx_j;\n";
     for (const WalkedTensor& w : walked_) {
       out_ << "        const idx_t " << w.offset << " = base_" << w.offset << " + "
-           << (w.inner_unit_stride ? "fx_j" : "fx_j * (idx_t)a." + w.strides + "[" +
-                                                  std::to_string(last) + "]")
+           << (w.inner_unit_stride ? "fx_j" : "fx_j * " + strideOf(w.strides, w.slot, last))
            << ";\n";
     }
     printExprs(/*invariant=*/false, "        ");
@@ -341,12 +368,11 @@ class CudaPrinter {
     if (innermost < 0) return;
     out_ << ind << "idx_t fx_r = " << index << ";\n";
     for (int d = innermost; d >= 0; --d) {
-      const std::string size = "(idx_t)a.sizes[" + std::to_string(d) + "]";
+      const std::string size = sizeOf(d);
       out_ << ind << "{ const idx_t fx_c = "
            << (d > 0 ? "fx_r % " + size + "; fx_r /= " + size + ";" : "fx_r;");
       for (const WalkedTensor& w : walked_) {
-        out_ << " " << prefix << w.offset << " += fx_c * (idx_t)a." << w.strides << "[" << d
-             << "];";
+        out_ << " " << prefix << w.offset << " += fx_c * " << strideOf(w.strides, w.slot, d) << ";";
       }
       out_ << " }\n";
     }
@@ -363,26 +389,24 @@ class CudaPrinter {
       return " && ((uint64_t)" + ptr + " % " + std::to_string(row_vec_ * storageBytes(t)) +
              " == 0)";
     };
-    auto outerStridesAligned = [&](const std::string& strides) {
+    auto outerStridesAligned = [&](const std::string& strides, int slot) {
       std::string c;
-      for (int d = 0; d < last; ++d) {
-        c += " && (a." + strides + "[" + std::to_string(d) + "] % " + v + " == 0)";
-      }
+      for (int d = 0; d < last; ++d) c += " && (" + strideOf(strides, slot, d) + " % " + v + " == 0)";
       return c;
     };
     std::string cond = "fx_vectors > 0 && fx_inner % " + v + " == 0";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
       if (!readAlongRows(in)) continue;
-      cond += aligned("a.in" + std::to_string(i), in.dtype);
+      cond += aligned(inPtr(i), in.dtype);
       if (in.access == Access::Strided && offsetsOf(k_, static_cast<int>(i)) == static_cast<int>(i)) {
-        cond += outerStridesAligned("st" + std::to_string(i));
+        cond += outerStridesAligned("st" + std::to_string(i), static_cast<int>(i));
       }
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       cond += aligned("a.out" + std::to_string(o), k_.outputs[o].dtype);
       if (k_.outputs[o].access == Access::Strided) {
-        cond += outerStridesAligned("so" + std::to_string(o));
+        cond += outerStridesAligned("so" + std::to_string(o), k_.outputs[o].stride_slot);
       }
     }
     const std::string u = std::to_string(row_unroll_);
@@ -421,7 +445,7 @@ class CudaPrinter {
 
   std::string loadExpr(const Expr& e) const {
     const TensorInput& in = k_.inputs[e.index];
-    const std::string ref = "a.in" + std::to_string(e.index);
+    const std::string ref = inPtr(e.index);
     std::string elem;
     switch (in.access) {
       case Access::Broadcast1: elem = "fx_ld(" + ref + ")"; break;

@@ -90,6 +90,21 @@ struct TensorOutput {
   bool inner_unit_stride = false;  // Strided: stride of the innermost dim is 1
 };
 
+// CUDA strided kernels: the one shape a kernel is compiled for, printed as constants so
+// the compiler folds the index math (a division by a known size becomes a multiply).
+// Empty sizes: the kernel reads sizes and strides from its arguments, for any shape.
+struct FixedShape {
+  std::vector<int64_t> sizes;    // collapsed, outermost first (Kernel::ndim of them)
+  std::vector<int64_t> strides;  // per launch tensor (inputs, then cat slices), ndim each
+  int64_t numel = 0;
+  int vectors = -1;  // the launch's vectors per thread (CudaLaunchShape); -1: read it
+  // Per tensor input: the input whose pointer it is read through (itself, or an earlier
+  // chunk of the same tensor), `pointer_delta` elements further on. Empty: each its own.
+  std::vector<int32_t> pointer_base;
+  std::vector<int64_t> pointer_delta;
+  bool empty() const { return sizes.empty(); }
+};
+
 struct Kernel {
   std::string name;  // C identifier, unique per source text
   std::vector<Expr> exprs;  // topologically ordered
@@ -100,6 +115,7 @@ struct Kernel {
   bool flat = true;    // every input is Flat or Broadcast1, every output Flat: one flat loop
   bool index32 = true;     // CUDA: all offsets fit in 32 bits
   bool vectorize = false;  // CUDA flat kernels: every pointer allows 16-byte accesses
+  FixedShape fixed;        // CUDA strided kernels: empty unless compiled for one shape
 };
 
 // Builds expressions, folding nothing: printers and the C/CUDA compilers do that.

@@ -15,7 +15,7 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
     d.access.dtype = d.dtype;
     d.access.access = flat ? Access::Flat : Access::Strided;
     if (layout == SourceLayout::Rows || layout == SourceLayout::BroadcastRows ||
-        layout == SourceLayout::SharedRows) {
+        layout == SourceLayout::SharedRows || layout == SourceLayout::FixedRows) {
       const bool broadcast = layout == SourceLayout::BroadcastRows && first >= 0;
       d.access.inner_unit_stride = !broadcast;
       d.access.inner_zero_stride = broadcast;
@@ -27,6 +27,16 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
   Kernel kernel = lowerSubgraph(subgraph, inputs, flat ? 1 : 2, flat);
   kernel.name = "fuser_kernel";
   kernel.vectorize = flat;
+  if (layout == SourceLayout::FixedRows) {
+    kernel.fixed.sizes = {5, 300};
+    kernel.fixed.numel = 5 * 300;
+    kernel.fixed.vectors = 1;  // what the runtime writes in for a launch of one vector
+    for (int32_t t = 0; t < tensor; ++t) {
+      kernel.fixed.strides.insert(kernel.fixed.strides.end(), {300 * int64_t{tensor}, 1});
+      kernel.fixed.pointer_base.push_back(0);
+      kernel.fixed.pointer_delta.push_back(300 * int64_t{t});
+    }
+  }
   return dialect == Dialect::Cpp ? printCppKernel(kernel) : printCudaKernel(kernel);
 }
 

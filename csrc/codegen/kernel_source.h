@@ -17,8 +17,10 @@ enum class Dialect { Cpp, Cuda };
 // How the tensor inputs are addressed: all Flat; all Strided (any strides); Strided
 // with a dense innermost dimension (the row paths); the first tensor so and the
 // others broadcast along it (a bias added to rows); or rows that all step like the
-// first (chunks of one tensor), sharing its offsets.
-enum class SourceLayout { Flat, Strided, Rows, BroadcastRows, SharedRows };
+// first (chunks of one tensor), sharing its offsets; or, compiled for one shape with
+// sizes, strides and pointer offsets as constants, 5 rows of 300 of tensors that are
+// the chunks of one (5, 300 x tensors) tensor, tensor t starting 300 x t elements on.
+enum class SourceLayout { Flat, Strided, Rows, BroadcastRows, SharedRows, FixedRows };
 
 std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
                               Dialect dialect, SourceLayout layout);

@@ -24,6 +24,10 @@ struct IterationPlan {
   c10::SmallVector<codegen::TensorInput, 8> inputs;  // access class per tensor input
   bool flat = true;     // every input is Flat or Broadcast1
   bool index32 = true;  // every offset fits in int32 (CUDA index math)
+  // Per tensor input: the first chunk of the same tensor, and how many elements on this
+  // input's data starts (CUDA; codegen::FixedShape::pointer_base). Empty elsewhere.
+  c10::SmallVector<int32_t, 24> pointer_base;
+  c10::SmallVector<int64_t, 24> pointer_delta;
 };
 
 // The shape the tensors broadcast to. Throws c10::Error (with eager's wording) when the

@@ -1,6 +1,8 @@
 """Scripted functions on CUDA tensors, end to end (csrc/runtime/cuda/): skipped cleanly
 without a GPU; run on the device machine (tools/device_run.sh)."""
 
+import os
+
 import pytest
 import torch
 
@@ -113,6 +115,47 @@ def test_chunks_sharing_strides_on_element_rows_match_eager(dtype, rows):
     assert count_kind(torch.jit.last_executed_optimized_graph(), FUSION_GROUP) == 1
     a0, a1, a2, a3 = (g + b).chunk(4, 1)
     torch.testing.assert_close(out, a0.sigmoid() * a1.tanh() + a2 * a3 + c)
+
+
+# config.h's default, unless the run sets FUSER_SHAPE_KERNELS.
+SHAPE_KERNELS = int(os.environ.get("FUSER_SHAPE_KERNELS", "4"))
+
+
+def _kernels_built() -> int:
+    stats = fuser.stats()
+    return stats["kernels_compiled"] + stats["disk_cache_hits"] + stats["memory_cache_hits"]
+
+
+def test_first_shapes_get_their_own_kernels_then_share_one():
+    # The chunks make the kernel strided: each of the group's first SHAPE_KERNELS shapes
+    # gets a kernel with its sizes written in; later shapes share one more kernel.
+    fn = script_from_source(CHUNKED_GATES)
+
+    def args(rows):
+        g, b, c = torch.randn(rows, 4 * 1024), torch.randn(4 * 1024), torch.randn(rows, 1024)
+        return g.cuda(), b.cuda(), c.cuda()
+
+    def expected(g, b, c):
+        a0, a1, a2, a3 = (g + b).chunk(4, 1)
+        return a0.sigmoid() * a1.tanh() + a2 * a3 + c
+
+    rows = [5, 6, 7, 9, 10, 11, 12]
+    built = []
+    for i, r in enumerate(rows):
+        a = args(r)
+        before = _kernels_built()
+        out = run_optimized(fn, *a) if i == 0 else fn(*a)
+        built.append(_kernels_built() - before)
+        torch.testing.assert_close(out, expected(*a))
+    assert built == [1 if i < SHAPE_KERNELS else int(i == SHAPE_KERNELS) for i in range(len(rows))]
+    fixed = any("fx_inner = (idx_t)1024;" in source for source in fuser.kernel_sources())
+    assert fixed == (SHAPE_KERNELS > 0)
+    # Shapes met before find their kernels again, own or shared.
+    before = _kernels_built()
+    for r in rows:
+        a = args(r)
+        torch.testing.assert_close(fn(*a), expected(*a))
+    assert _kernels_built() == before
 
 
 def test_other_dtype_falls_back_correctly():

@@ -31,7 +31,7 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("layout", ["flat", "strided", "rows", "broadcast_rows"])
+@pytest.mark.parametrize("layout", ["flat", "strided", "rows", "broadcast_rows", "fixed_rows"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_chain_compiles_for_sm90(dtype, layout):
     source = _C.kernel_source(CHAIN, [dtype, torch.float32, float], [False, True], "cuda", layout)
@@ -39,7 +39,7 @@ def test_chain_compiles_for_sm90(dtype, layout):
     image = _C.nvrtc_compile(source, 9, 0)
     assert image[:4] == b"\x7fELF"
     # Dense rows get the vector row loop (guarded by a run-time alignment check).
-    assert ("fx_inner % " in source) == (layout in ("rows", "broadcast_rows"))
+    assert ("fx_inner % " in source) == (layout in ("rows", "broadcast_rows", "fixed_rows"))
 
 
 @needs_nvrtc
@@ -128,6 +128,23 @@ def test_row_tiles_hold_at_most_twelve_vectors_per_thread(inputs, dtype, loop):
         assert "fx_jk" not in source and "fx_ld_vec<" not in source
     else:
         assert loop in source
+
+
+@needs_nvrtc
+def test_kernel_for_one_shape_has_its_sizes_and_strides_as_constants():
+    # 5 rows of 300 of x and y, the two chunks of one (5, 600) tensor (kernel_source.h):
+    # nothing of the shape is read from the arguments, so NVRTC folds the index math,
+    # and y is read through x's pointer, the chunk's start folded into the load.
+    source = _C.kernel_source(
+        CHAIN, [torch.float32, torch.float32, float], [False, False], "cuda", "fixed_rows"
+    )
+    body = source[source.index("__global__") :]
+    assert "a.sizes" not in body and "a.st" not in body and "a.numel" not in body
+    assert "fx_numel = (idx_t)1500;" in body
+    assert "fx_inner = (idx_t)300;" in body and "fx_vectors = (idx_t)1;" in body
+    assert "(idx_t)600" in body  # the outer stride, in the row offsets
+    assert "fx_ld((a.in0 + 300) + off1)" in body and "a.in1" not in body
+    assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
 
 
 @needs_nvrtc

@@ -59,7 +59,12 @@ with warnings.catch_warnings(record=True) as caught:
 for w in caught:
     print("WARN", w.message)
 """
-    env = {"FUSER_ENABLE": "1", "FUSER_ARG_LIMIT": "lots", "FUSER_DEVICES": "tpu"}
+    env = {
+        "FUSER_ENABLE": "1",
+        "FUSER_ARG_LIMIT": "lots",
+        "FUSER_DEVICES": "tpu",
+        "FUSER_SHAPE_KERNELS": "-1",
+    }
     result = run_python(code, env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -68,6 +73,7 @@ for w in caught:
     assert sum("FUSER_ARG_LIMIT" in w for w in warns) == 1
     assert sum("FUSER_DEVICES" in w for w in warns) == 1
     assert any("cpu, cuda" in w for w in warns)
+    assert any("FUSER_SHAPE_KERNELS" in w and "0 to 64" in w for w in warns)
 
 
 def test_bad_enable_value_does_not_break_import_torch():

@@ -165,6 +165,64 @@ graph(%gates : Tensor, %cx : Tensor):
 """
 
 
+def _cell(gates, cx):
+    i, f, g, o = gates.chunk(4, 1)
+    cy = i.sigmoid() * g.tanh() + f.sigmoid() * cx
+    return o.sigmoid() * cy.tanh(), cy
+
+
+def _repeated(fn, *args):
+    """Runs fn once; returns its result and whether it reused the last call's plan."""
+    before = fuser.stats()["repeated_calls"]
+    out = fn(*args)
+    return out, fuser.stats()["repeated_calls"] - before == 1
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_call_reuses_the_last_plan_only_while_the_layout_repeats(device):
+    # Each call differs from the one before in one thing the plan depends on (sizes,
+    # strides, alignment, dtype), or repeats it and takes the short path.
+    fn = fusion_group_function(CHUNKED_IR)
+
+    def randn(*shape, dtype=torch.float32):
+        return torch.randn(*shape, device=device, dtype=dtype)
+
+    for _ in range(3):  # the profiling executor's first runs use executors of their own
+        fn(randn(5, 32), randn(5, 8))
+    calls = [
+        ((randn(5, 32), randn(5, 8)), True),
+        ((randn(6, 32), randn(6, 8)), False),  # sizes
+        ((randn(32, 6).t(), randn(6, 8)), False),  # strides
+        ((randn(6, 33)[:, 1:], randn(6, 8)), False),  # strides and alignment
+        ((randn(6 * 32 + 1)[1:].view(6, 32), randn(6, 8)), False),  # alignment alone
+        ((randn(6, 32), randn(6, 8)), False),
+        ((randn(6, 32), randn(6, 8)), True),
+        ((randn(6, 32, dtype=torch.float64), randn(6, 8, dtype=torch.float64)), False),
+        ((randn(6, 32, dtype=torch.float64), randn(6, 8, dtype=torch.float64)), True),
+    ]
+    for args, repeats in calls:
+        (hy, cy), repeated = _repeated(fn, *args)
+        assert repeated == repeats
+        hy_ref, cy_ref = _cell(*args)
+        torch.testing.assert_close(cy, cy_ref)
+        torch.testing.assert_close(hy, hy_ref)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_repeated_call_with_misaligned_data_takes_the_full_path(chain_fn, device):
+    # Same sizes and strides, data one element off 16-byte alignment: on CUDA the first
+    # call's kernel moves aligned vectors, which the second's pointers do not allow.
+    x, y = torch.randn(64, 64, device=device), torch.randn(64, 64, device=device)
+    for _ in range(3):
+        chain_fn(x, y)
+    out, repeated = _repeated(chain_fn, x, y)
+    assert repeated
+    shifted = torch.randn(64 * 64 + 1, device=device)[1:].view(64, 64)
+    out, repeated = _repeated(chain_fn, shifted, y)
+    assert not repeated
+    torch.testing.assert_close(out, chain(shifted, y))
+
+
 @pytest.mark.parametrize("device", devices())
 def test_chunked_input_is_read_in_place(device):
     fn = fusion_group_function(CHUNKED_IR)

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "codegen/cuda_printer.h"
 #include "config.h"
@@ -34,11 +35,17 @@ class CudaKernel final : public CompiledKernel {
         vectors_(codegen::cudaVectorShape(ir_)),
         args_(ir_),
         loaded_(std::move(loaded)),
-        sm_count_(sm_count) {}
+        sm_count_(sm_count) {
+    if (!ir_.fixed.empty()) {
+      fixed_launch_ = codegen::cudaLaunchShape(ir_, vectors_, ir_.fixed.sizes.data(),
+                                               ir_.fixed.numel, sm_count_);
+    }
+  }
 
   void launch(const LaunchArgs& a) const override {
     const codegen::CudaLaunchShape shape =
-        codegen::cudaLaunchShape(ir_, vectors_, a.sizes, a.numel, sm_count_);
+        fixed_launch_ ? *fixed_launch_
+                      : codegen::cudaLaunchShape(ir_, vectors_, a.sizes, a.numel, sm_count_);
     codegen::CudaArgSlots slots =
         args_.pack(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, a.numel, shape.vectors);
     void* params[] = {slots.data()};
@@ -52,6 +59,7 @@ class CudaKernel final : public CompiledKernel {
   codegen::CudaArgLayout args_;
   std::unique_ptr<cuda::LoadedKernel> loaded_;
   int sm_count_;
+  std::optional<codegen::CudaLaunchShape> fixed_launch_;  // kernels compiled for one shape
 };
 
 struct Registry {
@@ -66,10 +74,17 @@ Registry& registry() {
 
 }  // namespace
 
-std::shared_ptr<CompiledKernel> compileCudaKernel(const codegen::Kernel& kernel,
-                                                  c10::Device device) {
+std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::Device device) {
   const int index = device.index() < 0 ? 0 : device.index();
   const cuda::DeviceInfo info = cuda::deviceInfo(index);
+  if (!kernel.fixed.empty()) {
+    // Its one shape has one launch shape on this device: the kernel keeps only the path
+    // that launch takes.
+    kernel.fixed.vectors =
+        codegen::cudaLaunchShape(kernel, codegen::cudaVectorShape(kernel), kernel.fixed.sizes.data(),
+                                 kernel.fixed.numel, info.sm_count)
+            .vectors;
+  }
   const std::string source = codegen::printCudaKernel(kernel);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);

@@ -11,7 +11,8 @@
 
 namespace fuser::runtime {
 
-std::shared_ptr<CompiledKernel> compileCudaKernel(const codegen::Kernel& kernel,
-                                                  c10::Device device);
+// A kernel compiled for one shape (Kernel::fixed) also gets its launch's vectors per
+// thread written in, so only the path that launch takes is compiled.
+std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::Device device);
 
 }  // namespace fuser::runtime
