@@ -391,7 +391,9 @@ class CudaPrinter {
     };
     auto outerStridesAligned = [&](const std::string& strides, int slot) {
       std::string c;
-      for (int d = 0; d < last; ++d) c += " && (" + strideOf(strides, slot, d) + " % " + v + " == 0)";
+      for (int d = 0; d < last; ++d) {
+        c += " && (" + strideOf(strides, slot, d) + " % " + v + " == 0)";
+      }
       return c;
     };
     std::string cond = "fx_vectors > 0 && fx_inner % " + v + " == 0";

@@ -395,9 +395,9 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     shareEqualStrides(plan, num_tensors);
     for (size_t t = 0; t < num_tensors; ++t) {
       const TensorView& base = views[first_chunk[t]];
+      const int64_t bytes = static_cast<char*>(views[t].data) - static_cast<char*>(base.data);
       plan.pointer_base.push_back(first_chunk[t]);
-      plan.pointer_delta.push_back((static_cast<char*>(views[t].data) - static_cast<char*>(base.data)) /
-                                   static_cast<int64_t>(c10::elementSize(base.dtype)));
+      plan.pointer_delta.push_back(bytes / static_cast<int64_t>(c10::elementSize(base.dtype)));
     }
   }
   const bool vectorize = allowsVectorAccess(plan, views, device);

@@ -4,7 +4,8 @@
 // the shape, for the first config().shape_kernels shapes a group meets: sizes, strides
 // and chunk offsets become constants (an LSTM cell's kernel, B256 H1024 fp32, went from
 // 4.37 to 3.55 us on the H100); later shapes share a kernel that reads them from its
-// arguments, so compiles per group stay bounded. A group whose kernel cannot be built runs its
+// arguments, so compiles per group stay bounded. A call whose inputs repeat the last
+// call's layout skips the planning. A group whose kernel cannot be built runs its
 // subgraph through the TorchScript interpreter instead (one warning).
 #pragma once
 

@@ -80,10 +80,10 @@ std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::D
   if (!kernel.fixed.empty()) {
     // Its one shape has one launch shape on this device: the kernel keeps only the path
     // that launch takes.
-    kernel.fixed.vectors =
-        codegen::cudaLaunchShape(kernel, codegen::cudaVectorShape(kernel), kernel.fixed.sizes.data(),
-                                 kernel.fixed.numel, info.sm_count)
-            .vectors;
+    const codegen::CudaLaunchShape launch =
+        codegen::cudaLaunchShape(kernel, codegen::cudaVectorShape(kernel),
+                                 kernel.fixed.sizes.data(), kernel.fixed.numel, info.sm_count);
+    kernel.fixed.vectors = launch.vectors;
   }
   const std::string source = codegen::printCudaKernel(kernel);
   Registry& r = registry();
