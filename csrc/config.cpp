@@ -40,17 +40,17 @@ std::vector<std::string> splitList(const std::string& s) {
   return items;
 }
 
-void readArgLimit(Config& c) {
-  const char* v = env("FUSER_ARG_LIMIT");
-  if (!v) return;
+// An integer in [min, max] from `name`, or `fallback` (with a warning naming `accepted`
+// when the variable is set to something else).
+int readInt(const char* name, int fallback, long min, long max, const std::string& accepted) {
+  const char* v = env(name);
+  if (!v) return fallback;
   char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (end && *end == '\0' && n >= 2 && n <= 100000) {
-    c.arg_limit = static_cast<int>(n);
-  } else {
-    warnings().push_back(std::string("FUSER_ARG_LIMIT='") + v +
-                         "' is not understood; accepted values: an integer >= 2. Using 128.");
-  }
+  const long n = std::strtol(v, &end, 10);
+  if (end && *end == '\0' && n >= min && n <= max) return static_cast<int>(n);
+  warnings().push_back(std::string(name) + "='" + v + "' is not understood; accepted values: " +
+                       accepted + ". Using " + std::to_string(fallback) + ".");
+  return fallback;
 }
 
 void readDump(Config& c) {
@@ -110,20 +110,6 @@ void readCrossCompile(Config& c) {
   }
 }
 
-void readShapeKernels(Config& c) {
-  const char* v = env("FUSER_SHAPE_KERNELS");
-  if (!v) return;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (end && *end == '\0' && n >= 0 && n <= 64) {
-    c.shape_kernels = static_cast<int>(n);
-  } else {
-    warnings().push_back(std::string("FUSER_SHAPE_KERNELS='") + v +
-                         "' is not understood; accepted values: an integer from 0 to 64. Using " +
-                         std::to_string(c.shape_kernels) + ".");
-  }
-}
-
 void readCacheDir(Config& c) {
   if (const char* v = env("FUSER_CACHE_DIR")) {
     c.cache_dir = v;
@@ -142,13 +128,14 @@ Config* readConfig() {
   c->enable_at_import = readBool("FUSER_ENABLE", false);
   c->keep_singletons = readBool("FUSER_SINGLETON", false);
   c->use_disk_cache = readBool("FUSER_DISK_CACHE", true);
-  readArgLimit(*c);
+  c->arg_limit = readInt("FUSER_ARG_LIMIT", c->arg_limit, 2, 100000, "an integer >= 2");
   readDump(*c);
   readDevices(*c);
   readExecutor(*c);
   readCacheDir(*c);
   readCrossCompile(*c);
-  readShapeKernels(*c);
+  c->shape_kernels =
+      readInt("FUSER_SHAPE_KERNELS", c->shape_kernels, 0, 64, "an integer from 0 to 64");
   return c;
 }
 
