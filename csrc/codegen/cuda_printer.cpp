@@ -52,6 +52,13 @@ constexpr int kMinVectorThreadsPerSm = 128;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
+// Threads per block of flat kernels that move 16 bytes per tensor and thread. On the
+// H100, (x*y+1).relu().sigmoid() over 2^26 halves took 134.3 us in blocks of 1024,
+// 135.0 in 512 and 135.3 in 256 (bfloat16 134.5 / 134.8 / 135.2; floats read as
+// 16-byte vectors 265.3 / 266.3 / 266.7). Floats move 8 bytes, and those kernels were
+// fastest in blocks of 256: 263.0 us, against 265.1 in 512 and 271.6 in 1024.
+constexpr int kWideVectorBlockSize = 1024;
+
 // The input whose offsets input `i` uses: itself, or an earlier one with equal strides.
 int offsetsOf(const Kernel& k, int i) {
   return k.inputs[i].same_strides_as >= 0 ? k.inputs[i].same_strides_as : i;
@@ -155,7 +162,8 @@ class CudaPrinter {
   std::string print() {
     out_ << kCudaPrelude << kCommonPrelude << "\n";
     printArgStruct();
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << kCudaBlockSize << ") " << k_.name
+    out_ << "extern \"C\" __global__ void __launch_bounds__(" << cudaBlockSize(k_) << ") "
+         << k_.name
          << "(const FxArgs a) {\n"
          << "  typedef " << (k_.index32 ? "int32_t" : "int64_t") << " idx_t;\n"
          << "  int32_t fx_error_sink = 0;\n  int32_t* fx_error = &fx_error_sink;\n"
@@ -492,13 +500,23 @@ class CudaPrinter {
 
 }  // namespace
 
-int cudaVectorWidth(const Kernel& k) {
-  if (!k.flat || !k.vectorize) return 1;
+namespace {
+
+// Bytes per element of the widest tensor a flat kernel reads or writes as vectors.
+int flatWidestBytes(const Kernel& k) {
   int widest = 1;
   for (const TensorInput& in : k.inputs) {
     if (in.access == Access::Flat) widest = std::max(widest, storageBytes(in.dtype));
   }
   for (const TensorOutput& out : k.outputs) widest = std::max(widest, storageBytes(out.dtype));
+  return widest;
+}
+
+}  // namespace
+
+int cudaVectorWidth(const Kernel& k) {
+  if (!k.flat || !k.vectorize) return 1;
+  const int widest = flatWidestBytes(k);
   // 4-byte elements move two per access: on the H100, (x*y+1).relu().sigmoid() over
   // 2^26 floats took 261.7 us with 8-byte accesses and 265.7 with 16-byte ones (one
   // vector per thread either way; two 16-byte vectors per thread, 273.8). Narrower and
@@ -506,8 +524,15 @@ int cudaVectorWidth(const Kernel& k) {
   return widest == 4 ? 2 : 16 / widest;
 }
 
+int cudaBlockSize(const Kernel& k) {
+  const int width = cudaVectorWidth(k);
+  const bool sixteen_bytes = width > 1 && width * flatWidestBytes(k) == 16;
+  return sixteen_bytes && vectorsPerStep(k) <= kMaxVectorsPerStep ? kWideVectorBlockSize
+                                                                  : kCudaBlockSize;
+}
+
 CudaVectorShape cudaVectorShape(const Kernel& k) {
-  return {cudaVectorWidth(k), rowVectorWidth(k), rowUnroll(k)};
+  return {cudaVectorWidth(k), rowVectorWidth(k), rowUnroll(k), cudaBlockSize(k)};
 }
 
 CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
@@ -537,11 +562,11 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
     if (rows) return numel / inner * tilesPerRow(block);
     return (numel + block * per_thread - 1) / (block * per_thread);
   };
-  int64_t block = kCudaBlockSize;
+  int64_t block = v.block;
   // Too little work to give every SM a full block: smaller blocks (whole warps, at
   // least two) spread it over more SMs.
   if (blocksFor(block) < sm_count) {
-    for (int64_t b = kCudaBlockSize / 2; b >= 64 && blocksFor(block) < sm_count; b /= 2) block = b;
+    for (int64_t b = v.block / 2; b >= 64 && blocksFor(block) < sm_count; b /= 2) block = b;
   }
   if (!rows) {
     return {std::clamp<int64_t>(blocksFor(block), 1, kMaxGridX), 1, static_cast<int>(block),

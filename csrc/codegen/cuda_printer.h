@@ -13,6 +13,7 @@
 
 namespace fuser::codegen {
 
+// Threads per block of most kernels (cudaBlockSize says which get more).
 constexpr int kCudaBlockSize = 256;
 
 std::string printCudaKernel(const Kernel& kernel);
@@ -44,12 +45,18 @@ class CudaArgLayout {
 // that tensor has 4-byte elements.
 int cudaVectorWidth(const Kernel& kernel);
 
-// What a launch needs to know of a kernel's vector paths; fixed per kernel, so the
-// runtime computes it once when the kernel is loaded.
+// Most threads per block a kernel is printed for (its __launch_bounds__) and launched
+// with: kCudaBlockSize, or 1024 for flat kernels moving one 16-byte vector per tensor
+// and thread (few enough tensors that 64 registers hold their vectors).
+int cudaBlockSize(const Kernel& kernel);
+
+// What a launch needs to know of a kernel's vector paths and blocks; fixed per kernel,
+// so the runtime computes it once when the kernel is loaded.
 struct CudaVectorShape {
   int flat_width;  // cudaVectorWidth
   int row_width;   // elements per vector access on the row path; 1: rows go element-wise
   int row_unroll;  // most vectors per thread and tile the row path was printed for
+  int block;       // cudaBlockSize
 };
 CudaVectorShape cudaVectorShape(const Kernel& kernel);
 
@@ -60,8 +67,8 @@ CudaVectorShape cudaVectorShape(const Kernel& kernel);
 // vectors per thread and tile when the row holds them, one when it holds only one, and
 // single elements when vectors would leave too few threads per SM; half precision and
 // element-wise rows are capped at 64 blocks per SM, each then walking several rows.
-// Blocks shrink (to 64 threads at least) when the work would not give each of
-// `sm_count` SMs a block.
+// Blocks have cudaBlockSize threads, and shrink (to 64 at least) when the work would
+// not give each of `sm_count` SMs a block.
 struct CudaLaunchShape {
   int64_t grid_x;  // row kernels: the tiles of a row
   int64_t grid_y;  // row kernels: blocks walking the rows (1 for other kernels)

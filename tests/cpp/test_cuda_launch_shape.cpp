@@ -107,5 +107,29 @@ TEST(CudaLaunchShape, FlatFloatsMoveEightBytesPerAccessOtherTypesSixteen) {
   EXPECT_EQ(cudaVectorWidth(sumOf(2, ScalarType::Double, true)), 2);
 }
 
+TEST(CudaLaunchShape, FlatSixteenByteVectorsRunInBlocksOf1024) {
+  EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Half, true)), 1024);
+  EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Double, true)), 1024);
+  EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Float, true)), 256);  // 8-byte vectors
+  EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Half, false)), 256);  // rows
+  // 7 inputs and the output hold 8 vectors (32 registers); one more keeps 256 threads.
+  EXPECT_EQ(cudaBlockSize(sumOf(7, ScalarType::Half, true)), 1024);
+  EXPECT_EQ(cudaBlockSize(sumOf(8, ScalarType::Half, true)), 256);
+  Kernel unaligned = sumOf(2, ScalarType::Half, true);
+  unaligned.vectorize = false;  // element-wise
+  EXPECT_EQ(cudaBlockSize(unaligned), 256);
+
+  const CudaLaunchShape s = launch(sumOf(2, ScalarType::Half, true), {int64_t{1} << 26});
+  EXPECT_EQ(s.block, 1024);
+  EXPECT_EQ(s.grid_x * s.block * 8, int64_t{1} << 26);  // eight halves per thread
+}
+
+TEST(CudaLaunchShape, SmallFlatWorkShrinksWideBlocksToReachEverySm) {
+  // 2^15 halves are 4096 vectors: 4 blocks of 1024, so blocks shrink to 64 threads.
+  const CudaLaunchShape s = launch(sumOf(2, ScalarType::Half, true), {int64_t{1} << 15});
+  EXPECT_EQ(s.block, 64);
+  EXPECT_EQ(s.grid_x, 64);
+}
+
 }  // namespace
 }  // namespace fuser::codegen
