@@ -77,8 +77,11 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-# Each mode's timing budget is spent in this many rounds, the modes taking turns.
-TIMING_ROUNDS = 5
+# Each mode's timing budget is spent in this many rounds, the modes taking turns. On
+# the lent H100, per-call rows (bound by CPU time) drifted by up to 1.3x within a row
+# with 5 rounds (one mode's median 6803 us, its minimum 5223): shorter turns put every
+# mode's samples under more of the same machine states.
+TIMING_ROUNDS = 20
 
 
 @dataclass
