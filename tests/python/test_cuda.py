@@ -219,3 +219,18 @@ def test_second_device():
     out = run_optimized(fn, x, y)
     assert out.device == torch.device("cuda:1")
     torch.testing.assert_close(out, chain(x, y))
+
+
+def test_outputs_come_from_pytorchs_caching_allocator():
+    # Outputs are allocated past the dispatcher (fusion_executor.cpp): they must still be
+    # PyTorch's caching allocator's blocks, counted and freed as eager's tensors are.
+    fn = script_from_source(CHAIN)
+    x, y = torch.randn(1024, 1024, device="cuda"), torch.randn(1024, 1024, device="cuda")
+    run_optimized(fn, x, y)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    out = fn(x, y)
+    assert torch.cuda.memory_allocated() - before == out.numel() * out.element_size()
+    torch.testing.assert_close(out, chain(x, y))
+    del out
+    assert torch.cuda.memory_allocated() == before
