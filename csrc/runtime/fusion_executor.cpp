@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "codegen/lowering.h"
 #include "config.h"
@@ -187,6 +188,7 @@ const FusionExecutor::Specialization& FusionExecutor::compile(
     c10::Device device, bool vectorize, bool fix_shape) {
   auto spec = std::make_unique<Specialization>();
   spec->key = key;
+  const auto started = std::chrono::steady_clock::now();
   try {
     std::vector<codegen::InputDesc> descs;
     size_t t = 0;
@@ -239,6 +241,9 @@ const FusionExecutor::Specialization& FusionExecutor::compile(
       TORCH_WARN("fuser: a fusion group could not be compiled and runs unfused: ", e.what());
     }
   }
+  stats().kernel_build_us += std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count();
   specializations_.push_back(std::move(spec));
   return *specializations_.back();
 }

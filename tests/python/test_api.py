@@ -84,5 +84,6 @@ def test_disabled_function_is_not_fused():
 def test_stats_reset_and_keys():
     fuser.reset_stats()
     stats = fuser.stats()
-    for key in ("groups_formed", "kernels_compiled", "disk_cache_hits", "guard_failures"):
+    keys = "groups_formed", "kernels_compiled", "disk_cache_hits", "guard_failures"
+    for key in (*keys, "kernel_build_us"):
         assert stats[key] == 0
