@@ -327,7 +327,15 @@ def test_activation(op: str, dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("dtype", [F32, F16], ids=ids([F32, F16]))
 @pytest.mark.parametrize("op", list(ACTIVATIONS))
 def test_activation_special_values(op: str, dtype: torch.dtype) -> None:
-    check(f"return {ACTIVATIONS[op]}", make(dtype, domain="specials"))
+    body, x = f"return {ACTIVATIONS[op]}", make(dtype, domain="specials")
+    if op == "gelu" and DEVICE == "cpu":
+        # Eager's CPU gelu of float tensors runs through oneDNN where this machine's
+        # oneDNN takes it, and oneDNN gives NaN for +inf; ATen's own kernel gives inf, as
+        # eager on CUDA does. The reference is ATen's kernel on every machine.
+        with torch.backends.mkldnn.flags(enabled=False):
+            check(body, x)
+        return
+    check(body, x)
 
 
 def test_activation_large_inputs() -> None:
