@@ -34,7 +34,8 @@ def _timed_call(fn, inputs, device: torch.device) -> float:
 
 
 def measure_row(row: str, device: torch.device) -> dict[str, object]:
-    """Runs in the child process: one fresh function, its first three calls."""
+    """Runs in the child process: one fresh function, its profiling call, its optimizing
+    call (timed, with the stats it moves) and three steady calls (the fastest kept)."""
     import fuser
     from fuser.bench import workloads
     from fuser.bench.jit_flags import jit_flags
