@@ -128,6 +128,7 @@ Config* readConfig() {
   c->enable_at_import = readBool("FUSER_ENABLE", false);
   c->keep_singletons = readBool("FUSER_SINGLETON", false);
   c->use_disk_cache = readBool("FUSER_DISK_CACHE", true);
+  c->hoist_projections = readBool("FUSER_HOIST", true);
   c->arg_limit = readInt("FUSER_ARG_LIMIT", c->arg_limit, 2, 100000, "an integer >= 2");
   readDump(*c);
   readDevices(*c);

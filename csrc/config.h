@@ -21,6 +21,7 @@ struct Config {
   bool keep_singletons = false;   // FUSER_SINGLETON=1: keep groups of one node
   bool use_interpreter = false;   // FUSER_EXECUTOR=interpreter: debug path, no codegen
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
+  bool hoist_projections = true;  // FUSER_HOIST=0: a loop's per-step input GEMMs stay per step
   // FUSER_SHAPE_KERNELS=N: a CUDA group's strided kernel is compiled for each of the
   // first N shapes it meets, sizes and strides as constants; later shapes share one
   // kernel that reads them from its arguments. 0: that shared kernel only.

@@ -14,6 +14,7 @@
 | FUSER_CROSS_COMPILE=sm_90 | testing: also compile each CPU kernel's CUDA form with NVRTC |
 | FUSER_NVRTC_PATH=file  | the libnvrtc to load (default: searched, pip packages included) |
 | FUSER_SHAPE_KERNELS=N  | CUDA: kernels with constant sizes for a group's first N shapes (4) |
+| FUSER_HOIST=0          | keep a loop's per-step input GEMMs (`x[t] @ w`) per step, not one |
 
 A bad value never raises: it gives one warning naming the variable and the accepted
 values, and the default is used.

@@ -20,7 +20,7 @@ nvidia-smi -L
 if [ "$what" = tests ] || [ "$what" = all ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_cuda_codegen.py \
-    tests/python/test_rnn_cells.py tests/python/test_cat.py \
+    tests/python/test_rnn_cells.py tests/python/test_cat.py tests/python/test_projections.py \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
   # arguments, which groups otherwise meet only past their first shapes.

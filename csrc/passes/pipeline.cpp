@@ -10,6 +10,7 @@ namespace fuser {
 void fuseGraph(GraphPtr& graph) {
   if (config().killed) return;
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
+  hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   buildShapeExpressions(graph);  // size-only outputs leave their groups

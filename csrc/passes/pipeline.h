@@ -14,6 +14,7 @@ void fuseGraph(GraphPtr& graph);
 
 // The stages, in pipeline order; each file's header comment says what holds after it.
 void prepareGraph(GraphPtr& graph);            // prepare.cpp
+void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp

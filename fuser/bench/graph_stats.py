@@ -1,8 +1,9 @@
 """Counting fusion groups in the graph a scripted function actually runs.
 
 Guarded groups sit inside prim::If blocks and loop bodies inside prim::Loop blocks, so
-the count walks every sub-block. Fallback graphs are node attributes, not blocks, and
-are rightly left out: they hold the unfused copy.
+the count walks every sub-block, and the forward graph of each prim::DifferentiableGraph
+(training). Fallback graphs are node attributes, not blocks, and are rightly left out:
+they hold the unfused copy.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ def _all_nodes(block: Any) -> Iterator[Any]:
         yield node
         for sub in node.blocks():
             yield from _all_nodes(sub)
+        if node.kind() == "prim::DifferentiableGraph":  # a training graph's forward
+            yield from _all_nodes(node.g("Subgraph"))
 
 
 def count_groups(graph: Any, kind_prefix: str) -> int:

@@ -22,7 +22,7 @@ from fuser.bench.correctness import mismatch, short_reason
 from fuser.bench.graph_stats import count_groups, optimized_graph
 from fuser.bench.jit_flags import jit_flags
 from fuser.bench.machine import last_level_cache_bytes, machine_metadata
-from fuser.bench.modes import FUSER, MODES, Mode
+from fuser.bench.modes import EAGER, FUSER, MODES, Mode
 from fuser.bench.presets import COPY_BUDGET, Preset, dtypes_for
 from fuser.bench.progress import Progress
 from fuser.bench.results import ModeResult, Row, SuiteResult
@@ -36,7 +36,13 @@ from fuser.bench.timing import (
     tensor_bytes,
     warm_up,
 )
-from fuser.bench.workloads import WORKLOADS, Workload, make_inputs, shape_label
+from fuser.bench.workloads import (
+    WORKLOADS,
+    Workload,
+    make_inputs,
+    shape_label,
+    training_step,
+)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,17 @@ def _dtype_name(dtype: torch.dtype) -> str:
 TIMING_ROUNDS = 20
 
 
+def autograd_mode(training: bool) -> Any:
+    """Gradients recorded for a training step; none for inference."""
+    return torch.enable_grad() if training else torch.no_grad()
+
+
+def build_call(mode: Mode, workload: Workload) -> tuple[Any, Any]:
+    """(what a call runs, the mode's own function, whose graph holds its groups)."""
+    fn = mode.build(workload)
+    return (training_step(fn) if workload.training else fn), fn
+
+
 @dataclass
 class PreparedMode:
     mode: Mode
@@ -111,13 +128,13 @@ def prepare_mode(
     try:
         # The switches stay set from the fresh function's first call to its last warm-up
         # call: a fuser is chosen when the graph is optimized, on call 2.
-        with jit_flags(mode.flags(device)), torch.no_grad():
-            fn = mode.build(workload)
+        with jit_flags(mode.flags(device)), autograd_mode(workload.training):
+            fn, own_fn = build_call(mode, workload)
             actual = warm_up(fn, arg_sets, preset.warmup_calls)
             synchronize(device)
             result.mismatch = mismatch(actual, expected, dtype)
             if mode.group_kind is not None:
-                graph = optimized_graph(fn, arg_sets[0])
+                graph = optimized_graph(own_fn, arg_sets[0])
                 if graph is not None:
                     result.groups = count_groups(graph, mode.group_kind)
     except Exception as error:  # a mode that raises is reported, never fatal
@@ -129,7 +146,11 @@ def prepare_mode(
 
 
 def time_interleaved(
-    modes: Sequence[PreparedMode], arg_sets: Sequence[Args], device: torch.device, preset: Preset
+    modes: Sequence[PreparedMode],
+    arg_sets: Sequence[Args],
+    device: torch.device,
+    preset: Preset,
+    training: bool = False,
 ) -> None:
     """Times every prepared mode in TIMING_ROUNDS rounds, each mode under its own
     switches in each round, and records the median and minimum of all its calls."""
@@ -139,7 +160,7 @@ def time_interleaved(
             if prepared.fn is None:
                 continue
             try:
-                with jit_flags(prepared.mode.flags(device)), torch.no_grad():
+                with jit_flags(prepared.mode.flags(device)), autograd_mode(training):
                     prepared.samples += sample_calls(prepared.fn, arg_sets, device, share)
             except Exception as error:  # reported, never fatal
                 prepared.result.na_reason = short_reason(error)
@@ -182,8 +203,8 @@ def run_row(
     )
     inputs = make_inputs(workload, size, dtype, device)
     try:
-        with torch.no_grad():
-            expected = workload.eager_function()(*inputs)
+        with autograd_mode(workload.training):
+            expected = build_call(MODES[EAGER], workload)[0](*inputs)
     except Exception as error:
         row.failure = f"eager raised {short_reason(error)}"
         return row
@@ -208,7 +229,7 @@ def run_row(
             row.kernels_from_disk = _stat("disk_cache_hits") - before[1]
     if options.preset.timed:
         progress.show(f"{label}: timing")
-        time_interleaved(prepared, arg_sets, device, options.preset)
+        time_interleaved(prepared, arg_sets, device, options.preset, workload.training)
     fused = row.modes.get(FUSER)
     if fused is not None and fused.mismatch is not None:
         row.failure = f"fuser result differs from eager:\n{fused.mismatch}"

@@ -65,11 +65,15 @@ def copies_needed(bytes_per_copy: int, cache_bytes: int) -> int:
 
 
 def input_copies(inputs: Args, count: int) -> list[Args]:
-    """`count` argument tuples with equal values; the first is `inputs` itself."""
-    copies = [inputs]
-    for _ in range(count - 1):
-        copies.append(tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs))
-    return copies
+    """`count` argument tuples with equal values; the first is `inputs` itself. Copies
+    are leaves of their own, requiring grad where the originals do."""
+
+    def copy(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.detach().clone().requires_grad_(t.requires_grad)
+
+    return [inputs] + [tuple(copy(t) for t in inputs) for _ in range(count - 1)]
 
 
 def synchronize(device: torch.device) -> None:

@@ -37,6 +37,9 @@ class Workload:
     # Sizes that differ on CUDA, where "large" must fill the GPU and "small" measures
     # per-call overhead.
     cuda_sizes: dict[str, Dims] | None = None
+    # A training step: every input requires grad, and a call is the function's forward
+    # plus the gradients of all inputs (training_step), under autograd.
+    training: bool = False
 
     def dims(self, size: str, device: torch.device) -> Dims:
         if device.type == "cuda" and self.cuda_sizes and size in self.cuda_sizes:
@@ -52,6 +55,19 @@ class Workload:
     def scripted_function(self) -> Any:
         """A new, never-optimized TorchScript function."""
         return getattr(torch.jit.CompilationUnit(self.source), self.name)
+
+
+def training_step(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`'s forward and backward: returns the gradients of every input that requires
+    grad, for an upstream gradient of ones on each output."""
+
+    def step(*args: Any) -> tuple[Tensor, ...]:
+        outputs = fn(*args)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        needing = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+        return torch.autograd.grad(outputs, needing, [torch.ones_like(o) for o in outputs])
+
+    return step
 
 
 def shape_label(dims: Dims) -> str:
@@ -250,6 +266,17 @@ WORKLOADS: dict[str, Workload] = {
             sizes=_CELLS,
         ),
         Workload(
+            name="lstm_cell_train",
+            description="LSTM cell's training step: forward, then gradients of all inputs",
+            source=_lstm_source(
+                "lstm_cell_train(x, hx, cx, w_ih, w_hh, b_ih, b_hh)",
+                "gates = x @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh",
+            ),
+            make_inputs=_lstm_cell_inputs,
+            sizes=_CELLS,
+            training=True,
+        ),
+        Workload(
             name="lstm_gates",
             description="the LSTM cell's elementwise part, given both gate matmuls",
             source=_lstm_source(
@@ -323,4 +350,7 @@ def make_inputs(
     """The workload's inputs at `size`, the same values on every call with the same seed."""
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
-    return workload.make_inputs(workload.dims(size, device), dtype, device, gen)
+    inputs = workload.make_inputs(workload.dims(size, device), dtype, device, gen)
+    if workload.training:
+        inputs = tuple(t.requires_grad_() for t in inputs)
+    return inputs

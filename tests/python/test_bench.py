@@ -27,7 +27,7 @@ from fuser.bench.progress import Progress
 from fuser.bench.results import ModeResult, Row, SuiteResult
 from fuser.bench.table import columns, render_smoke_list, render_table, row_cells
 from fuser.bench.timing import MAX_COPIES, TimingBudget, copies_needed, input_copies, tensor_bytes
-from fuser.bench.workloads import WORKLOADS, make_inputs
+from fuser.bench.workloads import WORKLOADS, make_inputs, training_step
 
 MODE_NAMES = ["eager", "script", "fuser", "nnc", "onednn", "compile"]
 
@@ -227,9 +227,12 @@ def test_copies_fill_four_times_the_cache() -> None:
     assert copies_needed(1 << 20, 8 << 20) == 32
     assert copies_needed(64 << 20, 8 << 20) == 1
     assert copies_needed(1, 8 << 20) == MAX_COPIES
-    copies = input_copies((torch.randn(3), 2.0), 3)
+    copies = input_copies((torch.randn(3), 2.0, torch.randn(2).requires_grad_()), 3)
     assert len(copies) == 3 and copies[2][1] == 2.0
     assert copies[1][0] is not copies[0][0] and torch.equal(copies[1][0], copies[0][0])
+    # A training step's inputs: each copy a leaf of its own that requires grad.
+    assert not copies[1][0].requires_grad
+    assert copies[1][2].requires_grad and copies[1][2].is_leaf
     assert tensor_bytes((torch.zeros(4), [torch.zeros(2, dtype=torch.float64)])) == 32
 
 
@@ -280,6 +283,15 @@ def test_jit_flags_are_restored_even_on_error() -> None:
         assert current_flags().onednn == wanted.onednn
         raise ValueError
     assert current_flags() == before
+
+
+def test_training_step_returns_the_gradient_of_every_input() -> None:
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)
+    step = training_step(lambda a, b, scale: (a * b * scale, a.sum()))
+    grad_x, grad_w = step(x, w, 2.0)
+    # Upstream gradients of ones on both outputs.
+    torch.testing.assert_close(grad_x, w.detach().expand(3, 4) * 2 + 1)
+    torch.testing.assert_close(grad_w, x.detach().sum(0) * 2)
 
 
 def test_every_workload_is_valid_torchscript_and_matches_its_eager_twin() -> None:
@@ -430,6 +442,7 @@ def test_quick_smoke_run_matches_eager(tmp_path: Path) -> None:
         assert row["status"] == "ok", row["failure"]
         fused = row["modes"]["fuser"]
         assert fused["mismatch"] is None and fused["na_reason"] is None
+        assert fused["groups"] >= 1, row["workload"]  # training rows: their forward's
         # Peers are reported, not asserted: their accuracy is not this project's to test.
         assert row["modes"]["script"]["mismatch"] is None
     assert f"smoke check: {len(rows)} of {len(rows)} rows passed" in done.stdout

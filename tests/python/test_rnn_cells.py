@@ -174,8 +174,9 @@ def test_lstm_layer_of_100_steps_fuses_its_step(fused: None, device: str) -> Non
             scripted(*args)
         graph = torch.jit.last_executed_optimized_graph()
         # The executor unrolls the loop (8 steps per iteration, then a remainder loop)
-        # and batches the input products: every copy of the step, found by its xs[t],
-        # is one group.
+        # and the input products become one before the loops (test_projections.py):
+        # every copy of the step, found by the select of its row of that product, is
+        # one group.
         groups = fusion_groups(graph)
         outside = kinds_outside_groups(graph)
         assert len(groups) == outside.count("aten::select") > 1, graph
