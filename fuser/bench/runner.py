@@ -132,7 +132,7 @@ def prepare_mode(
             fn, own_fn = build_call(mode, workload)
             actual = warm_up(fn, arg_sets, preset.warmup_calls)
             synchronize(device)
-            result.mismatch = mismatch(actual, expected, dtype)
+            result.mismatch = mismatch(actual, expected, dtype, norm_wise=workload.training)
             if mode.group_kind is not None:
                 graph = optimized_graph(own_fn, arg_sets[0])
                 if graph is not None:

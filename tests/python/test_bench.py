@@ -276,6 +276,25 @@ def test_mismatch_gives_a_reason_and_respects_dtype() -> None:
     assert short_reason(RuntimeError("first\nsecond")) == "RuntimeError: first"
 
 
+def test_norm_wise_mismatch_judges_each_tensor_as_a_whole() -> None:
+    # One element 1e-4 off in a 256x256 tensor of unit entries (norm ~256): beyond
+    # float32's element-wise atol, yet 4e-7 of the norm, inside the 1e-6 allowed.
+    grads = (torch.randn(256, 256), torch.randn(8))
+    near = (grads[0].clone(), grads[1])
+    near[0][3, 5] += 1e-4
+    assert mismatch(near, grads, torch.float32) is not None
+    assert mismatch(near, grads, torch.float32, norm_wise=True) is None
+    far = (grads[0] * (1 + 1e-5), grads[1])
+    assert "item [0]" in (mismatch(far, grads, torch.float32, norm_wise=True) or "")
+    nan = (grads[0], grads[1] * float("nan"))
+    assert "item [1]" in (mismatch(nan, grads, torch.float32, norm_wise=True) or "")
+    double = (grads[0], grads[1].double())
+    assert "float64" in (mismatch(double, grads, torch.float32, norm_wise=True) or "")
+    half = tuple(g.half() for g in grads)
+    rounded = tuple(g * (1 + 2e-3) for g in half)
+    assert mismatch(rounded, half, torch.float16, norm_wise=True) is None
+
+
 def test_jit_flags_are_restored_even_on_error() -> None:
     before = current_flags()
     wanted = dataclasses.replace(NO_FUSION, onednn=not before.onednn)
