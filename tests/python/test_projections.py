@@ -9,24 +9,11 @@ from typing import Any
 import pytest
 import torch
 
+from fuser.bench.workloads import WORKLOADS
 from helpers import all_nodes, devices, run_python, script_from_source
 
 # The benchmark's LSTM layer: a loop over x.size(0) steps, x[t] @ w_ih.t() in each.
-LAYER = """
-def layer(x, hx, cx, w_ih, w_hh, b_ih, b_hh):
-    outputs: List[Tensor] = []
-    for t in range(x.size(0)):
-        gates = x[t] @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh
-        i, f, g, o = gates.chunk(4, 1)
-        i = torch.sigmoid(i)
-        f = torch.sigmoid(f)
-        g = torch.tanh(g)
-        o = torch.sigmoid(o)
-        cx = f * cx + i * g
-        hx = o * torch.tanh(cx)
-        outputs.append(hx)
-    return torch.stack(outputs), hx, cx
-"""
+LAYER = WORKLOADS["lstm_layer"].source
 
 # Only the first `steps` rows of x are read: a product of all rows would waste work.
 FIRST_STEPS = """
@@ -41,7 +28,7 @@ BATCH, INPUT, HIDDEN = 4, 6, 5
 
 
 def eager(source: str, name: str) -> Any:
-    namespace: dict[str, Any] = {"torch": torch, "List": list, "Tensor": torch.Tensor}
+    namespace: dict[str, Any] = {"torch": torch, "Tensor": torch.Tensor}
     exec(source, namespace)
     return namespace[name]
 
@@ -82,7 +69,7 @@ def optimized_graph(fn: Any, *args: Any) -> torch._C.Graph:
 
 @pytest.mark.parametrize("device", devices())
 def test_layer_reads_its_steps_from_one_product(fused: None, device: str) -> None:
-    scripted = script_from_source(LAYER, "layer")
+    scripted = script_from_source(LAYER, "lstm_layer")
     with torch.no_grad():
         graph = optimized_graph(scripted, *layer_args(20, device))
         assert products_of(graph, "x") == (1, 0), graph
@@ -90,13 +77,13 @@ def test_layer_reads_its_steps_from_one_product(fused: None, device: str) -> Non
         # 4; 8 and 1 steps use only one of the two loops, 9 both. All read the product.
         for steps in (20, 8, 1, 9, 17):
             args = layer_args(steps, device)
-            torch.testing.assert_close(scripted(*args), eager(LAYER, "layer")(*args))
+            torch.testing.assert_close(scripted(*args), eager(LAYER, "lstm_layer")(*args))
 
 
 def test_layer_with_zero_steps_computes_no_product(fused: None) -> None:
     # With no step, eager never multiplies: a weight of the wrong width is no error
     # there, and must be none here.
-    scripted = script_from_source(LAYER.replace("torch.stack(outputs)", "hx"), "layer")
+    scripted = script_from_source(LAYER.replace("torch.stack(outputs)", "hx"), "lstm_layer")
     with torch.no_grad():
         optimized_graph(scripted, *layer_args(10, "cpu"))
         args = layer_args(0, "cpu")
@@ -116,12 +103,12 @@ def test_loop_over_fewer_steps_than_rows_keeps_its_steps(fused: None) -> None:
 
 
 def test_training_layer_gradients_equal_eager(fused: None) -> None:
-    scripted = script_from_source(LAYER, "layer")
+    scripted = script_from_source(LAYER, "lstm_layer")
     args = [a.requires_grad_() for a in layer_args(11, "cpu")]
     for _ in range(3):
         out = scripted(*args)
     got = torch.autograd.grad(sum(o.sum() for o in out), args)
-    ref_out = eager(LAYER, "layer")(*args)
+    ref_out = eager(LAYER, "lstm_layer")(*args)
     want = torch.autograd.grad(sum(o.sum() for o in ref_out), args)
     torch.testing.assert_close(out, ref_out)
     torch.testing.assert_close(got, want)
@@ -131,11 +118,10 @@ def test_flag_off_keeps_per_step_products() -> None:
     code = f"""
         import torch, fuser
         from torch import Tensor
-        from typing import List
         {LAYER.strip().replace(chr(10), chr(10) + " " * 8)}
 
         fuser.enable()
-        f = torch.jit.script(layer)
+        f = torch.jit.script(lstm_layer)
         args = [torch.randn(12, 4, 6), torch.randn(4, 5), torch.randn(4, 5),
                 torch.randn(20, 6), torch.randn(20, 5), torch.randn(20), torch.randn(20)]
         with torch.no_grad():
