@@ -16,7 +16,7 @@
 //   main loop), and then also its remainder loop, `X.size(0) - X.size(0) // U * U`
 //   trips, reads the same P.
 // P sits in `prim::If(X.size(0) > 0)`: a loop that runs no step computes nothing, so
-// no error can come earlier than it would have. matmul(X, W)[i] == matmul(X[i], W) for
+// no error can come earlier than it would have (see insertWholeProduct for X of rank 1). matmul(X, W)[i] == matmul(X[i], W) for
 // any X of rank >= 2 and W of rank 2, so the rewrite changes no result beyond the
 // rounding of a differently blocked GEMM. FUSER_HOIST=0 turns the stage off (P holds
 // T times one step's product: memory traded for time).
@@ -161,24 +161,44 @@ std::vector<StepProjection> hoistable(Node* loop, const std::vector<StepProjecti
   return out;
 }
 
-// Before `loop`: `P = X.size(0) > 0 ? matmul(X, W') : X`, W' = W or t(W). The else
-// branch is never read: with no rows, no loop step selects from P.
+// `cond ? then() : otherwise()` as a prim::If at the insertion point.
+template <typename Then, typename Otherwise>
+Value* insertIf(Graph* graph, Value* cond, Then then, Otherwise otherwise) {
+  Node* branch = graph->insertNode(graph->create(c10::prim::If, {cond}, 1));
+  branch->output()->setType(c10::TensorType::get());
+  Block* then_block = branch->addBlock();
+  Block* else_block = branch->addBlock();
+  {
+    torch::jit::WithInsertPoint in_then(then_block);
+    then_block->registerOutput(then());
+  }
+  torch::jit::WithInsertPoint in_else(else_block);
+  else_block->registerOutput(otherwise());
+  return branch->output();
+}
+
+// Before `loop`, with W' = W or t(W):
+//   P = X.size(0) == 0 ? X : X.dim() >= 2 ? matmul(X, W') : matmul(X[0], W').
+// No rows: P is never read, as no step selects from it. X of rank 1 (a function
+// profiled with more, called with a vector): step 0's own matmul of a 0-d row raises
+// eager's error, where matmul(X, W') could succeed and give wrong rows.
 Value* insertWholeProduct(Node* loop, const StepProjection& p) {
   Graph* graph = loop->owningGraph();
   torch::jit::WithInsertPoint before_loop(loop);
-  Value* rows = graph->insert(c10::aten::size, {p.x, 0});
-  Value* any_rows = graph->insert(c10::aten::gt, {rows, 0});
-  Node* branch = graph->insertNode(graph->create(c10::prim::If, {any_rows}, 1));
-  branch->output()->setType(c10::TensorType::get());
-  Block* compute = branch->addBlock();
-  Block* skip = branch->addBlock();
-  {
-    torch::jit::WithInsertPoint in_compute(compute);
-    Value* w = p.transposed ? graph->insert(c10::aten::t, {p.w}) : p.w;
-    compute->registerOutput(graph->insert(c10::aten::matmul, {p.x, w}));
-  }
-  skip->registerOutput(p.x);
-  return branch->output();
+  Value* any_rows = graph->insert(c10::aten::gt, {graph->insert(c10::aten::size, {p.x, 0}), 0});
+  return insertIf(
+      graph, any_rows,
+      [&] {
+        Value* w = p.transposed ? graph->insert(c10::aten::t, {p.w}) : p.w;
+        Value* matrix_rows = graph->insert(c10::aten::ge, {graph->insert(c10::aten::dim, {p.x}), 2});
+        return insertIf(
+            graph, matrix_rows, [&] { return graph->insert(c10::aten::matmul, {p.x, w}); },
+            [&] {
+              Value* first = graph->insert(c10::aten::select, {p.x, 0, 0});
+              return graph->insert(c10::aten::matmul, {first, w});
+            });
+      },
+      [&] { return p.x; });
 }
 
 // `matmul(select(X, 0, i), W')` in the loop becomes `select(P, 0, i)`.
@@ -219,10 +239,21 @@ void planBlock(Block* block, const torch::jit::AliasDb& alias_db, std::vector<Lo
   }
 }
 
+bool hasLoop(Block* block) {
+  for (Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::Loop) return true;
+    for (Block* sub : node->blocks()) {
+      if (hasLoop(sub)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void hoistLoopInvariantProjections(GraphPtr& graph) {
-  if (!config().hoist_projections) return;
+  // Most graphs have no loop: they skip building alias analysis.
+  if (!config().hoist_projections || !hasLoop(graph->block())) return;
   std::vector<LoopRewrite> plan;
   {
     const torch::jit::AliasDb alias_db(graph);

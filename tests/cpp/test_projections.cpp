@@ -136,12 +136,25 @@ TEST_F(ProjectionsTest, LoopOverAllRowsReadsOneProductMadeBeforeIt) {
   for (int64_t steps : {5, 1, 0}) expectSameResults(original, graph, steps);
 }
 
+TEST_F(ProjectionsTest, VectorInputRaisesAsTheFirstStepWould) {
+  // Profiled with 5 steps of 3x4 rows, called with a vector of 4: each step's row is a
+  // 0-d tensor, which matmul refuses. matmul(x, w.t()) itself would succeed.
+  auto original = parse(kLoopOverAllRows);
+  auto graph = original->copy();
+  hoistLoopInvariantProjections(graph);
+  const std::vector<at::Tensor> inputs = {torch::randn({4}), torch::randn({6, 4}),
+                                          torch::randn({3, 6})};
+  EXPECT_THROW(runGraph(original, inputs), std::exception);
+  EXPECT_THROW(runGraph(graph, inputs), std::exception);
+}
+
 TEST_F(ProjectionsTest, UnrolledLoopAndItsRemainderShareOneProduct) {
   auto original = parse(kUnrolledLoop);
   auto graph = original->copy();
   hoistLoopInvariantProjections(graph);
-  EXPECT_EQ(matmulsIn(graph->block()), 1u);
-  EXPECT_EQ(countKind(graph->block(), c10::aten::select), 3u);
+  // The whole product, and the first step's (run for vector inputs only), outside.
+  EXPECT_EQ(matmulsIn(graph->block()), 2u);
+  EXPECT_EQ(countKind(graph->block(), c10::aten::select), 4u);
   EXPECT_EQ(countKind(graph->block(), c10::aten::t), 1u);
   FileCheck()
       .check("aten::matmul(%x")

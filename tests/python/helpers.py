@@ -30,6 +30,16 @@ def all_nodes(block: Any) -> Iterator[Any]:
             yield from all_nodes(sub)
 
 
+def in_loop(node: Any) -> bool:
+    """Whether `node` sits in the body of some prim::Loop."""
+    owner = node.owningBlock().owningNode()
+    while owner is not None:
+        if owner.kind() == "prim::Loop":
+            return True
+        owner = owner.owningBlock().owningNode()
+    return False
+
+
 def count_kind(graph: Any, kind: str) -> int:
     return sum(1 for n in all_nodes(graph) if n.kind() == kind)
 

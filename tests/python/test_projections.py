@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fuser.bench.workloads import WORKLOADS
-from helpers import all_nodes, devices, run_python, script_from_source
+from helpers import all_nodes, devices, in_loop, run_python, script_from_source
 
 # The benchmark's LSTM layer: a loop over x.size(0) steps, x[t] @ w_ih.t() in each.
 LAYER = WORKLOADS["lstm_layer"].source
@@ -54,9 +54,9 @@ def products_of(graph: torch._C.Graph, x_name: str) -> tuple[int, int]:
         if node.kind() != "aten::matmul":
             continue
         operand = next(node.inputs())
-        if operand.debugName().startswith(x_name):
+        if operand.debugName().startswith(x_name) and not in_loop(node):
             whole += 1
-        elif operand.node().kind() == "aten::select":
+        elif operand.node().kind() == "aten::select" and in_loop(node):
             per_step += next(operand.node().inputs()).debugName().startswith(x_name)
     return whole, per_step
 
