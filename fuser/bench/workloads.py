@@ -179,6 +179,11 @@ _LSTM_GATE_MATH = (
 )
 
 
+# The LSTM cell of lstm_cell and lstm_cell_train: its arguments and its gates.
+_LSTM_CELL_ARGS = "(x, hx, cx, w_ih, w_hh, b_ih, b_hh)"
+_LSTM_CELL_GATES = "gates = x @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh"
+
+
 def _lstm_source(signature: str, *gates_lines: str) -> str:
     """An LSTM-style cell: `gates_lines` compute `gates` (B, 4H) from the arguments in
     `signature`, then the gate math every LSTM variant shares, with the state cx."""
@@ -258,20 +263,14 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="lstm_cell",
             description="LSTM cell: two matmuls, then chunked gates fused",
-            source=_lstm_source(
-                "lstm_cell(x, hx, cx, w_ih, w_hh, b_ih, b_hh)",
-                "gates = x @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh",
-            ),
+            source=_lstm_source(f"lstm_cell{_LSTM_CELL_ARGS}", _LSTM_CELL_GATES),
             make_inputs=_lstm_cell_inputs,
             sizes=_CELLS,
         ),
         Workload(
             name="lstm_cell_train",
             description="LSTM cell's training step: forward, then gradients of all inputs",
-            source=_lstm_source(
-                "lstm_cell_train(x, hx, cx, w_ih, w_hh, b_ih, b_hh)",
-                "gates = x @ w_ih.t() + hx @ w_hh.t() + b_ih + b_hh",
-            ),
+            source=_lstm_source(f"lstm_cell_train{_LSTM_CELL_ARGS}", _LSTM_CELL_GATES),
             make_inputs=_lstm_cell_inputs,
             sizes=_CELLS,
             training=True,
