@@ -19,6 +19,8 @@ struct Stats {
   std::atomic<int64_t> kernel_launches{0};   // generated kernels run
   std::atomic<int64_t> repeated_calls{0};    // group calls that reused the last call's plan
   std::atomic<int64_t> interpreted_runs{0};  // groups run through the TorchScript interpreter
+  // ... of which because some output's eager shape was not the iteration shape
+  std::atomic<int64_t> layout_fallbacks{0};
   std::atomic<int64_t> kernel_build_us{0};   // making kernels: lowering to loading the module
   std::atomic<int64_t> cuda_cross_compiles{0};          // FUSER_CROSS_COMPILE checks run
   std::atomic<int64_t> cuda_cross_compile_failures{0};  // ... and failed

@@ -36,8 +36,8 @@ bool allowsVectorAccess(const IterationPlan& plan, c10::ArrayRef<TensorView> ten
   return true;
 }
 
-SpecKey makeKey(const IterationPlan& plan, c10::ArrayRef<TensorView> tensors, c10::Device device,
-                bool vectorize) {
+SpecKey makeKey(const IterationPlan& plan, c10::ArrayRef<bool> zero_dim,
+                c10::ArrayRef<int32_t> out_slots, c10::Device device, bool vectorize) {
   SpecKey key;
   key.push_back(vectorize ? 1 : 0);
   key.push_back(static_cast<uint8_t>(device.type()));
@@ -45,14 +45,15 @@ SpecKey makeKey(const IterationPlan& plan, c10::ArrayRef<TensorView> tensors, c1
   key.push_back(plan.flat ? 1 : 0);
   key.push_back(plan.flat ? 1 : static_cast<uint8_t>(plan.ndim));
   key.push_back(device.is_cuda() && plan.index32 ? 1 : 0);
-  for (size_t i = 0; i < tensors.size(); ++i) {
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const codegen::TensorInput& in = plan.inputs[i];
+    const bool scalar = i < zero_dim.size() && zero_dim[i];
     key.push_back(static_cast<uint8_t>(in.dtype));
     key.push_back(static_cast<uint8_t>(static_cast<int>(in.access) | (in.inner_unit_stride << 3) |
-                                       (in.inner_zero_stride << 4) |
-                                       ((tensors[i].dim() == 0) << 5)));
+                                       (in.inner_zero_stride << 4) | (scalar << 5)));
     key.push_back(static_cast<uint8_t>(in.same_strides_as + 1));
   }
+  for (int32_t slot : out_slots) key.push_back(static_cast<uint8_t>(slot + 1));
   return key;
 }
 
@@ -149,6 +150,7 @@ std::shared_ptr<torch::jit::Graph> interpretableCopy(torch::jit::Graph& subgraph
 FusionExecutor::FusionExecutor(const torch::jit::Node* node)
     : subgraph_(node->g(c10::attr::Subgraph)),
       kernel_graph_(makeKernelGraph(*subgraph_)),
+      layouts_(*kernel_graph_.graph),
       num_inputs_(node->inputs().size()),
       num_outputs_(node->outputs().size()) {
   for (const KernelOutputTarget& target : kernel_graph_.targets) {
@@ -161,9 +163,11 @@ FusionExecutor::FusionExecutor(const torch::jit::Node* node)
   }
 }
 
-const FusionExecutor::Specialization& FusionExecutor::specialize(
-    const SpecKey& key, const IterationPlan& plan, c10::ArrayRef<TensorView> tensors,
-    c10::Device device, bool vectorize) {
+const FusionExecutor::Specialization& FusionExecutor::specialize(const SpecKey& key,
+                                                                 const IterationPlan& plan,
+                                                                 const KernelShape& shape,
+                                                                 c10::Device device,
+                                                                 bool vectorize) {
   std::lock_guard<std::mutex> lock(mutex_);
   const bool by_shape = device.is_cuda() && !plan.flat && plan.numel > 0;
   const Specialization* any_shape = nullptr;
@@ -177,15 +181,17 @@ const FusionExecutor::Specialization& FusionExecutor::specialize(
   }
   if (by_shape && shape_kernels_ < config().shape_kernels) {
     ++shape_kernels_;
-    return compile(key, plan, tensors, device, vectorize, /*fix_shape=*/true);
+    return compile(key, plan, shape, device, vectorize, /*fix_shape=*/true);
   }
   if (any_shape) return *any_shape;
-  return compile(key, plan, tensors, device, vectorize, /*fix_shape=*/false);
+  return compile(key, plan, shape, device, vectorize, /*fix_shape=*/false);
 }
 
-const FusionExecutor::Specialization& FusionExecutor::compile(
-    const SpecKey& key, const IterationPlan& plan, c10::ArrayRef<TensorView> tensors,
-    c10::Device device, bool vectorize, bool fix_shape) {
+const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key,
+                                                              const IterationPlan& plan,
+                                                              const KernelShape& shape,
+                                                              c10::Device device, bool vectorize,
+                                                              bool fix_shape) {
   auto spec = std::make_unique<Specialization>();
   spec->key = key;
   const auto started = std::chrono::steady_clock::now();
@@ -196,8 +202,8 @@ const FusionExecutor::Specialization& FusionExecutor::compile(
       codegen::InputDesc d;
       d.is_tensor = is_tensor_[i];
       if (d.is_tensor) {
-        d.dtype = tensors[t].dtype;
-        d.zero_dim = tensors[t].dim() == 0;
+        d.dtype = shape.tensors[t].dtype;
+        d.zero_dim = shape.zero_dim[t];
         d.access = plan.inputs[t];
         ++t;
       } else {
@@ -207,18 +213,18 @@ const FusionExecutor::Specialization& FusionExecutor::compile(
     }
     codegen::Kernel kernel =
         codegen::lowerSubgraph(*kernel_graph_.graph, descs, plan.flat ? 1 : plan.ndim, plan.flat);
-    // Cat slices follow the tensor inputs in the plan, in kernel output order.
-    int32_t slot = static_cast<int32_t>(t);
+    // Cat slices and outputs laid out otherwise than the iteration follow the tensor
+    // inputs in the plan, in kernel output order.
     for (size_t o = 0; o < kernel.outputs.size(); ++o) {
-      if (kernel_graph_.targets[o].pieces == 0) continue;
-      const codegen::TensorInput& slice = plan.inputs[slot];
+      const int32_t slot = shape.out_slots[o];
+      if (slot < 0) continue;
+      const codegen::TensorInput& target = plan.inputs[slot];
       codegen::TensorOutput& out = kernel.outputs[o];
-      if (slice.access == codegen::Access::Strided) {
+      if (target.access == codegen::Access::Strided) {
         out.access = codegen::Access::Strided;
         out.stride_slot = slot;
-        out.inner_unit_stride = slice.inner_unit_stride;
+        out.inner_unit_stride = target.inner_unit_stride;
       }
-      ++slot;
     }
     kernel.name = "fuser_kernel";
     kernel.index32 = device.is_cuda() && plan.index32;
@@ -296,11 +302,6 @@ void FusionExecutor::gatherScalars(c10::ArrayRef<c10::IValue> inputs,
   }
 }
 
-at::Tensor FusionExecutor::allocateOutput(const Specialization& spec, size_t o,
-                                          const IterationPlan& plan, c10::Device device) const {
-  return allocateStrided(plan.out_sizes, plan.out_strides, spec.out_dtypes[o], device);
-}
-
 void FusionExecutor::launch(const Specialization& spec, const IterationPlan& plan,
                             c10::ArrayRef<void*> ptrs, c10::ArrayRef<double> dargs,
                             c10::ArrayRef<int64_t> iargs, size_t num_tensors,
@@ -326,7 +327,9 @@ void FusionExecutor::runPrepared(const Prepared& prepared, const InputSignature&
   const auto& targets = kernel_graph_.targets;
   for (size_t o = 0; o < targets.size(); ++o) {
     at::Tensor& out = outputs[targets[o].group_output];
-    out = allocateOutput(*prepared.spec, o, prepared.plan, prepared.device);
+    const Layout& layout = prepared.out_layouts[o];
+    out = allocateStrided(layout.sizes, layout.strides, prepared.spec->out_dtypes[o],
+                          prepared.device);
     ptrs.push_back(out.data_ptr());
   }
   launch(*prepared.spec, prepared.plan, ptrs, dargs, iargs, prepared.views.size(),
@@ -335,13 +338,34 @@ void FusionExecutor::runPrepared(const Prepared& prepared, const InputSignature&
   for (auto& out : outputs) stack.emplace_back(std::move(out));
 }
 
+namespace {
+
+// Equal layouts, but for the strides of size-1 dimensions, which no element uses.
+bool sameMemoryOrder(const Layout& a, const Layout& b) {
+  if (a.sizes != b.sizes) return false;
+  for (size_t d = 0; d < a.sizes.size(); ++d) {
+    if (a.sizes[d] != 1 && a.strides[d] != b.strides[d]) return false;
+  }
+  return true;
+}
+
+TensorView viewOf(const Layout& layout, c10::Device device) {
+  TensorView v;
+  v.device = device;
+  v.sizes = layout.sizes;
+  v.strides = layout.strides;
+  return v;
+}
+
+}  // namespace
+
 void FusionExecutor::run(torch::jit::Stack& stack) {
   if (config().use_interpreter) return runInterpreted(stack);
   auto inputs = torch::jit::last(stack, num_inputs_);
 
   // A call whose inputs have the last call's dtypes, devices, sizes, strides and
-  // alignment repeats its preparation (views, plan, kernel). Groups that write a cat
-  // plan their output slices too, so they always take the full path.
+  // alignment repeats its preparation (views, layouts, plan, kernel). Groups that write
+  // a cat plan their output slices too, so they always take the full path.
   InputSignature signature;
   const bool repeatable = !writes_cat_ && signatureOf(inputs, signature);
   if (repeatable) {
@@ -355,8 +379,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     }
   }
 
-  // Tensor inputs as the kernel reads them (chunks as views of their group input),
-  // then, for cats, the slices the kernel writes.
+  // Tensor inputs as the kernel reads them (chunks as views of their group input).
   const size_t num_kernel_inputs = kernel_graph_.sources.size();
   c10::SmallVector<TensorView, 24> views;
   c10::SmallVector<int32_t, 24> view_inputs;   // per view: its group input
@@ -395,25 +418,57 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
   c10::SmallVector<int64_t, 8> iargs;
   gatherScalars(inputs, dargs, iargs);
 
-  // Cat outputs are allocated first: the plan addresses their slices like inputs. The
-  // dtype is the profiled one, which the guard fixes; the kernel's is checked below.
-  const auto& targets = kernel_graph_.targets;
-  std::vector<at::Tensor> outputs(num_outputs_);
-  if (writes_cat_) {
-    const std::vector<int64_t> shape = broadcastShape(c10::ArrayRef<TensorView>(views));
-    for (const KernelOutputTarget& target : targets) {
-      if (target.pieces == 0) continue;
-      at::Tensor& whole = outputs[target.group_output];
-      if (!whole.defined()) {
-        auto type = subgraph_->outputs()[target.group_output]->type()->cast<c10::TensorType>();
-        if (!type || !type->scalarType()) return runInterpreted(stack);
-        whole = allocateCat(target, shape, *type->scalarType(), device);
-      }
-      views.push_back(catSlice(whole, target));
+  // Eager's layout of every output. An input read only for its dtype is planned as a
+  // 0-dim tensor: it takes no part in the shape (its kernel never loads it).
+  std::vector<Layout> out_layouts;
+  layouts_.run(views, out_layouts);
+  c10::SmallVector<bool, 24> zero_dim;
+  for (size_t t = 0; t < num_tensors; ++t) {
+    zero_dim.push_back(views[t].dim() == 0);
+    if (!layouts_.readsElements()[t]) {
+      views[t].sizes.clear();
+      views[t].strides.clear();
+    }
+  }
+  const std::vector<int64_t> shape = broadcastShape(c10::ArrayRef<TensorView>(views));
+  for (const Layout& layout : out_layouts) {
+    if (c10::IntArrayRef(layout.sizes) != c10::IntArrayRef(shape)) {
+      stats().layout_fallbacks++;
+      return runInterpreted(stack);
     }
   }
 
-  IterationPlan plan = planIteration(views);
+  // The iteration walks the lead output (the first fresh one) in memory order. Cat
+  // buffers are allocated first: the plan addresses their slices, and the slices of
+  // outputs laid out otherwise, like inputs. A cat's dtype is the profiled one, which
+  // the guard fixes; the kernel's is checked below.
+  const auto& targets = kernel_graph_.targets;
+  std::vector<at::Tensor> outputs(num_outputs_);
+  c10::SmallVector<int32_t, 8> out_slots(targets.size(), -1);
+  const Layout* lead = nullptr;
+  for (size_t o = 0; o < targets.size() && !lead; ++o) {
+    if (targets[o].pieces == 0) lead = &out_layouts[o];
+  }
+  for (size_t o = 0; o < targets.size(); ++o) {
+    const KernelOutputTarget& target = targets[o];
+    if (target.pieces == 0) {
+      if (sameMemoryOrder(out_layouts[o], *lead)) continue;
+      out_slots[o] = static_cast<int32_t>(views.size());
+      views.push_back(viewOf(out_layouts[o], device));
+      continue;
+    }
+    at::Tensor& whole = outputs[target.group_output];
+    if (!whole.defined()) {
+      auto type = subgraph_->outputs()[target.group_output]->type()->cast<c10::TensorType>();
+      if (!type || !type->scalarType()) return runInterpreted(stack);
+      whole = allocateCat(target, shape, *type->scalarType(), device);
+    }
+    out_slots[o] = static_cast<int32_t>(views.size());
+    views.push_back(catSlice(whole, target));
+  }
+
+  IterationPlan plan =
+      planIteration(views, lead ? c10::IntArrayRef(lead->strides) : c10::IntArrayRef());
   if (device.is_cuda()) {
     shareEqualStrides(plan, num_tensors);
     for (size_t t = 0; t < num_tensors; ++t) {
@@ -424,22 +479,24 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     }
   }
   const bool vectorize = allowsVectorAccess(plan, views, device);
-  const Specialization& spec =
-      specialize(makeKey(plan, views, device, vectorize), plan,
-                 c10::ArrayRef<TensorView>(views).slice(0, num_tensors), device, vectorize);
+  const KernelShape kernel_shape{c10::ArrayRef<TensorView>(views).slice(0, num_tensors), zero_dim,
+                                 out_slots};
+  const Specialization& spec = specialize(makeKey(plan, zero_dim, out_slots, device, vectorize),
+                                          plan, kernel_shape, device, vectorize);
   if (!spec.kernel) return runInterpreted(stack);
 
   c10::SmallVector<void*, 24> ptrs;
   for (size_t t = 0; t < num_tensors; ++t) ptrs.push_back(views[t].data);
-  size_t slice = num_tensors;
   for (size_t o = 0; o < targets.size(); ++o) {
     if (targets[o].pieces > 0) {
-      if (views[slice].dtype != spec.out_dtypes[o]) return runInterpreted(stack);
-      ptrs.push_back(views[slice++].data);
+      const TensorView& slice = views[out_slots[o]];
+      if (slice.dtype != spec.out_dtypes[o]) return runInterpreted(stack);
+      ptrs.push_back(slice.data);
       continue;
     }
     at::Tensor& out = outputs[targets[o].group_output];
-    out = allocateOutput(spec, o, plan, device);
+    out = allocateStrided(out_layouts[o].sizes, out_layouts[o].strides, spec.out_dtypes[o],
+                          device);
     ptrs.push_back(out.data_ptr());
   }
   launch(spec, plan, ptrs, dargs, iargs, num_tensors, device);
@@ -450,6 +507,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
       prepared->views.emplace_back(
           view_inputs[t], static_cast<char*>(views[t].data) - signature.data[view_inputs[t]]);
     }
+    prepared->out_layouts = std::move(out_layouts);
     prepared->plan = std::move(plan);
     prepared->spec = &spec;
     prepared->device = device;

@@ -1,6 +1,10 @@
-// Runs one fuser::FusionGroup node: per call, plans the iteration space, finds the
-// kernel specialized for the inputs' dtypes and layout (compiling it at first sight),
-// allocates the outputs and launches. On CUDA, strided kernels are also specialized on
+// Runs one fuser::FusionGroup node: per call, works out each output's eager layout
+// (output_layout.h), plans the iteration space in the first output's memory order,
+// finds the kernel specialized for the inputs' dtypes and layout (compiling it at first
+// sight), allocates the outputs and launches. Outputs laid out otherwise than the first
+// are written through their strides; a call whose outputs would not all have the
+// iteration shape (the partition keeps profiled shapes equal; sizes seen later may
+// differ) runs the subgraph through the interpreter, which gives eager's shapes. On CUDA, strided kernels are also specialized on
 // the shape, for the first config().shape_kernels shapes a group meets: sizes, strides
 // and chunk offsets become constants (an LSTM cell's kernel, B256 H1024 fp32, went from
 // 4.37 to 3.55 us on the H100); later shapes share a kernel that reads them from its
@@ -22,6 +26,7 @@
 #include "runtime/compiled_kernel.h"
 #include "runtime/iteration_plan.h"
 #include "runtime/kernel_graph.h"
+#include "runtime/output_layout.h"
 #include "runtime/tensor_view.h"
 
 namespace fuser::runtime {
@@ -55,6 +60,7 @@ class FusionExecutor {
   struct Prepared {
     c10::SmallVector<int64_t, 64> signature;
     c10::SmallVector<std::pair<int32_t, int64_t>, 24> views;
+    std::vector<Layout> out_layouts;  // per kernel output
     IterationPlan plan;
     const Specialization* spec = nullptr;
     c10::Device device{c10::kCPU};
@@ -66,22 +72,28 @@ class FusionExecutor {
                    c10::ArrayRef<c10::IValue> inputs, torch::jit::Stack& stack);
   void gatherScalars(c10::ArrayRef<c10::IValue> inputs, c10::SmallVector<double, 8>& dargs,
                      c10::SmallVector<int64_t, 8>& iargs) const;
-  at::Tensor allocateOutput(const Specialization& spec, size_t o, const IterationPlan& plan,
-                            c10::Device device) const;
   void launch(const Specialization& spec, const IterationPlan& plan, c10::ArrayRef<void*> ptrs,
               c10::ArrayRef<double> dargs, c10::ArrayRef<int64_t> iargs, size_t num_tensors,
               c10::Device device) const;
+  // What a kernel is compiled for, besides the plan: per kernel input whether it is a
+  // 0-dim tensor (type promotion), per kernel output its launch tensor (-1: written in
+  // iteration order).
+  struct KernelShape {
+    c10::ArrayRef<TensorView> tensors;  // kernel inputs, as planned
+    c10::ArrayRef<bool> zero_dim;
+    c10::ArrayRef<int32_t> out_slots;
+  };
   const Specialization& specialize(const SpecKey& key, const IterationPlan& plan,
-                                   c10::ArrayRef<TensorView> tensors, c10::Device device,
-                                   bool vectorize);
+                                   const KernelShape& shape, c10::Device device, bool vectorize);
   // Builds and records a specialization; the caller holds mutex_.
   const Specialization& compile(const SpecKey& key, const IterationPlan& plan,
-                                c10::ArrayRef<TensorView> tensors, c10::Device device,
-                                bool vectorize, bool fix_shape);
+                                const KernelShape& shape, c10::Device device, bool vectorize,
+                                bool fix_shape);
   void runInterpreted(torch::jit::Stack& stack);
 
   std::shared_ptr<torch::jit::Graph> subgraph_;  // what the interpreter runs
   KernelGraph kernel_graph_;                     // what the kernel computes
+  LayoutProgram layouts_;                        // eager's layout of each kernel output
   size_t num_inputs_;
   size_t num_outputs_;                           // of the group; the kernel may have more
   bool writes_cat_ = false;                      // some kernel outputs are cat slices

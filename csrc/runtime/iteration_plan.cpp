@@ -9,23 +9,14 @@
 namespace fuser::runtime {
 namespace {
 
-// Dimension order of the output, outermost first: the stride order of the first input
-// that covers the whole output densely (so channels-last stays channels-last),
-// otherwise row-major.
-std::vector<int> chooseOrder(c10::ArrayRef<TensorView> tensors,
-                             const std::vector<int64_t>& shape) {
-  std::vector<int> order(shape.size());
+// Dimension order, outermost first: by decreasing stride of the lead output (stable, so
+// equal strides keep their order), or row-major.
+std::vector<int> chooseOrder(c10::IntArrayRef lead_strides, size_t rank) {
+  std::vector<int> order(rank);
   std::iota(order.begin(), order.end(), 0);
-  for (const TensorView& t : tensors) {
-    if (c10::IntArrayRef(t.sizes) != c10::IntArrayRef(shape) || !t.isNonOverlappingAndDense()) {
-      continue;
-    }
-    if (t.isContiguous()) return order;
-    const auto& strides = t.strides;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return strides[a] > strides[b]; });
-    return order;
-  }
+  if (lead_strides.size() != rank) return order;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return lead_strides[a] > lead_strides[b]; });
   return order;
 }
 
@@ -53,22 +44,14 @@ std::vector<int64_t> broadcastShape(c10::ArrayRef<TensorView> tensors) {
   return shape;
 }
 
-IterationPlan planIteration(c10::ArrayRef<TensorView> tensors) {
+IterationPlan planIteration(c10::ArrayRef<TensorView> tensors, c10::IntArrayRef lead_strides) {
   IterationPlan plan;
   plan.out_sizes = broadcastShape(tensors);
   const int rank = static_cast<int>(plan.out_sizes.size());
   plan.numel = 1;
   for (int64_t s : plan.out_sizes) plan.numel *= s;
 
-  const std::vector<int> order = chooseOrder(tensors, plan.out_sizes);
-  plan.out_strides.assign(rank, 1);
-  {
-    int64_t stride = 1;
-    for (int i = rank - 1; i >= 0; --i) {
-      plan.out_strides[order[i]] = stride;
-      stride *= std::max<int64_t>(plan.out_sizes[order[i]], 1);
-    }
-  }
+  const std::vector<int> order = chooseOrder(lead_strides, plan.out_sizes.size());
 
   // Iteration sizes and per-input strides in output order; broadcast dims stride 0.
   const size_t nin = tensors.size();

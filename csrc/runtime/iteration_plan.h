@@ -1,7 +1,8 @@
-// The iteration space of one group call: output shape (broadcast of the inputs),
-// output strides (eager's layout: dense inputs' order, e.g. channels-last, is kept),
-// and for each tensor input how the kernel addresses it after dimensions that
-// iterate together are collapsed. Recomputed per call, so never specialized on sizes.
+// The iteration space of one group call: its shape (the broadcast of the inputs), the
+// order its dimensions are walked in (the lead output's layout, so that output is
+// written in memory order), and for each tensor how the kernel addresses it after
+// dimensions that iterate together are collapsed. Recomputed per call, so never
+// specialized on sizes.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -15,8 +16,7 @@
 namespace fuser::runtime {
 
 struct IterationPlan {
-  std::vector<int64_t> out_sizes;    // in the output's own dimension order
-  std::vector<int64_t> out_strides;  // dense, in the chosen layout
+  std::vector<int64_t> out_sizes;    // the broadcast shape, in its own dimension order
   int64_t numel = 0;
   int ndim = 1;                      // collapsed iteration rank
   c10::SmallVector<int64_t, 8> sizes;    // collapsed sizes, outermost first
@@ -34,8 +34,11 @@ struct IterationPlan {
 // shapes do not broadcast.
 std::vector<int64_t> broadcastShape(c10::ArrayRef<TensorView> tensors);
 
-// Throws c10::Error (with eager's wording) when the shapes do not broadcast.
-IterationPlan planIteration(c10::ArrayRef<TensorView> tensors);
+// Walks the dimensions outermost first in the order of `lead_strides` (largest stride
+// first; row-major when empty). Throws c10::Error (with eager's wording) when the shapes
+// do not broadcast.
+IterationPlan planIteration(c10::ArrayRef<TensorView> tensors,
+                            c10::IntArrayRef lead_strides = {});
 
 // Marks each Strided tensor among the first `count` whose strides equal an earlier
 // one's (TensorInput::same_strides_as), so a CUDA kernel computes their offsets once:

@@ -1,0 +1,71 @@
+// Eager's layout (sizes and strides) of every kernel output, from the layouts of the
+// kernel's inputs: each node of the kernel graph is replayed as ATen would allocate its
+// result, so a group output gets the shape and strides eager gives that value, whatever
+// the group's iteration shape (an output computed from some of the inputs only is
+// smaller; a transposed first operand gives a transposed result; channels-last stays
+// channels-last).
+//
+// The rules, per node:
+// - elementwise ops allocate through TensorIterator: the broadcast shape; when every
+//   operand has that shape and all are contiguous, or all channels-last, or all dense
+//   with equal strides, that layout; otherwise the dimensions sorted by the operands'
+//   strides, first operand first (a broadcast dim of an operand leaves the decision to
+//   the next one). Scalar `self`/`other` arguments are operands too (ATen wraps them as
+//   0-dim tensors), which only matters for that first test;
+// - conversions (to, _to_copy, type_as) keep self's strides when self is dense, else
+//   the dense strides in self's dimension order (memory_format=preserve); they never
+//   broadcast, and their `other` tensor is read for its dtype only;
+// - masked_fill clones self, broadcast to the mask, contiguously.
+// Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
+// dense), the group returns a fresh dense tensor with the strides above.
+#pragma once
+
+#include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/tensor_view.h"
+
+namespace fuser::runtime {
+
+struct Layout {
+  c10::SmallVector<int64_t, 6> sizes;
+  c10::SmallVector<int64_t, 6> strides;
+};
+
+// Layouts of ATen's allocations, on their own (tests compare them with ATen).
+Layout iteratorLayout(c10::ArrayRef<const Layout*> operands);  // null operand: a wrapped scalar
+Layout preservedLayout(const Layout& self);
+Layout contiguousLayout(c10::IntArrayRef sizes);
+
+// The replay of one kernel graph, prepared once per group.
+class LayoutProgram {
+ public:
+  explicit LayoutProgram(const torch::jit::Graph& kernel_graph);
+
+  // Layouts of the graph's outputs, given the views of its tensor inputs (in graph input
+  // order, scalars skipped).
+  void run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Layout>& outputs) const;
+
+  // Per tensor input: whether some output's value depends on its elements. An input
+  // read only for its dtype (type_as's `other`) takes no part in the iteration shape.
+  const std::vector<bool>& readsElements() const { return reads_elements_; }
+
+ private:
+  enum class Rule : uint8_t { Iterate, Preserve, Contiguous };
+  struct Step {
+    Rule rule;
+    c10::SmallVector<int32_t, 4> operands;  // value slots; -1 for a wrapped scalar
+    int32_t result;
+  };
+  size_t num_tensor_inputs_ = 0;
+  size_t num_slots_ = 0;
+  std::vector<Step> steps_;
+  std::vector<int32_t> output_slots_;
+  std::vector<bool> reads_elements_;
+};
+
+}  // namespace fuser::runtime

@@ -1,0 +1,223 @@
+"""Every fused output has eager's shape, dtype, strides and values, whatever the group's
+iteration shape: runtime/output_layout.cpp (each output's layout), the partition's rule
+that a group's outputs share one profiled shape (passes/fusibility.cpp), and the
+executor's per-call check behind it (runtime/fusion_executor.cpp)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from helpers import (
+    FUSION_GROUP,
+    count_kind,
+    devices,
+    fusion_group_function,
+    run_optimized,
+    script_from_source,
+)
+
+import fuser
+
+
+def eager_function(source: str):
+    namespace: dict = {"torch": torch}
+    exec(source, namespace)
+    return namespace["f"]
+
+
+def assert_same_as_eager(source: str, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    fused = run_optimized(script_from_source(source), *args)
+    expected = eager_function(source)(*args)
+    fused = fused if isinstance(fused, tuple) else (fused,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(fused) == len(expected)
+    for got, want in zip(fused, expected):
+        assert got.shape == want.shape, source
+        assert got.dtype == want.dtype, source
+        assert got.device == want.device, source
+        assert got.stride() == want.stride(), (source, got.stride(), want.stride())
+        torch.testing.assert_close(got, want, equal_nan=True)
+    return fused
+
+
+def test_issue_repro_outputs_keep_their_own_shapes() -> None:
+    source = "def f(a, b):\n    t = a.exp()\n    return t, t - b\n"
+    with fuser.enabled(True):
+        t, d = assert_same_as_eager(source, torch.randn(7), torch.randn(5, 7))
+    assert t.shape == (7,) and d.shape == (5, 7)
+
+
+CASES = {
+    # an output computed from a subset of the inputs, smaller than the group's shape
+    "broadcast_smaller": ("def f(a, b):\n    t = a.exp()\n    return t, t - b\n", [(7,), (5, 7)]),
+    "size_one_dim": ("def f(a, b):\n    t = a.sigmoid()\n    return t, t * b\n", [(5, 1), (5, 7)]),
+    "zero_dim_output": ("def f(a, b):\n    t = a.relu()\n    return t, t + b\n", [(), (3, 4)]),
+    "zero_size": ("def f(a, b):\n    t = (a * b).exp()\n    return t, t + 1.0\n", [(0, 4), (4,)]),
+    "same_shapes": ("def f(a, b):\n    t = (a * b).exp()\n    return t, t + a\n", [(3, 4), (3, 4)]),
+    # the other tensor of type_as gives a dtype only: its shape takes no part
+    "type_as_larger_other": (
+        "def f(a, b):\n    return (a.type_as(b) * 2.0).exp()\n",
+        [(3,), (5, 6)],
+    ),
+}
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_output_shapes_match_eager(fused, name: str, device: str) -> None:
+    source, shapes = CASES[name]
+    args = [torch.randn(s, device=device) for s in shapes]
+    if name == "type_as_larger_other":
+        args[1] = args[1].double()
+    assert_same_as_eager(source, *args)
+
+
+def test_type_as_other_that_does_not_broadcast_is_not_an_error(fused) -> None:
+    # Eager never broadcasts type_as's operands; the kernel must not either.
+    assert_same_as_eager(
+        "def f(a, b):\n    return (a.type_as(b) + 1.0).relu()\n",
+        torch.randn(3),
+        torch.randn(5, dtype=torch.float64),
+    )
+
+
+LAYOUT_CASES = {
+    "transposed_first": "def f(x, y):\n    return (x.t() * y + 1.0).relu()\n",
+    "transposed_second": "def f(x, y):\n    return (y * x.t() + 1.0).relu()\n",
+    "two_layouts": "def f(x, y):\n    return x.t().exp(), (y * 2.0).sigmoid() + x.t()\n",
+}
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("name", sorted(LAYOUT_CASES))
+def test_output_strides_match_eager(fused, name: str, device: str) -> None:
+    x, y = torch.randn(40, 24, device=device), torch.randn(24, 40, device=device)
+    assert_same_as_eager(LAYOUT_CASES[name], x, y)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_channels_last_stays_channels_last(fused, device: str) -> None:
+    x = torch.randn(2, 8, 5, 6, device=device).to(memory_format=torch.channels_last)
+    bias = torch.randn(8, 1, 1, device=device)
+    for source in (
+        "def f(x, b):\n    return (x + b).relu() * 2.0\n",
+        "def f(x, b):\n    return (b + x).relu() * 2.0\n",
+        "def f(x, r):\n    return (x * 0.5 + r).relu()\n",
+    ):
+        residual = x.clone() if "r)" in source else bias
+        (out,) = assert_same_as_eager(source, x, residual)
+        assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_partition_keeps_differently_shaped_results_out_of_the_group() -> None:
+    fn = script_from_source("def f(a, b):\n    t = a.exp()\n    u = t - b\n    return t, u.relu()\n")
+    with fuser.enabled(True):
+        run_optimized(fn, torch.randn(7), torch.randn(5, 7))
+        graph = fn.graph_for(torch.randn(7), torch.randn(5, 7))
+    (group,) = graph.findAllNodes(FUSION_GROUP, recurse=True)
+    kinds = [n.kind() for n in group.g("Subgraph").nodes() if n.kind() != "prim::Constant"]
+    assert kinds == ["aten::sub", "aten::relu"]
+    assert fuser.stats()["layout_fallbacks"] == 0
+
+
+def test_runtime_falls_back_when_sizes_make_outputs_differ() -> None:
+    # The group was formed for equal shapes; a later call broadcasts one output.
+    fn = fusion_group_function(
+        """
+        graph(%a : Float(5, 7, strides=[7, 1], requires_grad=0, device=cpu),
+              %b : Float(5, 7, strides=[7, 1], requires_grad=0, device=cpu)):
+          %t : Float(5, 7, strides=[7, 1], requires_grad=0, device=cpu) = aten::exp(%a)
+          %one : int = prim::Constant[value=1]()
+          %u : Float(5, 7, strides=[7, 1], requires_grad=0, device=cpu) = aten::sub(%t, %b, %one)
+          return (%t, %u)
+        """
+    )
+    a, b = torch.randn(5, 7), torch.randn(5, 7)
+    t, u = fn(a, b)
+    torch.testing.assert_close(u, a.exp() - b)
+    assert fuser.stats()["layout_fallbacks"] == 0
+    a = torch.randn(1, 7)
+    t, u = fn(a, b)
+    assert t.shape == (1, 7) and u.shape == (5, 7)
+    torch.testing.assert_close(t, a.exp())
+    torch.testing.assert_close(u, a.exp() - b)
+    assert fuser.stats()["layout_fallbacks"] == 1
+
+
+# ---- seeded random programs ------------------------------------------------------
+
+UNARY = ["exp", "relu", "sigmoid", "neg", "tanh", "abs"]
+BINARY = ["+", "-", "*", "torch.maximum"]
+
+
+def random_shape(rng: random.Random, base: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape that broadcasts to `base`: a suffix of it, some dims set to 1."""
+    rank = rng.randint(0, len(base))
+    shape = list(base[len(base) - rank :])
+    for d in range(rank):
+        if rng.random() < 0.3:
+            shape[d] = 1
+    return tuple(shape)
+
+
+def random_tensor(rng: random.Random, shape: tuple[int, ...], device: str) -> torch.Tensor:
+    t = torch.randn(shape, device=device)
+    kind = rng.choice(["contiguous", "permuted", "channels_last", "sliced"])
+    if kind == "permuted" and len(shape) >= 2:
+        perm = list(range(len(shape)))
+        rng.shuffle(perm)
+        inverse = [perm.index(d) for d in range(len(shape))]
+        return t.permute(perm).contiguous().permute(inverse)
+    if kind == "channels_last" and len(shape) == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    if kind == "sliced" and len(shape) >= 1 and shape[-1] > 1:
+        wide = torch.randn(*shape[:-1], 2 * shape[-1], device=device)
+        return wide[..., ::2]
+    return t
+
+
+def random_program(rng: random.Random) -> tuple[str, int]:
+    """A TorchScript source with a few inputs, elementwise steps over earlier values and
+    scalars, and some of the values (not only the last) returned."""
+    num_inputs = rng.randint(1, 4)
+    values = [f"x{i}" for i in range(num_inputs)]
+    lines = []
+    for step in range(rng.randint(2, 7)):
+        name = f"v{step}"
+        if rng.random() < 0.4:
+            expr = f"torch.{rng.choice(UNARY)}({rng.choice(values)})"
+        else:
+            a, b = rng.choice(values), rng.choice(values + ["1.5", "0.5"])
+            op = rng.choice(BINARY)
+            if op.startswith("torch."):
+                b = b if b.startswith(("x", "v")) else a
+                expr = f"{op}({a}, {b})"
+            else:
+                expr = f"{a} {op} {b}"
+        lines.append(f"    {name} = {expr}")
+        values.append(name)
+    computed = values[num_inputs:]
+    returned = sorted(set(rng.sample(computed, rng.randint(1, min(3, len(computed))))))
+    if computed[-1] not in returned:
+        returned.append(computed[-1])
+    signature = ", ".join(values[:num_inputs])
+    body = "\n".join(lines)
+    source = f"def f({signature}):\n{body}\n    return ({', '.join(returned)},)\n"
+    return source, num_inputs
+
+
+@pytest.mark.parametrize("device", devices())
+def test_random_programs_match_eager(fused, device: str) -> None:
+    rng = random.Random(20261124)
+    checked = 0
+    for _ in range(30):
+        source, num_inputs = random_program(rng)
+        base = rng.choice([(3, 4, 5), (2, 3, 4, 5), (6, 7)])
+        args = [random_tensor(rng, random_shape(rng, base), device) for _ in range(num_inputs)]
+        assert_same_as_eager(source, *args)
+        checked += 1
+    assert checked == 30
+    assert fuser.stats()["groups_formed"] > 0
+    assert fuser.stats()["kernel_launches"] > 0
