@@ -8,6 +8,7 @@
 #include "codegen/kernel_source.h"
 #include "config.h"
 #include "ops/op_table.h"
+#include "passes/param_space.h"
 #include "passes/pipeline.h"
 #include "runtime/cuda/library_search.h"
 #include "runtime/cuda/nvrtc_compiler.h"
@@ -88,6 +89,9 @@ PYBIND11_MODULE(_C, m) {
       throw py::value_error(e.what());
     }
   });
+  // Bytes of CUDA kernel parameters a fusion group's kernel takes at most (tests).
+  m.def("group_param_bytes", [](torch::jit::Node* group) { return fuser::groupParamBytes(group); });
+  m.def("cuda_param_bytes_limit", [] { return fuser::kCudaParamBytes; });
   // Runs the whole pipeline on a graph (tests and the report tool).
   m.def("fuse_graph", [](std::shared_ptr<torch::jit::Graph>& graph) { fuser::fuseGraph(graph); });
 }

@@ -1,11 +1,14 @@
 // Fusibility rules: what the op table, the profiled types and the configuration allow.
 #include "passes/fusibility.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "config.h"
 #include "ops/op_table.h"
+#include "passes/concat.h"
 #include "passes/groups.h"
+#include "passes/param_space.h"
 
 namespace fuser {
 
@@ -52,6 +55,34 @@ bool isKernelScalarType(const c10::TypePtr& type) {
   auto kind = type->kind();
   return kind == c10::TypeKind::IntType || kind == c10::TypeKind::FloatType ||
          kind == c10::TypeKind::BoolType;
+}
+
+// The profiled sizes of an output as the kernel writes it: a cat's are its pieces'.
+c10::VaryingShape<int64_t> iterationSizes(const Value* output) {
+  const Value* written = isCat(output->node()) ? output->node()->input(0)->node()->input(0)
+                                               : output;
+  auto type = written->type()->cast<c10::TensorType>();
+  return type ? type->sizes() : c10::VaryingShape<int64_t>();
+}
+
+std::string shapeText(const c10::VaryingShape<int64_t>& shape) {
+  std::string out = "[";
+  const auto& dims = *shape.sizes();
+  for (size_t d = 0; d < dims.size(); ++d) {
+    out += (d ? ", " : "") + (dims[d] ? std::to_string(*dims[d]) : std::string("?"));
+  }
+  return out + "]";
+}
+
+// Different when both ranks are known and differ, or some dimension is known in both
+// and differs.
+bool shapesDiffer(const c10::VaryingShape<int64_t>& a, const c10::VaryingShape<int64_t>& b) {
+  if (!a.size() || !b.size()) return false;
+  if (*a.size() != *b.size()) return true;
+  for (size_t d = 0; d < *a.size(); ++d) {
+    if (a[d] && b[d] && *a[d] != *b[d]) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -131,7 +162,10 @@ FusionDecision checkArgLimit(size_t args) {
                             std::to_string(args) + " inputs + outputs)");
 }
 
-size_t countMergedArgs(const Node* consumer, const Node* producer) {
+namespace {
+
+// Non-constant inputs of `consumer` and `producer`, less the producer's outputs.
+std::unordered_set<const Value*> mergedInputs(const Node* consumer, const Node* producer) {
   std::unordered_set<const Value*> produced(producer->outputs().begin(), producer->outputs().end());
   std::unordered_set<const Value*> inputs;
   for (const Node* node : {consumer, producer}) {
@@ -139,6 +173,17 @@ size_t countMergedArgs(const Node* consumer, const Node* producer) {
       if (!isConstant(v) && !produced.count(v)) inputs.insert(v);
     }
   }
+  return inputs;
+}
+
+int64_t rankOf(const Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  return type && type->dim() ? static_cast<int64_t>(*type->dim()) : 0;
+}
+
+}  // namespace
+
+size_t countMergedArgs(const Node* consumer, const Node* producer) {
   size_t outputs = consumer->outputs().size();
   for (const Value* v : producer->outputs()) {
     for (const auto& use : v->uses()) {
@@ -148,7 +193,59 @@ size_t countMergedArgs(const Node* consumer, const Node* producer) {
       }
     }
   }
-  return inputs.size() + outputs;
+  return mergedInputs(consumer, producer).size() + outputs;
+}
+
+FusionDecision checkParamSpace(const Node* consumer, const Node* producer) {
+  auto device = deviceOf(consumer);
+  if (!device || !device->is_cuda()) return FusionDecision::yes();
+  int64_t tensors = 1, scalars = 0, rank = 1;  // the inputs, and one output
+  for (const Value* v : mergedInputs(consumer, producer)) {
+    if (v->type()->cast<c10::TensorType>()) {
+      ++tensors;
+      rank = std::max(rank, rankOf(v));
+    } else {
+      ++scalars;
+    }
+  }
+  for (const Node* node : {consumer, producer}) {
+    for (const Value* v : node->outputs()) rank = std::max(rank, rankOf(v));
+  }
+  const int64_t bytes = cudaParamBytes(tensors, scalars, rank);
+  if (bytes <= kCudaParamBytes) return FusionDecision::yes();
+  return FusionDecision::no("its kernel would take " + std::to_string(bytes) +
+                            " bytes of parameters for its inputs, over CUDA's " +
+                            std::to_string(kCudaParamBytes));
+}
+
+FusionDecision checkOutputShapes(const Node* consumer, const Node* producer) {
+  const Value* reference = nullptr;
+  if (isFusionGroup(consumer)) {
+    auto subgraph = consumer->g(torch::jit::attr::Subgraph);
+    if (!subgraph->outputs().empty()) reference = subgraph->outputs()[0];
+  } else if (!consumer->outputs().empty()) {
+    reference = consumer->output(0);
+  }
+  if (!reference) return FusionDecision::yes();
+  const c10::VaryingShape<int64_t> group_shape = iterationSizes(reference);
+  for (const Value* out : producer->outputs()) {
+    const bool escapes = std::any_of(out->uses().begin(), out->uses().end(),
+                                     [&](const torch::jit::Use& u) { return u.user != consumer; });
+    if (!escapes) continue;
+    // A value a group produces keeps its profiled type inside the producer's subgraph.
+    const Value* inner = out;
+    if (isFusionGroup(producer)) {
+      inner = producer->g(torch::jit::attr::Subgraph)->outputs()[out->offset()];
+    }
+    const c10::VaryingShape<int64_t> shape = iterationSizes(inner);
+    if (shapesDiffer(shape, group_shape)) {
+      return FusionDecision::no("its result %" + out->debugName() + " is read after the group "
+                                "and has shape " + shapeText(shape) + ", but the group computes " +
+                                shapeText(group_shape) + " (one kernel writes a group's outputs "
+                                "over one shape)");
+    }
+  }
+  return FusionDecision::yes();
 }
 
 FusionDecision canFuse(const Node* consumer, const Node* producer) {
@@ -164,6 +261,8 @@ FusionDecision canFuse(const Node* consumer, const Node* producer) {
                               (producer_device ? producer_device->str() : "none") + ", " +
                               (consumer_device ? consumer_device->str() : "none") + ")");
   }
+  if (auto d = checkOutputShapes(consumer, producer); !d) return d;
+  if (auto d = checkParamSpace(consumer, producer); !d) return d;
   return checkArgLimit(countMergedArgs(consumer, producer));
 }
 

@@ -36,8 +36,23 @@ FusionDecision checkArgLimit(size_t args);
 // consumer's outputs plus the producer outputs still read by other nodes.
 size_t countMergedArgs(const torch::jit::Node* consumer, const torch::jit::Node* producer);
 
-// Yes when both are fusible, in one block, on one device, and the merged group stays
-// within config().arg_limit. Alias safety is not checked here.
+// Yes when a CUDA kernel reading every input of the merged group and writing one output
+// fits in CUDA's parameter space (param_space.h); groups with more outputs than fit are
+// split later, by outputs. Always yes off CUDA.
+FusionDecision checkParamSpace(const torch::jit::Node* consumer,
+                               const torch::jit::Node* producer);
+
+// Yes when the producer's results that other nodes read too (and so would become group
+// outputs) have the profiled shape of the consumer group's outputs: one kernel writes
+// every output of a group over one iteration space. Unknown shapes are let through;
+// the runtime then checks each call (fusion_executor.h).
+FusionDecision checkOutputShapes(const torch::jit::Node* consumer,
+                                 const torch::jit::Node* producer);
+
+// Yes when both are fusible, in one block, on one device, the merged group's outputs
+// keep one shape, its inputs fit CUDA's parameter space, and the group stays within
+// config().arg_limit. Alias safety is not
+// checked here.
 FusionDecision canFuse(const torch::jit::Node* consumer, const torch::jit::Node* producer);
 
 }  // namespace fuser

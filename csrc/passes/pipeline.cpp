@@ -13,6 +13,7 @@ void fuseGraph(GraphPtr& graph) {
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
+  splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs
   buildShapeExpressions(graph);  // size-only outputs leave their groups
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
   cleanUpGraph(graph);           // DCE, CSE, peephole; type specializations wiped

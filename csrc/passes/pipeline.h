@@ -17,6 +17,7 @@ void prepareGraph(GraphPtr& graph);            // prepare.cpp
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
+void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp
 void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp
 void guardFusionGroups(GraphPtr& graph);       // guard.cpp
 void cleanUpGraph(GraphPtr& graph);            // cleanup.cpp
