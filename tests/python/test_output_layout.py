@@ -9,16 +9,15 @@ import random
 
 import pytest
 import torch
+
+import fuser
 from helpers import (
     FUSION_GROUP,
-    count_kind,
     devices,
     fusion_group_function,
     run_optimized,
     script_from_source,
 )
-
-import fuser
 
 
 def eager_function(source: str):
@@ -33,7 +32,7 @@ def assert_same_as_eager(source: str, *args: torch.Tensor) -> tuple[torch.Tensor
     fused = fused if isinstance(fused, tuple) else (fused,)
     expected = expected if isinstance(expected, tuple) else (expected,)
     assert len(fused) == len(expected)
-    for got, want in zip(fused, expected):
+    for got, want in zip(fused, expected, strict=True):
         assert got.shape == want.shape, source
         assert got.dtype == want.dtype, source
         assert got.device == want.device, source
@@ -112,7 +111,9 @@ def test_channels_last_stays_channels_last(fused, device: str) -> None:
 
 
 def test_partition_keeps_differently_shaped_results_out_of_the_group() -> None:
-    fn = script_from_source("def f(a, b):\n    t = a.exp()\n    u = t - b\n    return t, u.relu()\n")
+    fn = script_from_source(
+        "def f(a, b):\n    t = a.exp()\n    u = t - b\n    return t, u.relu()\n"
+    )
     with fuser.enabled(True):
         run_optimized(fn, torch.randn(7), torch.randn(5, 7))
         graph = fn.graph_for(torch.randn(7), torch.randn(5, 7))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import FUSION_GROUP, run_optimized, script_from_source
 
 import fuser
+from helpers import FUSION_GROUP, run_optimized, script_from_source
 
 RANK6 = "Float(2, 3, 2, 3, 2, 2, strides=[144, 48, 24, 8, 4, 1], requires_grad=0, device={dev})"
 
