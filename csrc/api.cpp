@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "ops/op_table.h"
+#include "passes/onednn_beside.h"
 #include "passes/pipeline.h"
 
 namespace fuser {
@@ -49,6 +50,7 @@ void enable() {
   requestProfilingOfFusibleOps();
   r.pass_id = torch::jit::registerPrePass(
       [](std::shared_ptr<torch::jit::Graph>& graph) { fuseGraph(graph); });
+  runBeforeOneDnnGraph(r.pass_id);
   r.nnc_was_enabled = torch::jit::tensorExprFuserEnabled();
   torch::jit::setTensorExprFuserEnabled(false);
   r.active = true;

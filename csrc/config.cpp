@@ -129,6 +129,7 @@ Config* readConfig() {
   c->keep_singletons = readBool("FUSER_SINGLETON", false);
   c->use_disk_cache = readBool("FUSER_DISK_CACHE", true);
   c->hoist_projections = readBool("FUSER_HOIST", true);
+  c->leave_to_onednn = readBool("FUSER_LEAVE_TO_ONEDNN", true);
   c->arg_limit = readInt("FUSER_ARG_LIMIT", c->arg_limit, 2, 100000, "an integer >= 2");
   readDump(*c);
   readDevices(*c);

@@ -22,6 +22,9 @@ struct Config {
   bool use_interpreter = false;   // FUSER_EXECUTOR=interpreter: debug path, no codegen
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
   bool hoist_projections = true;  // FUSER_HOIST=0: a loop's per-step input GEMMs stay per step
+  // FUSER_LEAVE_TO_ONEDNN=0: with oneDNN Graph on, still take the post-ops it would fuse
+  // into a convolution or matmul (onednn_beside.h); for measuring the other order.
+  bool leave_to_onednn = true;
   // FUSER_SHAPE_KERNELS=N: a CUDA group's strided kernel is compiled for each of the
   // first N shapes it meets, sizes and strides as constants; later shapes share one
   // kernel that reads them from its arguments. 0: that shared kernel only.

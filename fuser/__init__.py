@@ -36,19 +36,20 @@ _saved_peer_state: dict[str, Any] | None = None
 
 
 def _peer_state() -> dict[str, Any]:
-    return {
-        "onednn": torch._C._jit_llga_enabled(),
-        "nnc_gpu": torch._C._jit_can_fuse_on_gpu(),
-    }
+    return {"nnc_gpu": torch._C._jit_can_fuse_on_gpu()}
 
 
 def enable() -> None:
-    """Fuses scripted functions optimized from now on; turns NNC and oneDNN Graph off."""
+    """Fuses scripted functions optimized from now on; turns NNC off.
+
+    oneDNN Graph (`torch.jit.enable_onednn_fusion(True)`) stays as the user set it: on
+    CPU it keeps the convolutions and matmuls with the post-ops it fuses, we fuse the
+    rest. Our pass runs before it, whichever was enabled first.
+    """
     global _saved_peer_state
     if config.killed() or _C.is_enabled():
         return
     _saved_peer_state = _peer_state()
-    torch._C._jit_set_llga_enabled(False)
     # The legacy CUDA fuser would otherwise take what our pass leaves behind.
     torch._C._jit_override_can_fuse_on_gpu(False)
     _C.enable()  # also turns NNC off, and restores it on disable
@@ -61,7 +62,6 @@ def disable() -> None:
         return
     _C.disable()
     if _saved_peer_state is not None:
-        torch._C._jit_set_llga_enabled(_saved_peer_state["onednn"])
         torch._C._jit_override_can_fuse_on_gpu(_saved_peer_state["nnc_gpu"])
         _saved_peer_state = None
 

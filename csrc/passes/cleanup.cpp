@@ -12,6 +12,7 @@
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
 #include "passes/pipeline.h"
+#include "passes/onednn_beside.h"
 #include "passes/shapes.h"
 
 namespace fuser {
@@ -21,8 +22,10 @@ void cleanUpGraph(GraphPtr& graph) {
   torch::jit::EliminateCommonSubexpression(graph);
   simplifyShapeExpressions(graph->block());
   torch::jit::ConstantPooling(graph);
+  clearOneDnnMarks(graph->block());
   // Walks blocks only, never Subgraph attributes: group subgraphs keep their types.
-  torch::jit::RemoveTensorTypeSpecializations(graph);
+  // oneDNN Graph's pass, which runs after ours, needs the types and wipes them itself.
+  if (!oneDnnGraphRegistered()) torch::jit::RemoveTensorTypeSpecializations(graph);
 }
 
 }  // namespace fuser

@@ -8,6 +8,7 @@
 #include "ops/op_table.h"
 #include "passes/concat.h"
 #include "passes/groups.h"
+#include "passes/onednn_beside.h"
 #include "passes/param_space.h"
 
 namespace fuser {
@@ -105,6 +106,10 @@ FusionDecision checkTensorValue(const Value* value) {
 FusionDecision checkFusible(const Node* node) {
   if (isFusionGroup(node)) return FusionDecision::yes();
   if (auto op = ops::checkOpSupported(node); !op) return op;
+  if (isLeftToOneDnn(node)) {
+    return FusionDecision::no("left to oneDNN Graph, which fuses it into its " +
+                              oneDnnPartner(node) + " partition");
+  }
 
   std::optional<c10::Device> device;
   auto checkOperand = [&](const Value* v) {

@@ -4,12 +4,14 @@
 #include <iostream>
 
 #include "config.h"
+#include "passes/onednn_beside.h"
 
 namespace fuser {
 
 void fuseGraph(GraphPtr& graph) {
   if (config().killed) return;
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
+  markOneDnnPatterns(graph);     // on CPU, what oneDNN Graph fuses with a conv/matmul stays
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk

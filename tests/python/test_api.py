@@ -29,16 +29,12 @@ def test_enable_disable_roundtrip():
     assert not fuser.is_enabled()
 
 
-def test_enable_turns_nnc_and_onednn_off_and_disable_restores():
+def test_enable_turns_nnc_off_and_disable_restores_it():
     torch._C._jit_set_texpr_fuser_enabled(True)
-    torch._C._jit_set_llga_enabled(True)
     fuser.enable()
     assert not torch._C._jit_texpr_fuser_enabled()
-    assert not torch._C._jit_llga_enabled()
     fuser.disable()
     assert torch._C._jit_texpr_fuser_enabled()
-    assert torch._C._jit_llga_enabled()
-    torch._C._jit_set_llga_enabled(False)
 
 
 def test_context_manager_restores_previous_state():

@@ -1,0 +1,134 @@
+#include "passes/onednn_beside.h"
+
+#include <torch/csrc/jit/codegen/onednn/interface.h>
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include "config.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Node;
+
+using PassFunction = void (*)(std::shared_ptr<torch::jit::Graph>&);
+
+bool isOneDnnPass(const torch::jit::GraphPassEntry& entry) {
+  const PassFunction* target = entry.first.target<PassFunction>();
+  return target && *target == &torch::jit::fuser::onednn::fuseGraph;
+}
+
+// Set by markOneDnnPatterns on a node oneDNN Graph would fuse with a convolution or
+// matmul: the name of that compute op.
+const c10::Symbol& leftToOneDnnAttr() {
+  static const c10::Symbol s = c10::Symbol::attr("fuser_left_to_onednn");
+  return s;
+}
+
+// Numbers every node, so nodes of the dry run's copy can be traced back.
+const c10::Symbol& nodeTagAttr() {
+  static const c10::Symbol s = c10::Symbol::attr("fuser_node_tag");
+  return s;
+}
+
+bool isComputeOp(const Node* node) {
+  static const std::vector<std::string> kinds = {
+      "aten::conv1d", "aten::conv2d", "aten::conv3d",  "aten::_convolution",
+      "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+      "aten::linear", "aten::matmul", "aten::mm",      "aten::bmm",
+      "aten::addmm",  "aten::baddbmm"};
+  const std::string name = node->kind().toQualString();
+  return std::find(kinds.begin(), kinds.end(), name) != kinds.end();
+}
+
+void tagNodes(Block* block, int64_t& next, std::unordered_map<int64_t, Node*>& by_tag) {
+  for (Node* node : block->nodes()) {
+    node->i_(nodeTagAttr(), next);
+    by_tag[next++] = node;
+    for (Block* sub : node->blocks()) tagNodes(sub, next, by_tag);
+  }
+}
+
+void untagNodes(Block* block) {
+  for (Node* node : block->nodes()) {
+    node->removeAttribute(nodeTagAttr());
+    for (Block* sub : node->blocks()) untagNodes(sub);
+  }
+}
+
+// For each oneDNN partition of the dry run that holds a compute op: the tags of its
+// other nodes, with the compute op's kind.
+void collectPartitions(Block* block, std::unordered_map<int64_t, std::string>& claimed) {
+  static const c10::Symbol group = c10::Symbol::fromQualString("prim::oneDNNFusionGroup");
+  for (Node* node : block->nodes()) {
+    for (Block* sub : node->blocks()) collectPartitions(sub, claimed);
+    if (node->kind() != group || !node->hasAttribute(torch::jit::attr::Subgraph)) continue;
+    auto subgraph = node->g(torch::jit::attr::Subgraph);
+    const Node* compute = nullptr;
+    for (Node* inner : subgraph->nodes()) {
+      if (isComputeOp(inner)) compute = inner;
+    }
+    if (!compute) continue;  // an elementwise-only partition: ours to take
+    for (Node* inner : subgraph->nodes()) {
+      if (inner != compute && inner->hasAttribute(nodeTagAttr())) {
+        claimed[inner->i(nodeTagAttr())] = compute->kind().toQualString();
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool oneDnnGraphRegistered() {
+  const auto& passes = torch::jit::getCustomPrePasses();
+  return std::any_of(passes.begin(), passes.end(), isOneDnnPass);
+}
+
+void runBeforeOneDnnGraph(torch::jit::GraphPassNameType ours) {
+  auto& passes = torch::jit::getCustomPrePasses();
+  auto theirs = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
+  auto mine = std::find_if(passes.begin(), passes.end(),
+                           [&](const auto& entry) { return entry.second == ours; });
+  if (theirs == passes.end() || mine == passes.end() || mine < theirs) return;
+  // Both entries keep their ids, so either side can still clear its own pass.
+  std::rotate(theirs, mine, mine + 1);
+}
+
+void markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph) {
+  if (!config().leave_to_onednn || !oneDnnGraphRegistered()) return;
+  int64_t next = 0;
+  std::unordered_map<int64_t, Node*> by_tag;
+  tagNodes(graph->block(), next, by_tag);
+  // oneDNN's pass rewrites its argument; it sees a copy with the same types, tags kept.
+  std::shared_ptr<torch::jit::Graph> dry_run = graph->copy();
+  untagNodes(graph->block());
+  std::unordered_map<int64_t, std::string> claimed;
+  try {
+    torch::jit::fuser::onednn::fuseGraph(dry_run);
+  } catch (const std::exception&) {
+    // oneDNN cannot take this graph (its own pass will fail the same way): leave it
+    // nothing, fuse all we can.
+    return;
+  }
+  collectPartitions(dry_run->block(), claimed);
+  for (const auto& [tag, compute] : claimed) {
+    auto it = by_tag.find(tag);
+    if (it != by_tag.end()) it->second->s_(leftToOneDnnAttr(), compute);
+  }
+}
+
+bool isLeftToOneDnn(const Node* node) { return node->hasAttribute(leftToOneDnnAttr()); }
+
+std::string oneDnnPartner(const Node* node) { return node->s(leftToOneDnnAttr()); }
+
+void clearOneDnnMarks(Block* block) {
+  for (Node* node : block->nodes()) {
+    if (node->hasAttribute(leftToOneDnnAttr())) node->removeAttribute(leftToOneDnnAttr());
+    for (Block* sub : node->blocks()) clearOneDnnMarks(sub);
+  }
+}
+
+}  // namespace fuser
