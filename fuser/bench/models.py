@@ -39,8 +39,6 @@ MODEL_SEED = 0
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention as GPT-2 (and nanoGPT) write it."""
 
-    mask: torch.Tensor  # a buffer: the lower triangle of ones
-
     def __init__(self, width: int, heads: int, max_seq: int) -> None:
         super().__init__()
         self.heads = heads
@@ -60,7 +58,9 @@ class CausalSelfAttention(nn.Module):
         k = k.view(b, t, self.heads, head).transpose(1, 2)
         v = v.view(b, t, self.heads, head).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head))
-        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+        # mypy types a buffer as Tensor | Module; TorchScript knows it is a Tensor.
+        future = self.mask[:, :, :t, :t] == 0  # type: ignore[index]
+        att = att.masked_fill(future, float("-inf"))
         att = self.attn_drop(torch.softmax(att, dim=-1))
         y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
         return self.resid_drop(self.proj(y))
