@@ -31,7 +31,9 @@ _NORM_WISE_TOLERANCES = {
 
 # Whole models (fuser/bench/models.py) are compared norm-wise too: freezing folds batch
 # norms into convolution weights, rounded in the model's dtype, and convolutions may
-# pick other algorithms; fifty layers compound those roundings.
+# pick other algorithms; fifty layers compound those roundings. Measured on CPU (tiny
+# sizes), frozen TorchScript against eager: resnet50 1.5e-3 in float16, 1.3e-2 in
+# bfloat16; mobilenet_v3_large 7.8e-4 and 6.4e-3; eager itself is as far from float32.
 _MODEL_TOLERANCES = {
     torch.float32: 1e-4,
     torch.float16: 1e-2,
