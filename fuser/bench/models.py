@@ -148,6 +148,7 @@ def _realistic_norm_statistics(model: nn.Module, gen: torch.Generator) -> None:
 
 @dataclass(frozen=True)
 class ModelWorkload(Workload):
+    # Defaults only because Workload's last fields have them; every entry names its own.
     make_model: Callable[[Dims], nn.Module] = _gpt2_block
     unavailable_reason: Callable[[], str | None] = _available
     # Set by placed(): the row's dims, device and dtype, which the weights follow.
@@ -159,7 +160,8 @@ class ModelWorkload(Workload):
         if self.placement is None:
             raise RuntimeError(f"model workload {self.name} was not placed on a row")
         dims_items, device, dtype = self.placement
-        model = self.make_model(dict(dims_items))
+        with torch.random.fork_rng(devices=[]):  # its initial weights are overwritten
+            model = self.make_model(dict(dims_items))
         model.load_state_dict(_initial_state(self.name, dims_items))
         return model.to(device=device, dtype=dtype).eval()
 
