@@ -63,7 +63,7 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=[],
-    extras_require={"plot": ["matplotlib"]},
+    extras_require={"plot": ["matplotlib"], "models": ["torchvision"]},
     entry_points={
         "torch.backends": ["fuser = fuser._autoload:autoload"],
         "console_scripts": ["fuser-bench = fuser.bench.cli:main"],

@@ -16,14 +16,17 @@ import torch
 from fuser.bench.chart import write_chart
 from fuser.bench.json_report import write_json
 from fuser.bench.machine import available_devices, busy_note
+from fuser.bench.models import MODEL_WORKLOADS, model_unavailable
 from fuser.bench.modes import EAGER, MODES
 from fuser.bench.presets import FULL, QUICK, SLOW_TO_BUILD_MODES, SMOKE
 from fuser.bench.progress import Progress
-from fuser.bench.runner import RunOptions, run_suite
+from fuser.bench.runner import RunOptions, run_suite, workload_named
 from fuser.bench.table import render_smoke_list, render_table
 from fuser.bench.workloads import SIZE_NAMES, WORKLOADS
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
+# The kernel workloads run by default; the models with --models or --workload.
+ALL_WORKLOADS = (*WORKLOADS, *MODEL_WORKLOADS)
 
 JSON_NAME = "results.json"
 CHART_NAME = "speedup.png"
@@ -50,7 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--workload",
         action="append",
         metavar="NAME",
-        help=f"repeatable or comma-separated; one of {', '.join(WORKLOADS)}",
+        help=f"repeatable or comma-separated; one of {', '.join(ALL_WORKLOADS)}",
+    )
+    parser.add_argument(
+        "--models",
+        action="store_true",
+        help=f"the model set ({', '.join(MODEL_WORKLOADS)}): scripted, frozen, profiled; "
+        "not in the default set",
     )
     parser.add_argument(
         "--mode",
@@ -105,9 +114,10 @@ def parse_options(argv: Sequence[str] | None) -> tuple[RunOptions, Path]:
     preset = SMOKE if args.smoke else FULL if args.full else QUICK
     asked_modes = _split(args.mode) or list(preset.default_modes)
     modes = _choose(parser, [EAGER, *asked_modes], list(MODES), "mode")
-    workloads = _choose(
-        parser, _split(args.workload) or list(WORKLOADS), list(WORKLOADS), "workload"
-    )
+    asked_workloads = _split(args.workload)
+    if args.models:
+        asked_workloads += list(MODEL_WORKLOADS)
+    workloads = _choose(parser, asked_workloads or list(WORKLOADS), ALL_WORKLOADS, "workload")
     if args.size:
         preset = dataclasses.replace(
             preset, sizes=tuple(_choose(parser, _split(args.size), SIZE_NAMES, "size"))
@@ -125,8 +135,25 @@ def parse_options(argv: Sequence[str] | None) -> tuple[RunOptions, Path]:
     return options, args.out
 
 
+def skip_unavailable(options: RunOptions) -> RunOptions:
+    """`options` without the workloads that cannot be built here (torchvision models
+    when torchvision does not import), each skipped with its reason printed."""
+    kept = []
+    for name in options.workloads:
+        reason = model_unavailable(workload_named(name))
+        if reason is None:
+            kept.append(name)
+        else:
+            print(f"skipped {name}: {reason}")
+    return dataclasses.replace(options, workloads=kept)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     options, out_dir = parse_options(argv)
+    options = skip_unavailable(options)
+    if not options.workloads:
+        print("nothing to run")
+        return 0
     left_out = [m for m in SLOW_TO_BUILD_MODES if m not in options.modes]
     if options.preset is SMOKE and left_out:
         print(f"note: --smoke leaves out {', '.join(left_out)}; add --mode to include it")

@@ -83,6 +83,15 @@ def _compile_unavailable(device: torch.device) -> str | None:
     return None
 
 
+def _eager(workload: Workload) -> Callable[..., Any]:
+    # Called through the instance: a model workload's functions are modules.
+    return workload.eager_function()
+
+
+def _scripted(workload: Workload) -> Any:
+    return workload.scripted_function()
+
+
 def _compiled(workload: Workload) -> Callable[..., Any]:
     # Dynamo keys its cache on a wrapper shared by every torch.compile'd function, so
     # after 8 rows it would hit its recompile limit and silently run eager: start afresh.
@@ -101,7 +110,7 @@ MODES: dict[str, Mode] = {
             is_peer=False,
             group_kind=None,
             flags=_no_fusion,
-            build=Workload.eager_function,
+            build=_eager,
             unavailable_reason=_always,
         ),
         Mode(
@@ -110,7 +119,7 @@ MODES: dict[str, Mode] = {
             is_peer=False,
             group_kind=None,
             flags=_no_fusion,
-            build=Workload.scripted_function,
+            build=_scripted,
             unavailable_reason=_always,
         ),
         Mode(
@@ -119,7 +128,7 @@ MODES: dict[str, Mode] = {
             is_peer=False,
             group_kind="fuser::FusionGroup",
             flags=_fuser_flags,
-            build=Workload.scripted_function,
+            build=_scripted,
             unavailable_reason=_always,
         ),
         Mode(
@@ -128,7 +137,7 @@ MODES: dict[str, Mode] = {
             is_peer=True,
             group_kind="prim::TensorExprGroup",
             flags=_nnc_flags,
-            build=Workload.scripted_function,
+            build=_scripted,
             unavailable_reason=_nnc_unavailable,
         ),
         Mode(
@@ -137,7 +146,7 @@ MODES: dict[str, Mode] = {
             is_peer=True,
             group_kind="prim::oneDNNFusionGroup",
             flags=_onednn_flags,
-            build=Workload.scripted_function,
+            build=_scripted,
             unavailable_reason=_onednn_unavailable,
         ),
         Mode(

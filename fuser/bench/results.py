@@ -21,6 +21,11 @@ class ModeResult:
     groups: int | None = None  # fusion groups of this mode's own kind in its graph
     na_reason: str | None = None  # why there is no time: unavailable, raised, not timed
     mismatch: str | None = None  # how its result differed from eager's
+    # Model rows only (fuser/bench/models.py): median host time per call (on CPU the
+    # time itself), and ATen elementwise kernels launched per call outside fusion
+    # groups (fuser/bench/elementwise_count.py).
+    host_us: float | None = None
+    elementwise_kernels: float | None = None
 
     @property
     def is_wrong(self) -> bool:

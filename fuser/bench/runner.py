@@ -4,7 +4,9 @@ Per row: eager's result is the reference; each mode builds its own fresh functio
 its own JIT switches, warms up, is checked against eager and has its fusion groups
 counted. Then (unless --smoke) the modes are timed in TIMING_ROUNDS interleaved rounds,
 each under its own switches again, so that a machine whose speed drifts during the row
-(small calls are bound by CPU time per call) slows every mode alike. Nothing a mode does
+(small calls are bound by CPU time per call) slows every mode alike. Model rows
+(fuser/bench/models.py) then record each mode's host time per call and, from the
+profiler, the ATen elementwise kernels it launches per call. Nothing a mode does
 (unavailable, raising, a wrong result) stops the run: it is recorded in the row.
 """
 
@@ -19,9 +21,11 @@ import torch
 import fuser
 from fuser.bench.bandwidth import copy_bandwidth_gbps
 from fuser.bench.correctness import mismatch, short_reason
+from fuser.bench.elementwise_count import elementwise_kernels_per_call
 from fuser.bench.graph_stats import count_groups, optimized_graph
 from fuser.bench.jit_flags import jit_flags
 from fuser.bench.machine import last_level_cache_bytes, machine_metadata
+from fuser.bench.models import MODEL_WORKLOADS, ModelWorkload, placed
 from fuser.bench.modes import EAGER, FUSER, MODES, Mode
 from fuser.bench.presets import COPY_BUDGET, Preset, dtypes_for
 from fuser.bench.progress import Progress
@@ -29,6 +33,7 @@ from fuser.bench.results import ModeResult, Row, SuiteResult
 from fuser.bench.timing import (
     Args,
     copies_needed,
+    host_samples,
     input_copies,
     sample_calls,
     summarize,
@@ -60,8 +65,12 @@ class RunOptions:
             if self.dtype_names is None or _dtype_name(t) in self.dtype_names
         ]
 
+    def sizes(self, workload: Workload) -> list[str]:
+        """The preset's sizes that `workload` has (models have tiny and medium only)."""
+        return [size for size in self.preset.sizes if size in workload.sizes]
+
     def row_count(self) -> int:
-        per_device = len(self.workloads) * len(self.preset.sizes)
+        per_device = sum(len(self.sizes(workload_named(name))) for name in self.workloads)
         return sum(per_device * len(self.dtypes(d)) for d in self.devices)
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +90,11 @@ class RunOptions:
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def workload_named(name: str) -> Workload:
+    """A kernel workload (workloads.py) or a model workload (models.py)."""
+    return WORKLOADS[name] if name in WORKLOADS else MODEL_WORKLOADS[name]
 
 
 # Each mode's timing budget is spent in this many rounds, the modes taking turns. On
@@ -132,7 +146,13 @@ def prepare_mode(
             fn, own_fn = build_call(mode, workload)
             actual = warm_up(fn, arg_sets, preset.warmup_calls)
             synchronize(device)
-            result.mismatch = mismatch(actual, expected, dtype, norm_wise=workload.training)
+            result.mismatch = mismatch(
+                actual,
+                expected,
+                dtype,
+                norm_wise=workload.training,
+                model=isinstance(workload, ModelWorkload),
+            )
             if mode.group_kind is not None:
                 graph = optimized_graph(own_fn, arg_sets[0])
                 if graph is not None:
@@ -177,6 +197,28 @@ def time_interleaved(
             )
 
 
+def record_call_costs(
+    modes: Sequence[PreparedMode], arg_sets: Sequence[Args], device: torch.device, preset: Preset
+) -> None:
+    """Each timed mode's host time per call (on CPU, its time) and ATen elementwise
+    kernels per call, under its own switches, after it was timed."""
+    for prepared in modes:
+        if prepared.fn is None:
+            continue
+        result = prepared.result
+        try:
+            with jit_flags(prepared.mode.flags(device)), torch.no_grad():
+                result.elementwise_kernels = elementwise_kernels_per_call(
+                    prepared.fn, arg_sets, device
+                )
+                result.host_us = result.time_us
+                if device.type == "cuda":
+                    samples = host_samples(prepared.fn, arg_sets, device, preset.budget)
+                    result.host_us = summarize(samples).median_us
+        except Exception as error:  # reported, never fatal
+            result.na_reason = short_reason(error)
+
+
 def _stat(name: str) -> int:
     return int(fuser.stats().get(name, 0))
 
@@ -192,6 +234,7 @@ def run_row(
     progress: Progress,
 ) -> Row:
     label = f"{device} {_dtype_name(dtype)} {workload.name} {size}"
+    workload = placed(workload, size, device, dtype)
     row = Row(
         workload=workload.name,
         size=size,
@@ -230,6 +273,9 @@ def run_row(
     if options.preset.timed:
         progress.show(f"{label}: timing")
         time_interleaved(prepared, arg_sets, device, options.preset, workload.training)
+        if isinstance(workload, ModelWorkload):
+            progress.show(f"{label}: profiling")
+            record_call_costs(prepared, arg_sets, device, options.preset)
     fused = row.modes.get(FUSER)
     if fused is not None and fused.mismatch is not None:
         row.failure = f"fuser result differs from eager:\n{fused.mismatch}"
@@ -253,9 +299,10 @@ def run_suite(options: RunOptions, progress: Progress) -> SuiteResult:
             result.copy_bandwidth_gbps[str(device)] = copy_gbps
         for dtype in options.dtypes(device):
             for name in options.workloads:
-                for size in options.preset.sizes:
+                workload = workload_named(name)
+                for size in options.sizes(workload):
                     row = run_row(
-                        WORKLOADS[name],
+                        workload,
                         size,
                         dtype,
                         device,

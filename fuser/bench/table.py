@@ -1,11 +1,13 @@
 """The terminal output: the results table with its notes, and --smoke's pass/fail list.
 
 A cell with no time says why in one word ("n/a", "wrong"); the reasons follow the table
-once each, so the table stays narrow enough to read.
+once each, so the table stays narrow enough to read. Model rows get a table of their
+own, one line per mode: time, host time, groups and ATen elementwise kernels per call.
 """
 
 from __future__ import annotations
 
+from fuser.bench.models import MODEL_WORKLOADS
 from fuser.bench.modes import EAGER, FUSER
 from fuser.bench.results import ModeResult, Row, SuiteResult
 
@@ -107,20 +109,88 @@ def _row_label(row: Row) -> str:
     return f"{row.workload} {row.size} {row.dtype} {row.device}"
 
 
-def render_table(result: SuiteResult) -> str:
-    header = columns(result.mode_names)
-    body = [row_cells(row, result.mode_names) for row in result.rows]
-    bandwidth = ", ".join(
-        f"{dev} {gbps:.1f} GB/s" for dev, gbps in result.copy_bandwidth_gbps.items()
-    )
+def is_model_row(row: Row) -> bool:
+    return row.workload in MODEL_WORKLOADS
+
+
+MODEL_COLUMNS = [
+    "model", "shape", "dtype", "device", "mode", "us", "x", "host us", "groups",
+    "elementwise", "% of eager", "status",
+]  # fmt: skip
+
+
+def _mode_groups(result: ModeResult) -> str:
+    return "-" if result.groups is None else str(result.groups)
+
+
+def model_row_lines(row: Row) -> list[list[str]]:
+    """One line per mode of a model row."""
+    eager = row.modes.get(EAGER)
+    eager_count = None if eager is None else eager.elementwise_kernels
+    lines = []
+    for mode, result in row.modes.items():
+        speedup = row.speedup(mode) if mode != EAGER else None
+        count = result.elementwise_kernels
+        share = None
+        if count is not None and eager_count:
+            share = 100.0 * count / eager_count
+        time_us = result.time_us
+        lines.append(
+            [
+                row.workload,
+                row.shape,
+                row.dtype,
+                row.device,
+                mode,
+                _mode_cell(result, None if time_us is None else format_us(time_us)),
+                ""
+                if mode == EAGER
+                else _mode_cell(result, None if speedup is None else format_ratio(speedup)),
+                _mode_cell(result, None if result.host_us is None else format_us(result.host_us)),
+                _mode_groups(result),
+                _mode_cell(result, None if count is None else f"{count:g}"),
+                _optional(share, ".0f"),
+                ("FAILED" if row.failed else "ok") if mode == FUSER else "",
+            ]
+        )
+    return lines
+
+
+def render_model_table(rows: list[Row]) -> list[str]:
+    body = [line for row in rows for line in model_row_lines(row)]
     legend = [
-        "groups: fuser::FusionGroup nodes in the fuser's optimized graph; kernels: kernels"
-        " the fuser built for the row (0 when earlier rows built them all)",
-        "us: median microseconds per call; x: eager time / mode time (above 1 is faster)",
-        "fuser GB/s: (input bytes + output bytes) / fuser time;"
-        f" % copy: of the measured copy bandwidth ({bandwidth or NA})",
+        "models: scripted and frozen (eager and compile: the module itself), under no_grad",
+        "us: median per call (CUDA events on GPU); x: eager / mode; host us: host time per"
+        " call, the device synchronized before each call outside the clock (CPU: = us)",
+        "groups: the mode's own fusion groups in its optimized graph (- where it has none)",
+        "elementwise: ATen elementwise kernels launched per call outside fusion groups"
+        " (profiler; fuser/bench/elementwise_count.py); % of eager: of eager's count",
     ]
-    return "\n".join([render_grid(header, body), "", *legend, *notes(result)])
+    return [render_grid(MODEL_COLUMNS, body), "", *legend]
+
+
+def render_table(result: SuiteResult) -> str:
+    kernel_rows = [row for row in result.rows if not is_model_row(row)]
+    model_rows = [row for row in result.rows if is_model_row(row)]
+    parts: list[str] = []
+    if kernel_rows:
+        header = columns(result.mode_names)
+        body = [row_cells(row, result.mode_names) for row in kernel_rows]
+        bandwidth = ", ".join(
+            f"{dev} {gbps:.1f} GB/s" for dev, gbps in result.copy_bandwidth_gbps.items()
+        )
+        parts += [
+            render_grid(header, body),
+            "",
+            "groups: fuser::FusionGroup nodes in the fuser's optimized graph; kernels: kernels"
+            " the fuser built for the row (0 when earlier rows built them all)",
+            "us: median microseconds per call; x: eager time / mode time (above 1 is faster)",
+            "fuser GB/s: (input bytes + output bytes) / fuser time;"
+            f" % copy: of the measured copy bandwidth ({bandwidth or NA})",
+        ]
+    if model_rows:
+        parts += ([""] if parts else []) + render_model_table(model_rows)
+    return "\n".join([*parts, *notes(result)])
 
 
 def _check_state(result: ModeResult) -> str:

@@ -5,6 +5,7 @@ the fuser to fuse anything."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import subprocess
@@ -15,18 +16,27 @@ from typing import Any
 import pytest
 import torch
 
-from fuser.bench import chart, cli, runner
+from fuser.bench import chart, cli, models, runner
 from fuser.bench.correctness import mismatch, short_reason
+from fuser.bench.elementwise_count import count_elementwise, elementwise_kernels_per_call
 from fuser.bench.graph_stats import count_groups
 from fuser.bench.jit_flags import NO_FUSION, current_flags, jit_flags
 from fuser.bench.json_report import read_json, to_json_dict, write_json
 from fuser.bench.machine import busy_note, cpu_last_level_cache_bytes, machine_metadata
+from fuser.bench.models import MODEL_WORKLOADS, model_unavailable, placed
 from fuser.bench.modes import MODES
-from fuser.bench.presets import FULL, SMOKE
+from fuser.bench.presets import FULL, QUICK, SMOKE
 from fuser.bench.progress import Progress
 from fuser.bench.results import ModeResult, Row, SuiteResult
 from fuser.bench.table import columns, render_smoke_list, render_table, row_cells
-from fuser.bench.timing import MAX_COPIES, TimingBudget, copies_needed, input_copies, tensor_bytes
+from fuser.bench.timing import (
+    MAX_COPIES,
+    TimingBudget,
+    copies_needed,
+    input_copies,
+    tensor_bytes,
+    warm_up,
+)
 from fuser.bench.workloads import WORKLOADS, make_inputs, training_step
 
 MODE_NAMES = ["eager", "script", "fuser", "nnc", "onednn", "compile"]
@@ -436,6 +446,170 @@ def test_progress_writes_lines_to_a_log(tmp_path: Path) -> None:
         lines = stream.read().splitlines()
     assert lines[0].startswith("[0/2") and lines[0].endswith("gelu_bias medium: fuser")
     assert lines[1] == "FAILED something"
+
+
+# --- model workloads ---------------------------------------------------------------------
+
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("name", list(MODEL_WORKLOADS))
+def test_model_workloads_script_freeze_and_match_eager_on_cpu(name: str) -> None:
+    reason = model_unavailable(MODEL_WORKLOADS[name])
+    if reason is not None:
+        pytest.skip(reason)
+    workload = placed(MODEL_WORKLOADS[name], "tiny", CPU, torch.float32)
+    (x,) = make_inputs(workload, "tiny", torch.float32, CPU)
+    with torch.no_grad(), jit_flags(NO_FUSION):
+        eager = workload.eager_function()
+        frozen = workload.scripted_function()
+        # A fresh module per mode, with the same weights.
+        assert frozen is not workload.scripted_function()
+        again = workload.eager_function()
+        assert again is not eager
+        for key, value in eager.state_dict().items():
+            assert torch.equal(value, again.state_dict()[key]), key
+        assert isinstance(frozen, torch.jit.ScriptModule)
+        assert not list(frozen.parameters())  # frozen: the weights are constants
+        assert not eager.training
+        expected = eager(x)
+        assert mismatch(frozen(x), expected, torch.float32, model=True) is None
+
+
+def test_gpt2_block_through_every_mode_matches_eager_on_cpu() -> None:
+    workload = placed(MODEL_WORKLOADS["gpt2_block"], "tiny", CPU, torch.float32)
+    arg_sets = [make_inputs(workload, "tiny", torch.float32, CPU)]
+    with torch.no_grad():
+        expected = workload.eager_function()(*arg_sets[0])
+    for mode in MODES.values():
+        if mode.name in SMOKE.default_modes:
+            result = runner.prepare_mode(
+                mode, workload, arg_sets, expected, torch.float32, CPU, SMOKE
+            ).result
+            assert result.mismatch is None, (mode.name, result.mismatch)
+            if not mode.is_peer:
+                assert result.na_reason is None, (mode.name, result.na_reason)
+            if mode.name == "fuser":
+                assert result.groups is not None and result.groups >= 1  # the GELU chain
+
+
+def test_model_tolerance_is_norm_wise() -> None:
+    expected = torch.randn(1000)
+    near = expected.clone()
+    near[0] += 1e-3 * expected.norm()  # one element far off, the tensor as a whole close
+    assert mismatch(near, expected, torch.float32) is not None
+    assert mismatch(near, expected, torch.float32, model=True) is not None
+    assert mismatch(expected * (1 + 1e-5), expected, torch.float32, model=True) is None
+    assert mismatch(expected * (1 + 1e-1), expected, torch.float32, model=True) is not None
+    half = expected.half()
+    assert mismatch(half * (1 + 4e-3), half, torch.float16, model=True) is None
+
+
+def _chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x * y + 1).relu().sigmoid()  # mul, add, relu (calling clamp_min), sigmoid
+
+
+def test_elementwise_count_on_a_known_function() -> None:
+    args = [(torch.randn(64, 64), torch.randn(64, 64))]
+    assert elementwise_kernels_per_call(_chain, args, CPU, calls=3) == 4
+    # A copy counts as the kernel it is, also inside a non-elementwise op.
+    transposed = [(torch.randn(64, 32),)]
+    assert elementwise_kernels_per_call(lambda t: t.t().contiguous(), transposed, CPU) == 1
+    assert elementwise_kernels_per_call(lambda t: t.contiguous(), transposed, CPU) == 0
+
+
+def test_elementwise_count_leaves_out_what_the_fuser_fused() -> None:
+    with torch.no_grad(), jit_flags(MODES["fuser"].flags(CPU)):
+        scripted = torch.jit.script(_chain)
+        args = [(torch.randn(64, 64), torch.randn(64, 64))]
+        warm_up(scripted, args, 3)
+        assert elementwise_kernels_per_call(scripted, args, CPU) == 0
+
+
+@dataclasses.dataclass
+class _Event:
+    name: str
+    device_type: Any
+    cpu_parent: Any = None
+
+
+def test_elementwise_count_on_cuda_reads_atens_kernel_names() -> None:
+    cuda = torch.autograd.DeviceType.CUDA
+    names = [
+        "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(...)",
+        "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>(...)",
+        "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<...>>(...)",
+        "void at::native::index_elementwise_kernel<128, 4, ...>(...)",  # indexing
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(...)",
+        "void at::native::vectorized_layer_norm_kernel<float, float>(...)",
+        "fuser_kernel",  # ours (csrc/codegen)
+        "triton_poi_fused_add_0",
+    ]
+    events = [_Event(name, cuda) for name in names]
+    events.append(_Event("aten::add", torch.autograd.DeviceType.CPU))  # the launching op
+    assert count_elementwise(events, torch.device("cuda")) == 3
+
+
+def test_torchvision_that_fails_to_load_is_skipped_with_its_reason(
+    monkeypatch: Any, capsys: Any
+) -> None:
+    real_import = importlib.import_module
+
+    def failing(name: str, *args: Any) -> Any:
+        if name.startswith("torchvision"):
+            raise RuntimeError("operator torchvision::nms does not exist")
+        return real_import(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", failing)
+    reason = models.torchvision_unavailable()
+    assert reason is not None and "RuntimeError" in reason and "torchvision::nms" in reason
+    options, _ = cli.parse_options(["--models", "--device", "cpu"])
+    assert list(options.workloads) == list(MODEL_WORKLOADS)
+    kept = cli.skip_unavailable(options)
+    assert list(kept.workloads) == ["gpt2_block"]
+    printed = capsys.readouterr().out
+    assert "skipped resnet50: torchvision does not load" in printed
+    assert "skipped mobilenet_v3_large:" in printed
+
+
+def test_models_are_not_in_the_default_set_and_run_with_models() -> None:
+    default, _ = cli.parse_options(["--device", "cpu"])
+    assert list(default.workloads) == list(WORKLOADS)
+    chosen, _ = cli.parse_options(["--workload", "gpt2_block", "--device", "cpu"])
+    assert list(chosen.workloads) == ["gpt2_block"]
+    full, _ = cli.parse_options(["--full", "--models", "--device", "cpu"])
+    # Models have one benchmark size, medium.
+    assert full.sizes(MODEL_WORKLOADS["gpt2_block"]) == ["medium"]
+    assert full.row_count() == len(MODEL_WORKLOADS)
+
+
+def test_a_timed_model_row_records_host_time_and_elementwise_counts(tmp_path: Path) -> None:
+    preset = dataclasses.replace(
+        QUICK, sizes=("tiny",), budget=TimingBudget(seconds=0.0, min_reps=2, max_reps=2)
+    )
+    options = runner.RunOptions(
+        preset=preset, devices=[CPU], workloads=["gpt2_block"], modes=["eager", "script", "fuser"]
+    )
+    with open(os.devnull, "w") as sink:
+        result = runner.run_suite(options, Progress(options.row_count(), sink))
+    (row,) = result.rows
+    assert not row.failed, row.failure
+    for name in ("eager", "script", "fuser"):
+        mode = row.modes[name]
+        assert mode.time_us is not None and mode.host_us == mode.time_us  # CPU
+        assert mode.elementwise_kernels is not None
+    eager_count = row.modes["eager"].elementwise_kernels
+    assert eager_count is not None and eager_count >= 10  # GELU alone has 7 ops
+    assert row.modes["script"].elementwise_kernels == eager_count
+    fused_count = row.modes["fuser"].elementwise_kernels
+    assert fused_count is not None and fused_count < eager_count
+    text = render_table(result)
+    assert "elementwise" in text and "% of eager" in text and "host us" in text
+    assert "gpt2_block" in text and "fuser GB/s" not in text  # no kernel rows, no grid
+    write_json(result, tmp_path / "r.json")
+    back = read_json(tmp_path / "r.json").rows[0].modes["fuser"]
+    assert back.elementwise_kernels == fused_count
 
 
 # --- the suite end to end --------------------------------------------------------------

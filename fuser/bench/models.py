@@ -1,0 +1,245 @@
+"""The model workloads: whole networks as users deploy them, scripted and frozen.
+
+`torch.jit.freeze(torch.jit.script(model).eval())` of torchvision's resnet50 and
+mobilenet_v3_large, and of a GPT-2 style transformer block written the usual way
+(pre-LayerNorm, causal multi-head attention with softmax, tanh-GELU MLP, residuals).
+
+A model workload is a Workload whose functions are modules: `eager_function()` is the
+module itself, `scripted_function()` a scripted and frozen copy. Each call builds a
+fresh instance (TorchScript caches optimized graphs per module, so a module optimized
+under one mode's switches must not be timed under the next), loaded from the same
+state_dict. The weights depend on the row's size (the GPT block's width and sequence
+length), device and dtype, so the runner first places the workload on its row with
+`placed()`.
+
+torchvision is optional. The registry's torchvision wheels are CUDA builds whose C ops
+fail to load beside a CPU torch (`import torchvision` raises RuntimeError "operator
+torchvision::nms does not exist"); the model definitions need none of those ops, but
+the package cannot be imported without them. Its rows are then skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from fuser.bench.workloads import Dims, Inputs, Workload
+
+MODEL_SEED = 0
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention as GPT-2 (and nanoGPT) write it."""
+
+    def __init__(self, width: int, heads: int, max_seq: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.attn_drop = nn.Dropout(0.1)
+        self.resid_drop = nn.Dropout(0.1)
+        self.register_buffer(
+            "mask", torch.tril(torch.ones(max_seq, max_seq)).view(1, 1, max_seq, max_seq)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.size()
+        q, k, v = self.qkv(x).split(c, dim=2)
+        head = c // self.heads
+        q = q.view(b, t, self.heads, head).transpose(1, 2)
+        k = k.view(b, t, self.heads, head).transpose(1, 2)
+        v = v.view(b, t, self.heads, head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head))
+        # mypy types a buffer as Tensor | Module; TorchScript knows it is a Tensor.
+        future = self.mask[:, :, :t, :t] == 0  # type: ignore[index]
+        att = att.masked_fill(future, float("-inf"))
+        att = self.attn_drop(torch.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.resid_drop(self.proj(y))
+
+
+class TanhGelu(nn.Module):
+    """GPT-2's GELU, the tanh approximation written out (HF's gelu_new, nanoGPT's NewGELU)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner))
+
+
+class GPT2Block(nn.Module):
+    """x + attn(ln_1(x)), then + mlp(ln_2(x)); the MLP widens 4x."""
+
+    def __init__(self, width: int, heads: int, max_seq: int) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads, max_seq)
+        self.ln_2 = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, 4 * width)
+        self.gelu = TanhGelu()
+        self.fc_proj = nn.Linear(4 * width, width)
+        self.mlp_drop = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp_drop(self.fc_proj(self.gelu(self.fc(self.ln_2(x)))))
+
+
+def _gpt2_block(dims: Dims) -> nn.Module:
+    return GPT2Block(dims["D"], dims["heads"], dims["T"])
+
+
+def _torchvision_model(name: str) -> Callable[[Dims], nn.Module]:
+    def make(dims: Dims) -> nn.Module:
+        models = importlib.import_module("torchvision.models")
+        return getattr(models, name)(weights=None)
+
+    return make
+
+
+def torchvision_unavailable() -> str | None:
+    """Why torchvision's model definitions cannot be imported here; None when they can."""
+    try:
+        importlib.import_module("torchvision.models")
+    except ImportError as error:
+        return f"torchvision is not installed ({error}); pip install torchvision"
+    except (RuntimeError, OSError) as error:  # its C ops fail to load beside this torch
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return (
+            f"torchvision does not load beside torch {torch.__version__}: "
+            f"{type(error).__name__}: {first}"
+        )
+    return None
+
+
+def _available() -> str | None:
+    return None
+
+
+def _images(dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> Inputs:
+    b, hw = dims["B"], dims["HW"]
+    return (torch.randn(b, 3, hw, hw, generator=gen, dtype=dtype, device=device),)
+
+
+def _tokens(dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> Inputs:
+    b, t, d = dims["B"], dims["T"], dims["D"]
+    return (torch.randn(b, t, d, generator=gen, dtype=dtype, device=device),)
+
+
+def _realistic_norm_statistics(model: nn.Module, gen: torch.Generator) -> None:
+    """Batch norms get running statistics and affine terms away from the identity, so
+    that freezing folds something real into the convolutions."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            assert module.running_mean is not None and module.running_var is not None
+            module.running_mean.normal_(0.0, 0.1, generator=gen)
+            module.running_var.uniform_(0.5, 1.5, generator=gen)
+            if module.affine:
+                module.weight.data.uniform_(0.5, 1.5, generator=gen)
+                module.bias.data.normal_(0.0, 0.1, generator=gen)
+
+
+@dataclass(frozen=True)
+class ModelWorkload(Workload):
+    # Defaults only because Workload's last fields have them; every entry names its own.
+    make_model: Callable[[Dims], nn.Module] = _gpt2_block
+    unavailable_reason: Callable[[], str | None] = _available
+    # Set by placed(): the row's dims, device and dtype, which the weights follow.
+    placement: tuple[tuple[tuple[str, int], ...], torch.device, torch.dtype] | None = None
+
+    def eager_function(self) -> Any:
+        """A fresh module on the row's device and dtype, in eval mode, with the weights
+        every mode of the row shares."""
+        if self.placement is None:
+            raise RuntimeError(f"model workload {self.name} was not placed on a row")
+        dims_items, device, dtype = self.placement
+        with torch.random.fork_rng(devices=[]):  # its initial weights are overwritten
+            model = self.make_model(dict(dims_items))
+        model.load_state_dict(_initial_state(self.name, dims_items))
+        return model.to(device=device, dtype=dtype).eval()
+
+    def scripted_function(self) -> Any:
+        """A fresh module, scripted and frozen as deployed models are."""
+        return torch.jit.freeze(torch.jit.script(self.eager_function()).eval())
+
+
+@functools.lru_cache(maxsize=4)
+def _initial_state(name: str, dims_items: tuple[tuple[str, int], ...]) -> dict[str, torch.Tensor]:
+    """The weights of model workload `name` at these dims: seeded, on the CPU in float32."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(MODEL_SEED)
+        model = MODEL_WORKLOADS[name].make_model(dict(dims_items))
+    gen = torch.Generator().manual_seed(MODEL_SEED)
+    _realistic_norm_statistics(model, gen)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def placed(workload: Workload, size: str, device: torch.device, dtype: torch.dtype) -> Workload:
+    """`workload` on one row: model workloads learn the dims, device and dtype their
+    weights follow; other workloads are returned as they are."""
+    if not isinstance(workload, ModelWorkload):
+        return workload
+    dims = tuple(workload.dims(size, device).items())
+    return dataclasses.replace(workload, placement=(dims, device, dtype))
+
+
+def model_unavailable(workload: Workload) -> str | None:
+    """Why a workload cannot be built here (torchvision missing); None when it can."""
+    return workload.unavailable_reason() if isinstance(workload, ModelWorkload) else None
+
+
+# Convolution networks: batch 1 on CPU (a deployed CPU model serves one request at a
+# time), 32 on CUDA; 224 x 224 images as the models were trained on.
+_IMAGES = {"tiny": {"B": 1, "HW": 64}, "medium": {"B": 1, "HW": 224}}
+_IMAGES_CUDA = {"tiny": {"B": 1, "HW": 64}, "medium": {"B": 32, "HW": 224}}
+# GPT-2 small's width and heads; batch 1 of 128 tokens on CPU, 32 x 256 on CUDA.
+_BLOCK = {
+    "tiny": {"B": 1, "T": 16, "D": 64, "heads": 4},
+    "medium": {"B": 1, "T": 128, "D": 768, "heads": 12},
+}
+_BLOCK_CUDA = {
+    "tiny": {"B": 1, "T": 16, "D": 64, "heads": 4},
+    "medium": {"B": 32, "T": 256, "D": 768, "heads": 12},
+}
+
+MODEL_WORKLOADS: dict[str, ModelWorkload] = {
+    w.name: w
+    for w in (
+        ModelWorkload(
+            name="resnet50",
+            description="torchvision resnet50, scripted and frozen",
+            source="",
+            make_inputs=_images,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+            make_model=_torchvision_model("resnet50"),
+            unavailable_reason=torchvision_unavailable,
+        ),
+        ModelWorkload(
+            name="mobilenet_v3_large",
+            description="torchvision mobilenet_v3_large, scripted and frozen",
+            source="",
+            make_inputs=_images,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+            make_model=_torchvision_model("mobilenet_v3_large"),
+            unavailable_reason=torchvision_unavailable,
+        ),
+        ModelWorkload(
+            name="gpt2_block",
+            description="GPT-2 block: pre-LayerNorm causal attention, tanh-GELU MLP",
+            source="",
+            make_inputs=_tokens,
+            sizes=_BLOCK,
+            cuda_sizes=_BLOCK_CUDA,
+            make_model=_gpt2_block,
+        ),
+    )
+}
