@@ -17,7 +17,7 @@
 
 namespace fuser {
 
-void cleanUpGraph(GraphPtr& graph) {
+void cleanUpGraph(GraphPtr& graph, bool keep_types_for_onednn) {
   torch::jit::EliminateDeadCode(graph);
   torch::jit::EliminateCommonSubexpression(graph);
   simplifyShapeExpressions(graph->block());
@@ -25,7 +25,7 @@ void cleanUpGraph(GraphPtr& graph) {
   clearOneDnnMarks(graph->block());
   // Walks blocks only, never Subgraph attributes: group subgraphs keep their types.
   // oneDNN Graph's pass, which runs after ours, needs the types and wipes them itself.
-  if (!oneDnnGraphRegistered()) torch::jit::RemoveTensorTypeSpecializations(graph);
+  if (!keep_types_for_onednn) torch::jit::RemoveTensorTypeSpecializations(graph);
 }
 
 }  // namespace fuser

@@ -50,6 +50,12 @@ FusionDecision checkDevice(const c10::Device& device) {
 
 bool isConstant(const Value* v) { return v->node()->kind() == c10::prim::Constant; }
 
+// Constants a kernel embeds in its source: numbers, bools, None. A tensor constant (a
+// frozen weight or bias) is a kernel argument like any tensor.
+bool isEmbeddedConstant(const Value* v) {
+  return isConstant(v) && !v->type()->cast<c10::TensorType>();
+}
+
 // Scalars reach kernels as double, int64 or bool arguments; a `Scalar` (number union)
 // would need a type dispatch at run time that the specialization does not cover.
 bool isKernelScalarType(const c10::TypePtr& type) {
@@ -125,11 +131,8 @@ FusionDecision checkFusible(const Node* node) {
 
   for (const Value* input : node->inputs()) {
     if (input->type()->cast<c10::TensorType>()) {
-      // Kernels take tensors as arguments; a constant tensor (a frozen weight) would
-      // have to be embedded in the subgraph.
-      if (isConstant(input)) {
-        return FusionDecision::no("%" + input->debugName() + " is a constant tensor");
-      }
+      // A constant tensor (a frozen weight) is passed as an argument too: partition
+      // hoists it out of the subgraph again (hoistTensorConstants).
       if (auto d = checkOperand(input); !d) return d;
     } else if (!isConstant(input) && !isKernelScalarType(input->type())) {
       return FusionDecision::no("%" + input->debugName() + " has type " + input->type()->str() +
@@ -155,7 +158,7 @@ std::optional<c10::Device> deviceOf(const Node* node) {
 size_t countArgs(const Node* node) {
   std::unordered_set<const Value*> inputs;
   for (const Value* v : node->inputs()) {
-    if (!isConstant(v)) inputs.insert(v);
+    if (!isEmbeddedConstant(v)) inputs.insert(v);
   }
   return inputs.size() + node->outputs().size();
 }
@@ -175,7 +178,7 @@ std::unordered_set<const Value*> mergedInputs(const Node* consumer, const Node* 
   std::unordered_set<const Value*> inputs;
   for (const Node* node : {consumer, producer}) {
     for (const Value* v : node->inputs()) {
-      if (!isConstant(v) && !produced.count(v)) inputs.insert(v);
+      if (!isEmbeddedConstant(v) && !produced.count(v)) inputs.insert(v);
     }
   }
   return inputs;

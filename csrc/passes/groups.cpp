@@ -1,6 +1,8 @@
 // Helpers over fuser::FusionGroup nodes shared by partition.cpp and guard.cpp.
 #include "passes/groups.h"
 
+#include <torch/csrc/jit/ir/constants.h>
+
 #include "symbols.h"
 
 namespace fuser {
@@ -37,6 +39,26 @@ size_t countComputeNodes(const Node* group) {
     if (node->kind() != c10::prim::Constant) ++count;
   }
   return count;
+}
+
+void hoistTensorConstants(Node* group) {
+  auto subgraph = group->g(torch::jit::attr::Subgraph);
+  std::vector<Node*> constants;
+  for (Node* node : subgraph->nodes()) {
+    if (node->kind() == c10::prim::Constant && node->output()->type()->cast<c10::TensorType>()) {
+      constants.push_back(node);
+    }
+  }
+  torch::jit::WithInsertPoint outside(group);
+  for (Node* inner : constants) {
+    torch::jit::Value* outer =
+        group->owningGraph()->insertConstant(*torch::jit::toIValue(inner->output()));
+    outer->setType(inner->output()->type());
+    group->addInput(outer);
+    torch::jit::Value* param = subgraph->addInput()->setType(inner->output()->type());
+    inner->output()->replaceAllUsesWith(param);
+    inner->destroy();
+  }
 }
 
 }  // namespace fuser

@@ -22,4 +22,8 @@ std::vector<torch::jit::Node*> collectFusionGroups(torch::jit::Block* block);
 // Nodes of the group's subgraph other than prim::Constant.
 size_t countComputeNodes(const torch::jit::Node* group);
 
+// A tensor constant (a frozen weight or bias) that merging cloned into the group's
+// subgraph becomes a group input again: kernels read tensors through their arguments.
+void hoistTensorConstants(torch::jit::Node* group);
+
 }  // namespace fuser

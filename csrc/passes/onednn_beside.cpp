@@ -16,9 +16,33 @@ using torch::jit::Node;
 
 using PassFunction = void (*)(std::shared_ptr<torch::jit::Graph>&);
 
-bool isOneDnnPass(const torch::jit::GraphPassEntry& entry) {
+bool isRawOneDnnPass(const torch::jit::GraphPassEntry& entry) {
   const PassFunction* target = entry.first.target<PassFunction>();
   return target && *target == &torch::jit::fuser::onednn::fuseGraph;
+}
+
+// oneDNN Graph's pass, run on a copy that replaces the graph only when it succeeds. Its
+// pass throws on some graphs ("could not add op to the graph": a GPT-2 block's
+// attention); beside us that must not fail the user's call, which then runs with our
+// groups alone.
+struct GuardedOneDnnPass {
+  void operator()(std::shared_ptr<torch::jit::Graph>& graph) const {
+    std::shared_ptr<torch::jit::Graph> copy = graph->copy();
+    try {
+      torch::jit::fuser::onednn::fuseGraph(copy);
+    } catch (const std::exception&) {
+      return;
+    }
+    graph = copy;
+  }
+};
+
+
+// Guards oneDNN's registered entry in place: its id stays, so the user can still clear it.
+void guardOneDnnPass() {
+  for (auto& entry : torch::jit::getCustomPrePasses()) {
+    if (isRawOneDnnPass(entry)) entry.first = GuardedOneDnnPass();
+  }
 }
 
 // Set by markOneDnnPatterns on a node oneDNN Graph would fuse with a convolution or
@@ -82,6 +106,10 @@ void collectPartitions(Block* block, std::unordered_map<int64_t, std::string>& c
 
 }  // namespace
 
+bool isOneDnnPass(const torch::jit::GraphPassEntry& entry) {
+  return isRawOneDnnPass(entry) || entry.first.target<GuardedOneDnnPass>() != nullptr;
+}
+
 bool oneDnnGraphRegistered() {
   const auto& passes = torch::jit::getCustomPrePasses();
   return std::any_of(passes.begin(), passes.end(), isOneDnnPass);
@@ -92,13 +120,17 @@ void runBeforeOneDnnGraph(torch::jit::GraphPassNameType ours) {
   auto theirs = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
   auto mine = std::find_if(passes.begin(), passes.end(),
                            [&](const auto& entry) { return entry.second == ours; });
+  guardOneDnnPass();
   if (theirs == passes.end() || mine == passes.end() || mine < theirs) return;
   // Both entries keep their ids, so either side can still clear its own pass.
   std::rotate(theirs, mine, mine + 1);
 }
 
-void markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph) {
-  if (!config().leave_to_onednn || !oneDnnGraphRegistered()) return;
+bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph) {
+  if (!oneDnnGraphRegistered()) return false;
+  // Replaces a std::function of a later entry of the list TorchScript is iterating over;
+  // the list itself keeps its size and order.
+  guardOneDnnPass();
   int64_t next = 0;
   std::unordered_map<int64_t, Node*> by_tag;
   tagNodes(graph->block(), next, by_tag);
@@ -109,15 +141,16 @@ void markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph) {
   try {
     torch::jit::fuser::onednn::fuseGraph(dry_run);
   } catch (const std::exception&) {
-    // oneDNN cannot take this graph (its own pass will fail the same way): leave it
-    // nothing, fuse all we can.
-    return;
+    // oneDNN cannot take this graph: leave it nothing, fuse all we can.
+    return false;
   }
+  if (!config().leave_to_onednn) return true;
   collectPartitions(dry_run->block(), claimed);
   for (const auto& [tag, compute] : claimed) {
     auto it = by_tag.find(tag);
     if (it != by_tag.end()) it->second->s_(leftToOneDnnAttr(), compute);
   }
+  return true;
 }
 
 bool isLeftToOneDnn(const Node* node) { return node->hasAttribute(leftToOneDnnAttr()); }

@@ -20,18 +20,27 @@
 
 namespace fuser {
 
+// True for oneDNN Graph's entry in TorchScript's pre-pass list, guarded or not.
+bool isOneDnnPass(const torch::jit::GraphPassEntry& entry);
+
 // True when oneDNN Graph's pre-pass is registered (torch.jit.enable_onednn_fusion).
 bool oneDnnGraphRegistered();
 
 // Moves our pre-pass (`ours`) before oneDNN Graph's in TorchScript's pre-pass list, so
 // that a user who enabled oneDNN Graph first still gets both. No-op when it is absent
-// or already after ours.
+// or already after ours. Also guards oneDNN's entry: from then on its pass runs on a
+// copy of the graph and a graph it throws on is left as it was (markOneDnnPatterns
+// does the same for an entry registered after enable()).
 void runBeforeOneDnnGraph(torch::jit::GraphPassNameType ours);
 
 // Pipeline stage, after prepareGraph: when oneDNN Graph is registered, marks each node
 // it would fuse together with a convolution or matmul; checkFusible refuses marked
 // nodes. Unmarks nothing: clearOneDnnMarks does, in cleanup.
-void markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph);
+// Returns whether oneDNN Graph's pass will work on this graph after ours (it is
+// registered and its dry run succeeded); only then must cleanup keep the types it reads.
+// Where its dry run throws, cleanup wipes the types as usual, so that its real pass
+// finds nothing to take instead of failing the user's call.
+bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph);
 
 // True for a node markOneDnnPatterns marked; oneDnnPartner names the convolution or
 // matmul kind it would be fused with.

@@ -262,6 +262,7 @@ class GroupFormer {
         SubgraphUtils::unmergeSubgraph(group);
         continue;
       }
+      hoistTensorConstants(group);
       stats().groups_formed++;
     }
   }

@@ -11,14 +11,15 @@ namespace fuser {
 void fuseGraph(GraphPtr& graph) {
   if (config().killed) return;
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
-  markOneDnnPatterns(graph);     // on CPU, what oneDNN Graph fuses with a conv/matmul stays
+  bool onednn_next = markOneDnnPatterns(graph);  // what oneDNN fuses with a conv/matmul stays
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
+  splitBiasEpilogues(graph);     // conv/linear bias becomes an add the next group takes
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs
   buildShapeExpressions(graph);  // size-only outputs leave their groups
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
-  cleanUpGraph(graph);           // DCE, CSE, peephole; type specializations wiped
+  cleanUpGraph(graph, onednn_next);  // DCE, CSE, peephole; types wiped unless oneDNN is next
   if (config().dump_graph) std::cerr << "[fuser] fused graph:\n" << *graph << std::endl;
 }
 

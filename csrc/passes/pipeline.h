@@ -14,12 +14,14 @@ void fuseGraph(GraphPtr& graph);
 
 // The stages, in pipeline order; each file's header comment says what holds after it.
 void prepareGraph(GraphPtr& graph);            // prepare.cpp
+// onednn_beside.h: markOneDnnPatterns
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
+void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp
 void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp
 void guardFusionGroups(GraphPtr& graph);       // guard.cpp
-void cleanUpGraph(GraphPtr& graph);            // cleanup.cpp
+void cleanUpGraph(GraphPtr& graph, bool keep_types_for_onednn = false);  // cleanup.cpp
 
 }  // namespace fuser

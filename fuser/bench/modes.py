@@ -43,8 +43,11 @@ def _no_fusion(device: torch.device) -> JitFlags:
 
 
 def _fuser_flags(device: torch.device) -> JitFlags:
+    # On CPU the fuser is deployed beside oneDNN Graph (it takes the convolutions and
+    # matmuls with their post-ops, we take the rest: csrc/passes/onednn_beside.h).
+    beside = device.type == "cpu" and _onednn_unavailable(device) is None
     return JitFlags(
-        texpr_fuser=False, fuse_on_cpu=False, fuse_on_gpu=False, onednn=False, fuser=True
+        texpr_fuser=False, fuse_on_cpu=False, fuse_on_gpu=False, onednn=beside, fuser=True
     )
 
 
@@ -124,7 +127,7 @@ MODES: dict[str, Mode] = {
         ),
         Mode(
             name=FUSER,
-            description="TorchScript with this fuser",
+            description="TorchScript with this fuser (on CPU, beside oneDNN Graph)",
             is_peer=False,
             group_kind="fuser::FusionGroup",
             flags=_fuser_flags,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/codegen/onednn/interface.h>
 #include <torch/csrc/jit/passes/pass_manager.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
 #include <algorithm>
 #include <string>
@@ -85,11 +86,8 @@ size_t positionOf(torch::jit::GraphPassNameType id) {
 
 size_t positionOfOneDnn() {
   const auto& passes = torch::jit::getCustomPrePasses();
-  using PassFunction = void (*)(std::shared_ptr<torch::jit::Graph>&);
-  auto it = std::find_if(passes.begin(), passes.end(), [](const auto& entry) {
-    const PassFunction* f = entry.first.template target<PassFunction>();
-    return f && *f == &torch::jit::fuser::onednn::fuseGraph;
-  });
+  auto it = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
+  EXPECT_NE(it, passes.end());
   return static_cast<size_t>(it - passes.begin());
 }
 
@@ -102,6 +100,30 @@ TEST(OneDnnBeside, OurPassMovesBeforeOneDnnsWhenItWasRegisteredFirst) {
   runBeforeOneDnnGraph(ours);  // already in order: unchanged
   EXPECT_LT(positionOf(ours), positionOfOneDnn());
   torch::jit::clearPrePass(ours);
+}
+
+TEST(OneDnnBeside, AGraphOneDnnThrowsOnIsLeftAsItWas) {
+  WithOneDnn on;
+  runBeforeOneDnnGraph(0);  // guards oneDNN's entry
+  const auto& passes = torch::jit::getCustomPrePasses();
+  auto entry = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
+  ASSERT_NE(entry, passes.end());
+  // Wiped types: oneDNN's own pass throws on this graph.
+  auto graph = testing_helpers::parseWithTypes(kConvIr, {});
+  torch::jit::RemoveTensorTypeSpecializations(graph);
+  EXPECT_ANY_THROW({
+    auto copy = graph->copy();
+    torch::jit::fuser::onednn::fuseGraph(copy);
+  });
+  const torch::jit::Graph* before = graph.get();
+  EXPECT_NO_THROW(entry->first(graph));
+  EXPECT_EQ(graph.get(), before);
+  // A graph it can take is replaced by its result.
+  auto typed = testing_helpers::parseWithTypes(kConvIr, {});
+  entry->first(typed);
+  EXPECT_GE(testing_helpers::countKind(
+                typed->block(), c10::Symbol::fromQualString("prim::oneDNNFusionGroup")),
+            1u);
 }
 
 TEST(OneDnnBeside, FullPipelineKeepsTypesForOneDnnAndLeavesNoMark) {

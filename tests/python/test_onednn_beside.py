@@ -216,3 +216,19 @@ def test_flag_decides_who_takes_the_post_ops(leave: str) -> None:
     assert result.returncode == 0, result.stderr
     expected = "[]" if leave == "1" else "['aten::mul', 'aten::relu', 'aten::sigmoid']"
     assert f"ours: {expected}" in result.stdout
+
+
+def test_a_graph_onednn_cannot_take_still_runs_with_our_groups(onednn: None) -> None:
+    """oneDNN Graph alone throws on the GPT-2 block's attention ("could not add op to
+    the graph"); beside the fuser the call runs, with our groups."""
+    from fuser.bench.models import _gpt2_block
+
+    torch.manual_seed(0)
+    module = _gpt2_block({"B": 1, "T": 16, "D": 64, "heads": 4}).eval()
+    x = torch.randn(1, 16, 64)
+    fuser.enable()
+    model = torch.jit.freeze(torch.jit.script(module))
+    out = run_frozen(model, x)
+    with torch.no_grad():
+        torch.testing.assert_close(out, module(x), rtol=1e-4, atol=1e-4)
+    assert fuser.stats()["groups_formed"] >= 1

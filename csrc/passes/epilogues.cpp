@@ -1,0 +1,96 @@
+// splitBiasEpilogues: a convolution or linear layer's bias joins the group that follows.
+//
+// After it runs, each aten::conv1d/conv2d/conv3d/linear with a bias whose result is read
+// by a fusible node is the same op without bias followed by `aten::add(out, bias)`
+// (the bias viewed as [C, 1, ...] for convolutions), typed as the original result. The
+// add is an ordinary fusible node: partition merges it with the activation, residual
+// add or scale after it, so the bias costs no pass of its own (cuDNN and ATen's
+// convolutions add it in a separate kernel; nvFuser split linear the same way).
+// Left alone: no bias, a bias without complete type, a result no fusible node reads
+// (nothing would join), and anything on the CPU that oneDNN Graph fuses (its
+// post-op readers are refused by checkFusible).
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/fusibility.h"
+#include "passes/pipeline.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+// Rank the op's input has beyond the channel dimension: 1, 2, 3 for conv1d/2d/3d; 0 for
+// linear, whose bias broadcasts along the last dimension as it is.
+std::optional<int64_t> spatialRank(const Node* node) {
+  const std::string kind = node->kind().toQualString();
+  if (kind == "aten::linear") return 0;
+  if (kind == "aten::conv1d") return 1;
+  if (kind == "aten::conv2d") return 2;
+  if (kind == "aten::conv3d") return 3;
+  return std::nullopt;
+}
+
+bool readByFusibleNode(const Value* out) {
+  for (const torch::jit::Use& use : out->uses()) {
+    if (checkFusible(use.user)) return true;
+  }
+  return false;
+}
+
+// `bias` as the op's output broadcasts it: [C] -> [C, 1, ..., 1] for convolutions.
+Value* broadcastableBias(Value* bias, int64_t spatial, torch::jit::Graph& graph) {
+  if (spatial == 0) return bias;
+  auto type = bias->type()->expect<c10::TensorType>();
+  std::vector<int64_t> shape = {*type->sizes()[0]};
+  shape.resize(1 + spatial, 1);
+  if (auto constant = torch::jit::toIValue(bias)) {
+    at::Tensor viewed = constant->toTensor().reshape(shape);
+    Value* out = graph.insertConstant(viewed);
+    out->setType(c10::TensorType::create(viewed));
+    return out;
+  }
+  Value* sizes = graph.insertConstant(c10::IValue(shape));
+  Node* view = graph.insertNode(graph.create(c10::aten::view, {bias, sizes}));
+  std::vector<int64_t> strides(shape.size(), 1);
+  view->output()->setType(type->withSizesStrides(shape, strides));
+  return view->output();
+}
+
+void splitIn(torch::jit::Block* block) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* node = *it++;
+    for (torch::jit::Block* sub : node->blocks()) splitIn(sub);
+    std::optional<int64_t> spatial = spatialRank(node);
+    if (!spatial || node->inputs().size() < 3) continue;
+    Value* bias = node->input(2);
+    auto bias_type = bias->type()->cast<c10::TensorType>();
+    auto out_type = node->output()->type()->cast<c10::TensorType>();
+    if (!bias_type || !bias_type->isComplete() || bias_type->dim() != 1u || !out_type ||
+        !out_type->isComplete() || bias_type->scalarType() != out_type->scalarType() ||
+        !readByFusibleNode(node->output())) {
+      continue;
+    }
+    torch::jit::Graph& graph = *node->owningGraph();
+    torch::jit::WithInsertPoint here(node);
+    Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
+    bare->replaceInput(2, graph.insertConstant(c10::IValue()));
+    bare->output()->setType(out_type);
+    Value* one = graph.insertConstant(1);
+    Node* add = graph.insertNode(
+        graph.create(c10::aten::add, {bare->output(), broadcastableBias(bias, *spatial, graph), one}));
+    add->output()->copyMetadata(node->output());
+    node->output()->replaceAllUsesWith(add->output());
+    node->destroy();
+  }
+}
+
+}  // namespace
+
+void splitBiasEpilogues(GraphPtr& graph) { splitIn(graph->block()); }
+
+}  // namespace fuser

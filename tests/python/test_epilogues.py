@@ -1,0 +1,129 @@
+"""Bias epilogues: a convolution's or linear layer's bias joins the group after it, in
+frozen modules (the bias a constant) and scripted ones; values, dtypes and strides equal
+eager's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fuser
+from helpers import all_nodes, devices, run_optimized
+
+
+class ConvBnRelu(nn.Module):
+    def __init__(self, dims: int) -> None:
+        super().__init__()
+        conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[dims]
+        norm = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}[dims]
+        self.conv = conv(3, 8, 3, padding=1, bias=False)
+        self.bn = norm(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.bn(self.conv(x))) * 0.5
+
+
+class LinearGelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.fc(x)) + 1.0
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x) + x)
+
+
+def prepared(module: nn.Module, dtype: torch.dtype, device: str) -> nn.Module:
+    torch.manual_seed(0)
+    for p in module.parameters():
+        p.data.normal_(0, 0.3)
+    for b in module.buffers():
+        if b.is_floating_point():
+            b.data.uniform_(0.5, 1.5)
+    return module.eval().to(device=device, dtype=dtype)
+
+
+def group_kinds(graph: torch._C.Graph) -> list[list[str]]:
+    return [
+        [n.kind() for n in g.g("Subgraph").nodes() if n.kind() != "prim::Constant"]
+        for g in all_nodes(graph)
+        if g.kind() == "fuser::FusionGroup"
+    ]
+
+
+def check(module: nn.Module, x: torch.Tensor, frozen: bool, tol: float) -> list[list[str]]:
+    fuser.enable()
+    scripted = torch.jit.script(module)
+    if frozen:
+        scripted = torch.jit.freeze(scripted)
+    with torch.no_grad():
+        out = run_optimized(scripted, x)
+        expected = module(x)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out, expected, rtol=tol, atol=tol)
+    return group_kinds(torch.jit.last_executed_optimized_graph())
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    return {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}[dtype]
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("frozen", [True, False])
+def test_conv_bias_joins_the_activation(device: str, dims: int, frozen: bool) -> None:
+    module = prepared(ConvBnRelu(dims), torch.float32, device)
+    x = torch.randn(2, 3, *([6] * dims), device=device)
+    groups = check(module, x, frozen, 1e-4)
+    if frozen:  # freezing folds the norm into a convolution bias
+        assert ["aten::add", "aten::relu", "aten::mul"] in groups
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_linear_bias_joins_gelu(device: str, dtype: torch.dtype) -> None:
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("half-precision matmul on CPU is eager-only territory here")
+    module = prepared(LinearGelu(), dtype, device)
+    x = torch.randn(4, 5, 16, device=device, dtype=dtype)
+    groups = check(module, x, True, tolerance(dtype))
+    assert ["aten::add", "aten::gelu", "aten::add"] in groups
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_residual_add_takes_the_bias(device: str, channels_last: bool) -> None:
+    module = prepared(Residual(), torch.float32, device)
+    x = torch.randn(2, 8, 7, 7, device=device)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    groups = check(module, x, True, 1e-4)
+    assert ["aten::add", "aten::add", "aten::relu"] in groups
+
+
+def test_bias_stays_when_nothing_fusible_reads_it() -> None:
+    class ConvPool(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.max_pool2d(self.conv(x), 2)
+
+    module = prepared(ConvPool(), torch.float32, "cpu")
+    check(module, torch.randn(1, 3, 8, 8), True, 1e-4)
+    graph = torch.jit.last_executed_optimized_graph()
+    convs = [n for n in all_nodes(graph) if n.kind() == "aten::conv2d"]
+    assert len(convs) == 1
+    assert convs[0].inputsAt(2).type().kind() != "NoneType"
