@@ -1,0 +1,106 @@
+"""Host time of a fusion group's launch path (guard, plan reuse, launch), per group.
+
+A scripted function with G independent groups on tiny tensors: its kernels take far
+less time than launching them, so the wall time of many back-to-back calls, with no
+synchronisation between them (one at the end), is the host time. Divided by G it is
+the cost of one group. Two shapes of group: flat (`sigmoid(a) * b`, same-shape 1-D
+operands) and 4-D broadcast (`hardsigmoid(s) * x`, s [N, C, 1, 1] against x [N, C, H, W],
+the squeeze-excite pattern of MobileNetV3).
+
+    python -m fuser.bench.host_cost [--device cuda] [--groups 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import fuser
+
+# name: (expression of group i over a{i}, b{i}; the shapes of a{i} and b{i})
+PATTERNS: dict[str, tuple[str, list[tuple[int, ...]]]] = {
+    "flat": ("torch.sigmoid(a{i}) * b{i}", [(64,), (64,)]),
+    "broadcast4d": ("torch.nn.functional.hardsigmoid(a{i}) * b{i}", [(2, 8, 1, 1), (2, 8, 4, 4)]),
+}
+
+
+def _source(pattern: str, groups: int) -> str:
+    expression, _ = PATTERNS[pattern]
+    params = ", ".join(f"a{i}, b{i}" for i in range(groups))
+    # Independent chains: groups merge producer into consumer only, so each is its own.
+    body = "\n".join(f"    y{i} = {expression.format(i=i)}" for i in range(groups))
+    outs = ", ".join(f"y{i}" for i in range(groups))
+    return f"def f({params}):\n{body}\n    return ({outs},)\n"
+
+
+def _inputs(pattern: str, groups: int, device: torch.device) -> list[torch.Tensor]:
+    _, shapes = PATTERNS[pattern]
+    gen = torch.Generator().manual_seed(0)
+    tensors = []
+    for _ in range(groups):
+        for shape in shapes:
+            tensors.append(torch.randn(*shape, generator=gen).to(device))
+    return tensors
+
+
+def _per_call_us(fn: Callable[..., Any], args: list[torch.Tensor], device: torch.device) -> float:
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    calls = 300
+    samples = []
+    for _ in range(9):
+        sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        sync()  # once per sample, after every launch: off the per-call path
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def measure(pattern: str, groups: int, device: torch.device) -> dict[str, float]:
+    """Per-call host microseconds of the function with the fuser and without any
+    fusion, and the fuser's cost per group; also the groups actually formed."""
+    args = _inputs(pattern, groups, device)
+    results: dict[str, float] = {}
+    with torch.no_grad():
+        for mode in ("script", "fuser"):
+            (fuser.enable if mode == "fuser" else fuser.disable)()
+            fuser.reset_stats()
+            fn = torch.jit.CompilationUnit(_source(pattern, groups)).f
+            for _ in range(3):
+                fn(*args)  # profile, optimize, first run (compiles)
+            if mode == "fuser":
+                results["groups"] = float(fuser.stats()["groups_formed"])
+            results[mode] = _per_call_us(fn, args, device)
+            fuser.disable()
+    results["fuser_per_group"] = results["fuser"] / groups
+    results["script_per_group"] = results["script"] / groups
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--groups", type=int, default=16)
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    print(f"host time per call, {args.groups} groups, {device}; no sync between calls")
+    print(f"{'pattern':<12} {'groups':>6} {'script us':>10} {'fuser us':>9} {'us/group':>9}")
+    for pattern in PATTERNS:
+        r = measure(pattern, args.groups, device)
+        print(
+            f"{pattern:<12} {int(r['groups']):>6} {r['script']:>10.1f} {r['fuser']:>9.1f} "
+            f"{r['fuser_per_group']:>9.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
