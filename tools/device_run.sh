@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|all] [extra fuser.bench arguments]
+#   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
+#   and without leaving it its post-ops) and the per-group host cost.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -21,6 +23,9 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_cuda_codegen.py \
     tests/python/test_rnn_cells.py tests/python/test_cat.py tests/python/test_projections.py \
+    tests/python/test_output_layout.py tests/python/test_param_space.py \
+    tests/python/test_epilogues.py tests/python/test_host_cost.py \
+    $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
   # arguments, which groups otherwise meet only past their first shapes.
@@ -29,6 +34,15 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_cat.py 2>&1 | tee "$OUT/test_cuda_shared_kernels.log" | tail -5
   FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_ops.py 2>&1 | tee "$OUT/test_ops_cuda.log" | tail -5
+fi
+if [ "$what" = models ]; then
+  PYTHONPATH=. python3 -m fuser.bench.host_cost --device cuda 2>&1 | tee "$OUT/host_cost.log"
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --models --dtype float32,float16 \
+    --out "$OUT/models_cuda" "$@" 2>&1 | tee "$OUT/models_cuda.log"
+  PYTHONPATH=. python3 -m fuser.bench --device cpu --models --out "$OUT/models_cpu" "$@" \
+    2>&1 | tee "$OUT/models_cpu.log"
+  FUSER_LEAVE_TO_ONEDNN=0 PYTHONPATH=. python3 -m fuser.bench --device cpu --models \
+    --mode fuser --out "$OUT/models_cpu_take_all" 2>&1 | tee "$OUT/models_cpu_take_all.log"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --out "$OUT/bench" "$@" 2>&1 | tee "$OUT/bench.log"
