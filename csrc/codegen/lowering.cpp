@@ -104,11 +104,12 @@ Operand roundedToStorage(IrBuilder& b, const Kernel& k, Operand o) {
 }  // namespace
 
 Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
-                     int ndim, bool flat) {
+                     int ndim, bool flat, c10::DeviceType device) {
   TORCH_INTERNAL_ASSERT(inputs.size() == subgraph.inputs().size());
   Kernel k;
   k.ndim = ndim;
   k.flat = flat;
+  k.device = device;
   IrBuilder b(k);
   std::unordered_map<const torch::jit::Value*, Operand> values;
 

@@ -22,9 +22,10 @@ struct InputDesc {
 };
 
 // Emits the kernel for `subgraph`. Tensor inputs become kernel inputs in order,
-// scalar inputs become scalar arguments in order. Throws c10::Error when a node
-// cannot be lowered (the caller then runs the group without a kernel).
+// scalar inputs become scalar arguments in order; `device` is where the kernel runs.
+// Throws c10::Error when a node cannot be lowered (the caller then runs the group
+// without a kernel).
 Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
-                     int ndim, bool flat);
+                     int ndim, bool flat, c10::DeviceType device);
 
 }  // namespace fuser::codegen

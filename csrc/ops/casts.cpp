@@ -1,8 +1,16 @@
-// Dtype conversions that keep the device and the layout: type_as, the .to overloads and
-// _to_copy. The target dtype must be a graph constant (or another tensor's dtype); a
-// device argument must be the input's own device; memory_format must be None/preserve.
-// A .to that eager would answer with `self` itself (same dtype, copy=False) becomes a
-// fresh tensor in the group: the passes fuse it only where no one mutates either alias.
+// Dtype conversions that keep the device and the layout: type_as, the .to overloads,
+// _to_copy and the casts TorchScript's autocast pass inserts. The target dtype must be a
+// graph constant (or another tensor's dtype); a device argument must be the input's own
+// device; memory_format must be None/preserve. A conversion that eager would answer with
+// `self` itself (same dtype, copy=False) becomes a fresh tensor in the group: the passes
+// fuse it only where no one mutates either alias.
+//
+// The autocast casts convert only some inputs, by the input's dtype and the device the
+// kernel runs on (both fixed per kernel), and flags the graph holds as constants:
+//   _autocast_to_reduced_precision(self, cuda_enabled, cpu_enabled, cuda_dtype, cpu_dtype)
+//     a float32 self on an enabled device becomes that device's dtype; others stay;
+//   _autocast_to_full_precision(self, cuda_enabled, cpu_enabled)
+//     a float16/bfloat16 self on an enabled device becomes float32; others stay.
 #include <torch/csrc/jit/ir/constants.h>
 
 #include "ops/lowering_rules.h"
@@ -27,6 +35,28 @@ Operand lowerToDtype(IrBuilder& b, const Args& a) { return lowerToDtypeAt(b, a, 
 Operand lowerToDeviceDtype(IrBuilder& b, const Args& a) { return lowerToDtypeAt(b, a, 2); }
 Operand lowerToOther(IrBuilder& b, const Args& a) { return convert(b, a[0], a[1].dtype); }
 Operand lowerCopy(IrBuilder& b, const Args& a) { return convert(b, a[0], a[0].dtype); }
+
+// The autocast flag for the kernel's device: argument `cuda_index` or the next (cpu).
+bool autocastEnabled(IrBuilder& b, const Args& a, size_t cuda_index) {
+  const size_t index = b.device() == c10::DeviceType::CUDA ? cuda_index : cuda_index + 1;
+  TORCH_CHECK(b.device() == c10::DeviceType::CUDA || b.device() == c10::DeviceType::CPU,
+              "fuser: autocast casts are lowered for CPU and CUDA kernels only");
+  return a[index].constant->toBool();
+}
+
+Operand lowerToReducedPrecision(IrBuilder& b, const Args& a) {
+  if (a[0].dtype != ScalarType::Float || !autocastEnabled(b, a, 1)) {
+    return convert(b, a[0], a[0].dtype);
+  }
+  const Operand& target = b.device() == c10::DeviceType::CUDA ? a[3] : a[4];
+  return convert(b, a[0], static_cast<ScalarType>(target.constant->toInt()));
+}
+
+Operand lowerToFullPrecision(IrBuilder& b, const Args& a) {
+  const bool reduced = a[0].dtype == ScalarType::Half || a[0].dtype == ScalarType::BFloat16;
+  if (!reduced || !autocastEnabled(b, a, 1)) return convert(b, a[0], a[0].dtype);
+  return convert(b, a[0], ScalarType::Float);
+}
 
 bool isFusibleDtype(ScalarType t) {
   switch (t) {
@@ -102,6 +132,22 @@ FusionDecision checkConversion(const torch::jit::Node* node) {
   return FusionDecision::yes();
 }
 
+// The flags and target dtypes are constants (the JIT autocast pass writes them so).
+FusionDecision checkAutocastCast(const torch::jit::Node* node) {
+  for (const char* name : {"cuda_enabled", "cpu_enabled", "cuda_dtype", "cpu_dtype"}) {
+    if (!hasArgument(node, name)) continue;
+    if (auto d = requireConstant(node, name); !d) return d;
+  }
+  for (const char* name : {"cuda_dtype", "cpu_dtype"}) {
+    if (!hasArgument(node, name)) continue;
+    if (!isFusibleDtype(static_cast<ScalarType>(constantInput(node, name)->toInt()))) {
+      return FusionDecision::no(std::string(node->kind().toQualString()) +
+                                ": unsupported target dtype");
+    }
+  }
+  return FusionDecision::yes();
+}
+
 }  // namespace
 
 static RegisterOps reg({
@@ -131,6 +177,12 @@ static RegisterOps reg({
      "Device? device=None, bool? pin_memory=None, bool non_blocking=False, "
      "MemoryFormat? memory_format=None) -> Tensor",
      lowerToDtype, checkConversion},
+    {"aten::_autocast_to_reduced_precision(Tensor(a) self, bool cuda_enabled, bool cpu_enabled, "
+     "ScalarType cuda_dtype, ScalarType cpu_dtype) -> Tensor(a)",
+     lowerToReducedPrecision, checkAutocastCast},
+    {"aten::_autocast_to_full_precision(Tensor(a) self, bool cuda_enabled, bool cpu_enabled) "
+     "-> Tensor(a)",
+     lowerToFullPrecision, checkAutocastCast},
 });
 
 }  // namespace fuser::ops

@@ -5,13 +5,21 @@
 //   %outs = prim::If(%ok)
 //     block0(): %r = fuser::FusionGroup[Subgraph=...](inputs)       -> (%r)
 //     block1(): %f = prim::FallbackGraph[Subgraph=copy](inputs)      -> (%f)
-// and the group's former uses read the If's outputs. The fallback's subgraph is the
+// and the group's former uses read the If's outputs. A group output read only by
+// prim::dtype (autodiff keeps the dtype of each autocast cast's input for its backward)
+// leaves the group: the If yields the dtype itself, a constant in the fused branch (the
+// guard fixes every dtype in the group) and prim::dtype of the fallback's result in the
+// other. The fallback's subgraph is the
 // group's ops, unmodified, with tensor types unspecialized: the profiling executor turns
 // it into a function that is profiled and optimized again. A group whose tensor inputs
 // lack a complete profiled type (dtype, device, rank) is unfused instead: its kernels
 // could not be specialized.
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
+
+#include <optional>
+#include <vector>
 
 #include "passes/chunks.h"
 #include "passes/fusibility.h"
@@ -56,6 +64,24 @@ Node* createFallback(Graph* graph, Node* group) {
   return fallback;
 }
 
+// The profiled dtype of a group output whose every use is prim::dtype, if known.
+std::optional<c10::ScalarType> dtypeOnlyOutput(const Value* out) {
+  if (out->uses().empty()) return std::nullopt;
+  for (const auto& use : out->uses()) {
+    if (use.user->kind() != c10::prim::dtype) return std::nullopt;
+  }
+  auto type = out->type()->cast<c10::TensorType>();
+  return type ? type->scalarType() : std::nullopt;
+}
+
+// Drops output `index` of `group` and the subgraph nodes that only it read.
+void eraseGroupOutput(Node* group, size_t index) {
+  auto subgraph = group->g(Subgraph);
+  subgraph->eraseOutput(index);
+  group->eraseOutput(index);
+  torch::jit::EliminateDeadCode(subgraph);
+}
+
 void guardGroup(Node* group) {
   Graph* graph = group->owningGraph();
   std::vector<Value*> tensors = tensorInputs(group);
@@ -70,19 +96,46 @@ void guardGroup(Node* group) {
 
   Node* branch = graph->create(c10::prim::If, {guard->output()}, 0);
   branch->insertBefore(group);
-  for (Value* out : group->outputs()) {
-    branch->addOutput()->copyMetadata(out);
-    out->replaceAllUsesWith(branch->outputs().back());
-  }
-
   torch::jit::Block* fused = branch->addBlock();
-  group->moveBefore(fused->return_node());
-  for (Value* out : group->outputs()) fused->registerOutput(out);
-
   torch::jit::Block* fallback_block = branch->addBlock();
   Node* fallback = createFallback(graph, group);
   fallback_block->appendNode(fallback);
-  for (Value* out : fallback->outputs()) fallback_block->registerOutput(out);
+  group->moveBefore(fused->return_node());
+
+  // Outputs read for their dtype only become int outputs of the If; at least one
+  // tensor output stays, so the group keeps a reason to run.
+  std::vector<std::optional<c10::ScalarType>> dtype_only;
+  size_t tensor_outputs = group->outputs().size();
+  for (const Value* out : group->outputs()) {
+    dtype_only.push_back(tensor_outputs > 1 ? dtypeOnlyOutput(out) : std::nullopt);
+    if (dtype_only.back()) --tensor_outputs;
+  }
+  for (size_t i = 0; i < group->outputs().size(); ++i) {
+    Value* out = group->output(i);
+    if (!dtype_only[i]) {
+      branch->addOutput()->copyMetadata(out);
+      out->replaceAllUsesWith(branch->outputs().back());
+      fused->registerOutput(out);
+      fallback_block->registerOutput(fallback->output(i));
+      continue;
+    }
+    Value* dtype = branch->addOutput()->setType(c10::IntType::get());
+    torch::jit::WithInsertPoint in_fused(fused->return_node());
+    fused->registerOutput(graph->insertConstant(static_cast<int64_t>(*dtype_only[i])));
+    Node* read = graph->create(c10::prim::dtype, {fallback->output(i)});
+    read->output()->setType(c10::IntType::get());
+    fallback_block->appendNode(read);
+    fallback_block->registerOutput(read->output());
+    std::vector<Node*> readers;
+    for (const auto& use : out->uses()) readers.push_back(use.user);
+    for (Node* reader : readers) {
+      reader->output()->replaceAllUsesWith(dtype);
+      reader->destroy();
+    }
+  }
+  for (size_t i = group->outputs().size(); i-- > 0;) {
+    if (dtype_only[i]) eraseGroupOutput(group, i);
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ void fuseGraph(GraphPtr& graph) {
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs
+  cancelRoundTrips(graph);       // half -> float -> half in a group reads the half value
   buildShapeExpressions(graph);  // size-only outputs leave their groups
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
   cleanUpGraph(graph);           // DCE, CSE, peephole; type specializations wiped

@@ -18,6 +18,7 @@ void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp
+void cancelRoundTrips(GraphPtr& graph);        // round_trips.cpp
 void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp
 void guardFusionGroups(GraphPtr& graph);       // guard.cpp
 void cleanUpGraph(GraphPtr& graph);            // cleanup.cpp

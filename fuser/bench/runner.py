@@ -60,9 +60,20 @@ class RunOptions:
             if self.dtype_names is None or _dtype_name(t) in self.dtype_names
         ]
 
+    def workloads_for(self, dtype: torch.dtype) -> list[str]:
+        """The workloads with rows in `dtype`: autocast ones take float32 inputs only."""
+        return [
+            name
+            for name in self.workloads
+            if not WORKLOADS[name].autocast or dtype == torch.float32
+        ]
+
     def row_count(self) -> int:
-        per_device = len(self.workloads) * len(self.preset.sizes)
-        return sum(per_device * len(self.dtypes(d)) for d in self.devices)
+        return sum(
+            len(self.workloads_for(t)) * len(self.preset.sizes)
+            for d in self.devices
+            for t in self.dtypes(d)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,10 +106,12 @@ def autograd_mode(training: bool) -> Any:
     return torch.enable_grad() if training else torch.no_grad()
 
 
-def build_call(mode: Mode, workload: Workload) -> tuple[Any, Any]:
-    """(what a call runs, the mode's own function, whose graph holds its groups)."""
+def build_call(mode: Mode, workload: Workload, device: torch.device) -> tuple[Any, Any]:
+    """(what a call runs, the mode's own function, whose graph holds its groups). An
+    autocast workload's forward runs under autocast; a training step's backward not."""
     fn = mode.build(workload)
-    return (training_step(fn) if workload.training else fn), fn
+    forward = workload.under_autocast(fn, device)
+    return (training_step(forward) if workload.training else forward), fn
 
 
 @dataclass
@@ -129,12 +142,16 @@ def prepare_mode(
         # The switches stay set from the fresh function's first call to its last warm-up
         # call: a fuser is chosen when the graph is optimized, on call 2.
         with jit_flags(mode.flags(device)), autograd_mode(workload.training):
-            fn, own_fn = build_call(mode, workload)
+            fn, own_fn = build_call(mode, workload, device)
             actual = warm_up(fn, arg_sets, preset.warmup_calls)
             synchronize(device)
-            result.mismatch = mismatch(actual, expected, dtype, norm_wise=workload.training)
+            tolerance_dtype = workload.autocast_dtype(device) or dtype
+            result.mismatch = mismatch(
+                actual, expected, tolerance_dtype, norm_wise=workload.training
+            )
             if mode.group_kind is not None:
-                graph = optimized_graph(own_fn, arg_sets[0])
+                with workload.autocast_context(device):
+                    graph = optimized_graph(own_fn, arg_sets[0])
                 if graph is not None:
                     result.groups = count_groups(graph, mode.group_kind)
     except Exception as error:  # a mode that raises is reported, never fatal
@@ -204,7 +221,7 @@ def run_row(
     inputs = make_inputs(workload, size, dtype, device)
     try:
         with autograd_mode(workload.training):
-            expected = build_call(MODES[EAGER], workload)[0](*inputs)
+            expected = build_call(MODES[EAGER], workload, device)[0](*inputs)
     except Exception as error:
         row.failure = f"eager raised {short_reason(error)}"
         return row
@@ -252,7 +269,7 @@ def run_suite(options: RunOptions, progress: Progress) -> SuiteResult:
             copy_gbps = copy_bandwidth_gbps(device, cache_bytes, COPY_BUDGET)
             result.copy_bandwidth_gbps[str(device)] = copy_gbps
         for dtype in options.dtypes(device):
-            for name in options.workloads:
+            for name in options.workloads_for(dtype):
                 for size in options.preset.sizes:
                     row = run_row(
                         WORKLOADS[name],
