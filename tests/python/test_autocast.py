@@ -213,6 +213,26 @@ def test_output_read_for_its_dtype_only_leaves_the_group() -> None:
     assert list(graph.outputs())[1] == list(branch.outputs())[1]
 
 
+def test_dtype_read_of_a_chunked_value_does_not_hold_the_chunk_back() -> None:
+    wide = "Float(4, 8, strides=[8, 1], requires_grad=0, device=cpu)"
+    half = "Float(4, 4, strides=[8, 1], requires_grad=0, device=cpu)"
+    graph = fuse_ir(f"""
+graph(%a : {wide}, %b : {wide}):
+  %one : int = prim::Constant[value=1]()
+  %s : {wide} = aten::add(%a, %b, %one)
+  %d : int = prim::dtype(%s)
+  %c0 : {half}, %c1 : {half} = prim::ConstantChunk[chunks=2, dim=1](%s)
+  %m : {half} = aten::mul(%c0, %c1)
+  return (%m, %d)""")
+    (group,) = groups(graph)
+    assert len(list(group.outputs())) == 1
+    assert "aten::add" in compute_kinds(group)
+    outside = [n.kind() for n in graph.nodes()]
+    assert "prim::ConstantChunk" not in outside and "prim::dtype" not in outside, graph
+    branch = group.owningBlock().owningNode()
+    assert list(next(branch.blocks()).outputs())[1].toIValue() == 6  # ScalarType::Float
+
+
 def round_trip_ir(first: str, second: str, source: str) -> str:
     dtypes = {"Float": 6, "Half": 5, "BFloat16": 15, "Double": 7}
     t = {k: f"{k}(4, 5, strides=[5, 1], requires_grad=0, device=cpu)" for k in dtypes}
@@ -375,10 +395,12 @@ def scaled_step(fn: Any, args: list[torch.Tensor], device: str, dtype: torch.dty
     return out, grads
 
 
-# name -> (source, arguments, forward groups, whether the backward has a fusible chain).
-# The epilogue's backward is gelu_backward between single multiplications: no group,
-# with or without autocast.
-TRAINING = {"epilogue": (EPILOGUE, epilogue_args, 1, False), "lstm": (LSTM, lstm_args, 2, True)}
+# name -> (source, arguments, forward groups, whether the backward has a fusible chain),
+# forward groups as without autocast: the dtypes autodiff keeps for the casts' backward
+# do not hold the LSTM's chunk back (chunks.cpp) nor stay group outputs (guard.cpp). The
+# epilogue's backward is gelu_backward between single multiplications: no group, with
+# or without autocast.
+TRAINING = {"epilogue": (EPILOGUE, epilogue_args, 1, False), "lstm": (LSTM, lstm_args, 1, True)}
 
 
 @pytest.mark.parametrize("device,dtype", CASES, ids=CASE_IDS)
