@@ -1,9 +1,10 @@
 // Dtype conversions that keep the device and the layout: type_as, the .to overloads,
 // _to_copy and the casts TorchScript's autocast pass inserts. The target dtype must be a
-// graph constant (or another tensor's dtype); a device argument must be the input's own
-// device; memory_format must be None/preserve. A conversion that eager would answer with
-// `self` itself (same dtype, copy=False) becomes a fresh tensor in the group: the passes
-// fuse it only where no one mutates either alias.
+// graph constant, another tensor's dtype, or an int that the guard pins to the result's
+// profiled dtype (autodiff's `grad.to(self_dtype)`); a device argument must be the
+// input's own device; memory_format must be None/preserve. A conversion that eager would
+// answer with `self` itself (same dtype, copy=False) becomes a fresh tensor in the group:
+// the passes fuse it only where no one mutates either alias.
 //
 // The autocast casts convert only some inputs, by the input's dtype and the device the
 // kernel runs on (both fixed per kernel), and flags the graph holds as constants:
@@ -27,6 +28,7 @@ Operand convert(IrBuilder& b, const Operand& self, ScalarType target) {
 // The target dtype in argument `index` (a constant ScalarType, or None for self's).
 Operand lowerToDtypeAt(IrBuilder& b, const Args& a, size_t index) {
   const Operand& dtype = a[index];
+  TORCH_CHECK(isNone(dtype) || dtype.constant, "fuser: a conversion's dtype was not pinned");
   ScalarType target = isNone(dtype) ? a[0].dtype : static_cast<ScalarType>(dtype.constant->toInt());
   return convert(b, a[0], target);
 }
@@ -93,6 +95,15 @@ bool keepsDevice(const torch::jit::Node* node, const c10::IValue* device) {
   return self && self->device() && *self->device() == device->toDevice();
 }
 
+// A dtype argument given as an int at run time (autodiff's backward of a cast reads the
+// forward input's dtype) whose result has a profiled dtype: the guard pins the int to
+// that dtype (passes/guard.cpp), so the kernel takes it as a constant.
+bool pinnableDtype(const torch::jit::Node* node) {
+  const torch::jit::Value* dtype = node->namedInput("dtype");
+  auto result = node->output()->type()->cast<c10::TensorType>();
+  return dtype->type()->kind() == c10::TypeKind::IntType && result && result->scalarType();
+}
+
 FusionDecision checkConversion(const torch::jit::Node* node) {
   auto refuse = [&](const std::string& why) {
     return FusionDecision::no(std::string(node->kind().toQualString()) + ": " + why);
@@ -100,7 +111,13 @@ FusionDecision checkConversion(const torch::jit::Node* node) {
   auto constant = [&](const char* name) { return constantInput(node, name); };
   if (hasArgument(node, "dtype")) {
     std::optional<c10::IValue> dtype = constant("dtype");
-    if (!dtype) return refuse("dtype is not a constant");
+    if (!dtype && !pinnableDtype(node)) {
+      return refuse("dtype is neither a constant nor an int whose profiled result fixes it");
+    }
+    if (!dtype) {
+      dtype = static_cast<int64_t>(
+          *node->output()->type()->expectRef<c10::TensorType>().scalarType());
+    }
     if (!dtype->isNone() && !isFusibleDtype(static_cast<ScalarType>(dtype->toInt()))) {
       return refuse("unsupported target dtype");
     }

@@ -9,9 +9,12 @@
 // prim::dtype (autodiff keeps the dtype of each autocast cast's input for its backward)
 // leaves the group: the If yields the dtype itself, a constant in the fused branch (the
 // guard fixes every dtype in the group) and prim::dtype of the fallback's result in the
-// other. The fallback's subgraph is the
-// group's ops, unmodified, with tensor types unspecialized: the profiling executor turns
-// it into a function that is profiled and optimized again. A group whose tensor inputs
+// other. An int group input that only gives conversions their dtype (the backward's
+// `grad.to(self_dtype)`) is pinned: the guard also checks that it equals the dtype
+// profiled on those conversions' results (attribute `ints`, for inputs after the
+// tensors), and the group's subgraph reads that dtype as a constant instead. The
+// fallback's subgraph is the group's ops, unmodified, with tensor types unspecialized:
+// the profiling executor turns it into a function that is profiled and optimized again. A group whose tensor inputs
 // lack a complete profiled type (dtype, device, rank) is unfused instead: its kernels
 // could not be specialized.
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -19,6 +22,7 @@
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "passes/chunks.h"
@@ -74,6 +78,46 @@ std::optional<c10::ScalarType> dtypeOnlyOutput(const Value* out) {
   return type ? type->scalarType() : std::nullopt;
 }
 
+// Subgraph inputs (by index) that are ints read only as the dtype argument of
+// conversions whose results share one profiled dtype, with that dtype.
+std::vector<std::pair<size_t, int64_t>> pinnableDtypeInputs(const Node* group) {
+  std::vector<std::pair<size_t, int64_t>> out;
+  auto subgraph = group->g(Subgraph);
+  for (size_t i = 0; i < subgraph->inputs().size(); ++i) {
+    const Value* param = subgraph->inputs()[i];
+    if (param->type()->kind() != c10::TypeKind::IntType || param->uses().empty()) continue;
+    std::optional<c10::ScalarType> dtype;
+    bool pinnable = true;
+    for (const auto& use : param->uses()) {
+      const c10::FunctionSchema* schema = use.user->maybeSchema();
+      auto result = use.user->outputs().size() == 1
+                        ? use.user->output()->type()->cast<c10::TensorType>()
+                        : nullptr;
+      if (!schema || use.offset >= schema->arguments().size() ||
+          schema->arguments()[use.offset].name() != "dtype" || !result ||
+          !result->scalarType() || (dtype && *dtype != *result->scalarType())) {
+        pinnable = false;
+        break;
+      }
+      dtype = result->scalarType();
+    }
+    if (pinnable) out.emplace_back(i, static_cast<int64_t>(*dtype));
+  }
+  return out;
+}
+
+// The subgraph reads each pinned input as a constant; the group no longer takes it.
+void pinDtypeInputs(Node* group, const std::vector<std::pair<size_t, int64_t>>& pinned) {
+  auto subgraph = group->g(Subgraph);
+  for (auto it = pinned.rbegin(); it != pinned.rend(); ++it) {
+    Value* param = subgraph->inputs()[it->first];
+    torch::jit::WithInsertPoint at(subgraph->nodes().front());
+    param->replaceAllUsesWith(subgraph->insertConstant(it->second));
+    subgraph->eraseInput(it->first);
+    group->removeInput(it->first);
+  }
+}
+
 // Drops output `index` of `group` and the subgraph nodes that only it read.
 void eraseGroupOutput(Node* group, size_t index) {
   auto subgraph = group->g(Subgraph);
@@ -89,8 +133,16 @@ void guardGroup(Node* group) {
   std::vector<c10::TypePtr> types;
   types.reserve(tensors.size());
   for (const Value* v : tensors) types.push_back(v->type());
-  Node* guard = graph->create(typeGuardSymbol(), tensors, 1);
+  const auto pinned = pinnableDtypeInputs(group);
+  std::vector<Value*> checked = tensors;
+  std::vector<int64_t> ints;
+  for (const auto& [index, dtype] : pinned) {
+    checked.push_back(group->input(index));
+    ints.push_back(dtype);
+  }
+  Node* guard = graph->create(typeGuardSymbol(), checked, 1);
   guard->tys_(torch::jit::attr::types, std::move(types));
+  if (!ints.empty()) guard->is_(typeGuardIntsAttr(), std::move(ints));
   guard->output()->setType(c10::BoolType::get());
   guard->insertBefore(group);
 
@@ -136,6 +188,7 @@ void guardGroup(Node* group) {
   for (size_t i = group->outputs().size(); i-- > 0;) {
     if (dtype_only[i]) eraseGroupOutput(group, i);
   }
+  pinDtypeInputs(group, pinned);
 }
 
 }  // namespace
