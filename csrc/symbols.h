@@ -12,10 +12,16 @@ inline c10::Symbol fusionGroupSymbol() {
   return s;
 }
 
-// %ok = fuser::TypeGuard[types=[...]](tensors...): true when every tensor matches the
-// dtype, device, rank and requires_grad its group's kernels were specialized on.
+// %ok = fuser::TypeGuard[types=[...], ints=[...]](tensors..., ints...): true when every
+// tensor matches the dtype, device, rank and requires_grad its group's kernels were
+// specialized on, and every int (a dtype the group reads as a constant) its value.
 inline c10::Symbol typeGuardSymbol() {
   static const c10::Symbol s = c10::Symbol::fromQualString("fuser::TypeGuard");
+  return s;
+}
+
+inline c10::Symbol typeGuardIntsAttr() {
+  static const c10::Symbol s = c10::Symbol::attr("ints");
   return s;
 }
 

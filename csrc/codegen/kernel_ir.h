@@ -7,6 +7,7 @@
 // round back. Operands of binary ops have equal types (the op table inserts casts).
 #pragma once
 
+#include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -116,6 +117,8 @@ struct Kernel {
   bool index32 = true;     // CUDA: all offsets fit in 32 bits
   bool vectorize = false;  // CUDA flat kernels: every pointer allows 16-byte accesses
   FixedShape fixed;        // CUDA strided kernels: empty unless compiled for one shape
+  // Where the kernel runs: the autocast casts' results depend on it.
+  c10::DeviceType device = c10::DeviceType::CPU;
 };
 
 // Builds expressions, folding nothing: printers and the C/CUDA compilers do that.
@@ -131,6 +134,7 @@ class IrBuilder {
   ExprId binary(IrOp op, ExprId a, ExprId b);  // a and b must have equal types
   ExprId select(ExprId cond, ExprId a, ExprId b);
   c10::ScalarType typeOf(ExprId e) const { return k_.exprs.at(e).type; }
+  c10::DeviceType device() const { return k_.device; }
 
  private:
   ExprId add(Expr e);

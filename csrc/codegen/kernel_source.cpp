@@ -24,7 +24,8 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
     if (first < 0) first = tensor;
     ++tensor;
   }
-  Kernel kernel = lowerSubgraph(subgraph, inputs, flat ? 1 : 2, flat);
+  const auto device = dialect == Dialect::Cpp ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
+  Kernel kernel = lowerSubgraph(subgraph, inputs, flat ? 1 : 2, flat, device);
   kernel.name = "fuser_kernel";
   kernel.vectorize = flat;
   if (layout == SourceLayout::FixedRows) {

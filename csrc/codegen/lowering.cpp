@@ -101,14 +101,56 @@ Operand roundedToStorage(IrBuilder& b, const Kernel& k, Operand o) {
   return o;
 }
 
+c10::ScalarType scalarDtypeOf(const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::IntType: return c10::ScalarType::Long;
+    case c10::TypeKind::BoolType: return c10::ScalarType::Bool;
+    default: return c10::ScalarType::Double;
+  }
+}
+
 }  // namespace
 
+std::optional<c10::ScalarType> tableResultDtype(const torch::jit::Node* node,
+                                                c10::DeviceType device) {
+  const ops::OpEntry* entry = ops::findOp(node);
+  if (!entry || node->outputs().size() != 1) return std::nullopt;
+  Kernel k;
+  k.device = device;
+  IrBuilder b(k);
+  std::vector<Operand> args;
+  int32_t slot = 0;
+  for (const torch::jit::Value* in : node->inputs()) {
+    if (in->node()->kind() == c10::prim::Constant) {
+      args.push_back(constantOperand(b, in));
+      continue;
+    }
+    Operand o;
+    if (auto t = in->type()->cast<c10::TensorType>()) {
+      if (!t->scalarType() || !t->dim()) return std::nullopt;
+      o.dtype = *t->scalarType();
+      o.category = *t->dim() == 0 ? Category::ZeroDimTensor : Category::DimTensor;
+      o.expr = b.load(slot++, o.dtype);
+    } else {
+      o.dtype = scalarDtypeOf(in->type());
+      o.expr = b.scalar(slot++, o.dtype);
+    }
+    args.push_back(o);
+  }
+  try {
+    return entry->lower(b, args).dtype;
+  } catch (const c10::Error&) {
+    return std::nullopt;
+  }
+}
+
 Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
-                     int ndim, bool flat) {
+                     int ndim, bool flat, c10::DeviceType device) {
   TORCH_INTERNAL_ASSERT(inputs.size() == subgraph.inputs().size());
   Kernel k;
   k.ndim = ndim;
   k.flat = flat;
+  k.device = device;
   IrBuilder b(k);
   std::unordered_map<const torch::jit::Value*, Operand> values;
 

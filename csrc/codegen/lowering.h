@@ -4,6 +4,7 @@
 
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <optional>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -22,9 +23,18 @@ struct InputDesc {
 };
 
 // Emits the kernel for `subgraph`. Tensor inputs become kernel inputs in order,
-// scalar inputs become scalar arguments in order. Throws c10::Error when a node
-// cannot be lowered (the caller then runs the group without a kernel).
+// scalar inputs become scalar arguments in order; `device` is where the kernel runs.
+// Throws c10::Error when a node cannot be lowered (the caller then runs the group
+// without a kernel).
 Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
-                     int ndim, bool flat);
+                     int ndim, bool flat, c10::DeviceType device);
+
+// The dtype the op-table entry of `node` gives its result for the profiled dtypes (and
+// ranks) of its inputs, on `device`; nullopt when some input's type is incomplete or the
+// entry raises for those dtypes. Where it differs from the profiled result, something
+// outside the graph changed the op (the dispatcher's autocast runs some ops in float32):
+// a kernel would not compute what the graph computed.
+std::optional<c10::ScalarType> tableResultDtype(const torch::jit::Node* node,
+                                                c10::DeviceType device);
 
 }  // namespace fuser::codegen

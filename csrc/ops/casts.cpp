@@ -1,8 +1,17 @@
-// Dtype conversions that keep the device and the layout: type_as, the .to overloads and
-// _to_copy. The target dtype must be a graph constant (or another tensor's dtype); a
-// device argument must be the input's own device; memory_format must be None/preserve.
-// A .to that eager would answer with `self` itself (same dtype, copy=False) becomes a
-// fresh tensor in the group: the passes fuse it only where no one mutates either alias.
+// Dtype conversions that keep the device and the layout: type_as, the .to overloads,
+// _to_copy and the casts TorchScript's autocast pass inserts. The target dtype must be a
+// graph constant, another tensor's dtype, or an int that the guard pins to the result's
+// profiled dtype (autodiff's `grad.to(self_dtype)`); a device argument must be the
+// input's own device; memory_format must be None/preserve. A conversion that eager would
+// answer with `self` itself (same dtype, copy=False) becomes a fresh tensor in the group:
+// the passes fuse it only where no one mutates either alias.
+//
+// The autocast casts convert only some inputs, by the input's dtype and the device the
+// kernel runs on (both fixed per kernel), and flags the graph holds as constants:
+//   _autocast_to_reduced_precision(self, cuda_enabled, cpu_enabled, cuda_dtype, cpu_dtype)
+//     a float32 self on an enabled device becomes that device's dtype; others stay;
+//   _autocast_to_full_precision(self, cuda_enabled, cpu_enabled)
+//     a float16/bfloat16 self on an enabled device becomes float32; others stay.
 #include <torch/csrc/jit/ir/constants.h>
 
 #include "ops/lowering_rules.h"
@@ -19,6 +28,7 @@ Operand convert(IrBuilder& b, const Operand& self, ScalarType target) {
 // The target dtype in argument `index` (a constant ScalarType, or None for self's).
 Operand lowerToDtypeAt(IrBuilder& b, const Args& a, size_t index) {
   const Operand& dtype = a[index];
+  TORCH_CHECK(isNone(dtype) || dtype.constant, "fuser: a conversion's dtype was not pinned");
   ScalarType target = isNone(dtype) ? a[0].dtype : static_cast<ScalarType>(dtype.constant->toInt());
   return convert(b, a[0], target);
 }
@@ -27,6 +37,28 @@ Operand lowerToDtype(IrBuilder& b, const Args& a) { return lowerToDtypeAt(b, a, 
 Operand lowerToDeviceDtype(IrBuilder& b, const Args& a) { return lowerToDtypeAt(b, a, 2); }
 Operand lowerToOther(IrBuilder& b, const Args& a) { return convert(b, a[0], a[1].dtype); }
 Operand lowerCopy(IrBuilder& b, const Args& a) { return convert(b, a[0], a[0].dtype); }
+
+// The autocast flag for the kernel's device: argument `cuda_index` or the next (cpu).
+bool autocastEnabled(IrBuilder& b, const Args& a, size_t cuda_index) {
+  const size_t index = b.device() == c10::DeviceType::CUDA ? cuda_index : cuda_index + 1;
+  TORCH_CHECK(b.device() == c10::DeviceType::CUDA || b.device() == c10::DeviceType::CPU,
+              "fuser: autocast casts are lowered for CPU and CUDA kernels only");
+  return a[index].constant->toBool();
+}
+
+Operand lowerToReducedPrecision(IrBuilder& b, const Args& a) {
+  if (a[0].dtype != ScalarType::Float || !autocastEnabled(b, a, 1)) {
+    return convert(b, a[0], a[0].dtype);
+  }
+  const Operand& target = b.device() == c10::DeviceType::CUDA ? a[3] : a[4];
+  return convert(b, a[0], static_cast<ScalarType>(target.constant->toInt()));
+}
+
+Operand lowerToFullPrecision(IrBuilder& b, const Args& a) {
+  const bool reduced = a[0].dtype == ScalarType::Half || a[0].dtype == ScalarType::BFloat16;
+  if (!reduced || !autocastEnabled(b, a, 1)) return convert(b, a[0], a[0].dtype);
+  return convert(b, a[0], ScalarType::Float);
+}
 
 bool isFusibleDtype(ScalarType t) {
   switch (t) {
@@ -63,6 +95,15 @@ bool keepsDevice(const torch::jit::Node* node, const c10::IValue* device) {
   return self && self->device() && *self->device() == device->toDevice();
 }
 
+// A dtype argument given as an int at run time (autodiff's backward of a cast reads the
+// forward input's dtype) whose result has a profiled dtype: the guard pins the int to
+// that dtype (passes/guard.cpp), so the kernel takes it as a constant.
+bool pinnableDtype(const torch::jit::Node* node) {
+  const torch::jit::Value* dtype = node->namedInput("dtype");
+  auto result = node->output()->type()->cast<c10::TensorType>();
+  return dtype->type()->kind() == c10::TypeKind::IntType && result && result->scalarType();
+}
+
 FusionDecision checkConversion(const torch::jit::Node* node) {
   auto refuse = [&](const std::string& why) {
     return FusionDecision::no(std::string(node->kind().toQualString()) + ": " + why);
@@ -70,7 +111,13 @@ FusionDecision checkConversion(const torch::jit::Node* node) {
   auto constant = [&](const char* name) { return constantInput(node, name); };
   if (hasArgument(node, "dtype")) {
     std::optional<c10::IValue> dtype = constant("dtype");
-    if (!dtype) return refuse("dtype is not a constant");
+    if (!dtype && !pinnableDtype(node)) {
+      return refuse("dtype is neither a constant nor an int whose profiled result fixes it");
+    }
+    if (!dtype) {
+      dtype = static_cast<int64_t>(
+          *node->output()->type()->expectRef<c10::TensorType>().scalarType());
+    }
     if (!dtype->isNone() && !isFusibleDtype(static_cast<ScalarType>(dtype->toInt()))) {
       return refuse("unsupported target dtype");
     }
@@ -97,6 +144,22 @@ FusionDecision checkConversion(const torch::jit::Node* node) {
     std::optional<c10::IValue> device = constant("device");
     if (!keepsDevice(node, device ? &*device : nullptr)) {
       return refuse("may change the device");
+    }
+  }
+  return FusionDecision::yes();
+}
+
+// The flags and target dtypes are constants (the JIT autocast pass writes them so).
+FusionDecision checkAutocastCast(const torch::jit::Node* node) {
+  for (const char* name : {"cuda_enabled", "cpu_enabled", "cuda_dtype", "cpu_dtype"}) {
+    if (!hasArgument(node, name)) continue;
+    if (auto d = requireConstant(node, name); !d) return d;
+  }
+  for (const char* name : {"cuda_dtype", "cpu_dtype"}) {
+    if (!hasArgument(node, name)) continue;
+    if (!isFusibleDtype(static_cast<ScalarType>(constantInput(node, name)->toInt()))) {
+      return FusionDecision::no(std::string(node->kind().toQualString()) +
+                                ": unsupported target dtype");
     }
   }
   return FusionDecision::yes();
@@ -131,6 +194,12 @@ static RegisterOps reg({
      "Device? device=None, bool? pin_memory=None, bool non_blocking=False, "
      "MemoryFormat? memory_format=None) -> Tensor",
      lowerToDtype, checkConversion},
+    {"aten::_autocast_to_reduced_precision(Tensor(a) self, bool cuda_enabled, bool cpu_enabled, "
+     "ScalarType cuda_dtype, ScalarType cpu_dtype) -> Tensor(a)",
+     lowerToReducedPrecision, checkAutocastCast},
+    {"aten::_autocast_to_full_precision(Tensor(a) self, bool cuda_enabled, bool cpu_enabled) "
+     "-> Tensor(a)",
+     lowerToFullPrecision, checkAutocastCast},
 });
 
 }  // namespace fuser::ops

@@ -7,6 +7,7 @@
 #include "passes/chunks.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "passes/fusibility.h"
 #include "passes/groups.h"
@@ -71,6 +72,20 @@ void replaceSizesByBroadcastSizes(Node* producer) {
   }
 }
 
+// A prim::dtype of the unchunked value whose result is read only after `chunk` (or
+// returned): it can read the dtype of one per-chunk copy instead, which is the same.
+bool isMovableDtypeRead(const Node* reader, const Node* chunk) {
+  if (reader->kind() != c10::prim::dtype || reader->owningBlock() != chunk->owningBlock()) {
+    return false;
+  }
+  for (const auto& use : reader->output()->uses()) {
+    const Node* user = use.user;
+    if (user->kind() == c10::prim::Return) continue;
+    if (user->owningBlock() != chunk->owningBlock() || !user->isAfter(chunk)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 FusionDecision checkChunkMovable(const Node* chunk, size_t index) {
@@ -86,8 +101,9 @@ FusionDecision checkChunkMovable(const Node* chunk, size_t index) {
     return FusionDecision::no(describeNode(producer) + " is not a broadcasting elementwise op");
   }
   for (const auto& use : value->uses()) {
-    // Sizes (autodiff's forward asks for them) are rebuilt from the operands' sizes.
-    if (use.user != chunk && !isWholeSize(use.user)) {
+    // Sizes (autodiff's forward asks for them) are rebuilt from the operands' sizes;
+    // dtypes (autodiff keeps those of autocast casts' inputs) read a per-chunk result's.
+    if (use.user != chunk && !isWholeSize(use.user) && !isMovableDtypeRead(use.user, chunk)) {
       return FusionDecision::no("the unchunked value is also read by " + describeNode(use.user));
     }
   }
@@ -134,6 +150,7 @@ Node* moveChunkBeforeProducer(Node* chunk, size_t index) {
     }
   }
   auto produced_chunks = chunksOfInput(chunk, index);
+  Value* some_copy = nullptr;
   for (int64_t c = 0; c < n; ++c) {
     Value* old = produced_chunks[c];
     if (old->uses().empty()) continue;  // an unread chunk needs no copy of the op
@@ -142,6 +159,15 @@ Node* moveChunkBeforeProducer(Node* chunk, size_t index) {
     copy->insertBefore(chunk);
     copy->output()->setType(old->type());
     old->replaceAllUsesWith(copy->output());
+    some_copy = copy->output();
+  }
+  std::vector<Node*> dtype_reads;
+  for (const auto& use : producer->output()->uses()) {
+    if (use.user->kind() == c10::prim::dtype) dtype_reads.push_back(use.user);
+  }
+  for (Node* read : dtype_reads) {  // checkChunkMovable: all read after the chunk
+    read->replaceInput(0, some_copy);
+    read->moveBefore(chunk);
   }
   chunk->destroy();
   replaceSizesByBroadcastSizes(producer);

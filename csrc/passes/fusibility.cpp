@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "codegen/lowering.h"
 #include "config.h"
 #include "ops/op_table.h"
 #include "passes/concat.h"
@@ -92,6 +93,21 @@ bool shapesDiffer(const c10::VaryingShape<int64_t>& a, const c10::VaryingShape<i
   return false;
 }
 
+// The kernel computes the op's result dtype from its operands' (the op table); the
+// graph's run computed the profiled one. They differ where the dispatcher changed the op:
+// a scripted function called under torch.autocast with TorchScript's autocast pass off
+// (or with ops that pass leaves alone) runs, say, exp on CUDA in float32.
+FusionDecision checkProfiledResultDtype(const Node* node, c10::DeviceType device) {
+  if (node->outputs().size() != 1) return FusionDecision::yes();
+  auto profiled = node->output()->type()->expectRef<c10::TensorType>().scalarType();
+  auto rule = codegen::tableResultDtype(node, device);
+  if (!profiled || !rule || *profiled == *rule) return FusionDecision::yes();
+  return FusionDecision::no(std::string("its result was profiled as ") +
+                            c10::toString(*profiled) + " but the op gives " +
+                            c10::toString(*rule) + " for its operands' dtypes (autocast in "
+                            "the dispatcher?)");
+}
+
 }  // namespace
 
 FusionDecision checkTensorValue(const Value* value) {
@@ -142,7 +158,8 @@ FusionDecision checkFusible(const Node* node) {
   for (const Value* output : node->outputs()) {
     if (auto d = checkOperand(output); !d) return d;
   }
-  return FusionDecision::yes();
+  if (!device) return FusionDecision::yes();
+  return checkProfiledResultDtype(node, device->type());
 }
 
 std::optional<c10::Device> deviceOf(const Node* node) {

@@ -5,13 +5,25 @@
 //   %outs = prim::If(%ok)
 //     block0(): %r = fuser::FusionGroup[Subgraph=...](inputs)       -> (%r)
 //     block1(): %f = prim::FallbackGraph[Subgraph=copy](inputs)      -> (%f)
-// and the group's former uses read the If's outputs. The fallback's subgraph is the
-// group's ops, unmodified, with tensor types unspecialized: the profiling executor turns
-// it into a function that is profiled and optimized again. A group whose tensor inputs
+// and the group's former uses read the If's outputs. A group output read only by
+// prim::dtype (autodiff keeps the dtype of each autocast cast's input for its backward)
+// leaves the group: the If yields the dtype itself, a constant in the fused branch (the
+// guard fixes every dtype in the group) and prim::dtype of the fallback's result in the
+// other. An int group input that only gives conversions their dtype (the backward's
+// `grad.to(self_dtype)`) is pinned: the guard also checks that it equals the dtype
+// profiled on those conversions' results (attribute `ints`, for inputs after the
+// tensors), and the group's subgraph reads that dtype as a constant instead. The
+// fallback's subgraph is the group's ops, unmodified, with tensor types unspecialized:
+// the profiling executor turns it into a function that is profiled and optimized again. A group whose tensor inputs
 // lack a complete profiled type (dtype, device, rank) is unfused instead: its kernels
 // could not be specialized.
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
+
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "passes/chunks.h"
 #include "passes/fusibility.h"
@@ -56,6 +68,64 @@ Node* createFallback(Graph* graph, Node* group) {
   return fallback;
 }
 
+// The profiled dtype of a group output whose every use is prim::dtype, if known.
+std::optional<c10::ScalarType> dtypeOnlyOutput(const Value* out) {
+  if (out->uses().empty()) return std::nullopt;
+  for (const auto& use : out->uses()) {
+    if (use.user->kind() != c10::prim::dtype) return std::nullopt;
+  }
+  auto type = out->type()->cast<c10::TensorType>();
+  return type ? type->scalarType() : std::nullopt;
+}
+
+// Subgraph inputs (by index) that are ints read only as the dtype argument of
+// conversions whose results share one profiled dtype, with that dtype.
+std::vector<std::pair<size_t, int64_t>> pinnableDtypeInputs(const Node* group) {
+  std::vector<std::pair<size_t, int64_t>> out;
+  auto subgraph = group->g(Subgraph);
+  for (size_t i = 0; i < subgraph->inputs().size(); ++i) {
+    const Value* param = subgraph->inputs()[i];
+    if (param->type()->kind() != c10::TypeKind::IntType || param->uses().empty()) continue;
+    std::optional<c10::ScalarType> dtype;
+    bool pinnable = true;
+    for (const auto& use : param->uses()) {
+      const c10::FunctionSchema* schema = use.user->maybeSchema();
+      auto result = use.user->outputs().size() == 1
+                        ? use.user->output()->type()->cast<c10::TensorType>()
+                        : nullptr;
+      if (!schema || use.offset >= schema->arguments().size() ||
+          schema->arguments()[use.offset].name() != "dtype" || !result ||
+          !result->scalarType() || (dtype && *dtype != *result->scalarType())) {
+        pinnable = false;
+        break;
+      }
+      dtype = result->scalarType();
+    }
+    if (pinnable) out.emplace_back(i, static_cast<int64_t>(*dtype));
+  }
+  return out;
+}
+
+// The subgraph reads each pinned input as a constant; the group no longer takes it.
+void pinDtypeInputs(Node* group, const std::vector<std::pair<size_t, int64_t>>& pinned) {
+  auto subgraph = group->g(Subgraph);
+  for (auto it = pinned.rbegin(); it != pinned.rend(); ++it) {
+    Value* param = subgraph->inputs()[it->first];
+    torch::jit::WithInsertPoint at(subgraph->nodes().front());
+    param->replaceAllUsesWith(subgraph->insertConstant(it->second));
+    subgraph->eraseInput(it->first);
+    group->removeInput(it->first);
+  }
+}
+
+// Drops output `index` of `group` and the subgraph nodes that only it read.
+void eraseGroupOutput(Node* group, size_t index) {
+  auto subgraph = group->g(Subgraph);
+  subgraph->eraseOutput(index);
+  group->eraseOutput(index);
+  torch::jit::EliminateDeadCode(subgraph);
+}
+
 void guardGroup(Node* group) {
   Graph* graph = group->owningGraph();
   std::vector<Value*> tensors = tensorInputs(group);
@@ -63,26 +133,62 @@ void guardGroup(Node* group) {
   std::vector<c10::TypePtr> types;
   types.reserve(tensors.size());
   for (const Value* v : tensors) types.push_back(v->type());
-  Node* guard = graph->create(typeGuardSymbol(), tensors, 1);
+  const auto pinned = pinnableDtypeInputs(group);
+  std::vector<Value*> checked = tensors;
+  std::vector<int64_t> ints;
+  for (const auto& [index, dtype] : pinned) {
+    checked.push_back(group->input(index));
+    ints.push_back(dtype);
+  }
+  Node* guard = graph->create(typeGuardSymbol(), checked, 1);
   guard->tys_(torch::jit::attr::types, std::move(types));
+  if (!ints.empty()) guard->is_(typeGuardIntsAttr(), std::move(ints));
   guard->output()->setType(c10::BoolType::get());
   guard->insertBefore(group);
 
   Node* branch = graph->create(c10::prim::If, {guard->output()}, 0);
   branch->insertBefore(group);
-  for (Value* out : group->outputs()) {
-    branch->addOutput()->copyMetadata(out);
-    out->replaceAllUsesWith(branch->outputs().back());
-  }
-
   torch::jit::Block* fused = branch->addBlock();
-  group->moveBefore(fused->return_node());
-  for (Value* out : group->outputs()) fused->registerOutput(out);
-
   torch::jit::Block* fallback_block = branch->addBlock();
   Node* fallback = createFallback(graph, group);
   fallback_block->appendNode(fallback);
-  for (Value* out : fallback->outputs()) fallback_block->registerOutput(out);
+  group->moveBefore(fused->return_node());
+
+  // Outputs read for their dtype only become int outputs of the If; at least one
+  // tensor output stays, so the group keeps a reason to run.
+  std::vector<std::optional<c10::ScalarType>> dtype_only;
+  size_t tensor_outputs = group->outputs().size();
+  for (const Value* out : group->outputs()) {
+    dtype_only.push_back(tensor_outputs > 1 ? dtypeOnlyOutput(out) : std::nullopt);
+    if (dtype_only.back()) --tensor_outputs;
+  }
+  for (size_t i = 0; i < group->outputs().size(); ++i) {
+    Value* out = group->output(i);
+    if (!dtype_only[i]) {
+      branch->addOutput()->copyMetadata(out);
+      out->replaceAllUsesWith(branch->outputs().back());
+      fused->registerOutput(out);
+      fallback_block->registerOutput(fallback->output(i));
+      continue;
+    }
+    Value* dtype = branch->addOutput()->setType(c10::IntType::get());
+    torch::jit::WithInsertPoint in_fused(fused->return_node());
+    fused->registerOutput(graph->insertConstant(static_cast<int64_t>(*dtype_only[i])));
+    Node* read = graph->create(c10::prim::dtype, {fallback->output(i)});
+    read->output()->setType(c10::IntType::get());
+    fallback_block->appendNode(read);
+    fallback_block->registerOutput(read->output());
+    std::vector<Node*> readers;
+    for (const auto& use : out->uses()) readers.push_back(use.user);
+    for (Node* reader : readers) {
+      reader->output()->replaceAllUsesWith(dtype);
+      reader->destroy();
+    }
+  }
+  for (size_t i = group->outputs().size(); i-- > 0;) {
+    if (dtype_only[i]) eraseGroupOutput(group, i);
+  }
+  pinDtypeInputs(group, pinned);
 }
 
 }  // namespace

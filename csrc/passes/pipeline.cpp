@@ -17,6 +17,7 @@ void fuseGraph(GraphPtr& graph) {
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs
+  cancelRoundTrips(graph);       // half -> float -> half in a group reads the half value
   buildShapeExpressions(graph);  // size-only outputs leave their groups
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
   cleanUpGraph(graph, onednn_next);  // DCE, CSE, peephole; types wiped unless oneDNN is next

@@ -20,6 +20,7 @@ void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp
+void cancelRoundTrips(GraphPtr& graph);        // round_trips.cpp
 void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp
 void guardFusionGroups(GraphPtr& graph);       // guard.cpp
 void cleanUpGraph(GraphPtr& graph, bool keep_types_for_onednn = false);  // cleanup.cpp

@@ -212,7 +212,8 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
       descs.push_back(d);
     }
     codegen::Kernel kernel =
-        codegen::lowerSubgraph(*kernel_graph_.graph, descs, plan.flat ? 1 : plan.ndim, plan.flat);
+        codegen::lowerSubgraph(*kernel_graph_.graph, descs, plan.flat ? 1 : plan.ndim, plan.flat,
+                               device.type());
     // Cat slices and outputs laid out otherwise than the iteration follow the tensor
     // inputs in the plan, in kernel output order.
     for (size_t o = 0; o < kernel.outputs.size(); ++o) {

@@ -204,6 +204,10 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
   static const c10::Symbol to = c10::Symbol::fromQualString("aten::to");
   static const c10::Symbol to_copy = c10::Symbol::fromQualString("aten::_to_copy");
   static const c10::Symbol masked_fill = c10::Symbol::fromQualString("aten::masked_fill");
+  static const c10::Symbol to_reduced =
+      c10::Symbol::fromQualString("aten::_autocast_to_reduced_precision");
+  static const c10::Symbol to_full =
+      c10::Symbol::fromQualString("aten::_autocast_to_full_precision");
   std::unordered_map<const torch::jit::Value*, int32_t> slot;
   for (const torch::jit::Value* in : graph.inputs()) {
     if (in->type()->kind() == c10::TypeKind::TensorType) slot[in] = int32_t(num_slots_++);
@@ -217,7 +221,10 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
     Step step{Rule::Iterate, {}, 0};
     const c10::FunctionSchema* schema = node->maybeSchema();
     const c10::Symbol kind = node->kind();
-    if (kind == to || kind == to_copy || kind == c10::aten::type_as) step.rule = Rule::Preserve;
+    if (kind == to || kind == to_copy || kind == c10::aten::type_as || kind == to_reduced ||
+        kind == to_full) {
+      step.rule = Rule::Preserve;
+    }
     if (kind == masked_fill) step.rule = Rule::Contiguous;
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       const torch::jit::Value* in = node->input(i);

@@ -12,9 +12,10 @@
 //   strides, first operand first (a broadcast dim of an operand leaves the decision to
 //   the next one). Scalar `self`/`other` arguments are operands too (ATen wraps them as
 //   0-dim tensors), which only matters for that first test;
-// - conversions (to, _to_copy, type_as) keep self's strides when self is dense, else
-//   the dense strides in self's dimension order (memory_format=preserve); they never
-//   broadcast, and their `other` tensor is read for its dtype only;
+// - conversions (to, _to_copy, type_as, the autocast casts) keep self's strides when
+//   self is dense, else the dense strides in self's dimension order
+//   (memory_format=preserve); they never broadcast, and their `other` tensor is read
+//   for its dtype only;
 // - masked_fill clones self, broadcast to the mask, contiguously.
 // Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
 // dense), the group returns a fresh dense tensor with the strides above.

@@ -1,8 +1,10 @@
-// The fuser::TypeGuard operator: `%ok = fuser::TypeGuard[types=[...]](tensors...)`.
+// The fuser::TypeGuard operator:
+// `%ok = fuser::TypeGuard[types=[...], ints=[...]](tensors..., ints...)`.
 //
 // True iff every tensor is defined and has the dtype, the device (type and index) and
 // the rank of its entry in `types`, and does not need autograd history (requires_grad
-// while grad mode is on: our kernels record none). Sizes and strides are never checked:
+// while grad mode is on: our kernels record none), and every int after the tensors
+// equals its entry in `ints` (absent: none; dtypes the group reads as constants). Sizes and strides are never checked:
 // a new batch size must reuse the fused path. On false, stats().guard_failures counts it
 // and the graph runs the group's fallback.
 //
@@ -43,14 +45,22 @@ torch::jit::Operation createTypeGuard(const torch::jit::Node* node) {
     expected.push_back(
         {*tensor->scalarType(), *tensor->device(), static_cast<int64_t>(*tensor->dim())});
   }
-  TORCH_CHECK(expected.size() == node->inputs().size(), "fuser::TypeGuard has ",
-              node->inputs().size(), " inputs but ", expected.size(), " types");
-  return [expected = std::move(expected)](torch::jit::Stack& stack) {
-    const size_t n = expected.size();
+  std::vector<int64_t> ints;
+  if (node->hasAttribute(typeGuardIntsAttr())) ints = node->is(typeGuardIntsAttr());
+  TORCH_CHECK(expected.size() + ints.size() == node->inputs().size(), "fuser::TypeGuard has ",
+              node->inputs().size(), " inputs but ", expected.size(), " types and ",
+              ints.size(), " ints");
+  return [expected = std::move(expected), ints = std::move(ints)](torch::jit::Stack& stack) {
+    const size_t tensors = expected.size();
+    const size_t n = tensors + ints.size();
     const bool grad_enabled = at::GradMode::is_enabled();
     bool ok = true;
-    for (size_t i = 0; i < n && ok; ++i) {
+    for (size_t i = 0; i < tensors && ok; ++i) {
       ok = matches(torch::jit::peek(stack, i, n), expected[i], grad_enabled);
+    }
+    for (size_t i = 0; i < ints.size() && ok; ++i) {
+      const c10::IValue& value = torch::jit::peek(stack, tensors + i, n);
+      ok = value.isInt() && value.toInt() == ints[i];
     }
     torch::jit::drop(stack, n);
     torch::jit::push(stack, ok);

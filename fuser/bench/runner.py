@@ -69,9 +69,21 @@ class RunOptions:
         """The preset's sizes that `workload` has (models have tiny and medium only)."""
         return [size for size in self.preset.sizes if size in workload.sizes]
 
+    def workloads_for(self, dtype: torch.dtype) -> list[str]:
+        """The workloads with rows in `dtype`: autocast ones take float32 inputs only."""
+        return [
+            name
+            for name in self.workloads
+            if not workload_named(name).autocast or dtype == torch.float32
+        ]
+
     def row_count(self) -> int:
-        per_device = sum(len(self.sizes(workload_named(name))) for name in self.workloads)
-        return sum(per_device * len(self.dtypes(d)) for d in self.devices)
+        return sum(
+            len(self.sizes(workload_named(name)))
+            for d in self.devices
+            for t in self.dtypes(d)
+            for name in self.workloads_for(t)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,10 +121,12 @@ def autograd_mode(training: bool) -> Any:
     return torch.enable_grad() if training else torch.no_grad()
 
 
-def build_call(mode: Mode, workload: Workload) -> tuple[Any, Any]:
-    """(what a call runs, the mode's own function, whose graph holds its groups)."""
+def build_call(mode: Mode, workload: Workload, device: torch.device) -> tuple[Any, Any]:
+    """(what a call runs, the mode's own function, whose graph holds its groups). An
+    autocast workload's forward runs under autocast; a training step's backward not."""
     fn = mode.build(workload)
-    return (training_step(fn) if workload.training else fn), fn
+    forward = workload.under_autocast(fn, device)
+    return (training_step(forward) if workload.training else forward), fn
 
 
 @dataclass
@@ -143,18 +157,20 @@ def prepare_mode(
         # The switches stay set from the fresh function's first call to its last warm-up
         # call: a fuser is chosen when the graph is optimized, on call 2.
         with jit_flags(mode.flags(device)), autograd_mode(workload.training):
-            fn, own_fn = build_call(mode, workload)
+            fn, own_fn = build_call(mode, workload, device)
             actual = warm_up(fn, arg_sets, preset.warmup_calls)
             synchronize(device)
+            tolerance_dtype = workload.autocast_dtype(device) or dtype
             result.mismatch = mismatch(
                 actual,
                 expected,
-                dtype,
+                tolerance_dtype,
                 norm_wise=workload.training,
                 model=isinstance(workload, ModelWorkload),
             )
             if mode.group_kind is not None:
-                graph = optimized_graph(own_fn, arg_sets[0])
+                with workload.autocast_context(device):
+                    graph = optimized_graph(own_fn, arg_sets[0])
                 if graph is not None:
                     result.groups = count_groups(graph, mode.group_kind)
     except Exception as error:  # a mode that raises is reported, never fatal
@@ -247,7 +263,7 @@ def run_row(
     inputs = make_inputs(workload, size, dtype, device)
     try:
         with autograd_mode(workload.training):
-            expected = build_call(MODES[EAGER], workload)[0](*inputs)
+            expected = build_call(MODES[EAGER], workload, device)[0](*inputs)
     except Exception as error:
         row.failure = f"eager raised {short_reason(error)}"
         return row
@@ -298,7 +314,7 @@ def run_suite(options: RunOptions, progress: Progress) -> SuiteResult:
             copy_gbps = copy_bandwidth_gbps(device, cache_bytes, COPY_BUDGET)
             result.copy_bandwidth_gbps[str(device)] = copy_gbps
         for dtype in options.dtypes(device):
-            for name in options.workloads:
+            for name in options.workloads_for(dtype):
                 workload = workload_named(name)
                 for size in options.sizes(workload):
                     row = run_row(

@@ -8,6 +8,7 @@ Python function made by executing the same text in a fresh namespace.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import textwrap
@@ -40,6 +41,30 @@ class Workload:
     # A training step: every input requires grad, and a call is the function's forward
     # plus the gradients of all inputs (training_step), under autograd.
     training: bool = False
+    # Mixed precision: the inputs are float32 and every call runs under
+    # torch.autocast(device type, dtype=autocast[device type]); such rows run in float32
+    # only, and are compared with eager at the autocast dtype's tolerance.
+    autocast: dict[str, torch.dtype] | None = None
+
+    def autocast_dtype(self, device: torch.device) -> torch.dtype | None:
+        return self.autocast.get(device.type) if self.autocast else None
+
+    def autocast_context(self, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+        dtype = self.autocast_dtype(device)
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=dtype)
+
+    def under_autocast(self, fn: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
+        """`fn`, each call under this workload's autocast context on `device` (if any)."""
+        if self.autocast_dtype(device) is None:
+            return fn
+
+        def call(*args: Any) -> Any:
+            with self.autocast_context(device):
+                return fn(*args)
+
+        return call
 
     def dims(self, size: str, device: torch.device) -> Dims:
         if device.type == "cuda" and self.cuda_sizes and size in self.cuda_sizes:
@@ -141,6 +166,17 @@ _gru_cell_inputs: InputMaker = functools.partial(
 )
 
 
+def _gemm_epilogue_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    n, k, h = dims["N"], dims["K"], dims["H"]
+    return (
+        _randn(gen, dtype, device, n, k),
+        _weight(gen, dtype, device, k, h),
+        _randn(gen, dtype, device, h),
+    )
+
+
 def _lstm_gates_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -211,6 +247,22 @@ _CELLS = {
 }
 # The loop runs 100 steps at every size; batch and hidden stay moderate so that --quick
 # finishes on a 2-core machine.
+# The issue's GEMM epilogue: x (N, K) @ w (K, H) on CUDA at medium; smaller on CPU,
+# where a bfloat16 GEMM of that size would dominate the row.
+_GEMMS = {
+    "tiny": {"N": 16, "K": 32, "H": 64},
+    "small": {"N": 128, "K": 256, "H": 256},
+    "medium": {"N": 512, "K": 512, "H": 1024},
+    "large": {"N": 1024, "K": 1024, "H": 2048},
+}
+_GEMMS_CUDA = {
+    "small": {"N": 64, "K": 512, "H": 512},
+    "medium": {"N": 4096, "K": 1024, "H": 4096},
+    "large": {"N": 8192, "K": 2048, "H": 8192},
+}
+# CPU autocast computes in bfloat16; CUDA in float16 (the usual choice for inference).
+_AUTOCAST = {"cpu": torch.bfloat16, "cuda": torch.float16}
+
 _LAYERS = {
     "tiny": {"T": LSTM_LAYER_STEPS, "B": 2, "H": 8},
     "small": {"T": LSTM_LAYER_STEPS, "B": 8, "H": 64},
@@ -274,6 +326,28 @@ WORKLOADS: dict[str, Workload] = {
             make_inputs=_lstm_cell_inputs,
             sizes=_CELLS,
             training=True,
+        ),
+        Workload(
+            name="gemm_epilogue_autocast",
+            description="gelu(x @ w + b) * 2.0 under autocast (CPU bfloat16, CUDA float16)",
+            source=_source(
+                """
+                def gemm_epilogue_autocast(x, w, b):
+                    return torch.nn.functional.gelu(torch.mm(x, w) + b) * 2.0
+                """
+            ),
+            make_inputs=_gemm_epilogue_inputs,
+            sizes=_GEMMS,
+            cuda_sizes=_GEMMS_CUDA,
+            autocast=_AUTOCAST,
+        ),
+        Workload(
+            name="lstm_cell_autocast",
+            description="LSTM cell under autocast (CPU bfloat16, CUDA float16)",
+            source=_lstm_source(f"lstm_cell_autocast{_LSTM_CELL_ARGS}", _LSTM_CELL_GATES),
+            make_inputs=_lstm_cell_inputs,
+            sizes=_CELLS,
+            autocast=_AUTOCAST,
         ),
         Workload(
             name="lstm_gates",

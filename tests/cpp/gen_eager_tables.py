@@ -81,6 +81,8 @@ def other_choices(arg: torch.Argument, schema: torch.FunctionSchema) -> list[str
         return ["n", "s:trunc", "s:floor"]
     if t == "str":
         return ["s:none", "s:tanh"]
+    if arg.name in ("cuda_enabled", "cpu_enabled"):  # the autocast casts' flags
+        return ["b:False", "b:True"]
     if t == "int" and arg.name == "decimals":
         return ["i:2", "i:-1"]
     if t in ("ScalarType", "int?", "ScalarType?"):

@@ -733,6 +733,23 @@ def test_to_bool_reads_nan_as_true() -> None:
     check("return a.to(torch.bool)", make(F16, domain="specials"))
 
 
+AUTOCAST_SOURCES = [F32, F64, F16, BF16, I32]
+
+
+@pytest.mark.parametrize(
+    "cuda_enabled,cpu_enabled", [(False, False), (False, True), (True, False), (True, True)]
+)
+@pytest.mark.parametrize("source", AUTOCAST_SOURCES, ids=ids(AUTOCAST_SOURCES))
+def test_autocast_casts(source: torch.dtype, cuda_enabled: bool, cpu_enabled: bool) -> None:
+    # TorchScript's autocast pass writes these (test_autocast.py). Only the flag of the
+    # tensor's device counts; reduced converts float32 only, full the half types only.
+    flags = f"{cuda_enabled}, {cpu_enabled}"
+    x = make(source)
+    reduced = "torch.ops.aten._autocast_to_reduced_precision"
+    check(f"return {reduced}(a * 3, {flags}, torch.float16, torch.bfloat16) - 1", x)
+    check(f"return torch.ops.aten._autocast_to_full_precision(a * 3, {flags}) - 1", x)
+
+
 def test_to_half_of_double_rounds_like_eager() -> None:
     x = torch.tensor([0.1, 1 / 3, 65504.0, 65520.0, 1e-8, 2.0**-24 * 1.5], dtype=F64)
     check("return a.to(torch.float16)", x)
