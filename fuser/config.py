@@ -15,7 +15,7 @@
 | FUSER_NVRTC_PATH=file  | the libnvrtc to load (default: searched, pip packages included) |
 | FUSER_SHAPE_KERNELS=N  | CUDA: kernels with constant sizes for a group's first N shapes (4) |
 | FUSER_HOIST=0          | keep a loop's per-step input GEMMs (`x[t] @ w`) per step, not one |
-| FUSER_LEAVE_TO_ONEDNN=0 | with oneDNN Graph on, also take the post-ops it fuses into convolutions and matmuls |
+| FUSER_LEAVE_TO_ONEDNN=0 | with oneDNN Graph on, take the post-ops it fuses into convs too |
 
 A bad value never raises: it gives one warning naming the variable and the accepted
 values, and the default is used.
