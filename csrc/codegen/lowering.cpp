@@ -121,7 +121,8 @@ std::optional<c10::ScalarType> tableResultDtype(const torch::jit::Node* node,
   std::vector<Operand> args;
   int32_t slot = 0;
   for (const torch::jit::Value* in : node->inputs()) {
-    if (in->node()->kind() == c10::prim::Constant) {
+    // A tensor constant (a frozen weight) reaches kernels as an argument, like any tensor.
+    if (in->node()->kind() == c10::prim::Constant && !in->type()->cast<c10::TensorType>()) {
       args.push_back(constantOperand(b, in));
       continue;
     }

@@ -7,8 +7,10 @@
 // add or scale after it, so the bias costs no pass of its own (cuDNN and ATen's
 // convolutions add it in a separate kernel; nvFuser split linear the same way).
 // Left alone: no bias, a bias without complete type, a result no fusible node reads
-// (nothing would join), and anything on the CPU that oneDNN Graph fuses (its
-// post-op readers are refused by checkFusible).
+// (nothing would join), anything on the CPU that oneDNN Graph fuses (its post-op
+// readers are refused by checkFusible), and float16/bfloat16 results where eager adds
+// the bias before rounding (linear everywhere, convolutions on the CPU): the split
+// would round twice. ATen's CUDA convolutions add the bias afterwards, as the split does.
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <optional>
@@ -61,6 +63,14 @@ Value* broadcastableBias(Value* bias, int64_t spatial, torch::jit::Graph& graph)
   return view->output();
 }
 
+// Whether `bias` added after the op rounds as eager does (see the header comment).
+bool roundsAsEager(const Node* node, const c10::TensorType& out) {
+  const c10::ScalarType dtype = *out.scalarType();
+  if (dtype != c10::kHalf && dtype != c10::kBFloat16) return true;
+  const bool convolution = *spatialRank(node) > 0;
+  return convolution && out.device()->is_cuda();
+}
+
 void splitIn(torch::jit::Block* block) {
   for (auto it = block->nodes().begin(); it != block->nodes().end();) {
     Node* node = *it++;
@@ -72,7 +82,7 @@ void splitIn(torch::jit::Block* block) {
     auto out_type = node->output()->type()->cast<c10::TensorType>();
     if (!bias_type || !bias_type->isComplete() || bias_type->dim() != 1u || !out_type ||
         !out_type->isComplete() || bias_type->scalarType() != out_type->scalarType() ||
-        !readByFusibleNode(node->output())) {
+        !roundsAsEager(node, *out_type) || !readByFusibleNode(node->output())) {
       continue;
     }
     torch::jit::Graph& graph = *node->owningGraph();
