@@ -16,25 +16,6 @@ namespace {
 using ops::Category;
 using ops::Operand;
 
-// A graph constant as an operand: numbers become IR constants; other constants
-// (None, strings, lists) are passed to the entry by value only.
-Operand constantOperand(IrBuilder& b, const torch::jit::Value* v) {
-  Operand o;
-  o.constant = torch::jit::toIValue(v);
-  const c10::IValue& iv = *o.constant;
-  if (iv.isDouble()) {
-    o.dtype = c10::ScalarType::Double;
-    o.expr = b.constant(iv.toDouble(), o.dtype);
-  } else if (iv.isInt()) {
-    o.dtype = c10::ScalarType::Long;
-    o.expr = b.intConstant(iv.toInt(), o.dtype);
-  } else if (iv.isBool()) {
-    o.dtype = c10::ScalarType::Bool;
-    o.expr = b.intConstant(iv.toBool(), o.dtype);
-  }
-  return o;
-}
-
 c10::ScalarType scalarDtype(ScalarArgKind kind) {
   switch (kind) {
     case ScalarArgKind::Double: return c10::ScalarType::Double;
@@ -102,6 +83,23 @@ Operand roundedToStorage(IrBuilder& b, const Kernel& k, Operand o) {
 }
 
 }  // namespace
+
+Operand constantOperand(IrBuilder& b, const torch::jit::Value* v) {
+  Operand o;
+  o.constant = torch::jit::toIValue(v);
+  const c10::IValue& iv = *o.constant;
+  if (iv.isDouble()) {
+    o.dtype = c10::ScalarType::Double;
+    o.expr = b.constant(iv.toDouble(), o.dtype);
+  } else if (iv.isInt()) {
+    o.dtype = c10::ScalarType::Long;
+    o.expr = b.intConstant(iv.toInt(), o.dtype);
+  } else if (iv.isBool()) {
+    o.dtype = c10::ScalarType::Bool;
+    o.expr = b.intConstant(iv.toBool(), o.dtype);
+  }
+  return o;
+}
 
 Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
                      int ndim, bool flat) {

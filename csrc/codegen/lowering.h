@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "ops/op_table.h"
 
 namespace fuser::codegen {
 
@@ -20,6 +21,10 @@ struct InputDesc {
   // Scalars
   ScalarArgKind scalar_kind = ScalarArgKind::Double;
 };
+
+// A graph constant as an operand: numbers become IR constants; other constants
+// (None, strings, lists) are passed to the op entry by value only.
+ops::Operand constantOperand(IrBuilder& b, const torch::jit::Value* v);
 
 // Emits the kernel for `subgraph`. Tensor inputs become kernel inputs in order,
 // scalar inputs become scalar arguments in order. Throws c10::Error when a node
