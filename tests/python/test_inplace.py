@@ -71,6 +71,52 @@ def eager_chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return z.sigmoid()
 
 
+# In-place variants of table ops, as models write them: (call, in-place kind).
+INPLACE_CALLS = [
+    ("z.add_(y)", "aten::add_"),
+    ("z += y", "aten::add_"),
+    ("z.sub_(y, alpha=2)", "aten::sub_"),
+    ("z -= 0.5", "aten::sub_"),
+    ("z.mul_(y)", "aten::mul_"),
+    ("z *= 1.5", "aten::mul_"),
+    ("z.div_(y.abs() + 1.0)", "aten::div_"),
+    ("z /= 4.0", "aten::div_"),
+    ("z.relu_()", "aten::relu_"),
+    ("torch.nn.functional.relu(z, inplace=True)", "aten::relu_"),
+    ("torch.nn.functional.silu(z, inplace=True)", "aten::silu_"),
+    ("torch.nn.functional.hardswish(z, inplace=True)", "aten::hardswish_"),
+    ("torch.nn.functional.hardsigmoid(z, inplace=True)", "aten::hardsigmoid_"),
+    ("torch.nn.functional.leaky_relu(z, 0.2, inplace=True)", "aten::leaky_relu_"),
+    ("torch.nn.functional.hardtanh(z, -0.5, 0.5, inplace=True)", "aten::hardtanh_"),
+    ("torch.nn.functional.elu(z, inplace=True)", "aten::elu_"),
+    ("z.clamp_(-0.5, 0.5)", "aten::clamp_"),
+    ("z.clamp_min_(0.1)", "aten::clamp_min_"),
+    ("z.sigmoid_()", "aten::sigmoid_"),
+    ("z.tanh_()", "aten::tanh_"),
+    ("z.exp_()", "aten::exp_"),
+    ("z.neg_()", "aten::neg_"),
+]
+
+
+@pytest.mark.parametrize(("call", "kind"), INPLACE_CALLS, ids=[c for c, _ in INPLACE_CALLS])
+def test_each_inplace_table_op_fuses_like_its_functional_form(fused, call, kind):
+    source = f"""
+def f(x, y):
+    z = x * 2.0
+    {call}
+    return z * 3.0
+"""
+    fn = script_from_source(source)
+    x, y = torch.randn(8, 16), torch.randn(8, 16)
+    scope = {"torch": torch}
+    exec(source, scope)  # the same code, eager
+    assert_same(run_optimized(fn, x, y), scope["f"](x, y))
+    graph = torch.jit.last_executed_optimized_graph()
+    assert count_kind(graph, kind) == 0
+    kinds = group_kinds(graph)
+    assert len(kinds) == 1 and kind[:-1] in kinds[0]
+
+
 class BasicBlock(nn.Module):
     """torchvision's resnet BasicBlock, written out (torchvision may be absent)."""
 
