@@ -244,6 +244,46 @@ graph(%x : $U, %y : $V):
       << reasons;
 }
 
+// In a loop body, a value made before the loop is written on every iteration.
+TEST_F(InPlaceTest, WriteInLoopToValueFromOutsideStays) {
+  auto graph = parse(R"IR(
+graph(%x : $T, %n : int):
+  %true : bool = prim::Constant[value=1]()
+  %half : float = prim::Constant[value=0.5]()
+  %z : $T = aten::neg(%x)
+  prim::Loop(%n, %true)
+    block0(%i : int):
+      %a : Tensor = aten::mul_(%z, %half)
+      -> (%true)
+  return (%z))IR");
+  std::string reasons = formGroupsWithReasons(graph);
+  EXPECT_EQ(countSym(graph, "aten::mul_"), 1);
+  EXPECT_NE(reasons.find("%z is made outside the write's block"), std::string::npos) << reasons;
+}
+
+// A value profiling never saw (the in-place op's result, and what reads it) is typed
+// from its operands, so the whole chain forms one guarded group whose guard checks
+// the profiled inputs only.
+TEST_F(InPlaceTest, UnprofiledResultsJoinAGuardedGroup) {
+  auto graph = parse(R"IR(
+graph(%x : $T, %y : $T):
+  %alpha : int = prim::Constant[value=1]()
+  %z : $T = aten::mul(%x, %y)
+  %a : Tensor = aten::add_(%z, %y, %alpha)
+  %t : Tensor = aten::tanh(%a)
+  %s : Tensor = aten::sigmoid(%t)
+  return (%s))IR");
+  fuseGraph(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);
+  EXPECT_EQ(countComputeNodes(groups[0]), 4);
+  FileCheck()
+      .check("fuser::TypeGuard")
+      ->check_same("Float(4, 5, strides=[5, 1]")
+      ->check("fuser::FusionGroup")
+      ->run(*graph);
+}
+
 TEST(TypePropagation, TableOpsTypedFromOperands) {
   auto graph = parse(R"IR(
 graph(%x : $I, %h : $H, %r : $R, %s : Float(requires_grad=0, device=cpu)):
