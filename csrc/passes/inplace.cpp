@@ -157,8 +157,12 @@ class InPlaceRewriter {
   FusionDecision tryRewrite(Node* node, const ops::OpEntry& entry) {
     Value* self = node->input(0);
     auto self_type = self->type()->cast<c10::TensorType>();
-    if (!self_type || !self_type->scalarType() || !self_type->device() || !self_type->dim()) {
-      return FusionDecision::no(name(self) + " has no profiled dtype, device or rank");
+    if (!self_type || !self_type->scalarType() || !self_type->device()) {
+      return FusionDecision::no(name(self) + " has no profiled dtype or device");
+    }
+    if (!self_type->dim()) {
+      // Profiling records no sizes for tensors without strides (MKLDNN, sparse, ...).
+      return FusionDecision::no(name(self) + " has no profiled rank (not a strided tensor?)");
     }
     c10::ScalarType result_dtype = *self_type->scalarType();
     if (auto d = checkDtype(node, entry, *self_type->scalarType(), &result_dtype); !d) return d;
