@@ -284,6 +284,54 @@ graph(%x : $T, %y : $T):
       ->run(*graph);
 }
 
+// torch.jit.trace records `z.add_(1.5)` with a 0-dim double tensor constant.
+TEST_F(InPlaceTest, TracedNumberConstantBecomesAScalarAndFuses) {
+  auto graph = parse(R"IR(
+graph(%x : $T, %y : $T):
+  %z : $T = aten::mul(%x, %y)
+  return (%z))IR");
+  Node* mul = graph->outputs()[0]->node();
+  torch::jit::WithInsertPoint guard(graph->return_node());
+  const at::Tensor number = at::scalar_tensor(1.5, at::kDouble);
+  torch::jit::Value* constant = graph->insertConstant(number);
+  constant->setType(c10::TensorType::create(number));
+  Node* add = graph->create(c10::Symbol::fromQualString("aten::add_"),
+                            {mul->output(), constant, graph->insertConstant(1)}, 1);
+  graph->insertNode(add);
+  ASSERT_NE(add->maybeSchema(), nullptr);
+  torch::jit::Value* sigmoid = graph->insert(c10::aten::sigmoid, {mul->output()});
+  sigmoid->setType(mul->output()->type());
+  graph->return_node()->replaceInput(0, sigmoid);
+  prepareGraph(graph);
+  formFusionGroups(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);
+  EXPECT_EQ(countComputeNodes(groups[0]), 3);
+  FileCheck()
+      .check("prim::Constant[value=1.5]")
+      ->check("aten::add(")
+      ->check("aten::sigmoid")
+      ->run(*groups[0]->g(c10::attr::Subgraph));
+}
+
+// Beside an integer tensor a 0-dim double tensor promotes to double, a number to
+// float: the constant stays.
+TEST_F(InPlaceTest, FloatingConstantBesideIntegerTensorStays) {
+  auto graph = parse(R"IR(
+graph(%x : $I):
+  %z : $I = aten::neg(%x)
+  return (%z))IR");
+  Node* neg = graph->outputs()[0]->node();
+  torch::jit::WithInsertPoint guard(graph->return_node());
+  const at::Tensor number = at::scalar_tensor(1.5, at::kDouble);
+  torch::jit::Value* constant = graph->insertConstant(number);
+  constant->setType(c10::TensorType::create(number));
+  torch::jit::Value* mul = graph->insert(c10::aten::mul, {neg->output(), constant});
+  graph->return_node()->replaceInput(0, mul);
+  prepareGraph(graph);
+  EXPECT_EQ(mul->node()->input(1), constant);
+}
+
 TEST(TypePropagation, TableOpsTypedFromOperands) {
   auto graph = parse(R"IR(
 graph(%x : $I, %h : $H, %r : $R, %s : Float(requires_grad=0, device=cpu)):

@@ -203,6 +203,24 @@ def test_traced_frozen_basic_block(fused):
     assert residual_group_formed(graph), graph
 
 
+def test_saved_and_loaded_frozen_basic_block(fused, tmp_path):
+    block = make_block(torch.float32)
+    path = str(tmp_path / "block.pt")
+    torch.jit.save(torch.jit.freeze(torch.jit.script(block)), path)
+    graph = check_block(torch.jit.load(path), block, torch.randn(2, 8, 6, 6))
+    assert residual_group_formed(graph), graph
+
+
+def test_traced_function_with_inplace_ops(fused):
+    # The trace records 1.0 as a 0-dim tensor constant: it is read as the number.
+    x, y = torch.randn(8, 16), torch.randn(8, 16)
+    traced = torch.jit.trace(eager_chain, (x, y))
+    assert_same(run_optimized(traced, x, y), eager_chain(x, y))
+    kinds = group_kinds(torch.jit.last_executed_optimized_graph())
+    assert len(kinds) == 1
+    assert {"aten::mul", "aten::add", "aten::relu", "aten::sigmoid"} <= kinds[0]
+
+
 def test_channels_last_frozen_basic_block_keeps_layout(fused):
     block = make_block(torch.float32).to(memory_format=torch.channels_last)
     frozen = torch.jit.freeze(torch.jit.script(block))
