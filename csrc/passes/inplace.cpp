@@ -7,7 +7,8 @@
 // - x is made in the same block by an ordinary node (no sub-blocks, subgraph or side
 //   effects) that returns fresh memory: x may not alias any of that node's inputs
 //   (views, list elements, attributes) and is not a graph or block input nor a
-//   constant (a frozen weight: in eager the write would persist across calls);
+//   constant (a frozen weight: in eager the write would persist across calls); or x
+//   is a prim::If output whose value in each branch is such a value, read nowhere else;
 // - x's producer can move right before the write (alias analysis): no other reader or
 //   alias of x lies between them, so the old value is never observed after the write;
 // and, unlike it, that the functional result is the tensor the in-place op writes:
@@ -115,31 +116,58 @@ class InPlaceRewriter {
     return FusionDecision::yes();
   }
 
-  FusionDecision checkFreshAndUnobserved(Node* node, Value* self) {
-    Node* producer = self->node();
+  // Whether `v` is memory its producer made: no input, constant, or alias of an input.
+  FusionDecision checkFresh(Value* v) {
+    Node* producer = v->node();
     if (producer->kind() == c10::prim::Param) {
-      return FusionDecision::no("writes to a graph or block input " + name(self) +
+      return FusionDecision::no("writes to a graph or block input " + name(v) +
                                 ", which the caller or the next iteration sees");
     }
     if (producer->kind() == c10::prim::Constant) {
-      return FusionDecision::no("writes to the constant " + name(self) +
+      return FusionDecision::no("writes to the constant " + name(v) +
                                 " (a frozen weight): the write would persist across calls");
-    }
-    if (producer->owningBlock() != node->owningBlock()) {
-      return FusionDecision::no(name(self) + " is made outside the write's block");
     }
     if (!producer->blocks().empty() || producer->hasAttribute(torch::jit::attr::Subgraph) ||
         producer->hasSideEffects()) {
-      return FusionDecision::no(name(self) + " comes from " + producer->kind().toQualString() +
+      return FusionDecision::no(name(v) + " comes from " + producer->kind().toQualString() +
                                 ", whose aliasing is not known");
     }
     for (Value* in : producer->inputs()) {
-      if (aliasDb().mayContainAlias(in, self)) {
-        return FusionDecision::no("writes to " + name(self) + ", which may alias " + name(in) +
+      if (aliasDb().mayContainAlias(in, v)) {
+        return FusionDecision::no("writes to " + name(v) + ", which may alias " + name(in) +
                                   " (a view, list element or attribute): another alias may "
                                   "observe the write");
       }
     }
+    return FusionDecision::yes();
+  }
+
+  // `self` from a prim::If: fresh when each branch's value is fresh and read only there.
+  FusionDecision checkFreshIfOutput(Value* self) {
+    for (torch::jit::Block* branch : self->node()->blocks()) {
+      Value* v = branch->outputs()[self->offset()];
+      // A branch that never ran keeps its prim::profile nodes (they read nothing now).
+      const auto readers = std::count_if(v->uses().begin(), v->uses().end(), [](const auto& u) {
+        return u.user->kind() != c10::prim::profile;
+      });
+      if (readers > 1) {
+        return FusionDecision::no(name(self) + " comes from a prim::If whose branch value " +
+                                  name(v) + " is read elsewhere too");
+      }
+      if (auto d = checkFresh(v); !d) return d;
+    }
+    return FusionDecision::yes();
+  }
+
+  FusionDecision checkFreshAndUnobserved(Node* node, Value* self) {
+    Node* producer = self->node();
+    if (producer->owningBlock() != node->owningBlock() && producer->kind() != c10::prim::Param) {
+      return FusionDecision::no(name(self) + " is made outside the write's block");
+    }
+    const bool from_if = producer->kind() == c10::prim::If;
+    if (auto d = from_if ? checkFreshIfOutput(self) : checkFresh(self); !d) return d;
+    // No reader or alias of self between its making and the write: none sees the old value
+    // after the write, and nothing made before the write aliases self.
     if (!aliasDb().moveBeforeTopologicallyValid(producer, node)) {
       for (const torch::jit::Use& use : self->uses()) {
         if (use.user != node && use.user->isBefore(node)) {

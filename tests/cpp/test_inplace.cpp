@@ -261,6 +261,40 @@ graph(%x : $T, %n : int):
   EXPECT_NE(reasons.find("%z is made outside the write's block"), std::string::npos) << reasons;
 }
 
+// An If output is fresh when each branch makes its value; not when one passes an input.
+TEST_F(InPlaceTest, WriteToIfOutputMadeFreshInEachBranch) {
+  const std::string ir = R"IR(
+graph(%x : $T, %c : bool):
+  %out : $T = prim::If(%c)
+    block0():
+      %a : $T = aten::neg(%x)
+      -> (%a)
+    block1():
+      %b : $T = BRANCH
+      -> (%b)
+  %r : Tensor = aten::relu_(%out)
+  %s : $T = aten::tanh(%out)
+  return (%s))IR";
+  auto with = [&](const std::string& branch) {
+    std::string text = ir;
+    text.replace(text.find("BRANCH"), 6, branch);
+    return parse(text);
+  };
+  auto fresh = with("aten::sigmoid(%x)");
+  prepareGraph(fresh);
+  EXPECT_EQ(countSym(fresh, "aten::relu_"), 0);
+  FileCheck().check("prim::If")->check("aten::relu(%out)")->check("aten::tanh")->run(*fresh);
+
+  auto passed = with("aten::neg(%x)");
+  passed->block()->nodes().front()->blocks()[1]->eraseOutput(0);
+  passed->block()->nodes().front()->blocks()[1]->registerOutput(passed->inputs()[0]);
+  std::string reasons = formGroupsWithReasons(passed);
+  EXPECT_EQ(countSym(passed, "aten::relu_"), 1);
+  EXPECT_NE(reasons.find("%out comes from a prim::If whose branch value %x is read elsewhere"),
+            std::string::npos)
+      << reasons;
+}
+
 // A value profiling never saw (the in-place op's result, and what reads it) is typed
 // from its operands, so the whole chain forms one guarded group whose guard checks
 // the profiled inputs only.

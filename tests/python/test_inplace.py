@@ -283,6 +283,24 @@ def test_comparison_write_keeps_float(fused):
     assert count_kind(torch.jit.last_executed_optimized_graph(), "aten::lt_") == 0
 
 
+def test_write_to_if_output_made_in_each_branch(fused):
+    fn = script_from_source(
+        """
+        def f(x, c: bool):
+            if c:
+                z = x * 2.0
+            else:
+                z = x.sigmoid()
+            z.relu_()
+            return z * 3.0
+        """
+    )
+    x = torch.randn(8, 16)
+    for c in (True, False):
+        assert_same(run_optimized(fn, x, c), (x * 2.0 if c else x.sigmoid()).relu() * 3.0)
+        assert count_kind(torch.jit.last_executed_optimized_graph(), "aten::relu_") == 0
+
+
 def test_write_inside_loop_equals_eager(fused):
     fn = script_from_source(
         """
