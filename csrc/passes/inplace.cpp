@@ -159,13 +159,17 @@ class InPlaceRewriter {
     return FusionDecision::yes();
   }
 
-  FusionDecision checkFreshAndUnobserved(Node* node, Value* self) {
+  FusionDecision checkMadeFreshHere(Node* node, Value* self) {
     Node* producer = self->node();
     if (producer->owningBlock() != node->owningBlock() && producer->kind() != c10::prim::Param) {
       return FusionDecision::no(name(self) + " is made outside the write's block");
     }
-    const bool from_if = producer->kind() == c10::prim::If;
-    if (auto d = from_if ? checkFreshIfOutput(self) : checkFresh(self); !d) return d;
+    return producer->kind() == c10::prim::If ? checkFreshIfOutput(self) : checkFresh(self);
+  }
+
+  // Moves self's making next to the write where alias analysis allows (the last check).
+  FusionDecision checkUnobserved(Node* node, Value* self) {
+    Node* producer = self->node();
     // No reader or alias of self between its making and the write: none sees the old value
     // after the write, and nothing made before the write aliases self.
     if (!aliasDb().moveBeforeTopologicallyValid(producer, node)) {
@@ -184,6 +188,7 @@ class InPlaceRewriter {
 
   FusionDecision tryRewrite(Node* node, const ops::OpEntry& entry) {
     Value* self = node->input(0);
+    if (auto d = checkMadeFreshHere(node, self); !d) return d;
     auto self_type = self->type()->cast<c10::TensorType>();
     if (!self_type || !self_type->scalarType() || !self_type->device()) {
       return FusionDecision::no(name(self) + " has no profiled dtype or device");
@@ -195,7 +200,7 @@ class InPlaceRewriter {
     c10::ScalarType result_dtype = *self_type->scalarType();
     if (auto d = checkDtype(node, entry, *self_type->scalarType(), &result_dtype); !d) return d;
     if (auto d = checkShapeAndLayout(node, *self_type); !d) return d;
-    if (auto d = checkFreshAndUnobserved(node, self); !d) return d;
+    if (auto d = checkUnobserved(node, self); !d) return d;
 
     const std::string& inplace_name = node->schema().name();
     Node* functional = graph_->create(
