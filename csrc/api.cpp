@@ -2,6 +2,7 @@
 
 #include <torch/csrc/jit/passes/pass_manager.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
+#include <torch/csrc/jit/runtime/profiling_record.h>
 
 #include <mutex>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "ops/op_table.h"
 #include "passes/onednn_beside.h"
 #include "passes/pipeline.h"
+#include "passes/type_propagation.h"
 
 namespace fuser {
 namespace {
@@ -31,12 +33,17 @@ Registration& registration() {
 // (NNC's isSupported, which consults its custom operator set). Our operators join that
 // set so that their inputs and outputs get profiled types; NNC stays off while we are
 // enabled. The set has no removal, so this happens once per process.
+// In-place variants of our operators (add_, relu_, ...) are profiled through the
+// profiling registry instead, so that inplace.cpp knows every operand's type: in NNC's
+// set they would be claimed by NNC, which has no lowering for them, once we are off.
 void requestProfilingOfFusibleOps() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (const std::string& schema : ops::supportedSchemas()) {
       torch::jit::tensorexpr::getCustomOperatorSet().insert({schema.c_str()});
     }
+    torch::jit::RegisterProfilingNode(
+        [](const torch::jit::Node* node) { return functionalEntryOf(node) != nullptr; });
   });
 }
 

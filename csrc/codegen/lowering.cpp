@@ -16,25 +16,6 @@ namespace {
 using ops::Category;
 using ops::Operand;
 
-// A graph constant as an operand: numbers become IR constants; other constants
-// (None, strings, lists) are passed to the entry by value only.
-Operand constantOperand(IrBuilder& b, const torch::jit::Value* v) {
-  Operand o;
-  o.constant = torch::jit::toIValue(v);
-  const c10::IValue& iv = *o.constant;
-  if (iv.isDouble()) {
-    o.dtype = c10::ScalarType::Double;
-    o.expr = b.constant(iv.toDouble(), o.dtype);
-  } else if (iv.isInt()) {
-    o.dtype = c10::ScalarType::Long;
-    o.expr = b.intConstant(iv.toInt(), o.dtype);
-  } else if (iv.isBool()) {
-    o.dtype = c10::ScalarType::Bool;
-    o.expr = b.intConstant(iv.toBool(), o.dtype);
-  }
-  return o;
-}
-
 c10::ScalarType scalarDtype(ScalarArgKind kind) {
   switch (kind) {
     case ScalarArgKind::Double: return c10::ScalarType::Double;
@@ -111,10 +92,34 @@ c10::ScalarType scalarDtypeOf(const c10::TypePtr& type) {
 
 }  // namespace
 
+Operand constantOperand(IrBuilder& b, const torch::jit::Value* v) {
+  Operand o;
+  o.constant = torch::jit::toIValue(v);
+  const c10::IValue& iv = *o.constant;
+  if (iv.isDouble()) {
+    o.dtype = c10::ScalarType::Double;
+    o.expr = b.constant(iv.toDouble(), o.dtype);
+  } else if (iv.isInt()) {
+    o.dtype = c10::ScalarType::Long;
+    o.expr = b.intConstant(iv.toInt(), o.dtype);
+  } else if (iv.isBool()) {
+    o.dtype = c10::ScalarType::Bool;
+    o.expr = b.intConstant(iv.toBool(), o.dtype);
+  }
+  return o;
+}
+
 std::optional<c10::ScalarType> tableResultDtype(const torch::jit::Node* node,
                                                 c10::DeviceType device) {
   const ops::OpEntry* entry = ops::findOp(node);
-  if (!entry || node->outputs().size() != 1) return std::nullopt;
+  if (!entry) return std::nullopt;
+  return tableResultDtype(*entry, node, device);
+}
+
+std::optional<c10::ScalarType> tableResultDtype(const ops::OpEntry& entry,
+                                                const torch::jit::Node* node,
+                                                c10::DeviceType device) {
+  if (node->outputs().size() != 1 || (entry.check && !entry.check(node))) return std::nullopt;
   Kernel k;
   k.device = device;
   IrBuilder b(k);
@@ -133,13 +138,18 @@ std::optional<c10::ScalarType> tableResultDtype(const torch::jit::Node* node,
       o.category = *t->dim() == 0 ? Category::ZeroDimTensor : Category::DimTensor;
       o.expr = b.load(slot++, o.dtype);
     } else {
+      const c10::TypeKind kind = in->type()->kind();
+      if (kind != c10::TypeKind::FloatType && kind != c10::TypeKind::IntType &&
+          kind != c10::TypeKind::BoolType) {
+        return std::nullopt;
+      }
       o.dtype = scalarDtypeOf(in->type());
       o.expr = b.scalar(slot++, o.dtype);
     }
     args.push_back(o);
   }
   try {
-    return entry->lower(b, args).dtype;
+    return entry.lower(b, args).dtype;
   } catch (const c10::Error&) {
     return std::nullopt;
   }

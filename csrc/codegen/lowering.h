@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "ops/op_table.h"
 
 namespace fuser::codegen {
 
@@ -22,6 +23,10 @@ struct InputDesc {
   ScalarArgKind scalar_kind = ScalarArgKind::Double;
 };
 
+// A graph constant as an operand: numbers become IR constants; other constants
+// (None, strings, lists) are passed to the op entry by value only.
+ops::Operand constantOperand(IrBuilder& b, const torch::jit::Value* v);
+
 // Emits the kernel for `subgraph`. Tensor inputs become kernel inputs in order,
 // scalar inputs become scalar arguments in order; `device` is where the kernel runs.
 // Throws c10::Error when a node cannot be lowered (the caller then runs the group
@@ -35,6 +40,11 @@ Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputD
 // outside the graph changed the op (the dispatcher's autocast runs some ops in float32):
 // a kernel would not compute what the graph computed.
 std::optional<c10::ScalarType> tableResultDtype(const torch::jit::Node* node,
+                                                c10::DeviceType device);
+// The same with the entry given (an in-place node's functional form); nullopt too when
+// the entry's check refuses the node.
+std::optional<c10::ScalarType> tableResultDtype(const ops::OpEntry& entry,
+                                                const torch::jit::Node* node,
                                                 c10::DeviceType device);
 
 }  // namespace fuser::codegen

@@ -44,12 +44,15 @@ RegisterOps::RegisterOps(std::vector<OpEntry> entries) {
   r.entries.insert(r.entries.end(), entries.begin(), entries.end());
 }
 
+const OpEntry* findOpByName(const c10::OperatorName& name) {
+  const auto& by_name = index();
+  auto it = by_name.find(name);
+  return it == by_name.end() ? nullptr : it->second;
+}
+
 const OpEntry* findOp(const torch::jit::Node* node) {
   const c10::FunctionSchema* schema = node->maybeSchema();
-  if (!schema) return nullptr;
-  const auto& by_name = index();
-  auto it = by_name.find(schema->operator_name());
-  return it == by_name.end() ? nullptr : it->second;
+  return schema ? findOpByName(schema->operator_name()) : nullptr;
 }
 
 FusionDecision checkOpSupported(const torch::jit::Node* node) {

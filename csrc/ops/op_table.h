@@ -45,6 +45,10 @@ struct RegisterOps {
 // The entry matching this node's schema, or null.
 const OpEntry* findOp(const torch::jit::Node* node);
 
+// The entry of an operator by name and overload (e.g. the functional form of an
+// in-place node), or null.
+const OpEntry* findOpByName(const c10::OperatorName& name);
+
 // Yes when the node's operator is in the table and its entry's check passes.
 FusionDecision checkOpSupported(const torch::jit::Node* node);
 

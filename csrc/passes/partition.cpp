@@ -33,6 +33,7 @@
 #include "passes/groups.h"
 #include "passes/pipeline.h"
 #include "passes/reasons.h"
+#include "passes/type_propagation.h"
 #include "stats.h"
 #include "symbols.h"
 
@@ -270,7 +271,8 @@ class GroupFormer {
   void logUnfused(Block* block) {
     for (Node* node : block->nodes()) {
       for (Block* sub : node->blocks()) logUnfused(sub);
-      if (!isCandidate(node)) continue;
+      // An in-place table op left in place has its line from prepare (inplace.cpp).
+      if (!isCandidate(node) || functionalEntryOf(node)) continue;
       const bool special = isChunk(node) || node->kind() == c10::aten::cat;
       if (FusionDecision d = special ? FusionDecision::yes() : checkFusible(node); !d) {
         log_.record(node, d.reason());

@@ -3,77 +3,85 @@
 // After it runs:
 // - no prim::profile node is left; each profiled value carries its profiled type
 //   (dtype, device, sizes, strides, requires_grad) as its TensorType;
-// - in-place elementwise ops (add_, mul_, relu_, ...) whose functional form is in the
-//   fusible table are functional, where alias analysis proves nobody else can observe
-//   the write (the mutated tensor is a fresh value no view or input shares) and the
-//   functional result has the dtype the in-place op kept. An in-place op on a view, on
-//   a graph input or on anything aliased stays in place (and is not fused);
+// - a table op's result that profiling did not see has the dtype, device and rank its
+//   operands imply (type_propagation.cpp);
+// - in-place variants of table ops (add_, mul_, relu_, +=, ...) are functional where
+//   alias analysis proves nobody else can observe the write, with the dtype and shape
+//   the in-place op kept (inplace.cpp). An in-place op on a view, on a graph input or
+//   on anything aliased stays in place (and is not fused), with its reason;
+// - a 0-dim CPU tensor constant read by a table op (torch.jit.trace's numbers) is a
+//   number, where eager's result is the same either way;
 // - `x.to(x.device, dtype, ...)` is `x.to(dtype, ...)`: the Device value, which no
 //   kernel can take as an argument, is gone.
-#include <torch/csrc/jit/frontend/function_schema_parser.h>
-#include <torch/csrc/jit/passes/remove_mutation.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
-#include <unordered_set>
+#include <optional>
+#include <vector>
 
 #include "ops/op_table.h"
+#include "passes/inplace.h"
 #include "passes/pipeline.h"
+#include "passes/type_propagation.h"
 
 namespace fuser {
 namespace {
 
 using torch::jit::Node;
 
-// Operator names of the table's entries, built on first use (after every static
-// registration of ops/*.cpp has run).
-const std::unordered_set<c10::OperatorName>& fusibleOperatorNames() {
-  static const std::unordered_set<c10::OperatorName> names = [] {
-    std::unordered_set<c10::OperatorName> out;
-    for (const std::string& schema : ops::supportedSchemas()) {
-      out.insert(torch::jit::parseSchema(schema).operator_name());
-    }
-    return out;
-  }();
-  return names;
-}
-
-// `aten::add_.Tensor` -> `aten::add.Tensor`: same overload, name without the `_`.
-bool functionalFormIsFusible(const Node* node) {
-  const c10::FunctionSchema* schema = node->maybeSchema();
-  if (!schema) return false;
-  const std::string& name = schema->name();
-  if (name.empty() || name.back() != '_') return false;
-  c10::OperatorName functional{name.substr(0, name.size() - 1), schema->overload_name()};
-  return fusibleOperatorNames().count(functional) > 0;
-}
-
-bool isFloating(c10::ScalarType t) { return c10::isFloatingType(t); }
-
-// An in-place op writes into `self`, so its result keeps self's dtype and shape; the
-// functional op promotes and broadcasts instead. Accept only cases where both agree:
-// a floating self, other tensors of the same dtype and no higher rank, real scalars.
-// (Integral self is refused: ops such as div_ or sigmoid_ would turn float.)
-bool functionalKeepsDtypeAndShape(const Node* node) {
-  auto self = node->input(0)->type()->cast<c10::TensorType>();
-  if (!self || !self->scalarType() || !self->dim() || !isFloating(*self->scalarType())) {
-    return false;
+// A number for `v` where `v` is a 0-dim CPU tensor constant and eager's result does not
+// depend on the difference: promotion treats a 0-dim tensor and a wrapped number alike
+// when every other tensor operand has a dimension, and a floating constant is the
+// same as a number only beside floating tensors (int + 0-dim double is double, int +
+// 1.0 is float).
+std::optional<c10::IValue> numberFor(const torch::jit::Value* v, const Node* node) {
+  if (v->node()->kind() != c10::prim::Constant) return std::nullopt;
+  std::optional<c10::IValue> iv = torch::jit::toIValue(v);
+  if (!iv || !iv->isTensor()) return std::nullopt;
+  const at::Tensor& t = iv->toTensor();
+  if (t.dim() != 0 || !t.device().is_cpu() || t.requires_grad()) return std::nullopt;
+  const bool floating = t.scalar_type() == c10::kDouble || t.scalar_type() == c10::kFloat;
+  if (!floating && t.scalar_type() != c10::kLong && t.scalar_type() != c10::kInt) {
+    return std::nullopt;
   }
-  for (size_t i = 1; i < node->inputs().size(); ++i) {
-    const c10::TypePtr& type = node->input(i)->type();
-    if (auto tensor = type->cast<c10::TensorType>()) {
-      if (tensor->scalarType() != self->scalarType() || !tensor->dim() ||
-          *tensor->dim() > *self->dim()) {
-        return false;
+  for (const torch::jit::Value* in : node->inputs()) {
+    if (in == v || in->node()->kind() == c10::prim::Constant) continue;
+    auto type = in->type()->cast<c10::TensorType>();
+    if (!type) continue;
+    if (!type->dim() || *type->dim() == 0 || !type->scalarType()) return std::nullopt;
+    if (floating && !c10::isFloatingType(*type->scalarType())) return std::nullopt;
+  }
+  return floating ? c10::IValue(t.item<double>()) : c10::IValue(t.item<int64_t>());
+}
+
+// torch.jit.trace records Python numbers as 0-dim tensor constants, which kernels do
+// not take; a table op (or its in-place variant) reading one reads the number instead,
+// through its Scalar overload, where that gives eager's result and is in the table.
+void constantTensorsToNumbers(torch::jit::Block* block) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* node = *it++;
+    for (torch::jit::Block* sub : node->blocks()) constantTensorsToNumbers(sub);
+    if (node->outputs().size() != 1 || (!ops::findOp(node) && !functionalEntryOf(node))) continue;
+    std::vector<torch::jit::Value*> inputs(node->inputs().begin(), node->inputs().end());
+    bool changed = false;
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      if (std::optional<c10::IValue> number = numberFor(inputs[i], node)) {
+        torch::jit::WithInsertPoint guard(node);
+        inputs[i] = block->owningGraph()->insertConstant(*number);
+        changed = true;
       }
-    } else if (type->kind() == c10::TypeKind::ComplexType) {
-      return false;
     }
+    if (!changed) continue;
+    Node* scalar = block->owningGraph()->create(node->kind(), inputs, 1);
+    scalar->insertBefore(node);
+    if (!scalar->maybeSchema() || (!ops::findOp(scalar) && !functionalEntryOf(scalar))) {
+      scalar->destroy();  // no Scalar overload we fuse: keep the tensor (unused numbers go in DCE)
+      continue;
+    }
+    scalar->copyMetadata(node);
+    scalar->output()->copyMetadata(node->output());
+    node->output()->replaceAllUsesWith(scalar->output());
+    node->destroy();
   }
-  return true;
-}
-
-bool shouldMakeFunctional(Node* node) {
-  return functionalFormIsFusible(node) && functionalKeepsDtypeAndShape(node);
 }
 
 // aten::to.device whose device is prim::device(self) only changes the dtype.
@@ -104,10 +112,11 @@ void dropOwnDeviceArguments(torch::jit::Block* block) {
 
 void prepareGraph(GraphPtr& graph) {
   torch::jit::RemoveProfileNodesAndSpecializeTypes(graph);
-  // RemoveTensorMutation runs its own alias analysis: it only rewrites a write whose
-  // target is a fresh, unaliased value, which rules out views and graph inputs.
-  torch::jit::RemoveTensorMutation(graph, shouldMakeFunctional);
+  completeTypesFromInputs(graph);    // type_propagation.cpp: values profiling missed
+  constantTensorsToNumbers(graph->block());
+  makeInPlaceOpsFunctional(graph);   // inplace.cpp
   dropOwnDeviceArguments(graph->block());
+  completeTypesFromInputs(graph);    // and values the rewrites made
 }
 
 }  // namespace fuser

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -14,14 +15,21 @@ namespace fuser::testing_helpers {
 using TypeNames = std::vector<std::pair<std::string, std::string>>;
 
 // Parses `ir` after replacing each placeholder (e.g. "$T") by its complete tensor type.
-inline std::shared_ptr<torch::jit::Graph> parseWithTypes(std::string ir, const TypeNames& types) {
+// parseIR numbers node outputs; with `keep_names`, every value keeps its name from the
+// text (for tests that check messages naming values).
+inline std::shared_ptr<torch::jit::Graph> parseWithTypes(std::string ir, const TypeNames& types,
+                                                         bool keep_names = false) {
   for (const auto& [key, type] : types) {
     for (size_t at = ir.find(key); at != std::string::npos; at = ir.find(key, at)) {
       ir.replace(at, key.size(), type);
     }
   }
   auto graph = std::make_shared<torch::jit::Graph>();
-  torch::jit::parseIR(ir, graph.get());
+  std::unordered_map<std::string, torch::jit::Value*> names;
+  torch::jit::parseIR(ir, graph.get(), names);
+  if (keep_names) {
+    for (const auto& [name, value] : names) value->setDebugName(name);
+  }
   return graph;
 }
 
