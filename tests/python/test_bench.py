@@ -640,3 +640,18 @@ def test_quick_smoke_run_matches_eager(tmp_path: Path) -> None:
         assert row["modes"]["script"]["mismatch"] is None
     assert f"smoke check: {len(rows)} of {len(rows)} rows passed" in done.stdout
     assert data["metadata"]["torch_version"] == torch.__version__
+
+
+def test_float32_models_get_tf32_room_on_cuda_only() -> None:
+    from fuser.bench.correctness import model_tolerances
+
+    assert model_tolerances(on_cuda=False)[torch.float32] == 1e-4
+    before = torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        assert model_tolerances(on_cuda=True)[torch.float32] == 2e-3
+        assert model_tolerances(on_cuda=True)[torch.float16] == 1e-2
+        torch.backends.cudnn.allow_tf32 = False
+        assert model_tolerances(on_cuda=True)[torch.float32] == 1e-4
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
