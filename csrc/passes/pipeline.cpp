@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "config.h"
+#include "passes/report_capture.h"
 
 namespace fuser {
 
@@ -16,6 +17,7 @@ void fuseGraph(GraphPtr& graph) {
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs
   buildShapeExpressions(graph);  // size-only outputs leave their groups
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
+  captureGraph(graph);           // fuser.report only: a typed copy, refusals attached
   cleanUpGraph(graph);           // DCE, CSE, peephole; type specializations wiped
   if (config().dump_graph) std::cerr << "[fuser] fused graph:\n" << *graph << std::endl;
 }
