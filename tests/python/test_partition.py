@@ -175,7 +175,8 @@ graph(%a : $T, %b : $T, %m : $M):
 
 def test_groups_below_the_minimum_size_are_dissolved() -> None:
     fuser._C.set_min_group_size(3)
-    (group,) = groups(fuse_ir(TWO_CHAINS))  # tanh, neg: two nodes, dissolved
+    graph = fuse_ir(TWO_CHAINS)
+    (group,) = groups(graph)  # tanh, neg: two nodes, dissolved
     assert subgraph_kinds(group) == ["aten::mul", "aten::relu", "aten::sigmoid"]
     fuser._C.set_min_group_size(4)
     assert groups(fuse_ir(TWO_CHAINS)) == []
@@ -186,7 +187,8 @@ def test_groups_below_the_minimum_size_are_dissolved() -> None:
 
 def test_groups_past_the_maximum_are_dissolved_in_program_order() -> None:
     fuser._C.set_max_groups(1)
-    (group,) = groups(fuse_ir(TWO_CHAINS))
+    graph = fuse_ir(TWO_CHAINS)
+    (group,) = groups(graph)
     assert subgraph_kinds(group) == ["aten::mul", "aten::relu", "aten::sigmoid"]
     fuser._C.set_max_groups(0)
     assert len(groups(fuse_ir(TWO_CHAINS))) == 2
