@@ -117,9 +117,12 @@ def test_min_group_size_dissolves_with_a_reason() -> None:
     _C.set_min_group_size(4)
     graph = captured(CHAIN)
     assert groups.group_rows(graph) == []
-    rows = {r.reason_class: r for r in refusals.refusals(graph)}
-    small = rows["group too small"]
-    assert "below the minimum group size 4" in small.reason
+    rows = {r.reason: r for r in refusals.refusals(graph)}
+    small = rows["its group of 3 nodes was below the minimum group size 4 (FUSER_MIN_GROUP_SIZE)"]
+    assert small.reason_class == "group too small"
+    assert small.by_op == {"aten::mul": 1, "aten::relu": 1, "aten::sigmoid": 1}
+    alone = rows["its group of 1 node was below the minimum group size 4 (FUSER_MIN_GROUP_SIZE)"]
+    assert alone.by_op == {"aten::tanh": 1}
 
 
 def test_reason_classes_table() -> None:
