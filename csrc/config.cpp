@@ -130,6 +130,9 @@ Config* readConfig() {
   c->use_disk_cache = readBool("FUSER_DISK_CACHE", true);
   c->hoist_projections = readBool("FUSER_HOIST", true);
   c->leave_to_onednn = readBool("FUSER_LEAVE_TO_ONEDNN", true);
+  c->min_group_size = readInt("FUSER_MIN_GROUP_SIZE", c->keep_singletons ? 1 : 2, 1, 1000000,
+                              "an integer >= 1");
+  c->max_groups = readInt("FUSER_MAX_GROUPS", 0, 0, 1000000, "an integer >= 0 (0: no limit)");
   c->arg_limit = readInt("FUSER_ARG_LIMIT", c->arg_limit, 2, 100000, "an integer >= 2");
   readDump(*c);
   readDevices(*c);
@@ -147,6 +150,8 @@ Config& config() {
   static Config* instance = readConfig();  // never freed: used from static destructors
   return *instance;
 }
+
+int minGroupSize() { return config().keep_singletons ? 1 : config().min_group_size.load(); }
 
 const std::vector<std::string>& configWarnings() {
   config();

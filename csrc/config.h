@@ -19,6 +19,12 @@ struct Config {
   bool fuse_cpu = true;           // FUSER_DEVICES contains cpu
   bool fuse_cuda = true;          // FUSER_DEVICES contains cuda
   bool keep_singletons = false;   // FUSER_SINGLETON=1: keep groups of one node
+  // FUSER_MIN_GROUP_SIZE=N: groups of fewer than N compute nodes are dissolved (default 2:
+  // one node is not worth a kernel); FUSER_SINGLETON=1 makes the default 1.
+  std::atomic<int> min_group_size{2};
+  // FUSER_MAX_GROUPS=N: one pipeline run keeps its first N groups (program order) and
+  // dissolves the rest; 0 = no limit. For bisecting a model group by group.
+  std::atomic<int> max_groups{0};
   bool use_interpreter = false;   // FUSER_EXECUTOR=interpreter: debug path, no codegen
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
   bool hoist_projections = true;  // FUSER_HOIST=0: a loop's per-step input GEMMs stay per step
@@ -38,6 +44,10 @@ struct Config {
 
 // The process-wide settings; the environment is read on first use.
 Config& config();
+
+// Smallest group the partition keeps: 1 under FUSER_SINGLETON=1 (or the test switch),
+// else min_group_size.
+int minGroupSize();
 
 // One message per bad environment value, naming the variable and the accepted values.
 const std::vector<std::string>& configWarnings();

@@ -26,6 +26,7 @@ __all__ = [
     "stats",
     "reset_stats",
     "kernel_sources",
+    "report",
 ]
 
 config.warn_bad_values()
@@ -102,3 +103,8 @@ def reset_stats() -> None:
 def kernel_sources() -> list[str]:
     """Source text of every kernel compiled or loaded in this process."""
     return list(_C.kernel_sources())
+
+
+# Last, so that the report modules find the API above; the function replaces the
+# attribute the submodule import set (`fuser.report(...)` is the documented call).
+from fuser.report import report  # noqa: E402

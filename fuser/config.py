@@ -9,6 +9,8 @@
 | FUSER_DUMP=graph,kernels,reasons | print fused graphs / kernels / refusal reasons to stderr |
 | FUSER_DEVICES=cpu,cuda | devices whose tensors may be fused (default both)              |
 | FUSER_SINGLETON=1      | keep groups of a single node (default: dissolved)              |
+| FUSER_MIN_GROUP_SIZE=N | dissolve groups of fewer than N nodes (2; 1 if FUSER_SINGLETON=1) |
+| FUSER_MAX_GROUPS=N     | keep only the first N groups of each graph (default 0: no limit) |
 | FUSER_EXECUTOR=interpreter | debug: run groups through the TorchScript interpreter      |
 | FUSER_DISK_CACHE=0     | do not read or write the on-disk kernel cache                  |
 | FUSER_CROSS_COMPILE=sm_90 | testing: also compile each CPU kernel's CUDA form with NVRTC |

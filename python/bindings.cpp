@@ -10,6 +10,7 @@
 #include "ops/op_table.h"
 #include "passes/param_space.h"
 #include "passes/pipeline.h"
+#include "passes/report_capture.h"
 #include "runtime/cuda/library_search.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/nvrtc_library.h"
@@ -37,6 +38,27 @@ PYBIND11_MODULE(_C, m) {
   m.def("killed", [] { return fuser::config().killed; });
   // Tests keep single-node groups to exercise one operator at a time.
   m.def("_set_keep_singletons", [](bool keep) { fuser::config().keep_singletons = keep; });
+  // Settings fuser.report shows and may change for its run.
+  m.def("get_min_group_size", [] { return fuser::config().min_group_size.load(); });
+  m.def("set_min_group_size", [](int n) {
+    if (n < 1) throw py::value_error("minimum group size must be at least 1");
+    fuser::config().min_group_size = n;
+  });
+  m.def("get_max_groups", [] { return fuser::config().max_groups.load(); });
+  m.def("set_max_groups", [](int n) {
+    if (n < 0) throw py::value_error("maximum number of groups must be >= 0 (0: no limit)");
+    fuser::config().max_groups = n;
+  });
+  m.def("keep_singletons", [] { return fuser::config().keep_singletons; });
+  m.def("fused_devices", [] {
+    std::vector<std::string> devices;
+    if (fuser::config().fuse_cpu) devices.push_back("cpu");
+    if (fuser::config().fuse_cuda) devices.push_back("cuda");
+    return devices;
+  });
+  // fuser.report: typed copies of the graphs the pipeline fuses (report_capture.h).
+  m.def("_set_report_capture", &fuser::setReportCapture);
+  m.def("_take_captured_graphs", &fuser::takeCapturedGraphs);
   m.def("enable_at_import", [] { return fuser::config().enable_at_import; });
   m.def("supported_schemas", &fuser::ops::supportedSchemas);
   // Kernel source for a subgraph: inputs are torch.dtype (tensor), float, int or bool

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for fuser: Python packages (torch pinned: an unpinned torch
-# would pull a multi-GB CUDA build), GoogleTest for the C++ tests, and the editable
-# build of the extension (--no-build-isolation: it compiles against the torch here).
+# would pull a multi-GB CUDA build), GoogleTest for the C++ tests, graphviz for the
+# report's drawings, and the editable build of the extension (--no-build-isolation: it
+# compiles against the torch here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +17,11 @@ fi
 "$PYTHON" -m pip install -q pybind11 ninja cmake pytest ruff mypy matplotlib "nvidia-cuda-nvrtc==13.0.*" \
   || "$PYTHON" -m pip install -q pybind11 ninja cmake pytest ruff mypy
 
-if [ "${FUSER_BUILD_TESTS:-0}" = "1" ] && [ ! -f /usr/include/gtest/gtest.h ]; then
+# GoogleTest for the C++ tests; graphviz's dot for the report's PNG and dot-parse tests.
+if [ "${FUSER_BUILD_TESTS:-0}" = "1" ] && { [ ! -f /usr/include/gtest/gtest.h ] || ! command -v dot >/dev/null; }; then
   if command -v apt-get >/dev/null; then
     SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
-    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq libgtest-dev >/dev/null
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq libgtest-dev graphviz >/dev/null
   fi
 fi
 

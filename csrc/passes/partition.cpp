@@ -14,10 +14,13 @@
 // - an aten::cat of values the group computes is in it, with its prim::ListConstruct,
 //   as a group output that nothing inside the group reads (concat.h); a group left
 //   with a cat of one of its inputs is unmerged again;
-// - groups of a single compute node are dissolved again unless FUSER_SINGLETON=1;
+// - groups of fewer compute nodes than minGroupSize() (FUSER_MIN_GROUP_SIZE, default 2:
+//   single nodes) are dissolved again, and so are the groups after the first
+//   FUSER_MAX_GROUPS (when set), each of their nodes recording why;
 // - stats().groups_formed counts the groups this run created;
 // - under FUSER_DUMP=reasons, each candidate node left outside every group has printed
-//   one line saying why.
+//   one line saying why; while a report is captured (report_capture.h) the same reasons
+//   are handed to it.
 // Groups formed by an earlier run (already guarded) are left as they are.
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
@@ -34,6 +37,7 @@
 #include "passes/pipeline.h"
 #include "passes/reasons.h"
 #include "passes/type_propagation.h"
+#include "passes/report_capture.h"
 #include "stats.h"
 #include "symbols.h"
 
@@ -67,7 +71,7 @@ class GroupFormer {
   void run() {
     formInBlock(graph_->block());
     finishGroups();
-    if (config().dump_reasons) {
+    if (config().dump_reasons || reportCaptureActive()) {
       logUnfused(graph_->block());
       log_.flush();
     }
@@ -245,26 +249,55 @@ class GroupFormer {
     return false;
   }
 
-  // Dissolves singletons (a kernel launch buys nothing over the eager op) and groups
-  // whose cat would only copy an input, and counts the groups this run created.
+  // Dissolves groups smaller than the minimum group size (by default singletons: a
+  // kernel launch buys nothing over the eager op), groups past the maximum number of
+  // groups, and groups whose cat would only copy an input; counts the groups this run
+  // created.
   void finishGroups() {
+    const size_t min_size = static_cast<size_t>(minGroupSize());
+    const int max_groups = config().max_groups.load();
+    int kept = 0;
     for (Node* group : collectFusionGroups(graph_->block())) {
       if (isGuardedGroup(group)) continue;
       if (FusionDecision pieces = checkCatPiecesComputed(group); !pieces) {
-        Node* before = group->prev();
-        Node* after = group->next();
-        SubgraphUtils::unmergeSubgraph(group);
-        for (Node* node = before->next(); node != after; node = node->next()) {
-          if (isCat(node)) refusals_[describeNode(node)] = pieces.reason();
+        dissolve(group, pieces.reason(), /*cats_only=*/true);
+        continue;
+      }
+      const size_t size = countComputeNodes(group);
+      if (size < min_size) {
+        // A lone node keeps the more specific reason its merges were refused for.
+        if (size == 1 && min_size == 2) {
+          SubgraphUtils::unmergeSubgraph(group);
+        } else {
+          dissolve(group,
+                   "its group of " + std::to_string(size) + " node" + (size == 1 ? "" : "s") +
+                       " was below the minimum group size " + std::to_string(min_size) +
+                       " (FUSER_MIN_GROUP_SIZE)",
+                   /*cats_only=*/false);
         }
         continue;
       }
-      if (countComputeNodes(group) == 1 && !config().keep_singletons) {
-        SubgraphUtils::unmergeSubgraph(group);
+      if (max_groups > 0 && kept >= max_groups) {
+        dissolve(group,
+                 "its group came after the maximum number of groups " +
+                     std::to_string(max_groups) + " (FUSER_MAX_GROUPS)",
+                 /*cats_only=*/false);
         continue;
       }
       hoistTensorConstants(group);
+      ++kept;
       stats().groups_formed++;
+    }
+  }
+
+  // Unmerges `group`, recording `reason` for the nodes that come out of it (only its
+  // cats when `cats_only`).
+  void dissolve(Node* group, const std::string& reason, bool cats_only) {
+    Node* before = group->prev();
+    Node* after = group->next();
+    SubgraphUtils::unmergeSubgraph(group);
+    for (Node* node = before->next(); node != after; node = node->next()) {
+      if (!cats_only || isCat(node)) refusals_[describeNode(node)] = reason;
     }
   }
 
@@ -275,15 +308,20 @@ class GroupFormer {
       if (!isCandidate(node) || functionalEntryOf(node)) continue;
       const bool special = isChunk(node) || node->kind() == c10::aten::cat;
       if (FusionDecision d = special ? FusionDecision::yes() : checkFusible(node); !d) {
-        log_.record(node, d.reason());
+        record(node, d.reason());
         continue;
       }
       auto it = refusals_.find(describeNode(node));
-      log_.record(node, it != refusals_.end()
-                            ? it->second
-                            : "no fusible producer or consumer could join it (a group of "
-                              "one node is not worth a kernel)");
+      record(node, it != refusals_.end()
+                       ? it->second
+                       : "no fusible producer or consumer could join it (a group of one "
+                         "node is not worth a kernel)");
     }
+  }
+
+  void record(Node* node, const std::string& reason) {
+    log_.record(node, reason);
+    markRefused(node, reason);
   }
 
   GraphPtr graph_;

@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "passes/onednn_beside.h"
+#include "passes/report_capture.h"
 
 namespace fuser {
 
@@ -20,6 +21,7 @@ void fuseGraph(GraphPtr& graph) {
   cancelRoundTrips(graph);       // half -> float -> half in a group reads the half value
   buildShapeExpressions(graph);  // size-only outputs leave their groups
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
+  captureGraph(graph);           // fuser.report only: a typed copy, refusals attached
   cleanUpGraph(graph, onednn_next);  // DCE, CSE, peephole; types wiped unless oneDNN is next
   if (config().dump_graph) std::cerr << "[fuser] fused graph:\n" << *graph << std::endl;
 }

@@ -34,11 +34,14 @@ M = "Float(5, 5, strides=[5, 1], requires_grad=0, device=cpu)"
 @pytest.fixture(autouse=True)
 def clean_fuser_state() -> Iterator[None]:
     limit = fuser.get_arg_limit()
+    min_size, max_groups = fuser._C.get_min_group_size(), fuser._C.get_max_groups()
     fuser.disable()
     fuser.reset_stats()
     yield
     fuser.disable()
     fuser.set_arg_limit(limit)
+    fuser._C.set_min_group_size(min_size)
+    fuser._C.set_max_groups(max_groups)
 
 
 def parse(ir: str) -> torch._C.Graph:

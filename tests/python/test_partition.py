@@ -10,6 +10,7 @@ import torch
 from conftest import fuse_ir, groups, kinds, parse
 
 import fuser
+from helpers import run_python
 
 
 def subgraph_kinds(group: torch._C.Node) -> list[str]:
@@ -159,6 +160,49 @@ graph(%a : $T, %m : $M):
   return (%d)""")
     assert groups(graph) == []
     assert fuser.stats()["groups_formed"] == 0
+
+
+TWO_CHAINS = """
+graph(%a : $T, %b : $T, %m : $M):
+  %c : $T = aten::mul(%a, %b)
+  %d : $T = aten::relu(%c)
+  %e : $T = aten::sigmoid(%d)
+  %f : $T = aten::mm(%e, %m)
+  %g : $T = aten::tanh(%f)
+  %h : $T = aten::neg(%g)
+  return (%h)"""
+
+
+def test_groups_below_the_minimum_size_are_dissolved() -> None:
+    fuser._C.set_min_group_size(3)
+    graph = fuse_ir(TWO_CHAINS)
+    (group,) = groups(graph)  # tanh, neg: two nodes, dissolved
+    assert subgraph_kinds(group) == ["aten::mul", "aten::relu", "aten::sigmoid"]
+    fuser._C.set_min_group_size(4)
+    assert groups(fuse_ir(TWO_CHAINS)) == []
+    fuser._C.set_min_group_size(2)
+    assert len(groups(fuse_ir(TWO_CHAINS))) == 2
+    assert fuser.stats()["groups_formed"] == 3
+
+
+def test_groups_past_the_maximum_are_dissolved_in_program_order() -> None:
+    fuser._C.set_max_groups(1)
+    graph = fuse_ir(TWO_CHAINS)
+    (group,) = groups(graph)
+    assert subgraph_kinds(group) == ["aten::mul", "aten::relu", "aten::sigmoid"]
+    fuser._C.set_max_groups(0)
+    assert len(groups(fuse_ir(TWO_CHAINS))) == 2
+
+
+def test_min_group_size_and_max_groups_from_the_environment() -> None:
+    code = "import fuser; print(fuser._C.get_min_group_size(), fuser._C.get_max_groups())"
+    out = run_python(code, {"FUSER_MIN_GROUP_SIZE": "5", "FUSER_MAX_GROUPS": "7"})
+    assert out.stdout.split() == ["5", "7"], out.stderr
+    bad = run_python(code, {"FUSER_MIN_GROUP_SIZE": "0"})
+    assert bad.stdout.split() == ["2", "0"], bad.stderr
+    assert "FUSER_MIN_GROUP_SIZE='0' is not understood" in bad.stderr
+    single = run_python(code, {"FUSER_SINGLETON": "1"})
+    assert single.stdout.split() == ["1", "0"], single.stderr
 
 
 def test_scripted_function_is_fused_and_correct() -> None:

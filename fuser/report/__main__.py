@@ -1,0 +1,5 @@
+import sys
+
+from fuser.report.cli import main
+
+sys.exit(main())
