@@ -24,7 +24,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_cuda_codegen.py \
     tests/python/test_rnn_cells.py tests/python/test_cat.py tests/python/test_projections.py \
     tests/python/test_output_layout.py tests/python/test_param_space.py \
-    tests/python/test_epilogues.py tests/python/test_host_cost.py \
+    tests/python/test_epilogues.py tests/python/test_host_cost.py tests/python/test_report.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
