@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fuser.bench.workloads import Dims, Inputs, Workload
+from fuser.bench.workloads import AUTOCAST_DTYPES, Dims, Inputs, Workload
 
 MODEL_SEED = 0
 
@@ -209,37 +209,50 @@ _BLOCK_CUDA = {
     "medium": {"B": 32, "T": 256, "D": 768, "heads": 12},
 }
 
-MODEL_WORKLOADS: dict[str, ModelWorkload] = {
-    w.name: w
-    for w in (
-        ModelWorkload(
-            name="resnet50",
-            description="torchvision resnet50, scripted and frozen",
-            source="",
-            make_inputs=_images,
-            sizes=_IMAGES,
-            cuda_sizes=_IMAGES_CUDA,
-            make_model=_torchvision_model("resnet50"),
-            unavailable_reason=torchvision_unavailable,
-        ),
-        ModelWorkload(
-            name="mobilenet_v3_large",
-            description="torchvision mobilenet_v3_large, scripted and frozen",
-            source="",
-            make_inputs=_images,
-            sizes=_IMAGES,
-            cuda_sizes=_IMAGES_CUDA,
-            make_model=_torchvision_model("mobilenet_v3_large"),
-            unavailable_reason=torchvision_unavailable,
-        ),
-        ModelWorkload(
-            name="gpt2_block",
-            description="GPT-2 block: pre-LayerNorm causal attention, tanh-GELU MLP",
-            source="",
-            make_inputs=_tokens,
-            sizes=_BLOCK,
-            cuda_sizes=_BLOCK_CUDA,
-            make_model=_gpt2_block,
-        ),
+_MODELS = (
+    ModelWorkload(
+        name="resnet50",
+        description="torchvision resnet50, scripted and frozen",
+        source="",
+        make_inputs=_images,
+        sizes=_IMAGES,
+        cuda_sizes=_IMAGES_CUDA,
+        make_model=_torchvision_model("resnet50"),
+        unavailable_reason=torchvision_unavailable,
+    ),
+    ModelWorkload(
+        name="mobilenet_v3_large",
+        description="torchvision mobilenet_v3_large, scripted and frozen",
+        source="",
+        make_inputs=_images,
+        sizes=_IMAGES,
+        cuda_sizes=_IMAGES_CUDA,
+        make_model=_torchvision_model("mobilenet_v3_large"),
+        unavailable_reason=torchvision_unavailable,
+    ),
+    ModelWorkload(
+        name="gpt2_block",
+        description="GPT-2 block: pre-LayerNorm causal attention, tanh-GELU MLP",
+        source="",
+        make_inputs=_tokens,
+        sizes=_BLOCK,
+        cuda_sizes=_BLOCK_CUDA,
+        make_model=_gpt2_block,
+    ),
+)
+
+
+def _under_autocast(model: ModelWorkload) -> ModelWorkload:
+    """The same model with float32 weights and inputs, run under torch.autocast (CPU
+    bfloat16, CUDA float16) as mixed-precision inference is deployed."""
+    return dataclasses.replace(
+        model,
+        name=f"{model.name}_autocast",
+        description=f"{model.description}, under autocast (CPU bfloat16, CUDA float16)",
+        autocast=AUTOCAST_DTYPES,
     )
+
+
+MODEL_WORKLOADS: dict[str, ModelWorkload] = {
+    w.name: w for w in (*_MODELS, *(_under_autocast(m) for m in _MODELS))
 }

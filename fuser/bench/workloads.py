@@ -261,7 +261,7 @@ _GEMMS_CUDA = {
     "large": {"N": 8192, "K": 2048, "H": 8192},
 }
 # CPU autocast computes in bfloat16; CUDA in float16 (the usual choice for inference).
-_AUTOCAST = {"cpu": torch.bfloat16, "cuda": torch.float16}
+AUTOCAST_DTYPES = {"cpu": torch.bfloat16, "cuda": torch.float16}
 
 _LAYERS = {
     "tiny": {"T": LSTM_LAYER_STEPS, "B": 2, "H": 8},
@@ -339,7 +339,7 @@ WORKLOADS: dict[str, Workload] = {
             make_inputs=_gemm_epilogue_inputs,
             sizes=_GEMMS,
             cuda_sizes=_GEMMS_CUDA,
-            autocast=_AUTOCAST,
+            autocast=AUTOCAST_DTYPES,
         ),
         Workload(
             name="lstm_cell_autocast",
@@ -347,7 +347,7 @@ WORKLOADS: dict[str, Workload] = {
             source=_lstm_source(f"lstm_cell_autocast{_LSTM_CELL_ARGS}", _LSTM_CELL_GATES),
             make_inputs=_lstm_cell_inputs,
             sizes=_CELLS,
-            autocast=_AUTOCAST,
+            autocast=AUTOCAST_DTYPES,
         ),
         Workload(
             name="lstm_gates",

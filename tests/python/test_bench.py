@@ -494,6 +494,22 @@ def test_gpt2_block_through_every_mode_matches_eager_on_cpu() -> None:
                 assert result.groups is not None and result.groups >= 1  # the GELU chain
 
 
+def test_autocast_model_rows_fuse_under_autocast_and_match_eager_autocast_on_cpu() -> None:
+    workload = placed(MODEL_WORKLOADS["gpt2_block_autocast"], "tiny", CPU, torch.float32)
+    assert workload.autocast_dtype(CPU) == torch.bfloat16
+    arg_sets = [make_inputs(workload, "tiny", torch.float32, CPU)]
+    with torch.no_grad(), workload.autocast_context(CPU):
+        expected = workload.eager_function()(*arg_sets[0])
+    assert expected.dtype == torch.float32  # the residual adds return to float32
+    fused = runner.prepare_mode(
+        MODES["fuser"], workload, arg_sets, expected, torch.float32, CPU, SMOKE
+    ).result
+    assert fused.na_reason is None and fused.mismatch is None, fused
+    assert fused.groups is not None and fused.groups >= 1
+    # Without autocast the same model is a different row, not the same one twice.
+    assert MODEL_WORKLOADS["gpt2_block"].autocast is None
+
+
 def test_model_tolerance_is_norm_wise() -> None:
     expected = torch.randn(1000)
     near = expected.clone()
@@ -567,7 +583,7 @@ def test_torchvision_that_fails_to_load_is_skipped_with_its_reason(
     options, _ = cli.parse_options(["--models", "--device", "cpu"])
     assert list(options.workloads) == list(MODEL_WORKLOADS)
     kept = cli.skip_unavailable(options)
-    assert list(kept.workloads) == ["gpt2_block"]
+    assert list(kept.workloads) == ["gpt2_block", "gpt2_block_autocast"]
     printed = capsys.readouterr().out
     assert "skipped resnet50: torchvision does not load" in printed
     assert "skipped mobilenet_v3_large:" in printed
