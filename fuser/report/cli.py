@@ -48,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    model = torch.jit.load(args.model, map_location="cpu")
+    # The model's parameters and constants go where its inputs are (a frozen model's
+    # weights are constants saved on the device it was frozen on).
+    devices = {t.device for t in example}
+    model = torch.jit.load(args.model, map_location=devices.pop() if len(devices) == 1 else "cpu")
     if args.eval:
         model.eval()
     if args.train:

@@ -19,7 +19,7 @@ from conftest import parse
 
 import fuser
 from fuser import _C
-from fuser.report import dot, groups, inputs, preview, refusals, totals
+from fuser.report import dot, group_timing, groups, inputs, preview, refusals, totals
 from fuser.report.reason_classes import reason_class
 
 F32_4x5 = 4 * 5 * 4  # bytes of one $T value
@@ -233,6 +233,71 @@ def f(x, y):
     (row,) = report.graphs[0].groups
     assert row.measured_us is not None and row.measured_us > 0
     assert row.measured_unfused_us is not None and row.measured_unfused_us > 0
+
+
+def _launches() -> int:
+    return int(fuser.stats()["kernel_launches"])
+
+
+def _optimized_group(source: str, *args: torch.Tensor) -> tuple[Any, Any]:
+    """(the fused group, the function that owns its graph: keep it alive)."""
+    f = fresh(source)
+    with torch.no_grad(), fuser.enabled(True):
+        f(*args)
+        f(*args)
+    graph = torch.jit.last_executed_optimized_graph()
+    (group,) = graph.findAllNodes("fuser::FusionGroup")
+    return group, (f, graph)
+
+
+def test_group_timing_times_the_kernel_and_the_unfused_ops_it_names() -> None:
+    # Optimized, the executor would inline the wrapped group back into ATen ops: the
+    # fused timing must launch the group's kernel on every call, the unfused one never.
+    group, _owner = _optimized_group(
+        "def f(x, y):\n    return torch.nn.functional.gelu(x + y) * 2.0\n",
+        torch.randn(64, 128),
+        torch.randn(128),
+    )
+    wrapped = group_timing._function_around(group)
+    args = [inputs.for_value(v) for v in group.g("Subgraph").inputs()]
+    with torch.jit.optimized_execution(False):
+        for _ in range(4):
+            before = _launches()
+            (fused,) = wrapped(*args)
+            assert _launches() == before + 1
+    expected = torch.nn.functional.gelu(args[0] + args[1]) * 2.0
+    torch.testing.assert_close(fused, expected)
+    before = _launches()
+    times = group_timing.time_group(group)
+    assert times is not None and min(times) > 0
+    assert _launches() > before  # the fused calls; the unfused calls add none (checked inside)
+
+
+def test_group_timing_runs_a_broadcasting_chunk_unfused() -> None:
+    # prim::BroadcastingChunk exists only inside groups; unfused it is broadcast_tensors
+    # and one ConstantChunk per input, with the same values.
+    b, h = 8, 16
+    group, _owner = _optimized_group(
+        """
+def f(a, b):
+    i, j = (a + b).chunk(2, 1)
+    return torch.sigmoid(i) * torch.tanh(j)
+""",
+        torch.randn(b, 2 * h),
+        torch.randn(2 * h),
+    )
+    assert group.g("Subgraph").findNode("prim::BroadcastingChunk") is not None
+    args = [inputs.for_value(v) for v in group.g("Subgraph").inputs()]
+    unfused = torch._C._create_function_from_graph(
+        "unfused", group_timing._unfused_graph(group)
+    )
+    wrapped = group_timing._function_around(group)
+    with torch.jit.optimized_execution(False), fuser.enabled(False):
+        (plain,) = unfused(*args)
+    with torch.jit.optimized_execution(False):
+        (fused,) = wrapped(*args)
+    torch.testing.assert_close(fused, plain)
+    assert group_timing.time_group(group) is not None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
