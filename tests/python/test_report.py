@@ -288,9 +288,7 @@ def f(a, b):
     )
     assert group.g("Subgraph").findNode("prim::BroadcastingChunk") is not None
     args = [inputs.for_value(v) for v in group.g("Subgraph").inputs()]
-    unfused = torch._C._create_function_from_graph(
-        "unfused", group_timing._unfused_graph(group)
-    )
+    unfused = torch._C._create_function_from_graph("unfused", group_timing._unfused_graph(group))
     wrapped = group_timing._function_around(group)
     with torch.jit.optimized_execution(False), fuser.enabled(False):
         (plain,) = unfused(*args)
