@@ -87,8 +87,9 @@ void splitIn(torch::jit::Block* block) {
     }
     torch::jit::Graph& graph = *node->owningGraph();
     torch::jit::WithInsertPoint here(node);
+    Value* no_bias = graph.insertConstant(c10::IValue());  // defined before its user
     Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
-    bare->replaceInput(2, graph.insertConstant(c10::IValue()));
+    bare->replaceInput(2, no_bias);
     bare->output()->setType(out_type);
     Value* one = graph.insertConstant(1);
     Node* add = graph.insertNode(

@@ -45,6 +45,7 @@ GraphPtr splitAndGroup(const std::string& ir) {
   auto graph = testing_helpers::parseWithTypes(ir, kTypes);
   prepareGraph(graph);
   splitBiasEpilogues(graph);
+  graph->lint();  // every value defined before its uses
   formFusionGroups(graph);
   return graph;
 }
@@ -121,6 +122,7 @@ TEST(Epilogues, ConstantBiasIsAConstantGroupInput) {
   graph->eraseInput(2);
   prepareGraph(graph);
   splitBiasEpilogues(graph);
+  graph->lint();  // every value defined before its uses
   formFusionGroups(graph);
   auto groups = collectFusionGroups(graph->block());
   ASSERT_EQ(groups.size(), 1u);
