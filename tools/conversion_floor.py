@@ -35,7 +35,7 @@ def main() -> None:
     moved = half.numel() * (2 + 4)
     for name, fn, nbytes in (
         ("float16 -> float32 (to, out)", lambda: full.copy_(half), moved),
-        ("float16 + float32 bias -> float32", lambda: torch.add(half, bias, out=full), moved + 4 * n),
+        ("float16 + bias -> float32", lambda: torch.add(half, bias, out=full), moved + 4 * n),
         ("float32 copy", lambda: full.copy_(copy_src), copy_src.numel() * 8),
     ):
         us = median_us(fn)
