@@ -6,7 +6,11 @@ Both run with the graph executor's optimizations off (torch.jit.optimized_execut
 optimized, the executor inlines the wrapped group back into plain ops, and NNC would
 fuse the "unfused" subgraph on CUDA. Each timing is checked by the fuser's launch
 counter: the fused calls must each launch the group's kernel, the unfused ones none;
-a timing that ran something else is not reported."""
+a timing that ran something else is not reported.
+
+On CUDA the figures are the kernels' own device time (torch.profiler), not CUDA events
+around each call: a group of a few microseconds runs faster than the interpreter can
+launch it, and events would time the launch gap."""
 
 from __future__ import annotations
 
@@ -84,8 +88,25 @@ def _launches() -> int:
     return int(fuser.stats()["kernel_launches"])
 
 
+PROFILED_CALLS = 20
+
+
+def _kernel_us_per_call(fn: Any, arg_sets: list[tuple[Any, ...]], device: torch.device) -> float:
+    """Device time of the kernels `fn` launches, per call (sum over its kernels)."""
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for i in range(PROFILED_CALLS):
+            fn(*arg_sets[i % len(arg_sets)])
+        torch.cuda.synchronize(device)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sum(e.time_range.elapsed_us() for e in kernels) / PROFILED_CALLS
+
+
 def _timed(fn: Any, arg_sets: list[tuple[Any, ...]], device: torch.device) -> tuple[float, int]:
-    """(median microseconds per call, calls timed) of `fn`, already warmed up."""
+    """(microseconds per call, calls made) of `fn`, already warmed up: the median host
+    time on CPU, the kernels' device time on CUDA."""
+    if device.type == "cuda":
+        return _kernel_us_per_call(fn, arg_sets, device), PROFILED_CALLS
     samples = sample_calls(fn, arg_sets, device, BUDGET)
     return summarize(samples).median_us, len(samples)
 
