@@ -112,7 +112,7 @@ def _timed(fn: Any, arg_sets: list[tuple[Any, ...]], device: torch.device) -> tu
 
 
 def time_group(group: Any) -> tuple[float, float] | None:
-    """(fused, unfused) median microseconds per call, or None when some input's type is
+    """(fused, unfused) microseconds per call (see _timed), or None when some input's type is
     incomplete, the group cannot run alone, or a timing ran something else."""
     subgraph = group.g("Subgraph")
     args = [report_inputs.for_value(v) for v in subgraph.inputs()]
