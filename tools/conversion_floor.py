@@ -8,11 +8,13 @@ epilogue group does), and a float32 copy, timed with CUDA events (medians of 200
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 
-def median_us(fn, reps: int = 200) -> float:  # type: ignore[no-untyped-def]
+def median_us(fn: Callable[[], Any], reps: int = 200) -> float:
     for _ in range(10):
         fn()
     times = []
