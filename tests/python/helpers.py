@@ -4,6 +4,7 @@ clean subprocess (for flags the core reads once)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -17,10 +18,41 @@ FUSION_GROUP = "fuser::FusionGroup"
 TYPE_GUARD = "fuser::TypeGuard"
 
 
-def script_from_source(source: str, name: str = "f") -> Any:
-    """A freshly compiled scripted function: torch.jit.script caches by function object,
-    so every test builds its own from text."""
-    return getattr(torch.jit.CompilationUnit(textwrap.dedent(source)), name)
+def _first_function(source: str) -> str:
+    match = re.search(r"^def (\w+)\(", source, re.MULTILINE)
+    assert match is not None, "the source defines no function"
+    return match.group(1)
+
+
+def script_from_source(source: str, name: str | None = None) -> Any:
+    """A freshly compiled scripted function (`name`, or the first the source defines):
+    torch.jit.script caches by function object, so every test builds its own from text."""
+    source = textwrap.dedent(source)
+    return getattr(torch.jit.CompilationUnit(source), name or _first_function(source))
+
+
+def eager_from_source(source: str, name: str | None = None) -> Any:
+    """The plain Python function `name` (or the first) that `source` defines: the eager
+    reference of script_from_source."""
+    source = textwrap.dedent(source)
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(source, namespace)
+    return namespace[name or _first_function(source)]
+
+
+# The LSTM cell as TorchScript's fuser tests write it: two GEMMs, a chunk into four gates.
+LSTM_CELL = """
+def cell(x, hx, cx, w_ih, w_hh, b_ih, b_hh):
+    gates = torch.mm(x, w_ih.t()) + torch.mm(hx, w_hh.t()) + b_ih + b_hh
+    i, f, g, o = gates.chunk(4, 1)
+    i = torch.sigmoid(i)
+    f = torch.sigmoid(f)
+    g = torch.tanh(g)
+    o = torch.sigmoid(o)
+    cy = f * cx + i * g
+    hy = o * torch.tanh(cy)
+    return hy, cy
+"""
 
 
 def all_nodes(block: Any) -> Iterator[Any]:

@@ -26,7 +26,8 @@ import torch
 from conftest import fuse_ir, groups
 
 import fuser
-from helpers import FUSION_GROUP, all_nodes, devices, script_from_source
+from helpers import FUSION_GROUP, LSTM_CELL, all_nodes, devices, script_from_source
+from helpers import eager_from_source as eager
 
 REDUCED = "aten::_autocast_to_reduced_precision"
 FULL = "aten::_autocast_to_full_precision"
@@ -49,18 +50,7 @@ def f(x, w):
     return torch.relu(y) * 2.0, torch.sigmoid(y + 1.0), torch.exp(y)
 """
 
-LSTM = """
-def f(x, hx, cx, w_ih, w_hh, b_ih, b_hh):
-    gates = torch.mm(x, w_ih.t()) + torch.mm(hx, w_hh.t()) + b_ih + b_hh
-    i, f, g, o = gates.chunk(4, 1)
-    i = torch.sigmoid(i)
-    f = torch.sigmoid(f)
-    g = torch.tanh(g)
-    o = torch.sigmoid(o)
-    cy = f * cx + i * g
-    hy = o * torch.tanh(cy)
-    return hy, cy
-"""
+LSTM = LSTM_CELL
 
 CHAIN_OPS = {"aten::relu", "aten::mul", "aten::add", "aten::sigmoid", "aten::exp"}
 
@@ -88,12 +78,6 @@ def jit_autocast_off() -> Iterator[None]:
         yield
     finally:
         torch._C._jit_set_autocast_mode(previous)
-
-
-def eager(source: str) -> Any:
-    namespace: dict[str, Any] = {"torch": torch}
-    exec(source, namespace)
-    return namespace["f"]
 
 
 def as_tuple(out: Any) -> tuple[torch.Tensor, ...]:

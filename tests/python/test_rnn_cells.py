@@ -10,20 +10,10 @@ import pytest
 import torch
 
 import fuser
-from helpers import FUSION_GROUP, all_nodes, devices, in_loop, script_from_source
+from helpers import FUSION_GROUP, LSTM_CELL, all_nodes, devices, in_loop, script_from_source
+from helpers import eager_from_source as eager
 
-LSTM = """
-def cell(x, hx, cx, w_ih, w_hh, b_ih, b_hh):
-    gates = torch.mm(x, w_ih.t()) + torch.mm(hx, w_hh.t()) + b_ih + b_hh
-    i, f, g, o = gates.chunk(4, 1)
-    i = torch.sigmoid(i)
-    f = torch.sigmoid(f)
-    g = torch.tanh(g)
-    o = torch.sigmoid(o)
-    cy = f * cx + i * g
-    hy = o * torch.tanh(cy)
-    return hy, cy
-"""
+LSTM = LSTM_CELL
 
 MILSTM = """
 def cell(x, hx, cx, w_ih, w_hh, alpha, beta_i, beta_h, bias):
@@ -64,12 +54,6 @@ def layer(xs, hx, cx, w_ih, w_hh, b_ih, b_hh):
 )
 
 BATCH, INPUT, HIDDEN = 3, 10, 16
-
-
-def eager(source: str, name: str) -> Any:
-    namespace: dict[str, Any] = {"torch": torch}
-    exec(source, namespace)
-    return namespace[name]
 
 
 def randn(*shape: int, device: str, grad: bool = False) -> torch.Tensor:
