@@ -29,6 +29,10 @@ PATTERNS: dict[str, tuple[str, list[tuple[int, ...]]]] = {
 }
 
 
+# Every pattern is two ATen ops: two kernels per group without fusion, one with it.
+OPS_PER_PATTERN = 2
+
+
 def _source(pattern: str, groups: int) -> str:
     expression, _ = PATTERNS[pattern]
     params = ", ".join(f"a{i}, b{i}" for i in range(groups))
@@ -91,7 +95,7 @@ def measure(pattern: str, groups: int, device: torch.device) -> dict[str, float]
                 fn(*args)  # profile, optimize, first run (compiles)
             if mode == "fuser":
                 results["groups"] = float(fuser.stats()["groups_formed"])
-            launches = groups * (1 if mode == "fuser" else len(PATTERNS[pattern][1]))
+            launches = groups * (1 if mode == "fuser" else OPS_PER_PATTERN)
             results[mode] = _per_call_us(fn, args, device, launches)
             fuser.disable()
     results["fuser_per_group"] = results["fuser"] / groups
