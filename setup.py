@@ -18,9 +18,14 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 BUILD_DIR = ROOT / "build" / "cmake"
 PACKAGE_DIR = ROOT / "fuser"
+# torch loads this on `import torch`; a top-level package so that loading it imports
+# nothing of fuser (see fuser/autoload/__init__.py).
+ENTRY_PACKAGE = "fuser_autoload"
 
 
 def _cmake_args() -> list[str]:
+    # An earlier install's entry point must not run while we build the next one.
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     import torch
     from torch.utils import cpp_extension
 
@@ -58,14 +63,15 @@ setup(
     name="fuser",
     version="0.1.0",
     description="A TorchScript fusion pass that compiles elementwise groups for CPU and CUDA",
-    packages=find_packages(include=["fuser", "fuser.*"]),
+    packages=[*find_packages(include=["fuser", "fuser.*"], exclude=["fuser.autoload"]), ENTRY_PACKAGE],
+    package_dir={ENTRY_PACKAGE: "fuser/autoload"},
     ext_modules=[Extension("fuser._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=[],
     extras_require={"plot": ["matplotlib"], "models": ["torchvision"]},
     entry_points={
-        "torch.backends": ["fuser = fuser._autoload:autoload"],
+        "torch.backends": [f"fuser = {ENTRY_PACKAGE}:autoload"],
         "console_scripts": ["fuser-bench = fuser.bench.cli:main"],
     },
     zip_safe=False,

@@ -12,7 +12,14 @@ from typing import Any
 
 import torch
 
-from fuser import _C, config
+try:
+    from fuser import _C
+except ImportError as err:
+    raise ImportError(
+        f"fuser's C++ extension did not load ({err}); build it against this torch "
+        f"({torch.__version__}) with `pip install --no-build-isolation -e .`"
+    ) from err
+from fuser import config
 from fuser._library_dirs import register_library_dirs
 
 __version__ = "0.1.0"

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 TORCH_VERSION=${FUSER_TORCH_VERSION:-2.13.0}
 
-have_torch=$("$PYTHON" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
+have_torch=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
 if [ "$have_torch" != "$TORCH_VERSION" ]; then
   "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi

@@ -35,6 +35,46 @@ def test_autoload_enables_without_import():
     assert report == {"fused": 1, "ok": True}
 
 
+# Makes `fuser._C` fail to import, as a missing or mismatched build does.
+BREAK_EXTENSION = """
+import sys
+class _NoExtension:
+    def find_spec(self, name, path=None, target=None):
+        if name == "fuser._C":
+            raise ImportError("simulated: no build")
+sys.meta_path.insert(0, _NoExtension())
+"""
+
+
+def test_torch_loads_the_entry_point_without_importing_fuser():
+    code = """
+import importlib.metadata, sys, torch
+entry = [e.value for e in importlib.metadata.entry_points(group="torch.backends") if e.name == "fuser"]
+print(entry, "fuser" in sys.modules, "fuser_autoload" in sys.modules)
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['fuser_autoload:autoload']", "False", "True"]
+
+
+def test_a_broken_extension_does_not_break_import_torch():
+    code = BREAK_EXTENSION + """
+import torch
+print(torch.ones(2).sum().item())
+try:
+    import fuser
+except ImportError as err:
+    print("IMPORT ERROR", err)
+"""
+    result = run_python(code, {"FUSER_ENABLE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "could not enable at import" in result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "2.0"
+    assert lines[1].startswith("IMPORT ERROR fuser's C++ extension did not load")
+    assert "pip install --no-build-isolation -e ." in lines[1]
+
+
 def test_nothing_fused_without_flag():
     result = run_python(FUSED_PROGRAM)
     assert result.returncode == 0, result.stderr

@@ -1,5 +1,10 @@
 """The torch.backends entry point: `import torch` calls autoload(), so FUSER_ENABLE=1
-works with no import of fuser in user code. It must never break `import torch`."""
+works with no import of fuser in user code.
+
+Installed as its own top-level package, `fuser_autoload`, so that torch loading the
+entry point imports nothing of fuser: importing `fuser` loads its C++ extension, and a
+missing or mismatched build must not break `import torch`. Nothing here may raise.
+"""
 
 from __future__ import annotations
 
