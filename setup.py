@@ -8,7 +8,6 @@ Set FUSER_BUILD_TESTS=1 to also build the GoogleTest programs (run by ctest).
 import os
 import shutil
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
@@ -63,7 +62,10 @@ setup(
     name="fuser",
     version="0.1.0",
     description="A TorchScript fusion pass that compiles elementwise groups for CPU and CUDA",
-    packages=[*find_packages(include=["fuser", "fuser.*"], exclude=["fuser.autoload"]), ENTRY_PACKAGE],
+    packages=[
+        *find_packages(include=["fuser", "fuser.*"], exclude=["fuser.autoload"]),
+        ENTRY_PACKAGE,
+    ],
     package_dir={ENTRY_PACKAGE: "fuser/autoload"},
     ext_modules=[Extension("fuser._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},

@@ -49,7 +49,8 @@ sys.meta_path.insert(0, _NoExtension())
 def test_torch_loads_the_entry_point_without_importing_fuser():
     code = """
 import importlib.metadata, sys, torch
-entry = [e.value for e in importlib.metadata.entry_points(group="torch.backends") if e.name == "fuser"]
+entries = importlib.metadata.entry_points(group="torch.backends")
+entry = [e.value for e in entries if e.name == "fuser"]
 print(entry, "fuser" in sys.modules, "fuser_autoload" in sys.modules)
 """
     result = run_python(code)
@@ -58,7 +59,7 @@ print(entry, "fuser" in sys.modules, "fuser_autoload" in sys.modules)
 
 
 def test_a_broken_extension_does_not_break_import_torch():
-    code = BREAK_EXTENSION + """
+    program = """
 import torch
 print(torch.ones(2).sum().item())
 try:
@@ -66,7 +67,7 @@ try:
 except ImportError as err:
     print("IMPORT ERROR", err)
 """
-    result = run_python(code, {"FUSER_ENABLE": "1"})
+    result = run_python(BREAK_EXTENSION + program, {"FUSER_ENABLE": "1"})
     assert result.returncode == 0, result.stderr
     assert "could not enable at import" in result.stderr
     lines = result.stdout.splitlines()
