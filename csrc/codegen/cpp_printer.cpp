@@ -14,6 +14,12 @@
 namespace fuser::codegen {
 namespace {
 
+// transpose_tiles kernels walk bands of up to kBandRows rows (consecutive indices of dim
+// ndim-2) kBandColumns columns at a time: a transposed input's cache line then serves
+// every row of the band before it is evicted, and the band's outputs stay in L1.
+constexpr int kBandRows = 32;
+constexpr int kBandColumns = 64;
+
 class CppPrinter {
  public:
   explicit CppPrinter(const Kernel& k) : k_(k), facts_(analyzeExprs(k)) {}
@@ -102,6 +108,7 @@ class CppPrinter {
       }
       out_ << "    }\n";
     }
+    if (k_.transpose_tiles) printBand(offsets);
     out_ << "    const int64_t fx_base = fx_i - fx_col;\n"
          << "#pragma GCC ivdep\n"
          << "    for (int64_t j = fx_col; j < fx_col + fx_n; ++j) {\n"
@@ -109,6 +116,40 @@ class CppPrinter {
     printExprs(/*invariant=*/false, "      ");
     printStores("      ");
     out_ << "    }\n    fx_i += fx_n;\n  }\n";
+  }
+
+  // From the start of a row with at least two whole rows left in the range: the rows
+  // up to the end of this index of dim ndim-2's run (at most kBandRows), walked
+  // kBandColumns columns at a time. Row b's offsets are row 0's plus b strides of dim
+  // ndim-2 (the names shadow the row's own).
+  void printBand(const std::vector<std::pair<std::string, std::string>>& offsets) {
+    const int nd = k_.ndim;
+    const std::string t = std::to_string(nd - 2);
+    out_ << "    if (fx_col == 0 && fx_end - fx_i >= 2 * fx_inner) {\n"
+         << "      int64_t fx_band = (fx_end - fx_i) / fx_inner;\n"
+         << "      const int64_t fx_t_left = fx_sizes[" << t << "] - fx_row % fx_sizes[" << t
+         << "];\n"
+         << "      if (fx_band > fx_t_left) fx_band = fx_t_left;\n"
+         << "      if (fx_band > " << kBandRows << ") fx_band = " << kBandRows << ";\n";
+    for (const auto& [off, st] : offsets) {
+      out_ << "      const int64_t fx_row_" << off << " = " << off << ";\n";
+    }
+    out_ << "      for (int64_t fx_jb = 0; fx_jb < fx_inner; fx_jb += " << kBandColumns << ") {\n"
+         << "        const int64_t fx_je = fx_jb + " << kBandColumns
+         << " < fx_inner ? fx_jb + " << kBandColumns << " : fx_inner;\n"
+         << "        for (int64_t fx_b = 0; fx_b < fx_band; ++fx_b) {\n"
+         << "          const int64_t fx_base = fx_i + fx_b * fx_inner;\n";
+    for (const auto& [off, st] : offsets) {
+      out_ << "          const int64_t " << off << " = fx_row_" << off << " + fx_b * " << st
+           << "[" << t << "];\n";
+    }
+    out_ << "#pragma GCC ivdep\n"
+         << "          for (int64_t j = fx_jb; j < fx_je; ++j) {\n"
+         << "            const int64_t i = fx_base + j;\n";
+    printExprs(/*invariant=*/false, "            ");
+    printStores("            ");
+    out_ << "          }\n        }\n      }\n"
+         << "      fx_i += fx_band * fx_inner;\n      continue;\n    }\n";
   }
 
   void printStores(const std::string& indent) {

@@ -6,8 +6,12 @@
 // recover each element's multi-index with div/mod; in 32 bits when every offset fits.
 // Inputs with equal strides share their offsets. The launch's `vectors` argument
 // (cudaLaunchShape) picks vectors or elements at run time. A kernel compiled for one
-// shape (Kernel::fixed) has its sizes and strides written in as constants.
+// shape (Kernel::fixed) has its sizes and strides written in as constants. Kernels with
+// transpose_tiles walk the two innermost dims in kTransposeTile-square tiles, staging
+// their transposed inputs through shared memory.
 #include "codegen/cuda_printer.h"
+
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstring>
@@ -51,6 +55,20 @@ constexpr int kRowBlocksPerSm = 64;
 constexpr int kMinVectorThreadsPerSm = 128;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
+
+// Side of the square tiles of transpose_tiles kernels: a warp reads a tile's row of a
+// transposed input along that input's fastest dim, then the block reads it back
+// column-wise from shared memory while writing the outputs along theirs. Blocks have
+// kCudaBlockSize threads, so a thread handles kTransposeTile * kTransposeTile / 256
+// elements per phase.
+constexpr int kTransposeTile = 32;
+
+// Elements of padding per tile row, so that a row is an odd number of 4-byte words and
+// the column-wise reads (one row per lane) fall into distinct shared-memory banks.
+int tilePadding(c10::ScalarType t) {
+  const int bytes = storageBytes(t);
+  return bytes >= 4 ? 1 : 4 / bytes;
+}
 
 // Threads per block of flat kernels that move 16 bytes per tensor and thread. On the
 // H100, (x*y+1).relu().sigmoid() over 2^26 halves took 134.3 us in blocks of 1024,
@@ -133,9 +151,10 @@ struct WalkedTensor {
   int slot;  // launch tensor whose strides these are (FixedShape::strides)
 };
 
-// How printExprs reads inputs: per element (index i, offsets offN), or lane u of the
-// vectors (lN) that a flat loop or a row tile loaded.
-enum class Lanes { None, Flat, Row };
+// How printExprs reads inputs: per element (index i, offsets offN), lane u of the
+// vectors (lN) that a flat loop or a row tile loaded, or (transposed inputs) the
+// shared-memory tile of a transpose_tiles kernel.
+enum class Lanes { None, Flat, Row, Tile };
 
 std::string vectorType(c10::ScalarType storage, int width) {
   return "FxVec<" + std::string(storageTypeName(storage)) + ", " + std::to_string(width) + ">";
@@ -181,6 +200,8 @@ class CudaPrinter {
     printExprs(/*invariant=*/true, "  ");
     if (k_.flat) {
       printFlat();
+    } else if (k_.transpose_tiles) {
+      printTransposeTiles();
     } else {
       printStrided();
     }
@@ -351,6 +372,61 @@ class CudaPrinter {
     out_ << "  }\n";
   }
 
+  // Block x takes one tile of the two innermost dims (j: the innermost, t: the one
+  // before), block y the outer indices y, y + gridDim.y, ... Per tile, the transposed
+  // inputs are read with consecutive lanes on consecutive t (their unit stride) into
+  // shared memory; then every lane takes one j, reads those inputs back from the tile
+  // and the others directly, and writes the outputs, consecutive lanes on consecutive j.
+  void printTransposeTiles() {
+    const int n = k_.ndim;
+    const std::string tile = std::to_string(kTransposeTile);
+    out_ << "  const idx_t fx_inner = " << sizeOf(n - 1) << ";\n"
+         << "  const idx_t fx_tn = " << sizeOf(n - 2) << ";\n"
+         << "  const idx_t fx_tiles_j = (fx_inner + " << kTransposeTile - 1 << ") / " << tile
+         << ";\n"
+         << "  const idx_t fx_j0 = (idx_t)(blockIdx.x % fx_tiles_j) * " << tile << ";\n"
+         << "  const idx_t fx_t0 = (idx_t)(blockIdx.x / fx_tiles_j) * " << tile << ";\n"
+         << "  const int fx_lx = threadIdx.x % " << tile << ";\n"
+         << "  const int fx_ly = threadIdx.x / " << tile << ";\n"
+         << "  const int fx_ry = blockDim.x / " << tile << ";\n"
+         << "  const idx_t fx_outers = fx_numel / (fx_inner * fx_tn);\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      const TensorInput& in = k_.inputs[i];
+      if (!in.transposed) continue;
+      out_ << "  __shared__ " << storageTypeName(in.dtype) << " fx_tile" << i << "[" << tile
+           << "][" << kTransposeTile + tilePadding(in.dtype) << "];\n";
+    }
+    out_ << "  for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
+    printOffsets("fx_outer", n - 3, "base_", "    ");
+    out_ << "    for (int fx_r = fx_ly; fx_r < " << tile << "; fx_r += fx_ry) {\n"
+         << "      const idx_t fx_t = fx_t0 + fx_lx, fx_j = fx_j0 + fx_r;\n"
+         << "      if (fx_t < fx_tn && fx_j < fx_inner) {\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!k_.inputs[i].transposed) continue;
+      const int o = offsetsOf(k_, static_cast<int>(i));
+      out_ << "        fx_tile" << i << "[fx_r][fx_lx] = fx_ld(" << inPtr(i) << " + base_off" << o
+           << " + fx_t + fx_j * " << strideOf("st" + std::to_string(o), o, n - 1) << ");\n";
+    }
+    out_ << "      }\n    }\n    __syncthreads();\n"
+         << "    for (int fx_r = fx_ly; fx_r < " << tile << "; fx_r += fx_ry) {\n"
+         << "      const idx_t fx_t = fx_t0 + fx_r, fx_j = fx_j0 + fx_lx;\n"
+         << "      if (fx_t < fx_tn && fx_j < fx_inner) {\n"
+         << "        const idx_t i = (fx_outer * fx_tn + fx_t) * fx_inner + fx_j;\n"
+         << "        (void)i;\n";
+    for (const WalkedTensor& w : walked_) {
+      out_ << "        const idx_t " << w.offset << " = base_" << w.offset << " + fx_t * "
+           << strideOf(w.strides, w.slot, n - 2) << " + "
+           << (w.inner_unit_stride ? "fx_j" : "fx_j * " + strideOf(w.strides, w.slot, n - 1))
+           << ";\n        (void)" << w.offset << ";\n";
+    }
+    lanes_ = Lanes::Tile;
+    printExprs(/*invariant=*/false, "        ");
+    lanes_ = Lanes::None;
+    printStores("        ");
+    out_ << "      }\n    }\n"
+         << "    __syncthreads();  // the next outer index refills the tiles\n  }\n";
+  }
+
   // Opens the loop over this block's rows and declares base_offN, the offset of the
   // row's first element in every walked tensor. The launch never gives a block no row,
   // so the first pass needs no test (and the division in fx_rows is off its path).
@@ -460,12 +536,15 @@ class CudaPrinter {
     switch (in.access) {
       case Access::Broadcast1: elem = "fx_ld(" + ref + ")"; break;
       case Access::Flat:
-        elem = lanes_ != Lanes::None ? "l" + std::to_string(e.index) + "[fx_k].v[u]"
-                                     : "fx_ld(" + ref + " + i)";
+        elem = lanes_ == Lanes::Flat || lanes_ == Lanes::Row
+                   ? "l" + std::to_string(e.index) + "[fx_k].v[u]"
+                   : "fx_ld(" + ref + " + i)";
         break;
       case Access::Strided: {
         const std::string offsets = std::to_string(offsetsOf(k_, e.index));
-        if (lanes_ == Lanes::Row && in.inner_zero_stride) {
+        if (lanes_ == Lanes::Tile && in.transposed) {
+          elem = "fx_tile" + std::to_string(e.index) + "[fx_lx][fx_r]";
+        } else if (lanes_ == Lanes::Row && in.inner_zero_stride) {
           elem = "fx_ld(" + ref + " + base_off" + offsets + ")";
         } else if (lanes_ == Lanes::Row) {
           elem = "l" + std::to_string(e.index) + "[fx_k].v[u]";
@@ -539,6 +618,13 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
                                 const int64_t* sizes, int64_t numel, int sm_count) {
   constexpr int64_t kMaxGridX = 2147483647;
   constexpr int64_t kMaxGridY = 65535;
+  if (k.transpose_tiles) {
+    const int64_t inner = sizes[k.ndim - 1], tn = sizes[k.ndim - 2];
+    const int64_t tiles = ((inner + kTransposeTile - 1) / kTransposeTile) *
+                          ((tn + kTransposeTile - 1) / kTransposeTile);
+    TORCH_CHECK(tiles <= kMaxGridX, "fuser: too many tiles for one launch: ", tiles);
+    return {tiles, std::clamp<int64_t>(numel / (inner * tn), 1, kMaxGridY), kCudaBlockSize, 0};
+  }
   const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
   const int64_t inner = rows ? sizes[k.ndim - 1] : 0;
   const int width = rows ? v.row_width : v.flat_width;

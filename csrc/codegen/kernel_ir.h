@@ -76,6 +76,10 @@ struct TensorInput {
   // Strided, CUDA: an earlier Strided input with exactly these strides (the chunks of
   // one tensor, say), whose offsets this one reuses; -1: none.
   int32_t same_strides_as = -1;
+  // Strided, in a Kernel with transpose_tiles: steps by 1 along dim ndim-2 and not
+  // along ndim-1, so it is read along ndim-2 (a transpose, say, or channels-last
+  // activations beside row-major ones).
+  bool transposed = false;
 };
 
 enum class ScalarArgKind : uint8_t { Double, Int64, Bool };
@@ -117,6 +121,10 @@ struct Kernel {
   bool index32 = true;     // CUDA: all offsets fit in 32 bits
   bool vectorize = false;  // CUDA flat kernels: every pointer allows 16-byte accesses
   FixedShape fixed;        // CUDA strided kernels: empty unless compiled for one shape
+  // The two innermost dims are walked in square tiles, so that the `transposed` inputs
+  // are read along their own fastest dim while outputs are written along theirs: CUDA
+  // stages those inputs through shared memory, the CPU walks bands of rows.
+  bool transpose_tiles = false;
   // Where the kernel runs: the autocast casts' results depend on it.
   c10::DeviceType device = c10::DeviceType::CPU;
 };

@@ -45,12 +45,14 @@ SpecKey makeKey(const IterationPlan& plan, c10::ArrayRef<bool> zero_dim,
   key.push_back(plan.flat ? 1 : 0);
   key.push_back(plan.flat ? 1 : static_cast<uint8_t>(plan.ndim));
   key.push_back(device.is_cuda() && plan.index32 ? 1 : 0);
+  key.push_back(plan.transpose_tiles ? 1 : 0);
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const codegen::TensorInput& in = plan.inputs[i];
     const bool scalar = i < zero_dim.size() && zero_dim[i];
     key.push_back(static_cast<uint8_t>(in.dtype));
     key.push_back(static_cast<uint8_t>(static_cast<int>(in.access) | (in.inner_unit_stride << 3) |
-                                       (in.inner_zero_stride << 4) | (scalar << 5)));
+                                       (in.inner_zero_stride << 4) | (scalar << 5) |
+                                       (in.transposed << 6)));
     key.push_back(static_cast<uint8_t>(in.same_strides_as + 1));
   }
   for (int32_t slot : out_slots) key.push_back(static_cast<uint8_t>(slot + 1));
@@ -229,6 +231,7 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
     }
     kernel.name = "fuser_kernel";
     kernel.index32 = device.is_cuda() && plan.index32;
+    kernel.transpose_tiles = plan.transpose_tiles;
     kernel.vectorize = vectorize;
     if (fix_shape) {
       kernel.fixed.sizes.assign(plan.sizes.begin(), plan.sizes.end());
@@ -314,6 +317,7 @@ void FusionExecutor::launch(const Specialization& spec, const IterationPlan& pla
                   plan.numel,   device};
   spec.kernel->launch(args);
   stats().kernel_launches++;
+  if (plan.transpose_tiles) stats().tiled_launches++;
 }
 
 void FusionExecutor::runPrepared(const Prepared& prepared, const InputSignature& signature,
@@ -470,6 +474,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
 
   IterationPlan plan =
       planIteration(views, lead ? c10::IntArrayRef(lead->strides) : c10::IntArrayRef());
+  chooseTransposeTiles(plan, num_tensors);
   if (device.is_cuda()) {
     shareEqualStrides(plan, num_tensors);
     for (size_t t = 0; t < num_tensors; ++t) {

@@ -133,6 +133,26 @@ IterationPlan planIteration(c10::ArrayRef<TensorView> tensors, c10::IntArrayRef 
   return plan;
 }
 
+void chooseTransposeTiles(IterationPlan& plan, size_t count) {
+  // Shorter dims fill too little of a tile to repay staging it; their reads also share
+  // cache lines already.
+  constexpr int64_t kMinTileDim = 32;
+  const int n = plan.ndim;
+  if (plan.flat || n < 2 || plan.sizes[n - 2] < kMinTileDim || plan.sizes[n - 1] < kMinTileDim) {
+    return;
+  }
+  for (size_t k = 0; k < count; ++k) {
+    codegen::TensorInput& in = plan.inputs[k];
+    const int64_t* st = plan.strides.data() + k * n;
+    if (in.access != codegen::Access::Strided || st[n - 2] != 1 || st[n - 1] == 0 ||
+        st[n - 1] == 1) {
+      continue;
+    }
+    in.transposed = true;
+    plan.transpose_tiles = true;
+  }
+}
+
 void shareEqualStrides(IterationPlan& plan, size_t count) {
   const int64_t* strides = plan.strides.data();
   const size_t n = static_cast<size_t>(plan.ndim);

@@ -1,0 +1,119 @@
+"""Groups whose inputs disagree with the output on the fastest-moving dim (a transpose,
+a permute, channels-last beside row-major) walk the two innermost dims in tiles
+(codegen::Kernel::transpose_tiles): CUDA stages the transposed inputs through shared
+memory, the CPU walks bands of rows. Values, shapes and strides equal eager's at ragged
+sizes, in every dtype; the tile path is the one taken (fuser.stats()'s
+tiled_launches); on CPU runs with FUSER_CROSS_COMPILE its CUDA form compiles too."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import fuser
+from helpers import devices, eager_from_source, run_optimized, script_from_source
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32]
+
+
+def tensor(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
+    if dtype == torch.int32:
+        return torch.randint(-50, 50, shape, dtype=dtype, device=device)
+    return torch.randn(shape, device=device).to(dtype)
+
+
+def run_and_compare(source: str, *args: torch.Tensor) -> int:
+    """Runs `source` fused and eager; checks every output; returns how many of the
+    fused calls launched a tiled kernel."""
+    before = fuser.stats()
+    failures = before["cuda_cross_compile_failures"]
+    got = run_optimized(script_from_source(source), *args)
+    want = eager_from_source(source)(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype, source
+        assert g.stride() == w.stride(), (source, g.stride(), w.stride())
+        torch.testing.assert_close(g, w, equal_nan=True)
+    after = fuser.stats()
+    assert after["cuda_cross_compile_failures"] == failures
+    assert after["kernel_launches"] > before["kernel_launches"], "nothing ran fused"
+    return after["tiled_launches"] - before["tiled_launches"]
+
+
+def assert_tiled(tiled_launches: int, tiled: bool = True) -> None:
+    assert (tiled_launches > 0) == tiled
+
+
+TRANSPOSE = "def f(x, y):\n    return (x.t() * y + 1.0).relu()\n"
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,cols", [(32, 32), (33, 65), (100, 37), (257, 129)])
+def test_transpose_at_ragged_sizes(fused, device: str, dtype: torch.dtype, rows: int, cols: int):
+    x, y = tensor((cols, rows), dtype, device), tensor((rows, cols), dtype, device)
+    assert_tiled(run_and_compare(TRANSPOSE, x, y))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_dims_shorter_than_a_tile_take_the_row_path(fused, device: str):
+    x, y = torch.randn(64, 31, device=device), torch.randn(31, 64, device=device)
+    assert_tiled(run_and_compare(TRANSPOSE, x, y), tiled=False)
+
+
+CASES = {
+    # A batch of transposes: the outer dim walks whole tiles.
+    "batched": (
+        "def f(x, y):\n    return x.transpose(1, 2) * y - 2.0\n",
+        [(3, 70, 45), (3, 45, 70)],
+    ),
+    # NCHW read as NHWC beside a row-major NHWC tensor.
+    "permute_nhwc": (
+        "def f(x, y):\n    return (x.permute(0, 2, 3, 1) + y).sigmoid()\n",
+        [(2, 40, 6, 7), (2, 6, 7, 40)],
+    ),
+    # Two transposed inputs beside the row-major one the outputs follow, one input
+    # broadcast along the rows, and two outputs.
+    "two_transposed_and_a_bias": (
+        "def f(y, a, b, bias):\n"
+        "    s = y + a.t() * b.t() + bias\n"
+        "    return s.relu(), s * a.t()\n",
+        [(80, 48), (48, 80), (48, 80), (48,)],
+    ),
+    # A sliced transpose: unit stride along t, its rows 2 elements further apart.
+    "sliced": (
+        "def f(x, y):\n    return x[:, 2:].t() * y\n",
+        [(50, 40), (38, 50)],
+    ),
+}
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_transposed_layouts_match_eager(fused, device: str, dtype: torch.dtype, name: str):
+    source, shapes = CASES[name]
+    args = [tensor(shape, dtype, device) for shape in shapes]
+    assert_tiled(run_and_compare(source, *args))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_channels_last_beside_row_major(fused, device: str, dtype: torch.dtype):
+    activation = tensor((2, 64, 9, 11), dtype, device).contiguous(memory_format=torch.channels_last)
+    residual = tensor((2, 64, 9, 11), dtype, device)
+    source = "def f(a, r):\n    return (a + r).relu(), a * 2.0\n"
+    # Eager's output follows the first input: either one is the transposed read.
+    assert_tiled(run_and_compare(source, activation, residual))
+    assert_tiled(run_and_compare(source, residual, activation))
+
+
+@pytest.mark.skipif(os.environ.get("FUSER_CROSS_COMPILE") is None, reason="no NVRTC here")
+def test_cuda_form_of_a_tiled_kernel_compiles(fused):
+    x, y = torch.randn(96, 64, dtype=torch.float16), torch.randn(64, 96, dtype=torch.float16)
+    compiles = fuser.stats()["cuda_cross_compiles"]
+    assert_tiled(run_and_compare(TRANSPOSE, x, y))
+    assert fuser.stats()["cuda_cross_compiles"] > compiles
