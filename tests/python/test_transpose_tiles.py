@@ -78,9 +78,7 @@ CASES = {
     # Two transposed inputs beside the row-major one the outputs follow, one input
     # broadcast along the rows, and two outputs.
     "two_transposed_and_a_bias": (
-        "def f(y, a, b, bias):\n"
-        "    s = y + a.t() * b.t() + bias\n"
-        "    return s.relu(), s * a.t()\n",
+        "def f(y, a, b, bias):\n    s = y + a.t() * b.t() + bias\n    return s.relu(), s * a.t()\n",
         [(80, 48), (48, 80), (48, 80), (48,)],
     ),
     # A sliced transpose: unit stride along t, its rows 2 elements further apart.
