@@ -129,6 +129,7 @@ Config* readConfig() {
   c->keep_singletons = readBool("FUSER_SINGLETON", false);
   c->use_disk_cache = readBool("FUSER_DISK_CACHE", true);
   c->hoist_projections = readBool("FUSER_HOIST", true);
+  c->transpose_tiles = readBool("FUSER_TRANSPOSE_TILES", true);
   c->leave_to_onednn = readBool("FUSER_LEAVE_TO_ONEDNN", true);
   c->min_group_size = readInt("FUSER_MIN_GROUP_SIZE", c->keep_singletons ? 1 : 2, 1, 1000000,
                               "an integer >= 1");

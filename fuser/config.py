@@ -18,6 +18,7 @@
 | FUSER_SHAPE_KERNELS=N  | CUDA: kernels with constant sizes for a group's first N shapes (4) |
 | FUSER_HOIST=0          | keep a loop's per-step input GEMMs (`x[t] @ w`) per step, not one |
 | FUSER_LEAVE_TO_ONEDNN=0 | with oneDNN Graph on, take the post-ops it fuses into convs too |
+| FUSER_TRANSPOSE_TILES=0 | transposed inputs are read along the output's rows, not in tiles |
 
 A bad value never raises: it gives one warning naming the variable and the accepted
 values, and the default is used.

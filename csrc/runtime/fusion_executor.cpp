@@ -474,7 +474,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
 
   IterationPlan plan =
       planIteration(views, lead ? c10::IntArrayRef(lead->strides) : c10::IntArrayRef());
-  chooseTransposeTiles(plan, num_tensors);
+  if (config().transpose_tiles) chooseTransposeTiles(plan, num_tensors);
   if (device.is_cuda()) {
     shareEqualStrides(plan, num_tensors);
     for (size_t t = 0; t < num_tensors; ++t) {

@@ -133,6 +133,42 @@ def _norm_tail_inputs(
     return x, mean, rstd, _randn(gen, dtype, device, h), _randn(gen, dtype, device, h)
 
 
+def _transpose_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """x (H, N), read transposed, and y (N, H)."""
+    n, h = dims["N"], dims["H"]
+    return _randn(gen, dtype, device, h, n), _randn(gen, dtype, device, n, h)
+
+
+def _permute_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """x (N, C, H, W) row-major, read as NHWC, and y (N, H, W, C) row-major."""
+    n, c, h, w = dims["N"], dims["C"], dims["H"], dims["W"]
+    return _randn(gen, dtype, device, n, c, h, w), _randn(gen, dtype, device, n, h, w, c)
+
+
+def _channels_last_residual_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """A channels-last activation (a convolution's output) and a row-major residual,
+    both (N, C, H, W)."""
+    n, c, h, w = dims["N"], dims["C"], dims["H"], dims["W"]
+    activation = _randn(gen, dtype, device, n, c, h, w)
+    return activation.contiguous(memory_format=torch.channels_last), _randn(
+        gen, dtype, device, n, c, h, w
+    )
+
+
+def _expand_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """x (1, H), expanded along the leading dim inside the function, and y (N, H)."""
+    n, h = dims["N"], dims["H"]
+    return _randn(gen, dtype, device, 1, h), _randn(gen, dtype, device, n, h)
+
+
 def _recurrent_cell_inputs(
     dims: Dims,
     dtype: torch.dtype,
@@ -239,6 +275,17 @@ _ROWS_CUDA = {
     "small": {"N": 64, "H": 512},
     "large": {"N": 8192, "H": 8192},
 }
+# NCHW activations: CUDA "large" is a ResNet stage's worth (2^25 elements).
+_IMAGES = {
+    "tiny": {"N": 2, "C": 8, "H": 4, "W": 4},
+    "small": {"N": 4, "C": 32, "H": 16, "W": 16},
+    "medium": {"N": 8, "C": 64, "H": 32, "W": 32},
+    "large": {"N": 16, "C": 128, "H": 32, "W": 32},
+}
+_IMAGES_CUDA = {
+    "small": {"N": 2, "C": 64, "H": 16, "W": 16},
+    "large": {"N": 32, "C": 256, "H": 64, "W": 64},
+}
 _CELLS = {
     "tiny": {"B": 4, "H": 16},
     "small": {"B": 32, "H": 256},
@@ -309,6 +356,58 @@ WORKLOADS: dict[str, Workload] = {
                 """
             ),
             make_inputs=_norm_tail_inputs,
+            sizes=_ROWS,
+            cuda_sizes=_ROWS_CUDA,
+        ),
+        Workload(
+            name="transpose_2d",
+            description="(x.t() * y + 1).relu(): x read transposed",
+            source=_source(
+                """
+                def transpose_2d(x, y):
+                    return (x.t() * y + 1.0).relu()
+                """
+            ),
+            make_inputs=_transpose_inputs,
+            sizes=_ROWS,
+            cuda_sizes=_ROWS_CUDA,
+        ),
+        Workload(
+            name="permute_nhwc",
+            description="(x.permute(0, 2, 3, 1) + y).relu(): NCHW x read as NHWC",
+            source=_source(
+                """
+                def permute_nhwc(x, y):
+                    return (x.permute(0, 2, 3, 1) + y).relu()
+                """
+            ),
+            make_inputs=_permute_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="channels_last_residual",
+            description="(a + r).relu(): a channels-last, r row-major NCHW",
+            source=_source(
+                """
+                def channels_last_residual(a, r):
+                    return (a + r).relu()
+                """
+            ),
+            make_inputs=_channels_last_residual_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="expand_leading",
+            description="(x.expand(N, H) * y + 1).relu(): x (1, H) expanded",
+            source=_source(
+                """
+                def expand_leading(x, y):
+                    return (x.expand(y.size(0), y.size(1)) * y + 1.0).relu()
+                """
+            ),
+            make_inputs=_expand_inputs,
             sizes=_ROWS,
             cuda_sizes=_ROWS_CUDA,
         ),

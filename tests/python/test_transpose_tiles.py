@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import fuser
-from helpers import devices, eager_from_source, run_optimized, script_from_source
+from helpers import devices, eager_from_source, run_optimized, run_python, script_from_source
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32]
 
@@ -115,3 +115,23 @@ def test_cuda_form_of_a_tiled_kernel_compiles(fused):
     compiles = fuser.stats()["cuda_cross_compiles"]
     assert_tiled(run_and_compare(TRANSPOSE, x, y))
     assert fuser.stats()["cuda_cross_compiles"] > compiles
+
+
+def test_flag_turns_tiles_off():
+    code = """
+import torch, fuser
+fuser.enable()
+@torch.jit.script
+def f(x, y):
+    return (x.t() * y + 1.0).relu()
+x, y = torch.randn(64, 96), torch.randn(96, 64)
+for _ in range(3):
+    out = f(x, y)
+torch.testing.assert_close(out, (x.t() * y + 1.0).relu())
+stats = fuser.stats()
+print(stats["kernel_launches"] > 0, stats["tiled_launches"])
+"""
+    for flag, tiled in (("0", "0"), ("1", "2")):
+        result = run_python(code, {"FUSER_TRANSPOSE_TILES": flag})
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["True", tiled], flag
