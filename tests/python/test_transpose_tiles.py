@@ -99,6 +99,17 @@ def test_transposed_layouts_match_eager(fused, device: str, dtype: torch.dtype, 
 
 
 @pytest.mark.parametrize("device", devices())
+def test_more_transposed_inputs_than_tiles_fit(fused, device: str):
+    # Twelve float64 tiles would need 110 KB of shared memory: some are read directly.
+    names = [f"x{i}" for i in range(12)]
+    body = " + ".join(f"{n}.t() * {0.5 + i}" for i, n in enumerate(names))
+    source = f"def f(y, {', '.join(names)}):\n    return y + {body}\n"
+    args = [torch.randn(40, 70, dtype=torch.float64, device=device)]
+    args += [torch.randn(70, 40, dtype=torch.float64, device=device) for _ in names]
+    assert_tiled(run_and_compare(source, *args))
+
+
+@pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_channels_last_beside_row_major(fused, device: str, dtype: torch.dtype):
     activation = tensor((2, 64, 9, 11), dtype, device).contiguous(memory_format=torch.channels_last)
