@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|layouts|all] [extra fuser.bench arguments]
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
+#   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
+#   channels-last beside row-major, expanded broadcast) at their large size in every
+#   dtype, with the tiles and without them (FUSER_TRANSPOSE_TILES=0).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -25,6 +28,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_rnn_cells.py tests/python/test_cat.py tests/python/test_projections.py \
     tests/python/test_output_layout.py tests/python/test_param_space.py \
     tests/python/test_epilogues.py tests/python/test_host_cost.py tests/python/test_report.py \
+    tests/python/test_transpose_tiles.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
@@ -43,6 +47,16 @@ if [ "$what" = models ]; then
     2>&1 | tee "$OUT/models_cpu.log"
   FUSER_LEAVE_TO_ONEDNN=0 PYTHONPATH=. python3 -m fuser.bench --device cpu --models \
     --mode fuser --out "$OUT/models_cpu_take_all" 2>&1 | tee "$OUT/models_cpu_take_all.log"
+fi
+if [ "$what" = layouts ]; then
+  layout_rows=transpose_2d,permute_nhwc,channels_last_residual,expand_leading
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_transpose_tiles.py tests/python/test_output_layout.py \
+    2>&1 | tee "$OUT/test_layouts.log" | tail -5
+  FUSER_TRANSPOSE_TILES=0 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+    --workload "$layout_rows" --mode fuser --out "$OUT/layouts_rows" 2>&1 | tail -20
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$layout_rows" \
+    --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --out "$OUT/bench" "$@" 2>&1 | tee "$OUT/bench.log"
