@@ -62,6 +62,9 @@ int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t
 // kCudaBlockSize threads, so a thread handles kTransposeTile * kTransposeTile / 256
 // elements per phase.
 constexpr int kTransposeTile = 32;
+// Rows of a tile a block's warps cover in one pass, and so the passes a thread makes.
+constexpr int kTileRowStep = kCudaBlockSize / kTransposeTile;
+constexpr int kTileRowsPerThread = kTransposeTile / kTileRowStep;
 
 // Elements of padding per tile row, so that a row is an odd number of 4-byte words and
 // the column-wise reads (one row per lane) fall into distinct shared-memory banks.
@@ -373,13 +376,18 @@ class CudaPrinter {
   }
 
   // Block x takes one tile of the two innermost dims (j: the innermost, t: the one
-  // before), block y the outer indices y, y + gridDim.y, ... Per tile, the transposed
-  // inputs are read with consecutive lanes on consecutive t (their unit stride) into
-  // shared memory; then every lane takes one j, reads those inputs back from the tile
-  // and the others directly, and writes the outputs, consecutive lanes on consecutive j.
+  // before), block y the outer indices y, y + gridDim.y, ... A thread handles
+  // kTileRowsPerThread elements per phase, each phase loading everything before using
+  // any of it: first the transposed inputs' elements with consecutive lanes on
+  // consecutive t (their unit stride), then the other inputs' elements of this thread's
+  // outputs (consecutive lanes on consecutive j), both in flight together; the former
+  // go to shared memory, and after the barrier every lane reads them back transposed,
+  // computes, and writes the outputs along j.
   void printTransposeTiles() {
     const int n = k_.ndim;
     const std::string tile = std::to_string(kTransposeTile);
+    const std::string per = std::to_string(kTileRowsPerThread);
+    const std::string step = std::to_string(kTileRowStep);
     out_ << "  const idx_t fx_inner = " << sizeOf(n - 1) << ";\n"
          << "  const idx_t fx_tn = " << sizeOf(n - 2) << ";\n"
          << "  const idx_t fx_tiles_j = (fx_inner + " << kTransposeTile - 1 << ") / " << tile
@@ -388,7 +396,6 @@ class CudaPrinter {
          << "  const idx_t fx_t0 = (idx_t)(blockIdx.x / fx_tiles_j) * " << tile << ";\n"
          << "  const int fx_lx = threadIdx.x % " << tile << ";\n"
          << "  const int fx_ly = threadIdx.x / " << tile << ";\n"
-         << "  const int fx_ry = blockDim.x / " << tile << ";\n"
          << "  const idx_t fx_outers = fx_numel / (fx_inner * fx_tn);\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
@@ -398,33 +405,85 @@ class CudaPrinter {
     }
     out_ << "  for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
     printOffsets("fx_outer", n - 3, "base_", "    ");
-    out_ << "    for (int fx_r = fx_ly; fx_r < " << tile << "; fx_r += fx_ry) {\n"
+    // Phase 1: the transposed inputs' elements, and which of them are in range.
+    out_ << "    bool fx_tin[" << per << "];\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!k_.inputs[i].transposed) continue;
+      out_ << "    " << storageTypeName(k_.inputs[i].dtype) << " fx_x" << i << "[" << per
+           << "];\n";
+    }
+    out_ << "#pragma unroll\n    for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
+         << "      const int fx_r = fx_ly + fx_q * " << step << ";\n"
          << "      const idx_t fx_t = fx_t0 + fx_lx, fx_j = fx_j0 + fx_r;\n"
-         << "      if (fx_t < fx_tn && fx_j < fx_inner) {\n";
+         << "      fx_tin[fx_q] = fx_t < fx_tn && fx_j < fx_inner;\n"
+         << "      if (fx_tin[fx_q]) {\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!k_.inputs[i].transposed) continue;
       const int o = offsetsOf(k_, static_cast<int>(i));
-      out_ << "        fx_tile" << i << "[fx_r][fx_lx] = fx_ld(" << inPtr(i) << " + base_off" << o
+      out_ << "        fx_x" << i << "[fx_q] = fx_ld(" << inPtr(i) << " + base_off" << o
            << " + fx_t + fx_j * " << strideOf("st" + std::to_string(o), o, n - 1) << ");\n";
     }
-    out_ << "      }\n    }\n    __syncthreads();\n"
-         << "    for (int fx_r = fx_ly; fx_r < " << tile << "; fx_r += fx_ry) {\n"
-         << "      const idx_t fx_t = fx_t0 + fx_r, fx_j = fx_j0 + fx_lx;\n"
-         << "      if (fx_t < fx_tn && fx_j < fx_inner) {\n"
-         << "        const idx_t i = (fx_outer * fx_tn + fx_t) * fx_inner + fx_j;\n"
-         << "        (void)i;\n";
+    out_ << "      }\n    }\n";
+    // Phase 2: the other inputs' elements of this thread's outputs.
+    out_ << "    bool fx_in[" << per << "];\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!loadedAhead(k_.inputs[i])) continue;
+      out_ << "    " << storageTypeName(k_.inputs[i].dtype) << " l" << i << "[" << per << "];\n";
+    }
+    out_ << "#pragma unroll\n    for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
+         << "      const idx_t fx_t = fx_t0 + fx_ly + fx_q * " << step
+         << ", fx_j = fx_j0 + fx_lx;\n"
+         << "      fx_in[fx_q] = fx_t < fx_tn && fx_j < fx_inner;\n"
+         << "      if (!fx_in[fx_q]) continue;\n";
+    printTileElementIndex("      ");
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!loadedAhead(k_.inputs[i])) continue;
+      const std::string at = k_.inputs[i].access == Access::Flat
+                                 ? "i"
+                                 : "off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
+      out_ << "      l" << i << "[fx_q] = fx_ld(" << inPtr(i) << " + " << at << ");\n";
+    }
+    out_ << "    }\n";
+    // The transposed elements into the tiles; then every lane reads them back.
+    out_ << "#pragma unroll\n    for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
+         << "      if (!fx_tin[fx_q]) continue;\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!k_.inputs[i].transposed) continue;
+      out_ << "      fx_tile" << i << "[fx_ly + fx_q * " << step << "][fx_lx] = fx_x" << i
+           << "[fx_q];\n";
+    }
+    out_ << "    }\n    __syncthreads();\n"
+         << "#pragma unroll\n    for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
+         << "      if (!fx_in[fx_q]) continue;\n"
+         << "      const int fx_r = fx_ly + fx_q * " << step << ";\n"
+         << "      const idx_t fx_t = fx_t0 + fx_r, fx_j = fx_j0 + fx_lx;\n";
+    printTileElementIndex("      ");
+    lanes_ = Lanes::Tile;
+    printExprs(/*invariant=*/false, "      ");
+    lanes_ = Lanes::None;
+    printStores("      ");
+    out_ << "    }\n"
+         << "    __syncthreads();  // the next outer index refills the tiles\n  }\n";
+  }
+
+  // Inputs a tile kernel loads in its first phase, into lN[fx_q]: all but the
+  // transposed ones (in the tiles), single elements and those broadcast along j.
+  static bool loadedAhead(const TensorInput& in) {
+    return !in.transposed && readAlongRows(in);
+  }
+
+  // i (the element's index in iteration order, for Flat tensors) and the offsets of
+  // the walked tensors, from fx_outer's base offsets, fx_t and fx_j.
+  void printTileElementIndex(const std::string& ind) {
+    const int n = k_.ndim;
+    out_ << ind << "const idx_t i = (fx_outer * fx_tn + fx_t) * fx_inner + fx_j;\n"
+         << ind << "(void)i;\n";
     for (const WalkedTensor& w : walked_) {
-      out_ << "        const idx_t " << w.offset << " = base_" << w.offset << " + fx_t * "
+      out_ << ind << "const idx_t " << w.offset << " = base_" << w.offset << " + fx_t * "
            << strideOf(w.strides, w.slot, n - 2) << " + "
            << (w.inner_unit_stride ? "fx_j" : "fx_j * " + strideOf(w.strides, w.slot, n - 1))
-           << ";\n        (void)" << w.offset << ";\n";
+           << ";\n" << ind << "(void)" << w.offset << ";\n";
     }
-    lanes_ = Lanes::Tile;
-    printExprs(/*invariant=*/false, "        ");
-    lanes_ = Lanes::None;
-    printStores("        ");
-    out_ << "      }\n    }\n"
-         << "    __syncthreads();  // the next outer index refills the tiles\n  }\n";
   }
 
   // Opens the loop over this block's rows and declares base_offN, the offset of the
@@ -536,14 +595,20 @@ class CudaPrinter {
     switch (in.access) {
       case Access::Broadcast1: elem = "fx_ld(" + ref + ")"; break;
       case Access::Flat:
-        elem = lanes_ == Lanes::Flat || lanes_ == Lanes::Row
-                   ? "l" + std::to_string(e.index) + "[fx_k].v[u]"
-                   : "fx_ld(" + ref + " + i)";
+        if (lanes_ == Lanes::Tile) {
+          elem = "l" + std::to_string(e.index) + "[fx_q]";
+        } else if (lanes_ == Lanes::Flat || lanes_ == Lanes::Row) {
+          elem = "l" + std::to_string(e.index) + "[fx_k].v[u]";
+        } else {
+          elem = "fx_ld(" + ref + " + i)";
+        }
         break;
       case Access::Strided: {
         const std::string offsets = std::to_string(offsetsOf(k_, e.index));
         if (lanes_ == Lanes::Tile && in.transposed) {
           elem = "fx_tile" + std::to_string(e.index) + "[fx_lx][fx_r]";
+        } else if (lanes_ == Lanes::Tile && !in.inner_zero_stride) {
+          elem = "l" + std::to_string(e.index) + "[fx_q]";
         } else if (lanes_ == Lanes::Row && in.inner_zero_stride) {
           elem = "fx_ld(" + ref + " + base_off" + offsets + ")";
         } else if (lanes_ == Lanes::Row) {

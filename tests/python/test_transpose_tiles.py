@@ -99,6 +99,14 @@ def test_transposed_layouts_match_eager(fused, device: str, dtype: torch.dtype, 
 
 
 @pytest.mark.parametrize("device", devices())
+def test_transposed_bool_mask(fused, device: str):
+    mask = torch.randn(72, 40, device=device) > 0
+    y = torch.randn(40, 72, device=device)
+    source = "def f(m, y):\n    return torch.where(m.t(), y * 2.0, -y)\n"
+    assert_tiled(run_and_compare(source, mask, y))
+
+
+@pytest.mark.parametrize("device", devices())
 def test_more_transposed_inputs_than_tiles_fit(fused, device: str):
     # Twelve float64 tiles would need 110 KB of shared memory: some are read directly.
     names = [f"x{i}" for i in range(12)]
