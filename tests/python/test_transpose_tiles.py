@@ -52,7 +52,7 @@ TRANSPOSE = "def f(x, y):\n    return (x.t() * y + 1.0).relu()\n"
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-# 512 rows: columns 512 elements apart, a multiple of 1 KB: the CPU copies them first.
+# 512 rows: columns 512 elements apart, a multiple of 1 KB (the case the CPU buffer is for).
 @pytest.mark.parametrize("rows,cols", [(32, 32), (33, 65), (100, 37), (257, 129), (512, 40)])
 def test_transpose_at_ragged_sizes(fused, device: str, dtype: torch.dtype, rows: int, cols: int):
     x, y = tensor((cols, rows), dtype, device), tensor((rows, cols), dtype, device)
