@@ -38,9 +38,9 @@ void resetStats() {
   Stats& s = stats();
   for (auto* counter :
        {&s.groups_formed, &s.kernels_compiled, &s.disk_cache_hits, &s.memory_cache_hits,
-        &s.guard_failures, &s.compile_failures, &s.kernel_launches, &s.tiled_launches, &s.repeated_calls,
-        &s.interpreted_runs, &s.layout_fallbacks, &s.kernel_build_us, &s.cuda_cross_compiles,
-        &s.cuda_cross_compile_failures}) {
+        &s.guard_failures, &s.compile_failures, &s.kernel_launches, &s.tiled_launches,
+        &s.repeated_calls, &s.interpreted_runs, &s.layout_fallbacks, &s.kernel_build_us,
+        &s.cuda_cross_compiles, &s.cuda_cross_compile_failures}) {
     counter->store(0);
   }
 }
