@@ -14,21 +14,16 @@ import fuser
 from helpers import (
     FUSION_GROUP,
     devices,
+    eager_from_source,
     fusion_group_function,
     run_optimized,
     script_from_source,
 )
 
 
-def eager_function(source: str):
-    namespace: dict = {"torch": torch}
-    exec(source, namespace)
-    return namespace["f"]
-
-
 def assert_same_as_eager(source: str, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
     fused = run_optimized(script_from_source(source), *args)
-    expected = eager_function(source)(*args)
+    expected = eager_from_source(source)(*args)
     fused = fused if isinstance(fused, tuple) else (fused,)
     expected = expected if isinstance(expected, tuple) else (expected,)
     assert len(fused) == len(expected)
