@@ -734,6 +734,10 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
 
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }
 
+int64_t transposeTileBytes(c10::ScalarType dtype) {
+  return int64_t{kTransposeTile} * (kTransposeTile + tilePadding(dtype)) * storageBytes(dtype);
+}
+
 CudaArgLayout::CudaArgLayout(const Kernel& k)
     : num_pointers_(k.inputs.size() + k.outputs.size()), ndim_(k.ndim) {
   // Stride rows in FxArgs order: walked inputs, then strided outputs.

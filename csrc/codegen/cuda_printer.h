@@ -18,6 +18,9 @@ constexpr int kCudaBlockSize = 256;
 
 std::string printCudaKernel(const Kernel& kernel);
 
+// Shared memory a transpose_tiles kernel declares for one transposed input of `dtype`.
+int64_t transposeTileBytes(c10::ScalarType dtype);
+
 // The argument struct as 8-byte slots, in the order the printed struct declares them:
 // input pointers, output pointers, then (strided kernels) the ndim sizes and ndim
 // strides of each Strided input that has its own (same_strides_as < 0) and of each

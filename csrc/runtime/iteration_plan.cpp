@@ -6,6 +6,8 @@
 #include <limits>
 #include <numeric>
 
+#include "codegen/cuda_printer.h"
+
 namespace fuser::runtime {
 namespace {
 
@@ -141,9 +143,9 @@ void chooseTransposeTiles(IterationPlan& plan, size_t count) {
   if (plan.flat || n < 2 || plan.sizes[n - 2] < kMinTileDim || plan.sizes[n - 1] < kMinTileDim) {
     return;
   }
-  // CUDA stages each transposed input in a 32 x 33 tile of shared memory; past this
-  // many bytes of tiles (48 KB is the most a kernel may declare) the rest are read
-  // directly, along the output's rows.
+  // CUDA stages each transposed input in a tile of shared memory; past this many bytes
+  // of tiles (48 KB is the most a kernel may declare) the rest are read directly, along
+  // the output's rows.
   constexpr int64_t kMaxTileBytes = 32 * 1024;
   int64_t tile_bytes = 0;
   for (size_t k = 0; k < count; ++k) {
@@ -153,7 +155,7 @@ void chooseTransposeTiles(IterationPlan& plan, size_t count) {
         st[n - 1] == 1) {
       continue;
     }
-    const int64_t bytes = 32 * 36 * static_cast<int64_t>(c10::elementSize(in.dtype));
+    const int64_t bytes = codegen::transposeTileBytes(in.dtype);
     if (tile_bytes + bytes > kMaxTileBytes) break;
     tile_bytes += bytes;
     in.transposed = true;
