@@ -131,5 +131,19 @@ TEST(CudaLaunchShape, SmallFlatWorkShrinksWideBlocksToReachEverySm) {
   EXPECT_EQ(s.grid_x, 64);
 }
 
+TEST(CudaLaunchShape, TransposeTilesTakeABlockPerTileAndTheOuterIndicesInY) {
+  Kernel k = sumOf(2, ScalarType::Float, /*flat=*/false);
+  k.ndim = 3;
+  k.transpose_tiles = true;
+  k.inputs[1].transposed = true;
+  k.inputs[1].inner_unit_stride = false;
+  const CudaLaunchShape shape = launch(k, {3, 100, 70});  // tiles of 32: 4 x 3
+  EXPECT_EQ(shape.grid_x, 12);
+  EXPECT_EQ(shape.grid_y, 3);
+  EXPECT_EQ(shape.block, kCudaBlockSize);
+  EXPECT_EQ(shape.vectors, 0);
+  EXPECT_EQ(launch(k, {100000, 32, 32}).grid_y, 65535);  // the rest walked in y
+}
+
 }  // namespace
 }  // namespace fuser::codegen

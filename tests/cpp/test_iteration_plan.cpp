@@ -1,6 +1,7 @@
 // shareEqualStrides (runtime/iteration_plan.cpp): which tensors of a CUDA kernel reuse
 // another's offsets. An LSTM cell's kernel reads the chunks of two gate matrices and of
 // two biases: each family steps alike, so it needs one offset per family.
+// chooseTransposeTiles: which inputs a kernel reads through transpose tiles.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -50,6 +51,46 @@ TEST(ShareEqualStrides, OnlyTheFirstCountTensorsTakePart) {
       TensorView::of(base.slice(1, 0, 3)), TensorView::of(base.slice(1, 3, 6))});
   shareEqualStrides(plan, 1);
   EXPECT_EQ(plan.inputs[1].same_strides_as, -1);
+}
+
+IterationPlan tiledPlan(const std::vector<at::Tensor>& tensors) {
+  std::vector<TensorView> views;
+  for (const at::Tensor& t : tensors) views.push_back(TensorView::of(t));
+  IterationPlan plan = planIteration(views);
+  chooseTransposeTiles(plan, views.size());
+  return plan;
+}
+
+TEST(ChooseTransposeTiles, InputsSteppingByOneAlongTheOtherDimAreTransposed) {
+  const IterationPlan plan = tiledPlan({at::randn({64, 96}), at::randn({96, 64}).t(),
+                                        at::randn({96}), at::randn({64, 1}).expand({64, 96})});
+  EXPECT_TRUE(plan.transpose_tiles);
+  EXPECT_FALSE(plan.inputs[0].transposed);  // row-major, as the iteration
+  EXPECT_TRUE(plan.inputs[1].transposed);
+  EXPECT_FALSE(plan.inputs[2].transposed);  // broadcast along the rows
+  EXPECT_FALSE(plan.inputs[3].transposed);  // broadcast along the columns
+}
+
+TEST(ChooseTransposeTiles, NchwReadAsNhwcIsATransposeOfItsCollapsedDims) {
+  const at::Tensor nchw = at::randn({2, 64, 5, 7});
+  const IterationPlan plan = tiledPlan({at::randn({2, 5, 7, 64}), nchw.permute({0, 2, 3, 1})});
+  ASSERT_EQ(plan.ndim, 3);  // N, H*W, C
+  EXPECT_TRUE(plan.inputs[1].transposed);
+}
+
+TEST(ChooseTransposeTiles, DimsShorterThanATileOrDenseInputsTakeNoTiles) {
+  EXPECT_FALSE(tiledPlan({at::randn({31, 64}), at::randn({64, 31}).t()}).transpose_tiles);
+  EXPECT_FALSE(tiledPlan({at::randn({64, 31}), at::randn({31, 64}).t()}).transpose_tiles);
+  EXPECT_FALSE(tiledPlan({at::randn({64, 64}), at::randn({64, 64})}).transpose_tiles);
+}
+
+TEST(ChooseTransposeTiles, TilesStopAtTheirSharedMemoryBudget) {
+  std::vector<at::Tensor> tensors = {at::randn({40, 70}, at::kDouble)};
+  for (int i = 0; i < 6; ++i) tensors.push_back(at::randn({70, 40}, at::kDouble).t());
+  const IterationPlan plan = tiledPlan(tensors);
+  int tiled = 0;
+  for (const auto& in : plan.inputs) tiled += in.transposed;
+  EXPECT_EQ(tiled, 3);  // 3 x 8448 bytes within 32 KB; a 4th would pass it
 }
 
 }  // namespace
