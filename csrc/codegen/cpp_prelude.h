@@ -28,6 +28,39 @@ FX_MATH2(pow) FX_MATH2(atan2) FX_MATH2(fmod) FX_MATH2(copysign)
 }
 
 #define FX_INLINE static inline __attribute__((always_inline))
+
+// Transposes an 8 x 8 square of elements of Lane's size: dst row p, element q = src row
+// q, element p (rows src_stride and dst_stride elements apart). Eight vector loads, the
+// shuffles of an AVX 8 x 8 transpose, eight vector stores.
+template <typename Lane>
+FX_INLINE void fx_transpose8x8(const void* src, int64_t src_stride, void* dst,
+                               int64_t dst_stride) {
+  typedef Lane V __attribute__((vector_size(8 * sizeof(Lane))));
+  const char* s = (const char*)src;
+  char* d = (char*)dst;
+  const int64_t src_row = src_stride * (int64_t)sizeof(Lane);
+  const int64_t dst_row = dst_stride * (int64_t)sizeof(Lane);
+  V r[8], t[8], u[8];
+  for (int q = 0; q < 8; ++q) __builtin_memcpy(&r[q], s + q * src_row, sizeof(V));
+  for (int k = 0; k < 4; ++k) {
+    const V a = r[2 * k], b = r[2 * k + 1];
+    t[2 * k] = __builtin_shuffle(a, b, (V){0, 8, 1, 9, 4, 12, 5, 13});
+    t[2 * k + 1] = __builtin_shuffle(a, b, (V){2, 10, 3, 11, 6, 14, 7, 15});
+  }
+  for (int k = 0; k < 2; ++k) {
+    for (int h = 0; h < 2; ++h) {
+      const V a = t[4 * k + h], b = t[4 * k + h + 2];
+      u[4 * k + 2 * h] = __builtin_shuffle(a, b, (V){0, 1, 8, 9, 4, 5, 12, 13});
+      u[4 * k + 2 * h + 1] = __builtin_shuffle(a, b, (V){2, 3, 10, 11, 6, 7, 14, 15});
+    }
+  }
+  for (int p = 0; p < 4; ++p) {
+    const V lo = __builtin_shuffle(u[p], u[p + 4], (V){0, 1, 2, 3, 8, 9, 10, 11});
+    const V hi = __builtin_shuffle(u[p], u[p + 4], (V){4, 5, 6, 7, 12, 13, 14, 15});
+    __builtin_memcpy(d + p * dst_row, &lo, sizeof(V));
+    __builtin_memcpy(d + (p + 4) * dst_row, &hi, sizeof(V));
+  }
+}
 #define FX_INFF __builtin_inff()
 #define FX_NANF __builtin_nanf("")
 #define FX_INF __builtin_inf()
