@@ -82,6 +82,11 @@ CASES = {
         "def f(y, a, b, bias):\n    s = y + a.t() * b.t() + bias\n    return s.relu(), s * a.t()\n",
         [(80, 48), (48, 80), (48, 80), (48,)],
     ),
+    # Chunks of a transposed tensor: two transposed inputs with equal strides.
+    "chunks": (
+        "def f(x, y):\n    a, b = x.t().chunk(2, 1)\n    return a * b + y\n",
+        [(96, 40), (40, 48)],
+    ),
     # A sliced transpose: unit stride along t, its rows 2 elements further apart.
     "sliced": (
         "def f(x, y):\n    return x[:, 2:].t() * y\n",
