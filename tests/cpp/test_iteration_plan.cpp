@@ -13,11 +13,15 @@
 namespace fuser::runtime {
 namespace {
 
-IterationPlan sharedPlan(const std::vector<at::Tensor>& tensors) {
+IterationPlan planOf(const std::vector<at::Tensor>& tensors) {
   std::vector<TensorView> views;
   for (const at::Tensor& t : tensors) views.push_back(TensorView::of(t));
-  IterationPlan plan = planIteration(views);
-  shareEqualStrides(plan, views.size());
+  return planIteration(views);
+}
+
+IterationPlan sharedPlan(const std::vector<at::Tensor>& tensors) {
+  IterationPlan plan = planOf(tensors);
+  shareEqualStrides(plan, tensors.size());
   return plan;
 }
 
@@ -54,10 +58,8 @@ TEST(ShareEqualStrides, OnlyTheFirstCountTensorsTakePart) {
 }
 
 IterationPlan tiledPlan(const std::vector<at::Tensor>& tensors) {
-  std::vector<TensorView> views;
-  for (const at::Tensor& t : tensors) views.push_back(TensorView::of(t));
-  IterationPlan plan = planIteration(views);
-  chooseTransposeTiles(plan, views.size());
+  IterationPlan plan = planOf(tensors);
+  chooseTransposeTiles(plan, tensors.size());
   return plan;
 }
 
