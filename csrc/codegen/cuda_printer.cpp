@@ -59,8 +59,7 @@ int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t
 // Side of the square tiles of transpose_tiles kernels: a warp reads a tile's row of a
 // transposed input along that input's fastest dim, then the block reads it back
 // column-wise from shared memory while writing the outputs along theirs. Blocks have
-// kCudaBlockSize threads, so a thread handles kTransposeTile * kTransposeTile / 256
-// elements per phase.
+// kCudaBlockSize threads, so a thread handles kTileRowsPerThread elements per phase.
 constexpr int kTransposeTile = 32;
 // Rows of a tile a block's warps cover in one pass, and so the passes a thread makes.
 constexpr int kTileRowStep = kCudaBlockSize / kTransposeTile;
@@ -596,7 +595,7 @@ class CudaPrinter {
       case Access::Broadcast1: elem = "fx_ld(" + ref + ")"; break;
       case Access::Flat:
         if (lanes_ == Lanes::Tile) {
-          elem = "l" + std::to_string(e.index) + "[fx_q]";
+          elem = "l" + std::to_string(e.index) + "[fx_q]";  // loadedAhead
         } else if (lanes_ == Lanes::Flat || lanes_ == Lanes::Row) {
           elem = "l" + std::to_string(e.index) + "[fx_k].v[u]";
         } else {
@@ -607,7 +606,7 @@ class CudaPrinter {
         const std::string offsets = std::to_string(offsetsOf(k_, e.index));
         if (lanes_ == Lanes::Tile && in.transposed) {
           elem = "fx_tile" + std::to_string(e.index) + "[fx_lx][fx_r]";
-        } else if (lanes_ == Lanes::Tile && !in.inner_zero_stride) {
+        } else if (lanes_ == Lanes::Tile && loadedAhead(in)) {
           elem = "l" + std::to_string(e.index) + "[fx_q]";
         } else if (lanes_ == Lanes::Row && in.inner_zero_stride) {
           elem = "fx_ld(" + ref + " + base_off" + offsets + ")";
