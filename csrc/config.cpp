@@ -122,6 +122,18 @@ void readCacheDir(Config& c) {
   }
 }
 
+void readTileSide(Config& c) {
+  const char* v = env("FUSER_TILE_SIDE");
+  if (!v) return;
+  const std::string s = v;
+  if (s == "0" || s == "32" || s == "64") {
+    c.tile_side = std::stoi(s);
+  } else {
+    warnings().push_back("FUSER_TILE_SIDE='" + s +
+                         "' is not understood; accepted values: 0, 32, 64. Using 0.");
+  }
+}
+
 Config* readConfig() {
   auto* c = new Config();
   c->killed = readBool("FUSER_DISABLE", false);
@@ -142,6 +154,7 @@ Config* readConfig() {
   readCrossCompile(*c);
   c->shape_kernels =
       readInt("FUSER_SHAPE_KERNELS", c->shape_kernels, 0, 64, "an integer from 0 to 64");
+  readTileSide(*c);
   return c;
 }
 

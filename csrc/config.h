@@ -29,6 +29,9 @@ struct Config {
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
   bool hoist_projections = true;  // FUSER_HOIST=0: a loop's per-step input GEMMs stay per step
   bool transpose_tiles = true;    // FUSER_TRANSPOSE_TILES=0: transposed reads walk rows
+  // FUSER_TILE_SIDE=32|64: CUDA transpose tiles of that side whatever the dtypes; 0
+  // (default): codegen::transposeTileSide. For measuring one against the other.
+  int tile_side = 0;
   // FUSER_LEAVE_TO_ONEDNN=0: with oneDNN Graph on, still take the post-ops it would fuse
   // into a convolution or matmul (onednn_beside.h); for measuring the other order.
   bool leave_to_onednn = true;

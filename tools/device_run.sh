@@ -6,7 +6,8 @@
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
 #   channels-last beside row-major, expanded broadcast) at their large size in every
-#   dtype, with the tiles and without them (FUSER_TRANSPOSE_TILES=0).
+#   dtype, with the tiles and without them (FUSER_TRANSPOSE_TILES=0), and with each tile
+#   side forced (FUSER_TILE_SIDE=32, 64).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -52,9 +53,13 @@ if [ "$what" = layouts ]; then
   layout_rows=transpose_2d,permute_nhwc,channels_last_residual,expand_leading
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_transpose_tiles.py tests/python/test_output_layout.py \
-    2>&1 | tee "$OUT/test_layouts.log" | tail -5
+    tests/python/test_cuda_codegen.py 2>&1 | tee "$OUT/test_layouts.log" | tail -5
   FUSER_TRANSPOSE_TILES=0 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
     --workload "$layout_rows" --mode fuser --out "$OUT/layouts_rows" 2>&1 | tail -20
+  for side in 32 64; do
+    FUSER_TILE_SIDE=$side PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+      --workload "$layout_rows" --mode fuser --out "$OUT/layouts_side$side" 2>&1 | tail -20
+  done
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$layout_rows" \
     --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40
 fi

@@ -14,7 +14,7 @@
 namespace fuser::codegen {
 namespace {
 
-// transpose_tiles kernels walk bands of up to kBandRows rows (consecutive indices of dim
+// transpose_tile kernels walk bands of up to kBandRows rows (consecutive indices of dim
 // ndim-2) kBandColumns columns at a time: a transposed input's cache line then serves
 // every row of the band before it is evicted, and the band's outputs stay in L1.
 constexpr int kBandRows = 32;
@@ -108,7 +108,7 @@ class CppPrinter {
       }
       out_ << "    }\n";
     }
-    if (k_.transpose_tiles) printBand(offsets);
+    if (k_.transpose_tile > 0) printBand(offsets);
     out_ << "    const int64_t fx_base = fx_i - fx_col;\n"
          << "#pragma GCC ivdep\n"
          << "    for (int64_t j = fx_col; j < fx_col + fx_n; ++j) {\n"

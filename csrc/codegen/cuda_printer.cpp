@@ -7,7 +7,7 @@
 // Inputs with equal strides share their offsets. The launch's `vectors` argument
 // (cudaLaunchShape) picks vectors or elements at run time. A kernel compiled for one
 // shape (Kernel::fixed) has its sizes and strides written in as constants. Kernels with
-// transpose_tiles walk the two innermost dims in kTransposeTile-square tiles, staging
+// a transpose_tile walk the two innermost dims in square tiles of that side, staging
 // their transposed inputs through shared memory.
 #include "codegen/cuda_printer.h"
 
@@ -56,14 +56,6 @@ constexpr int kMinVectorThreadsPerSm = 128;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
-// Side of the square tiles of transpose_tiles kernels: a warp reads a tile's row of a
-// transposed input along that input's fastest dim, then the block reads it back
-// column-wise from shared memory while writing the outputs along theirs. Blocks have
-// kCudaBlockSize threads, so a thread handles kTileRowsPerThread elements per phase.
-constexpr int kTransposeTile = 32;
-// Rows of a tile a block's warps cover in one pass, and so the passes a thread makes.
-constexpr int kTileRowStep = kCudaBlockSize / kTransposeTile;
-constexpr int kTileRowsPerThread = kTransposeTile / kTileRowStep;
 
 // Elements of padding per tile row, so that a row is an odd number of 4-byte words and
 // the column-wise reads (one row per lane) fall into distinct shared-memory banks.
@@ -155,7 +147,7 @@ struct WalkedTensor {
 
 // How printExprs reads inputs: per element (index i, offsets offN), lane u of the
 // vectors (lN) that a flat loop or a row tile loaded, or (transposed inputs) the
-// shared-memory tile of a transpose_tiles kernel.
+// shared-memory tile of a transpose_tile kernel.
 enum class Lanes { None, Flat, Row, Tile };
 
 std::string vectorType(c10::ScalarType storage, int width) {
@@ -202,7 +194,7 @@ class CudaPrinter {
     printExprs(/*invariant=*/true, "  ");
     if (k_.flat) {
       printFlat();
-    } else if (k_.transpose_tiles) {
+    } else if (k_.transpose_tile > 0) {
       printTransposeTiles();
     } else {
       printStrided();
@@ -375,8 +367,8 @@ class CudaPrinter {
   }
 
   // Block x takes one tile of the two innermost dims (j: the innermost, t: the one
-  // before), block y the outer indices y, y + gridDim.y, ... A thread handles
-  // kTileRowsPerThread elements per phase, each phase loading everything before using
+  // before), block y the outer indices y, y + gridDim.y, ... A warp covers a tile's row
+  // (or two), so a thread handles side * side / kCudaBlockSize elements per phase, each phase loading everything before using
   // any of it: first the transposed inputs' elements with consecutive lanes on
   // consecutive t (their unit stride), then the other inputs' elements of this thread's
   // outputs (consecutive lanes on consecutive j), both in flight together; the former
@@ -384,12 +376,14 @@ class CudaPrinter {
   // computes, and writes the outputs along j.
   void printTransposeTiles() {
     const int n = k_.ndim;
-    const std::string tile = std::to_string(kTransposeTile);
-    const std::string per = std::to_string(kTileRowsPerThread);
-    const std::string step = std::to_string(kTileRowStep);
+    const int side = k_.transpose_tile;
+    const int rows_per_pass = kCudaBlockSize / side;
+    const std::string tile = std::to_string(side);
+    const std::string per = std::to_string(side / rows_per_pass);
+    const std::string step = std::to_string(rows_per_pass);
     out_ << "  const idx_t fx_inner = " << sizeOf(n - 1) << ";\n"
          << "  const idx_t fx_tn = " << sizeOf(n - 2) << ";\n"
-         << "  const idx_t fx_tiles_j = (fx_inner + " << kTransposeTile - 1 << ") / " << tile
+         << "  const idx_t fx_tiles_j = (fx_inner + " << side - 1 << ") / " << tile
          << ";\n"
          << "  const idx_t fx_j0 = (idx_t)(blockIdx.x % fx_tiles_j) * " << tile << ";\n"
          << "  const idx_t fx_t0 = (idx_t)(blockIdx.x / fx_tiles_j) * " << tile << ";\n"
@@ -400,7 +394,7 @@ class CudaPrinter {
       const TensorInput& in = k_.inputs[i];
       if (!in.transposed) continue;
       out_ << "  __shared__ " << storageTypeName(in.dtype) << " fx_tile" << i << "[" << tile
-           << "][" << kTransposeTile + tilePadding(in.dtype) << "];\n";
+           << "][" << side + tilePadding(in.dtype) << "];\n";
     }
     out_ << "  for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
     printOffsets("fx_outer", n - 3, "base_", "    ");
@@ -682,10 +676,10 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
                                 const int64_t* sizes, int64_t numel, int sm_count) {
   constexpr int64_t kMaxGridX = 2147483647;
   constexpr int64_t kMaxGridY = 65535;
-  if (k.transpose_tiles) {
+  if (k.transpose_tile > 0) {
     const int64_t inner = sizes[k.ndim - 1], tn = sizes[k.ndim - 2];
-    const int64_t tiles = ((inner + kTransposeTile - 1) / kTransposeTile) *
-                          ((tn + kTransposeTile - 1) / kTransposeTile);
+    const int64_t side = k.transpose_tile;
+    const int64_t tiles = ((inner + side - 1) / side) * ((tn + side - 1) / side);
     TORCH_CHECK(tiles <= kMaxGridX, "fuser: too many tiles for one launch: ", tiles);
     return {tiles, std::clamp<int64_t>(numel / (inner * tn), 1, kMaxGridY), kCudaBlockSize, 0};
   }
@@ -733,8 +727,15 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
 
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }
 
-int64_t transposeTileBytes(c10::ScalarType dtype) {
-  return int64_t{kTransposeTile} * (kTransposeTile + tilePadding(dtype)) * storageBytes(dtype);
+int transposeTileSide(c10::ArrayRef<c10::ScalarType> dtypes) {
+  for (c10::ScalarType t : dtypes) {
+    if (storageBytes(t) > 2) return 32;
+  }
+  return 64;
+}
+
+int64_t transposeTileBytes(c10::ScalarType dtype, int side) {
+  return int64_t{side} * (side + tilePadding(dtype)) * storageBytes(dtype);
 }
 
 CudaArgLayout::CudaArgLayout(const Kernel& k)

@@ -3,6 +3,7 @@
 // space once, or walks rows of it in grid y.
 #pragma once
 
+#include <c10/util/ArrayRef.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
@@ -18,8 +19,15 @@ constexpr int kCudaBlockSize = 256;
 
 std::string printCudaKernel(const Kernel& kernel);
 
-// Shared memory a transpose_tiles kernel declares for one transposed input of `dtype`.
-int64_t transposeTileBytes(c10::ScalarType dtype);
+// Side of the square tiles of a transpose_tile kernel whose transposed inputs have these
+// dtypes: a warp reads a tile's row of a transposed input along that input's fastest
+// dim, then the block reads it back column-wise from shared memory while writing the
+// outputs along theirs. Tiles of 2- and 1-byte elements are 64 wide, so that a block
+// moves as many bytes as with 32-wide tiles of 4-byte ones.
+int transposeTileSide(c10::ArrayRef<c10::ScalarType> dtypes);
+
+// Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.
+int64_t transposeTileBytes(c10::ScalarType dtype, int side);
 
 // The argument struct as 8-byte slots, in the order the printed struct declares them:
 // input pointers, output pointers, then (strided kernels) the ndim sizes and ndim

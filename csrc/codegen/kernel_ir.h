@@ -76,7 +76,7 @@ struct TensorInput {
   // Strided, CUDA: an earlier Strided input with exactly these strides (the chunks of
   // one tensor, say), whose offsets this one reuses; -1: none.
   int32_t same_strides_as = -1;
-  // Strided, in a Kernel with transpose_tiles: steps by 1 along dim ndim-2 and not
+  // Strided, in a Kernel with a transpose_tile: steps by 1 along dim ndim-2 and not
   // along ndim-1, so it is read along ndim-2 (a transpose, say, or channels-last
   // activations beside row-major ones).
   bool transposed = false;
@@ -121,10 +121,11 @@ struct Kernel {
   bool index32 = true;     // CUDA: all offsets fit in 32 bits
   bool vectorize = false;  // CUDA flat kernels: every pointer allows 16-byte accesses
   FixedShape fixed;        // CUDA strided kernels: empty unless compiled for one shape
-  // The two innermost dims are walked in square tiles, so that the `transposed` inputs
-  // are read along their own fastest dim while outputs are written along theirs: CUDA
-  // stages those inputs through shared memory, the CPU walks bands of rows.
-  bool transpose_tiles = false;
+  // The two innermost dims are walked in square tiles of this side (0: not), so that the
+  // `transposed` inputs are read along their own fastest dim while outputs are written
+  // along theirs: CUDA stages those inputs through shared memory, the CPU walks bands of
+  // rows (and ignores the side).
+  int transpose_tile = 0;
   // Where the kernel runs: the autocast casts' results depend on it.
   c10::DeviceType device = c10::DeviceType::CPU;
 };

@@ -19,8 +19,9 @@ enum class Dialect { Cpp, Cuda };
 // others broadcast along it (a bias added to rows); or rows that all step like the
 // first (chunks of one tensor), sharing its offsets; or, compiled for one shape with
 // sizes, strides and pointer offsets as constants, 5 rows of 300 of tensors that are
-// the chunks of one (5, 300 x tensors) tensor, tensor t starting 300 x t elements on.
-enum class SourceLayout { Flat, Strided, Rows, BroadcastRows, SharedRows, FixedRows };
+// the chunks of one (5, 300 x tensors) tensor, tensor t starting 300 x t elements on;
+// or in transpose tiles, every tensor after the first transposed against it.
+enum class SourceLayout { Flat, Strided, Rows, BroadcastRows, SharedRows, FixedRows, Tiles };
 
 std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
                               Dialect dialect, SourceLayout layout);

@@ -45,7 +45,7 @@ SpecKey makeKey(const IterationPlan& plan, c10::ArrayRef<bool> zero_dim,
   key.push_back(plan.flat ? 1 : 0);
   key.push_back(plan.flat ? 1 : static_cast<uint8_t>(plan.ndim));
   key.push_back(device.is_cuda() && plan.index32 ? 1 : 0);
-  key.push_back(plan.transpose_tiles ? 1 : 0);
+  key.push_back(static_cast<uint8_t>(plan.transpose_tile));
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const codegen::TensorInput& in = plan.inputs[i];
     const bool scalar = i < zero_dim.size() && zero_dim[i];
@@ -231,7 +231,7 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
     }
     kernel.name = "fuser_kernel";
     kernel.index32 = device.is_cuda() && plan.index32;
-    kernel.transpose_tiles = plan.transpose_tiles;
+    kernel.transpose_tile = plan.transpose_tile;
     kernel.vectorize = vectorize;
     if (fix_shape) {
       kernel.fixed.sizes.assign(plan.sizes.begin(), plan.sizes.end());
@@ -317,7 +317,7 @@ void FusionExecutor::launch(const Specialization& spec, const IterationPlan& pla
                   plan.numel,   device};
   spec.kernel->launch(args);
   stats().kernel_launches++;
-  if (plan.transpose_tiles) stats().tiled_launches++;
+  if (plan.transpose_tile > 0) stats().tiled_launches++;
 }
 
 void FusionExecutor::runPrepared(const Prepared& prepared, const InputSignature& signature,
@@ -474,7 +474,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
 
   IterationPlan plan =
       planIteration(views, lead ? c10::IntArrayRef(lead->strides) : c10::IntArrayRef());
-  if (config().transpose_tiles) chooseTransposeTiles(plan, num_tensors);
+  if (config().transpose_tiles) chooseTransposeTiles(plan, num_tensors, config().tile_side);
   if (device.is_cuda()) {
     shareEqualStrides(plan, num_tensors);
     for (size_t t = 0; t < num_tensors; ++t) {

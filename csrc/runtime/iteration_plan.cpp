@@ -135,7 +135,7 @@ IterationPlan planIteration(c10::ArrayRef<TensorView> tensors, c10::IntArrayRef 
   return plan;
 }
 
-void chooseTransposeTiles(IterationPlan& plan, size_t count) {
+void chooseTransposeTiles(IterationPlan& plan, size_t count, int side) {
   // Shorter dims fill too little of a tile to repay staging it; their reads also share
   // cache lines already.
   constexpr int64_t kMinTileDim = 32;
@@ -143,23 +143,30 @@ void chooseTransposeTiles(IterationPlan& plan, size_t count) {
   if (plan.flat || n < 2 || plan.sizes[n - 2] < kMinTileDim || plan.sizes[n - 1] < kMinTileDim) {
     return;
   }
+  c10::SmallVector<size_t, 8> transposed;
+  c10::SmallVector<c10::ScalarType, 8> dtypes;
+  for (size_t k = 0; k < count; ++k) {
+    const codegen::TensorInput& in = plan.inputs[k];
+    const int64_t* st = plan.strides.data() + k * n;
+    if (in.access == codegen::Access::Strided && st[n - 2] == 1 && st[n - 1] != 0 &&
+        st[n - 1] != 1) {
+      transposed.push_back(k);
+      dtypes.push_back(in.dtype);
+    }
+  }
+  if (transposed.empty()) return;
+  if (side == 0) side = codegen::transposeTileSide(dtypes);
   // CUDA stages each transposed input in a tile of shared memory; past this many bytes
   // of tiles (48 KB is the most a kernel may declare) the rest are read directly, along
   // the output's rows.
   constexpr int64_t kMaxTileBytes = 32 * 1024;
   int64_t tile_bytes = 0;
-  for (size_t k = 0; k < count; ++k) {
-    codegen::TensorInput& in = plan.inputs[k];
-    const int64_t* st = plan.strides.data() + k * n;
-    if (in.access != codegen::Access::Strided || st[n - 2] != 1 || st[n - 1] == 0 ||
-        st[n - 1] == 1) {
-      continue;
-    }
-    const int64_t bytes = codegen::transposeTileBytes(in.dtype);
+  for (size_t k : transposed) {
+    const int64_t bytes = codegen::transposeTileBytes(plan.inputs[k].dtype, side);
     if (tile_bytes + bytes > kMaxTileBytes) break;
     tile_bytes += bytes;
-    in.transposed = true;
-    plan.transpose_tiles = true;
+    plan.inputs[k].transposed = true;
+    plan.transpose_tile = side;
   }
 }
 

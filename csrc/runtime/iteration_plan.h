@@ -24,7 +24,7 @@ struct IterationPlan {
   c10::SmallVector<codegen::TensorInput, 8> inputs;  // access class per tensor input
   bool flat = true;     // every input is Flat or Broadcast1
   bool index32 = true;  // every offset fits in int32 (CUDA index math)
-  bool transpose_tiles = false;  // codegen::Kernel::transpose_tiles (chooseTransposeTiles)
+  int transpose_tile = 0;  // codegen::Kernel::transpose_tile (chooseTransposeTiles)
   // Per tensor input: the first chunk of the same tensor, and how many elements on this
   // input's data starts (CUDA; codegen::FixedShape::pointer_base). Empty elsewhere.
   c10::SmallVector<int32_t, 24> pointer_base;
@@ -41,10 +41,11 @@ std::vector<int64_t> broadcastShape(c10::ArrayRef<TensorView> tensors);
 IterationPlan planIteration(c10::ArrayRef<TensorView> tensors,
                             c10::IntArrayRef lead_strides = {});
 
-// Walks the two innermost dims in tiles (codegen::Kernel::transpose_tiles) when some
+// Walks the two innermost dims in tiles (codegen::Kernel::transpose_tile) when some
 // input among the first `count` steps by 1 along dim ndim-2 but not along ndim-1 and
-// both dims are long enough to fill a tile; marks those inputs `transposed`.
-void chooseTransposeTiles(IterationPlan& plan, size_t count);
+// both dims are long enough to fill a tile; marks those inputs `transposed`. The side
+// is `side` when given, else codegen::transposeTileSide of those inputs.
+void chooseTransposeTiles(IterationPlan& plan, size_t count, int side = 0);
 
 // Marks each Strided tensor among the first `count` whose strides equal an earlier
 // one's (TensorInput::same_strides_as), so a CUDA kernel computes their offsets once:

@@ -134,7 +134,7 @@ TEST(CudaLaunchShape, SmallFlatWorkShrinksWideBlocksToReachEverySm) {
 TEST(CudaLaunchShape, TransposeTilesTakeABlockPerTileAndTheOuterIndicesInY) {
   Kernel k = sumOf(2, ScalarType::Float, /*flat=*/false);
   k.ndim = 3;
-  k.transpose_tiles = true;
+  k.transpose_tile = 32;
   k.inputs[1].transposed = true;
   k.inputs[1].inner_unit_stride = false;
   const CudaLaunchShape shape = launch(k, {3, 100, 70});  // tiles of 32: 4 x 3
@@ -143,6 +143,8 @@ TEST(CudaLaunchShape, TransposeTilesTakeABlockPerTileAndTheOuterIndicesInY) {
   EXPECT_EQ(shape.block, kCudaBlockSize);
   EXPECT_EQ(shape.vectors, 0);
   EXPECT_EQ(launch(k, {100000, 32, 32}).grid_y, 65535);  // the rest walked in y
+  k.transpose_tile = 64;
+  EXPECT_EQ(launch(k, {3, 100, 70}).grid_x, 4);  // tiles of 64: 2 x 2
 }
 
 }  // namespace

@@ -57,16 +57,16 @@ TEST(ShareEqualStrides, OnlyTheFirstCountTensorsTakePart) {
   EXPECT_EQ(plan.inputs[1].same_strides_as, -1);
 }
 
-IterationPlan tiledPlan(const std::vector<at::Tensor>& tensors) {
+IterationPlan tiledPlan(const std::vector<at::Tensor>& tensors, int side = 0) {
   IterationPlan plan = planOf(tensors);
-  chooseTransposeTiles(plan, tensors.size());
+  chooseTransposeTiles(plan, tensors.size(), side);
   return plan;
 }
 
 TEST(ChooseTransposeTiles, InputsSteppingByOneAlongTheOtherDimAreTransposed) {
   const IterationPlan plan = tiledPlan({at::randn({64, 96}), at::randn({96, 64}).t(),
                                         at::randn({96}), at::randn({64, 1}).expand({64, 96})});
-  EXPECT_TRUE(plan.transpose_tiles);
+  EXPECT_EQ(plan.transpose_tile, 32);
   EXPECT_FALSE(plan.inputs[0].transposed);  // row-major, as the iteration
   EXPECT_TRUE(plan.inputs[1].transposed);
   EXPECT_FALSE(plan.inputs[2].transposed);  // broadcast along the rows
@@ -81,9 +81,9 @@ TEST(ChooseTransposeTiles, NchwReadAsNhwcIsATransposeOfItsCollapsedDims) {
 }
 
 TEST(ChooseTransposeTiles, DimsShorterThanATileOrDenseInputsTakeNoTiles) {
-  EXPECT_FALSE(tiledPlan({at::randn({31, 64}), at::randn({64, 31}).t()}).transpose_tiles);
-  EXPECT_FALSE(tiledPlan({at::randn({64, 31}), at::randn({31, 64}).t()}).transpose_tiles);
-  EXPECT_FALSE(tiledPlan({at::randn({64, 64}), at::randn({64, 64})}).transpose_tiles);
+  EXPECT_EQ(tiledPlan({at::randn({31, 64}), at::randn({64, 31}).t()}).transpose_tile, 0);
+  EXPECT_EQ(tiledPlan({at::randn({64, 31}), at::randn({31, 64}).t()}).transpose_tile, 0);
+  EXPECT_EQ(tiledPlan({at::randn({64, 64}), at::randn({64, 64})}).transpose_tile, 0);
 }
 
 TEST(ChooseTransposeTiles, TilesStopAtTheirSharedMemoryBudget) {
@@ -93,6 +93,23 @@ TEST(ChooseTransposeTiles, TilesStopAtTheirSharedMemoryBudget) {
   int tiled = 0;
   for (const auto& in : plan.inputs) tiled += in.transposed;
   EXPECT_EQ(tiled, 3);  // 3 x 8448 bytes within 32 KB; a 4th would pass it
+}
+
+TEST(ChooseTransposeTiles, SixteenBitInputsTakeWiderTilesUnlessWiderOnesAreTransposedBeside) {
+  const at::Tensor half_t = at::randn({96, 64}).to(at::kHalf).t();
+  EXPECT_EQ(tiledPlan({at::randn({64, 96}).to(at::kHalf), half_t}).transpose_tile, 64);
+  EXPECT_EQ(tiledPlan({at::randn({64, 96}), half_t}).transpose_tile, 64);  // float output
+  EXPECT_EQ(tiledPlan({half_t, at::randn({96, 64}).t()}).transpose_tile, 32);
+  EXPECT_EQ(tiledPlan({half_t, half_t}, /*side=*/32).transpose_tile, 32);
+  EXPECT_EQ(tiledPlan({at::randn({96, 64}).t(), at::randn({64, 96})}, 64).transpose_tile, 64);
+}
+
+TEST(ChooseTransposeTiles, WiderTilesTakeMoreOfTheBudget) {
+  std::vector<at::Tensor> tensors = {at::randn({70, 70}, at::kHalf)};
+  for (int i = 0; i < 6; ++i) tensors.push_back(at::randn({70, 70}, at::kHalf).t());
+  int tiled = 0;
+  for (const auto& in : tiledPlan(tensors).inputs) tiled += in.transposed;
+  EXPECT_EQ(tiled, 3);  // 64 x 66 halves are 8448 bytes, like 32 x 33 doubles
 }
 
 }  // namespace

@@ -166,3 +166,25 @@ def test_flat_kernels_moving_16_bytes_per_thread_run_in_blocks_of_1024(dtype):
     block = 256 if dtype in (torch.float32, torch.int32) else 1024
     assert f"__launch_bounds__({block})" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+@pytest.mark.parametrize(
+    "dtypes, tile",
+    [
+        ([torch.float32, torch.float32], "[32][33]"),
+        ([torch.float16, torch.float16], "[64][66]"),
+        ([torch.float32, torch.bfloat16], "[64][66]"),  # only the transposed one counts
+        ([torch.float16, torch.float16, torch.float32], "[32][34]"),  # a float beside it
+        ([torch.uint8, torch.uint8], "[64][68]"),
+        ([torch.float64, torch.float64], "[32][33]"),
+    ],
+    ids=str,
+)
+def test_tiles_of_16_bit_inputs_are_64_wide(dtypes, tile):
+    # Rows padded to an odd number of 4-byte words; a block of 256 threads moves 16
+    # elements per thread and phase in tiles of 64, 4 in tiles of 32.
+    source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
+    assert f"fx_tile1{tile}" in source
+    assert f"fx_x1[{16 if tile.startswith('[64]') else 4}]" in source
+    assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"

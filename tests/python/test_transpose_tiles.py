@@ -160,3 +160,27 @@ print(stats["kernel_launches"] > 0, stats["tiled_launches"])
         result = run_python(code, {"FUSER_TRANSPOSE_TILES": flag})
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == ["True", tiled], flag
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("side", ["32", "64"])
+def test_tile_side_flag_keeps_results(device: str, side: str):
+    # FUSER_TILE_SIDE forces one side for every dtype (for measuring one against the
+    # other); ragged sizes leave partial tiles of either side.
+    code = f"""
+import torch, fuser
+fuser.enable()
+@torch.jit.script
+def f(x, y):
+    return (x.t() * y + 1.0).relu()
+for dtype in (torch.float32, torch.float16, torch.float64):
+    x = torch.randn(97, 130, device="{device}").to(dtype)
+    y = torch.randn(130, 97, device="{device}").to(dtype)
+    for _ in range(3):
+        out = f(x, y)
+    torch.testing.assert_close(out, (x.t() * y + 1.0).relu())
+print(fuser.stats()["tiled_launches"])
+"""
+    result = run_python(code, {"FUSER_TILE_SIDE": side})
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.split()[-1]) >= 3, result.stdout
