@@ -6,8 +6,9 @@
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
 #   channels-last beside row-major, expanded broadcast) at their large size in every
-#   dtype, with the tiles and without them (FUSER_TRANSPOSE_TILES=0), and with each tile
-#   side forced (FUSER_TILE_SIDE=32, 64).
+#   dtype, with each tile side (FUSER_TILE_SIDE) and order (FUSER_TILE_GROUP) forced,
+#   then as chosen beside NNC and torch.compile. FUSER_TRANSPOSE_TILES=0 times the rows
+#   path (set NO_TILES=1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device_out}
@@ -54,11 +55,17 @@ if [ "$what" = layouts ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_transpose_tiles.py tests/python/test_output_layout.py \
     tests/python/test_cuda_codegen.py 2>&1 | tee "$OUT/test_layouts.log" | tail -5
-  FUSER_TRANSPOSE_TILES=0 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
-    --workload "$layout_rows" --mode fuser --out "$OUT/layouts_rows" 2>&1 | tail -20
-  for side in 32 64; do
-    FUSER_TILE_SIDE=$side PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
-      --workload "$layout_rows" --mode fuser --out "$OUT/layouts_side$side" 2>&1 | tail -20
+  if [ "${NO_TILES:-0}" = 1 ]; then
+    FUSER_TRANSPOSE_TILES=0 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+      --workload "$layout_rows" --mode fuser --out "$OUT/layouts_rows" 2>&1 | tail -20
+  fi
+  for side in ${TILE_SIDES:-32 64}; do
+    for group in ${TILE_GROUPS:-1 8 32}; do
+      echo "== FUSER_TILE_SIDE=$side FUSER_TILE_GROUP=$group"
+      FUSER_TILE_SIDE=$side FUSER_TILE_GROUP=$group PYTHONPATH=. python3 -m fuser.bench \
+        --device cuda --size large --workload "$layout_rows" --mode fuser \
+        --out "$OUT/layouts_side${side}_group$group" 2>&1 | grep -E "^(transpose|permute|chan|expand)"
+    done
   done
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$layout_rows" \
     --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40

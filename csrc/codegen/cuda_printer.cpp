@@ -384,10 +384,9 @@ class CudaPrinter {
     out_ << "  const idx_t fx_inner = " << sizeOf(n - 1) << ";\n"
          << "  const idx_t fx_tn = " << sizeOf(n - 2) << ";\n"
          << "  const idx_t fx_tiles_j = (fx_inner + " << side - 1 << ") / " << tile
-         << ";\n"
-         << "  const idx_t fx_j0 = (idx_t)(blockIdx.x % fx_tiles_j) * " << tile << ";\n"
-         << "  const idx_t fx_t0 = (idx_t)(blockIdx.x / fx_tiles_j) * " << tile << ";\n"
-         << "  const int fx_lx = threadIdx.x % " << tile << ";\n"
+         << ";\n";
+    printTileOrder(tile);
+    out_ << "  const int fx_lx = threadIdx.x % " << tile << ";\n"
          << "  const int fx_ly = threadIdx.x / " << tile << ";\n"
          << "  const idx_t fx_outers = fx_numel / (fx_inner * fx_tn);\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
@@ -457,6 +456,28 @@ class CudaPrinter {
     printStores("      ");
     out_ << "    }\n"
          << "    __syncthreads();  // the next outer index refills the tiles\n  }\n";
+  }
+
+  // Which tile block x takes: by default tiles in row-major order, so the blocks in flight
+  // share rows of t. With a tile_group of G, consecutive blocks take G tiles down t
+  // before the next j, so those in flight cover a squarer patch and a transposed input
+  // is read in longer runs of its rows.
+  void printTileOrder(const std::string& tile) {
+    const int group = k_.tile_group;
+    if (group <= 1) {
+      out_ << "  const idx_t fx_j0 = (idx_t)(blockIdx.x % fx_tiles_j) * " << tile << ";\n"
+           << "  const idx_t fx_t0 = (idx_t)(blockIdx.x / fx_tiles_j) * " << tile << ";\n";
+      return;
+    }
+    const std::string g = std::to_string(group);
+    out_ << "  const idx_t fx_tiles_t = (fx_tn + " << tile << " - 1) / " << tile << ";\n"
+         << "  const idx_t fx_group = (idx_t)blockIdx.x / (" << g << " * fx_tiles_j);\n"
+         << "  const idx_t fx_in_group = (idx_t)blockIdx.x % (" << g << " * fx_tiles_j);\n"
+         << "  const idx_t fx_group_rows = min((idx_t)" << g << ", fx_tiles_t - fx_group * " << g
+         << ");\n"
+         << "  const idx_t fx_t0 = (fx_group * " << g << " + fx_in_group % fx_group_rows) * "
+         << tile << ";\n"
+         << "  const idx_t fx_j0 = (fx_in_group / fx_group_rows) * " << tile << ";\n";
   }
 
   // Inputs a tile kernel loads in its first phase, into lN[fx_q]: all but the

@@ -126,6 +126,9 @@ struct Kernel {
   // along theirs: CUDA stages those inputs through shared memory, the CPU walks bands of
   // rows (and ignores the side).
   int transpose_tile = 0;
+  // CUDA: consecutive blocks take this many tiles along dim ndim-2 before moving along
+  // the innermost (1: row-major order of tiles).
+  int tile_group = 1;
   // Where the kernel runs: the autocast casts' results depend on it.
   c10::DeviceType device = c10::DeviceType::CPU;
 };

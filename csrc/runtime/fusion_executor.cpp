@@ -232,6 +232,7 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
     kernel.name = "fuser_kernel";
     kernel.index32 = device.is_cuda() && plan.index32;
     kernel.transpose_tile = plan.transpose_tile;
+    kernel.tile_group = config().tile_group;
     kernel.vectorize = vectorize;
     if (fix_shape) {
       kernel.fixed.sizes.assign(plan.sizes.begin(), plan.sizes.end());

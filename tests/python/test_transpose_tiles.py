@@ -163,10 +163,11 @@ print(stats["kernel_launches"] > 0, stats["tiled_launches"])
 
 
 @pytest.mark.parametrize("device", devices())
-@pytest.mark.parametrize("side", ["32", "64"])
-def test_tile_side_flag_keeps_results(device: str, side: str):
-    # FUSER_TILE_SIDE forces one side for every dtype (for measuring one against the
-    # other); ragged sizes leave partial tiles of either side.
+@pytest.mark.parametrize("side, group", [("32", "1"), ("64", "1"), ("32", "3"), ("64", "8")])
+def test_tile_flags_keep_results(device: str, side: str, group: str):
+    # FUSER_TILE_SIDE forces one side for every dtype and FUSER_TILE_GROUP reorders the
+    # tiles (for measuring one against the other); ragged sizes leave partial tiles and
+    # a partial last group. On CPU, the CUDA form of each kernel compiles where NVRTC is.
     code = f"""
 import torch, fuser
 fuser.enable()
@@ -174,13 +175,21 @@ fuser.enable()
 def f(x, y):
     return (x.t() * y + 1.0).relu()
 for dtype in (torch.float32, torch.float16, torch.float64):
-    x = torch.randn(97, 130, device="{device}").to(dtype)
-    y = torch.randn(130, 97, device="{device}").to(dtype)
+    x = torch.randn(230, 300, device="{device}").to(dtype)
+    y = torch.randn(300, 230, device="{device}").to(dtype)
     for _ in range(3):
         out = f(x, y)
     torch.testing.assert_close(out, (x.t() * y + 1.0).relu())
-print(fuser.stats()["tiled_launches"])
+s = fuser.stats()
+print(s["tiled_launches"], s["cuda_cross_compiles"], s["cuda_cross_compile_failures"])
 """
-    result = run_python(code, {"FUSER_TILE_SIDE": side})
+    env = {"FUSER_TILE_SIDE": side, "FUSER_TILE_GROUP": group}
+    cross = device == "cpu" and fuser._C.nvrtc_available()[0]
+    if cross:
+        env["FUSER_CROSS_COMPILE"] = "sm_90"
+    result = run_python(code, env)
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout.split()[-1]) >= 3, result.stdout
+    tiled, compiles, failures = (int(v) for v in result.stdout.split()[-3:])
+    assert tiled >= 3, result.stdout
+    assert failures == 0, result.stderr
+    assert compiles >= 3 or not cross
