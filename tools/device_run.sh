@@ -59,14 +59,14 @@ if [ "$what" = layouts ]; then
     FUSER_TRANSPOSE_TILES=0 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
       --workload "$layout_rows" --mode fuser --out "$OUT/layouts_rows" 2>&1 | tail -20
   fi
-  for side in ${TILE_SIDES:-32 64}; do
+  for side in ${TILE_SIDES:-0 32}; do
     for group in ${TILE_GROUPS:-1 8 32}; do
       echo "== FUSER_TILE_SIDE=$side FUSER_TILE_GROUP=$group"
       FUSER_TILE_SIDE=$side FUSER_TILE_GROUP=$group PYTHONPATH=. python3 -m fuser.bench \
         --device cuda --size large --workload "$layout_rows" --mode fuser \
         --out "$OUT/layouts_side${side}_group$group" 2>&1 | grep -E "^(transpose|permute|chan|expand)"
     done
-  done
+  done 2>&1 | tee "$OUT/layouts_sweep.log"
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$layout_rows" \
     --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40
 fi

@@ -148,10 +148,20 @@ struct WalkedTensor {
 // How printExprs reads inputs: per element (index i, offsets offN), lane u of the
 // vectors (lN) that a flat loop or a row tile loaded, or (transposed inputs) the
 // shared-memory tile of a transpose_tile kernel.
-enum class Lanes { None, Flat, Row, Tile };
+enum class Lanes { None, Flat, Row, Tile, PairTile };
 
 std::string vectorType(c10::ScalarType storage, int width) {
   return "FxVec<" + std::string(storageTypeName(storage)) + ", " + std::to_string(width) + ">";
+}
+
+// Tile kernels that take two elements per lane and access (printPairTiles): 64-wide
+// tiles (transposeTileSide) whose outputs are written along j with unit stride.
+bool pairTiles(const Kernel& k) {
+  if (k.transpose_tile != 64 || transposeTileSide(k.inputs) != 64) return false;
+  for (const TensorOutput& out : k.outputs) {
+    if (out.access == Access::Strided && !out.inner_unit_stride) return false;
+  }
+  return true;
 }
 
 class CudaPrinter {
@@ -392,9 +402,10 @@ class CudaPrinter {
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
       if (!in.transposed) continue;
-      out_ << "  __shared__ " << storageTypeName(in.dtype) << " fx_tile" << i << "[" << tile
+      out_ << "  __shared__ __align__(16) " << storageTypeName(in.dtype) << " fx_tile" << i << "[" << tile
            << "][" << side + tilePadding(in.dtype) << "];\n";
     }
+    if (pairTiles(k_)) printPairTiles();
     out_ << "  for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
     printOffsets("fx_outer", n - 3, "base_", "    ");
     // Phase 1: the transposed inputs' elements, and which of them are in range.
@@ -456,6 +467,146 @@ class CudaPrinter {
     printStores("      ");
     out_ << "    }\n"
          << "    __syncthreads();  // the next outer index refills the tiles\n  }\n";
+  }
+
+  // The tiles again with two elements per lane and access, when every tensor allows
+  // it (checked at run time: pointers and the strides other than the unit one even).
+  // Lane l of warp w reads pairs of t (t0 + 2l, + 1) of the transposed inputs in rows
+  // j0 + w, + 8, ... and pairs of j (j0 + 2l, + 1) of the others and the outputs in rows
+  // t0 + w, + 8, ...: a warp moves 128 bytes of 2-byte elements per access, where one
+  // element per lane moved 64 and 16-bit transposes stayed at three quarters of the
+  // copy bandwidth. A pair goes into the tile as one 4-byte word, placed at word
+  // (t - t0) / 2 xor (j - j0) / 2 of row j - j0, so that the stores (one row per
+  // warp) and the reads (rows 2l and 2l + 1 per lane) both fall into distinct banks.
+  void printPairTiles() {
+    const int n = k_.ndim;
+    const int side = k_.transpose_tile;  // 64: 32 lanes x 2
+    const int passes = side / (kCudaBlockSize / 32);
+    const std::string per = std::to_string(passes);
+    const std::string words = std::to_string(side / 2);
+    auto pair = [](c10::ScalarType t) { return vectorType(t, 2); };
+    auto evenStrides = [&](const std::string& strides, int slot, int unit_dim) {
+      std::string c;
+      for (int d = 0; d < n; ++d) {
+        if (d != unit_dim) c += " && (" + strideOf(strides, slot, d) + " % 2 == 0)";
+      }
+      return c;
+    };
+    auto aligned = [&](const std::string& ptr, c10::ScalarType t) {
+      return " && ((uint64_t)" + ptr + " % " + std::to_string(2 * storageBytes(t)) + " == 0)";
+    };
+    std::string cond = "true";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      const TensorInput& in = k_.inputs[i];
+      if (!in.transposed && !loadedAhead(in)) continue;
+      cond += aligned(inPtr(i), in.dtype);
+      const int o = offsetsOf(k_, static_cast<int>(i));
+      if (in.access == Access::Flat) {
+        cond += " && (fx_inner % 2 == 0)";
+      } else if (o == static_cast<int>(i)) {
+        cond += evenStrides("st" + std::to_string(o), o, in.transposed ? n - 2 : n - 1);
+      }
+    }
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      const TensorOutput& out = k_.outputs[o];
+      cond += aligned("a.out" + std::to_string(o), out.dtype);
+      cond += out.access == Access::Flat
+                  ? " && (fx_inner % 2 == 0)"
+                  : evenStrides("so" + std::to_string(o), out.stride_slot, n - 1);
+    }
+    out_ << "  if (" << cond << ") {\n"
+         << "    const int fx_pl = threadIdx.x % 32, fx_pw = threadIdx.x / 32;\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!k_.inputs[i].transposed) continue;
+      out_ << "    uint32_t* fx_pt" << i << " = (uint32_t*)&fx_tile" << i << "[0][0];\n";
+    }
+    out_ << "    for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) "
+            "{\n";
+    printOffsets("fx_outer", n - 3, "base_", "      ");
+    // Phase 1: pairs of the transposed inputs; the other inputs' pairs.
+    out_ << "      bool fx_tin[" << per << "], fx_in[" << per << "];\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      const TensorInput& in = k_.inputs[i];
+      if (in.transposed || loadedAhead(in)) {
+        out_ << "      " << pair(in.dtype) << " " << (in.transposed ? "fx_x" : "l") << i << "["
+             << per << "];\n";
+      }
+    }
+    out_ << "#pragma unroll\n      for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
+         << "        {\n"
+         << "          const idx_t fx_t = fx_t0 + 2 * fx_pl, fx_j = fx_j0 + fx_pw + fx_q * 8;\n"
+         << "          const bool fx_both = fx_t + 1 < fx_tn;\n"
+         << "          fx_tin[fx_q] = fx_t < fx_tn && fx_j < fx_inner;\n"
+         << "          if (fx_tin[fx_q]) {\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      const TensorInput& in = k_.inputs[i];
+      if (!in.transposed) continue;
+      const int o = offsetsOf(k_, static_cast<int>(i));
+      const std::string at = inPtr(i) + " + base_off" + std::to_string(o) + " + fx_t + fx_j * " +
+                             strideOf("st" + std::to_string(o), o, n - 1);
+      printPairLoad("fx_x" + std::to_string(i), in.dtype, at, "fx_both", "            ");
+    }
+    out_ << "          }\n        }\n"
+         << "        const idx_t fx_t = fx_t0 + fx_pw + fx_q * 8, fx_j = fx_j0 + 2 * fx_pl;\n"
+         << "        const bool fx_both = fx_j + 1 < fx_inner;\n"
+         << "        fx_in[fx_q] = fx_t < fx_tn && fx_j < fx_inner;\n"
+         << "        if (!fx_in[fx_q]) continue;\n";
+    printTileElementIndex("        ");
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      const TensorInput& in = k_.inputs[i];
+      if (!loadedAhead(in)) continue;
+      const std::string at =
+          in.access == Access::Flat ? "i" : "off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
+      printPairLoad("l" + std::to_string(i), in.dtype, inPtr(i) + " + " + at, "fx_both",
+                    "        ");
+    }
+    out_ << "      }\n";
+    // The pairs into the tiles as words; then each lane reads rows 2l and 2l + 1.
+    out_ << "#pragma unroll\n      for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
+         << "        if (!fx_tin[fx_q]) continue;\n"
+         << "        const int fx_r = fx_pw + fx_q * 8;\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!k_.inputs[i].transposed) continue;
+      out_ << "        fx_pt" << i << "[fx_r * " << words << " + (fx_pl ^ (fx_r >> 1))] = *(uint32_t*)&fx_x"
+           << i << "[fx_q];\n";
+    }
+    out_ << "      }\n      __syncthreads();\n"
+         << "#pragma unroll\n      for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
+         << "        if (!fx_in[fx_q]) continue;\n"
+         << "        const int fx_c = fx_pw + fx_q * 8;\n"
+         << "        const idx_t fx_t = fx_t0 + fx_c, fx_j = fx_j0 + 2 * fx_pl;\n"
+         << "        const bool fx_both = fx_j + 1 < fx_inner;\n";
+    printTileElementIndex("        ");
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      out_ << "        " << pair(k_.outputs[o].dtype) << " s" << o << ";\n";
+    }
+    out_ << "#pragma unroll\n        for (int u = 0; u < 2; ++u) {\n"
+         << "          if (u == 1 && !fx_both) break;\n";
+    lanes_ = Lanes::PairTile;
+    printExprs(/*invariant=*/false, "          ");
+    lanes_ = Lanes::None;
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      out_ << "          s" << o << ".v[u] = " << store(o) << ";\n";
+    }
+    out_ << "        }\n";
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      const std::string name = std::to_string(o);
+      const std::string at =
+          "a.out" + name + " + " + (k_.outputs[o].access == Access::Flat ? "i" : "offo" + name);
+      out_ << "        if (fx_both) *(" << pair(k_.outputs[o].dtype) << "*)(" << at << ") = s"
+           << name << ";\n        else *(" << at << ") = s" << name << ".v[0];\n";
+    }
+    out_ << "      }\n"
+         << "      __syncthreads();  // the next outer index refills the tiles\n    }\n"
+         << "    return;\n  }\n";
+  }
+
+  // `dst` (a pair) = the two elements at `at`, or the first alone where `both` is false.
+  void printPairLoad(const std::string& dst, c10::ScalarType t, const std::string& at,
+                     const std::string& both, const std::string& ind) {
+    out_ << ind << "if (" << both << ") " << dst << "[fx_q] = fx_ld_vec<" << vectorType(t, 2)
+         << ">(" << at << ");\n"
+         << ind << "else " << dst << "[fx_q].v[0] = fx_ld(" << at << ");\n";
   }
 
   // Which tile block x takes: by default tiles in row-major order, so the blocks in flight
@@ -611,6 +762,8 @@ class CudaPrinter {
       case Access::Flat:
         if (lanes_ == Lanes::Tile) {
           elem = "l" + std::to_string(e.index) + "[fx_q]";  // loadedAhead
+        } else if (lanes_ == Lanes::PairTile) {
+          elem = "l" + std::to_string(e.index) + "[fx_q].v[u]";
         } else if (lanes_ == Lanes::Flat || lanes_ == Lanes::Row) {
           elem = "l" + std::to_string(e.index) + "[fx_k].v[u]";
         } else {
@@ -621,6 +774,14 @@ class CudaPrinter {
         const std::string offsets = std::to_string(offsetsOf(k_, e.index));
         if (lanes_ == Lanes::Tile && in.transposed) {
           elem = "fx_tile" + std::to_string(e.index) + "[fx_lx][fx_r]";
+        } else if (lanes_ == Lanes::PairTile && in.transposed) {
+          // Half (t - t0) % 2 of word (t - t0) / 2 xor l of row 2l + u (printPairTiles).
+          elem = "(" + std::string(storageTypeName(in.dtype)) + ")(fx_pt" +
+                 std::to_string(e.index) + "[(2 * fx_pl + u) * " +
+                 std::to_string(k_.transpose_tile / 2) +
+                 " + ((fx_c >> 1) ^ fx_pl)] >> (16 * (fx_c & 1)))";
+        } else if (lanes_ == Lanes::PairTile && loadedAhead(in)) {
+          elem = "l" + std::to_string(e.index) + "[fx_q].v[u]";
         } else if (lanes_ == Lanes::Tile && loadedAhead(in)) {
           elem = "l" + std::to_string(e.index) + "[fx_q]";
         } else if (lanes_ == Lanes::Row && in.inner_zero_stride) {
@@ -748,11 +909,17 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
 
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }
 
-int transposeTileSide(c10::ArrayRef<c10::ScalarType> dtypes) {
-  for (c10::ScalarType t : dtypes) {
-    if (storageBytes(t) > 2) return 32;
+int transposeTileSide(c10::ArrayRef<TensorInput> inputs) {
+  bool any = false;
+  for (const TensorInput& in : inputs) {
+    if (in.transposed) {
+      any = true;
+      if (storageBytes(in.dtype) != 2) return 32;
+    } else if (in.access == Access::Strided && !in.inner_unit_stride && !in.inner_zero_stride) {
+      return 32;
+    }
   }
-  return 64;
+  return any ? 64 : 32;
 }
 
 int64_t transposeTileBytes(c10::ScalarType dtype, int side) {

@@ -19,12 +19,13 @@ constexpr int kCudaBlockSize = 256;
 
 std::string printCudaKernel(const Kernel& kernel);
 
-// Side of the square tiles of a transpose_tile kernel whose transposed inputs have these
-// dtypes: a warp reads a tile's row of a transposed input along that input's fastest
+// Side of the square tiles of a transpose_tile kernel with these inputs (`transposed`
+// marked): a warp reads a tile's row of a transposed input along that input's fastest
 // dim, then the block reads it back column-wise from shared memory while writing the
-// outputs along theirs. Tiles of 2- and 1-byte elements are 64 wide, so that a block
-// moves as many bytes as with 32-wide tiles of 4-byte ones.
-int transposeTileSide(c10::ArrayRef<c10::ScalarType> dtypes);
+// outputs along theirs. 64 where every transposed input has 2-byte elements and every
+// other one is read along the rows or broadcast along them, so that lanes can take
+// pairs of elements (and words of the tile); else 32.
+int transposeTileSide(c10::ArrayRef<TensorInput> inputs);
 
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.
 int64_t transposeTileBytes(c10::ScalarType dtype, int side);

@@ -10,7 +10,6 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
   const bool flat = layout == SourceLayout::Flat;
   int32_t first = -1;
   int32_t tensor = 0;
-  std::vector<c10::ScalarType> transposed;
   for (InputDesc& d : inputs) {
     if (!d.is_tensor) continue;
     d.access.dtype = d.dtype;
@@ -25,7 +24,6 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
     if (layout == SourceLayout::Tiles) {
       d.access.inner_unit_stride = first < 0;
       d.access.transposed = first >= 0;
-      if (first >= 0) transposed.push_back(d.dtype);
     }
     if (first < 0) first = tensor;
     ++tensor;
@@ -34,7 +32,7 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
   Kernel kernel = lowerSubgraph(subgraph, inputs, flat ? 1 : 2, flat, device);
   kernel.name = "fuser_kernel";
   kernel.vectorize = flat;
-  if (layout == SourceLayout::Tiles) kernel.transpose_tile = transposeTileSide(transposed);
+  if (layout == SourceLayout::Tiles) kernel.transpose_tile = transposeTileSide(kernel.inputs);
   if (layout == SourceLayout::FixedRows) {
     kernel.fixed.sizes = {5, 300};
     kernel.fixed.numel = 5 * 300;

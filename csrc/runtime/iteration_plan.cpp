@@ -144,18 +144,17 @@ void chooseTransposeTiles(IterationPlan& plan, size_t count, int side) {
     return;
   }
   c10::SmallVector<size_t, 8> transposed;
-  c10::SmallVector<c10::ScalarType, 8> dtypes;
   for (size_t k = 0; k < count; ++k) {
-    const codegen::TensorInput& in = plan.inputs[k];
+    codegen::TensorInput& in = plan.inputs[k];
     const int64_t* st = plan.strides.data() + k * n;
     if (in.access == codegen::Access::Strided && st[n - 2] == 1 && st[n - 1] != 0 &&
         st[n - 1] != 1) {
       transposed.push_back(k);
-      dtypes.push_back(in.dtype);
+      in.transposed = true;  // until the budget below says otherwise
     }
   }
   if (transposed.empty()) return;
-  if (side == 0) side = codegen::transposeTileSide(dtypes);
+  if (side == 0) side = codegen::transposeTileSide({plan.inputs.data(), count});
   // CUDA stages each transposed input in a tile of shared memory; past this many bytes
   // of tiles (48 KB is the most a kernel may declare) the rest are read directly, along
   // the output's rows.
@@ -163,9 +162,11 @@ void chooseTransposeTiles(IterationPlan& plan, size_t count, int side) {
   int64_t tile_bytes = 0;
   for (size_t k : transposed) {
     const int64_t bytes = codegen::transposeTileBytes(plan.inputs[k].dtype, side);
-    if (tile_bytes + bytes > kMaxTileBytes) break;
+    if (tile_bytes + bytes > kMaxTileBytes) {
+      plan.inputs[k].transposed = false;
+      continue;
+    }
     tile_bytes += bytes;
-    plan.inputs[k].transposed = true;
     plan.transpose_tile = side;
   }
 }

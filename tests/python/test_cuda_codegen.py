@@ -170,21 +170,23 @@ def test_flat_kernels_moving_16_bytes_per_thread_run_in_blocks_of_1024(dtype):
 
 @needs_nvrtc
 @pytest.mark.parametrize(
-    "dtypes, tile",
+    "dtypes, tile, pairs",
     [
-        ([torch.float32, torch.float32], "[32][33]"),
-        ([torch.float16, torch.float16], "[64][66]"),
-        ([torch.float32, torch.bfloat16], "[64][66]"),  # only the transposed one counts
-        ([torch.float16, torch.float16, torch.float32], "[32][34]"),  # a float beside it
-        ([torch.uint8, torch.uint8], "[64][68]"),
-        ([torch.float64, torch.float64], "[32][33]"),
+        ([torch.float32, torch.float32], "[32][33]", False),
+        ([torch.float16, torch.float16], "[64][66]", True),
+        ([torch.float32, torch.bfloat16], "[64][66]", True),  # only the transposed one counts
+        ([torch.float16, torch.float16, torch.float32], "[32][34]", False),  # a float beside
+        ([torch.uint8, torch.uint8], "[32][36]", False),
+        ([torch.float64, torch.float64], "[32][33]", False),
     ],
     ids=str,
 )
-def test_tiles_of_16_bit_inputs_are_64_wide(dtypes, tile):
-    # Rows padded to an odd number of 4-byte words; a block of 256 threads moves 16
-    # elements per thread and phase in tiles of 64, 4 in tiles of 32.
+def test_tiles_of_16_bit_inputs_take_pairs(dtypes, tile, pairs):
+    # Rows padded to an odd number of 4-byte words. 2-byte transposed inputs take tiles
+    # of 64 with a path of two elements per lane and access (tile words swizzled by
+    # row), taken when pointers and strides allow it; the rest keep tiles of 32.
     source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
     assert f"fx_tile1{tile}" in source
-    assert f"fx_x1[{16 if tile.startswith('[64]') else 4}]" in source
+    assert ("fx_pt1[" in source) == pairs
+    assert ("fx_ld_vec<FxVec<uint16_t, 2>>" in source) == pairs
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"

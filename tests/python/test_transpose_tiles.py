@@ -92,6 +92,17 @@ CASES = {
         "def f(x, y):\n    return x[:, 2:].t() * y\n",
         [(50, 40), (38, 50)],
     ),
+    # An odd number of rows t with even strides: 16-bit tiles end in a half pair.
+    "odd_rows_even_strides": (
+        "def f(x, y):\n    return x[:, :33].t() * y + 1.0\n",
+        [(64, 34), (33, 64)],
+    ),
+    # Starting one element in: 16-bit pairs would be misaligned, so elements are read
+    # one by one.
+    "misaligned": (
+        "def f(x, y):\n    return x[:, 1:].t() - y\n",
+        [(70, 41), (40, 70)],
+    ),
 }
 
 
