@@ -155,7 +155,8 @@ Config* readConfig() {
   c->shape_kernels =
       readInt("FUSER_SHAPE_KERNELS", c->shape_kernels, 0, 64, "an integer from 0 to 64");
   readTileSide(*c);
-  c->tile_group = readInt("FUSER_TILE_GROUP", c->tile_group, 1, 1024, "an integer from 1 to 1024");
+  c->tile_group = readInt("FUSER_TILE_GROUP", c->tile_group, 0, 1024,
+                          "an integer from 0 to 1024 (0: chosen per tile side)");
   return c;
 }
 

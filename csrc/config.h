@@ -33,8 +33,9 @@ struct Config {
   // (default): codegen::transposeTileSide. For measuring one against the other.
   int tile_side = 0;
   // FUSER_TILE_GROUP=G: CUDA tile kernels take G tiles down the rows before the next
-  // column of tiles (codegen::Kernel::tile_group); 1: row-major order.
-  int tile_group = 1;
+  // column of tiles (codegen::Kernel::tile_group); 1: row-major order; 0 (default):
+  // codegen::transposeTileGroup.
+  int tile_group = 0;
   // FUSER_LEAVE_TO_ONEDNN=0: with oneDNN Graph on, still take the post-ops it would fuse
   // into a convolution or matmul (onednn_beside.h); for measuring the other order.
   bool leave_to_onednn = true;

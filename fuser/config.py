@@ -20,7 +20,7 @@
 | FUSER_LEAVE_TO_ONEDNN=0 | with oneDNN Graph on, take the post-ops it fuses into convs too |
 | FUSER_TRANSPOSE_TILES=0 | transposed inputs are read along the output's rows, not in tiles |
 | FUSER_TILE_SIDE=32,64  | CUDA: tiles of that side in every dtype (0: 64 if 16-bit, else 32) |
-| FUSER_TILE_GROUP=G     | CUDA: blocks take G tiles down the rows before the next column (1) |
+| FUSER_TILE_GROUP=G     | CUDA: blocks take G tiles down before the next column (0: auto) |
 
 A bad value never raises: it gives one warning naming the variable and the accepted
 values, and the default is used.

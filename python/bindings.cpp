@@ -63,8 +63,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("supported_schemas", &fuser::ops::supportedSchemas);
   // Kernel source for a subgraph: inputs are torch.dtype (tensor), float, int or bool
   // (the Python type of a scalar argument); zero_dim marks 0-dim tensors; layout is one
-  // of "flat", "strided", "rows", "broadcast_rows", "shared_rows", "fixed_rows", "tiles" (see
-  // kernel_source.h).
+  // of "flat", "strided", "rows", "broadcast_rows", "shared_rows", "fixed_rows", "tiles",
+  // "tiles64" (see kernel_source.h).
   m.def("kernel_source", [](std::shared_ptr<torch::jit::Graph>& graph, py::list inputs,
                             std::vector<bool> zero_dim, const std::string& dialect,
                             const std::string& layout_name) {
@@ -76,6 +76,7 @@ PYBIND11_MODULE(_C, m) {
     else if (layout_name == "shared_rows") layout = fuser::codegen::SourceLayout::SharedRows;
     else if (layout_name == "fixed_rows") layout = fuser::codegen::SourceLayout::FixedRows;
     else if (layout_name == "tiles") layout = fuser::codegen::SourceLayout::Tiles;
+    else if (layout_name == "tiles64") layout = fuser::codegen::SourceLayout::Tiles64;
     else throw py::value_error("unknown layout '" + layout_name + "'");
     std::vector<fuser::codegen::InputDesc> descs;
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -6,8 +6,9 @@
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
 #   channels-last beside row-major, expanded broadcast) at their large size in every
-#   dtype, with each tile side (FUSER_TILE_SIDE) and order (FUSER_TILE_GROUP) forced,
-#   then as chosen beside NNC and torch.compile. FUSER_TRANSPOSE_TILES=0 times the rows
+#   dtype, with tile sides and orders forced (TILE_CONFIGS="side:group ...", see
+#   FUSER_TILE_SIDE and FUSER_TILE_GROUP), then as chosen beside NNC and torch.compile
+#   (at LAYOUT_SIZES, default large). FUSER_TRANSPOSE_TILES=0 times the rows
 #   path (set NO_TILES=1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,16 +60,16 @@ if [ "$what" = layouts ]; then
     FUSER_TRANSPOSE_TILES=0 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
       --workload "$layout_rows" --mode fuser --out "$OUT/layouts_rows" 2>&1 | tail -20
   fi
-  for side in ${TILE_SIDES:-0 32}; do
-    for group in ${TILE_GROUPS:-1 8 32}; do
-      echo "== FUSER_TILE_SIDE=$side FUSER_TILE_GROUP=$group"
-      FUSER_TILE_SIDE=$side FUSER_TILE_GROUP=$group PYTHONPATH=. python3 -m fuser.bench \
-        --device cuda --size large --workload "$layout_rows" --mode fuser \
-        --out "$OUT/layouts_side${side}_group$group" 2>&1 | grep -E "^(transpose|permute|chan|expand)"
-    done
+  # side:group pairs (0: chosen by the fuser).
+  for config in ${TILE_CONFIGS:-0:0 32:1 64:1}; do
+    side=${config%:*} group=${config#*:}
+    echo "== FUSER_TILE_SIDE=$side FUSER_TILE_GROUP=$group"
+    FUSER_TILE_SIDE=$side FUSER_TILE_GROUP=$group PYTHONPATH=. python3 -m fuser.bench \
+      --device cuda --size large --workload "$layout_rows" --mode fuser \
+      --out "$OUT/sweep_${side}_$group" 2>&1 | grep -E "^(transpose|permute|chan|expand)"
   done 2>&1 | tee "$OUT/layouts_sweep.log"
-  PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$layout_rows" \
-    --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --size "${LAYOUT_SIZES:-large}" \
+    --workload "$layout_rows" --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --out "$OUT/bench" "$@" 2>&1 | tee "$OUT/bench.log"

@@ -154,10 +154,25 @@ std::string vectorType(c10::ScalarType storage, int width) {
   return "FxVec<" + std::string(storageTypeName(storage)) + ", " + std::to_string(width) + ">";
 }
 
+// Whether every input of a tile kernel can be read in pairs along its unit-stride dim:
+// transposed ones of 2 or 4 bytes (`widest`), the others along the rows or broadcast.
+bool pairableInputs(c10::ArrayRef<TensorInput> inputs, int widest) {
+  for (const TensorInput& in : inputs) {
+    if (in.transposed) {
+      if (storageBytes(in.dtype) < 2 || storageBytes(in.dtype) > widest) return false;
+    } else if (in.access == Access::Strided && !in.inner_unit_stride && !in.inner_zero_stride) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Tile kernels that take two elements per lane and access (printPairTiles): 64-wide
-// tiles (transposeTileSide) whose outputs are written along j with unit stride.
+// tiles whose inputs are all pairable and whose outputs are written along j with unit
+// stride. transposeTileSide gives 2-byte transposed inputs such tiles; FUSER_TILE_SIDE=64
+// gives them to 4-byte ones too.
 bool pairTiles(const Kernel& k) {
-  if (k.transpose_tile != 64 || transposeTileSide(k.inputs) != 64) return false;
+  if (k.transpose_tile != 64 || !pairableInputs(k.inputs, 4)) return false;
   for (const TensorOutput& out : k.outputs) {
     if (out.access == Access::Strided && !out.inner_unit_stride) return false;
   }
@@ -475,15 +490,16 @@ class CudaPrinter {
   // j0 + w, + 8, ... and pairs of j (j0 + 2l, + 1) of the others and the outputs in rows
   // t0 + w, + 8, ...: a warp moves 128 bytes of 2-byte elements per access, where one
   // element per lane moved 64 and 16-bit transposes stayed at three quarters of the
-  // copy bandwidth. A pair goes into the tile as one 4-byte word, placed at word
-  // (t - t0) / 2 xor (j - j0) / 2 of row j - j0, so that the stores (one row per
-  // warp) and the reads (rows 2l and 2l + 1 per lane) both fall into distinct banks.
+  // copy bandwidth. A pair goes into the tile as one access, at pair (t - t0) / 2 xor
+  // (j - j0) / 2 of row j - j0, so that the stores (one row per warp) and the reads
+  // (rows 2l and 2l + 1 per lane) of 2-byte pairs fall into distinct banks (4-byte
+  // ones: two lanes per bank on reads).
   void printPairTiles() {
     const int n = k_.ndim;
     const int side = k_.transpose_tile;  // 64: 32 lanes x 2
     const int passes = side / (kCudaBlockSize / 32);
     const std::string per = std::to_string(passes);
-    const std::string words = std::to_string(side / 2);
+    const std::string pairs_per_row = std::to_string(side / 2);
     auto pair = [](c10::ScalarType t) { return vectorType(t, 2); };
     auto evenStrides = [&](const std::string& strides, int slot, int unit_dim) {
       std::string c;
@@ -518,7 +534,8 @@ class CudaPrinter {
          << "    const int fx_pl = threadIdx.x % 32, fx_pw = threadIdx.x / 32;\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!k_.inputs[i].transposed) continue;
-      out_ << "    uint32_t* fx_pt" << i << " = (uint32_t*)&fx_tile" << i << "[0][0];\n";
+      const std::string t = pair(k_.inputs[i].dtype);
+      out_ << "    " << t << "* fx_pt" << i << " = (" << t << "*)&fx_tile" << i << "[0][0];\n";
     }
     out_ << "    for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) "
             "{\n";
@@ -567,8 +584,8 @@ class CudaPrinter {
          << "        const int fx_r = fx_pw + fx_q * 8;\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!k_.inputs[i].transposed) continue;
-      out_ << "        fx_pt" << i << "[fx_r * " << words << " + (fx_pl ^ (fx_r >> 1))] = *(uint32_t*)&fx_x"
-           << i << "[fx_q];\n";
+      out_ << "        fx_pt" << i << "[fx_r * " << pairs_per_row << " + (fx_pl ^ (fx_r >> 1))] = fx_x" << i
+           << "[fx_q];\n";
     }
     out_ << "      }\n      __syncthreads();\n"
          << "#pragma unroll\n      for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
@@ -775,11 +792,9 @@ class CudaPrinter {
         if (lanes_ == Lanes::Tile && in.transposed) {
           elem = "fx_tile" + std::to_string(e.index) + "[fx_lx][fx_r]";
         } else if (lanes_ == Lanes::PairTile && in.transposed) {
-          // Half (t - t0) % 2 of word (t - t0) / 2 xor l of row 2l + u (printPairTiles).
-          elem = "(" + std::string(storageTypeName(in.dtype)) + ")(fx_pt" +
-                 std::to_string(e.index) + "[(2 * fx_pl + u) * " +
-                 std::to_string(k_.transpose_tile / 2) +
-                 " + ((fx_c >> 1) ^ fx_pl)] >> (16 * (fx_c & 1)))";
+          // Element (t - t0) % 2 of pair (t - t0) / 2 xor l of row 2l + u (printPairTiles).
+          elem = "fx_pt" + std::to_string(e.index) + "[(2 * fx_pl + u) * " +
+                 std::to_string(k_.transpose_tile / 2) + " + ((fx_c >> 1) ^ fx_pl)].v[fx_c & 1]";
         } else if (lanes_ == Lanes::PairTile && loadedAhead(in)) {
           elem = "l" + std::to_string(e.index) + "[fx_q].v[u]";
         } else if (lanes_ == Lanes::Tile && loadedAhead(in)) {
@@ -910,16 +925,17 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
 std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).print(); }
 
 int transposeTileSide(c10::ArrayRef<TensorInput> inputs) {
-  bool any = false;
-  for (const TensorInput& in : inputs) {
-    if (in.transposed) {
-      any = true;
-      if (storageBytes(in.dtype) != 2) return 32;
-    } else if (in.access == Access::Strided && !in.inner_unit_stride && !in.inner_zero_stride) {
-      return 32;
-    }
-  }
-  return any ? 64 : 32;
+  const bool any = std::any_of(inputs.begin(), inputs.end(),
+                               [](const TensorInput& in) { return in.transposed; });
+  return any && pairableInputs(inputs, 2) ? 64 : 32;
+}
+
+int transposeTileGroup(int side) {
+  // On the H100, float32 tiles of 32 in groups of 8 took (large bench rows) transpose
+  // 275.3 us, permute 136.9, channels-last 136.6; in row-major order 277.7, 143.3 and
+  // 145.8; in groups of 32, 280.7, 136.9, 136.7. Pair tiles of 64 in groups of 8 fell
+  // from 92% of the copy bandwidth to 35%: they keep row-major order.
+  return side == 32 ? 8 : 1;
 }
 
 int64_t transposeTileBytes(c10::ScalarType dtype, int side) {

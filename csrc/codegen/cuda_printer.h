@@ -27,6 +27,10 @@ std::string printCudaKernel(const Kernel& kernel);
 // pairs of elements (and words of the tile); else 32.
 int transposeTileSide(c10::ArrayRef<TensorInput> inputs);
 
+// Tiles consecutive blocks take down the rows before the next column of tiles
+// (Kernel::tile_group), for tiles of `side`.
+int transposeTileGroup(int side);
+
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.
 int64_t transposeTileBytes(c10::ScalarType dtype, int side);
 

@@ -21,7 +21,7 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
       d.access.inner_zero_stride = broadcast;
     }
     if (layout == SourceLayout::SharedRows && first >= 0) d.access.same_strides_as = first;
-    if (layout == SourceLayout::Tiles) {
+    if (layout == SourceLayout::Tiles || layout == SourceLayout::Tiles64) {
       d.access.inner_unit_stride = first < 0;
       d.access.transposed = first >= 0;
     }
@@ -33,6 +33,7 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
   kernel.name = "fuser_kernel";
   kernel.vectorize = flat;
   if (layout == SourceLayout::Tiles) kernel.transpose_tile = transposeTileSide(kernel.inputs);
+  if (layout == SourceLayout::Tiles64) kernel.transpose_tile = 64;
   if (layout == SourceLayout::FixedRows) {
     kernel.fixed.sizes = {5, 300};
     kernel.fixed.numel = 5 * 300;

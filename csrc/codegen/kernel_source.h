@@ -20,8 +20,18 @@ enum class Dialect { Cpp, Cuda };
 // first (chunks of one tensor), sharing its offsets; or, compiled for one shape with
 // sizes, strides and pointer offsets as constants, 5 rows of 300 of tensors that are
 // the chunks of one (5, 300 x tensors) tensor, tensor t starting 300 x t elements on;
-// or in transpose tiles, every tensor after the first transposed against it.
-enum class SourceLayout { Flat, Strided, Rows, BroadcastRows, SharedRows, FixedRows, Tiles };
+// or in transpose tiles, every tensor after the first transposed against it, of the side
+// transposeTileSide gives (Tiles) or of 64 (Tiles64).
+enum class SourceLayout {
+  Flat,
+  Strided,
+  Rows,
+  BroadcastRows,
+  SharedRows,
+  FixedRows,
+  Tiles,
+  Tiles64
+};
 
 std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<InputDesc> inputs,
                               Dialect dialect, SourceLayout layout);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "codegen/cuda_printer.h"
 #include "codegen/lowering.h"
 #include "config.h"
 #include "passes/chunks.h"
@@ -232,7 +233,8 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
     kernel.name = "fuser_kernel";
     kernel.index32 = device.is_cuda() && plan.index32;
     kernel.transpose_tile = plan.transpose_tile;
-    kernel.tile_group = config().tile_group;
+    kernel.tile_group = config().tile_group > 0 ? config().tile_group
+                                                : codegen::transposeTileGroup(plan.transpose_tile);
     kernel.vectorize = vectorize;
     if (fix_shape) {
       kernel.fixed.sizes.assign(plan.sizes.begin(), plan.sizes.end());

@@ -190,3 +190,14 @@ def test_tiles_of_16_bit_inputs_take_pairs(dtypes, tile, pairs):
     assert ("fx_pt1[" in source) == pairs
     assert ("fx_ld_vec<FxVec<uint16_t, 2>>" in source) == pairs
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16], ids=str)
+def test_forced_64_wide_tiles_of_4_byte_inputs_take_pairs(dtype):
+    # FUSER_TILE_SIDE=64 (layout "tiles64") gives 4-byte transposed inputs pair tiles too:
+    # 8-byte accesses, the tile read as pairs.
+    source = _C.kernel_source(_sum_of(2), [dtype, dtype], [False, False], "cuda", "tiles64")
+    storage = {torch.float32: "float", torch.int32: "int32_t", torch.float16: "uint16_t"}[dtype]
+    assert f"FxVec<{storage}, 2>* fx_pt1" in source
+    assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"

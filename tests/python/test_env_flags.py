@@ -106,7 +106,7 @@ for w in caught:
         "FUSER_DEVICES": "tpu",
         "FUSER_SHAPE_KERNELS": "-1",
         "FUSER_TILE_SIDE": "48",
-        "FUSER_TILE_GROUP": "0",
+        "FUSER_TILE_GROUP": "-1",
     }
     result = run_python(code, env)
     assert result.returncode == 0, result.stderr
@@ -118,7 +118,7 @@ for w in caught:
     assert any("cpu, cuda" in w for w in warns)
     assert any("FUSER_SHAPE_KERNELS" in w and "0 to 64" in w for w in warns)
     assert any("FUSER_TILE_SIDE" in w and "0, 32, 64" in w for w in warns)
-    assert any("FUSER_TILE_GROUP" in w and "1 to 1024" in w for w in warns)
+    assert any("FUSER_TILE_GROUP" in w and "0 to 1024" in w for w in warns)
 
 
 def test_bad_enable_value_does_not_break_import_torch():
