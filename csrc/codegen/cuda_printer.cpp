@@ -168,9 +168,8 @@ bool pairableInputs(c10::ArrayRef<TensorInput> inputs, int widest) {
 }
 
 // Tile kernels that take two elements per lane and access (printPairTiles): 64-wide
-// tiles whose inputs are all pairable and whose outputs are written along j with unit
-// stride. transposeTileSide gives 2-byte transposed inputs such tiles; FUSER_TILE_SIDE=64
-// gives them to 4-byte ones too.
+// tiles (transposeTileSide) whose inputs are all pairable and whose outputs are written
+// along j with unit stride.
 bool pairTiles(const Kernel& k) {
   if (k.transpose_tile != 64 || !pairableInputs(k.inputs, 4)) return false;
   for (const TensorOutput& out : k.outputs) {
@@ -393,8 +392,9 @@ class CudaPrinter {
 
   // Block x takes one tile of the two innermost dims (j: the innermost, t: the one
   // before), block y the outer indices y, y + gridDim.y, ... A warp covers a tile's row
-  // (or two), so a thread handles side * side / kCudaBlockSize elements per phase, each phase loading everything before using
-  // any of it: first the transposed inputs' elements with consecutive lanes on
+  // (or half of one), so a thread handles side * side / kCudaBlockSize elements per
+  // phase, each phase loading everything before using any of it: first the transposed
+  // inputs' elements with consecutive lanes on
   // consecutive t (their unit stride), then the other inputs' elements of this thread's
   // outputs (consecutive lanes on consecutive j), both in flight together; the former
   // go to shared memory, and after the barrier every lane reads them back transposed,
@@ -417,8 +417,8 @@ class CudaPrinter {
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
       if (!in.transposed) continue;
-      out_ << "  __shared__ __align__(16) " << storageTypeName(in.dtype) << " fx_tile" << i << "[" << tile
-           << "][" << side + tilePadding(in.dtype) << "];\n";
+      out_ << "  __shared__ __align__(16) " << storageTypeName(in.dtype) << " fx_tile" << i << "["
+           << tile << "][" << side + tilePadding(in.dtype) << "];\n";
     }
     if (pairTiles(k_)) printPairTiles();
     out_ << "  for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
@@ -534,7 +534,7 @@ class CudaPrinter {
          << "    const int fx_pl = threadIdx.x % 32, fx_pw = threadIdx.x / 32;\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!k_.inputs[i].transposed) continue;
-      const std::string t = pair(k_.inputs[i].dtype);
+      const std::string t = pairSlotType(k_.inputs[i].dtype);
       out_ << "    " << t << "* fx_pt" << i << " = (" << t << "*)&fx_tile" << i << "[0][0];\n";
     }
     out_ << "    for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) "
@@ -572,8 +572,9 @@ class CudaPrinter {
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
       if (!loadedAhead(in)) continue;
-      const std::string at =
-          in.access == Access::Flat ? "i" : "off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
+      const std::string at = in.access == Access::Flat
+                                 ? "i"
+                                 : "off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
       printPairLoad("l" + std::to_string(i), in.dtype, inPtr(i) + " + " + at, "fx_both",
                     "        ");
     }
@@ -584,8 +585,9 @@ class CudaPrinter {
          << "        const int fx_r = fx_pw + fx_q * 8;\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!k_.inputs[i].transposed) continue;
-      out_ << "        fx_pt" << i << "[fx_r * " << pairs_per_row << " + (fx_pl ^ (fx_r >> 1))] = fx_x" << i
-           << "[fx_q];\n";
+      const std::string value = "fx_x" + std::to_string(i) + "[fx_q]";
+      out_ << "        fx_pt" << i << "[fx_r * " << pairs_per_row << " + (fx_pl ^ (fx_r >> 1))] = "
+           << (storageBytes(k_.inputs[i].dtype) == 2 ? "*(uint32_t*)&" + value : value) << ";\n";
     }
     out_ << "      }\n      __syncthreads();\n"
          << "#pragma unroll\n      for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
@@ -616,6 +618,13 @@ class CudaPrinter {
     out_ << "      }\n"
          << "      __syncthreads();  // the next outer index refills the tiles\n    }\n"
          << "    return;\n  }\n";
+  }
+
+  // What a pair tile holds per pair: 2-byte pairs as one word (read back by shifts: as
+  // FxVec<uint16_t, 2>, the float16 transpose took 254 us on the H100 instead of 146),
+  // 4-byte ones as FxVec.
+  static std::string pairSlotType(c10::ScalarType t) {
+    return storageBytes(t) == 2 ? "uint32_t" : vectorType(t, 2);
   }
 
   // `dst` (a pair) = the two elements at `at`, or the first alone where `both` is false.
@@ -793,8 +802,13 @@ class CudaPrinter {
           elem = "fx_tile" + std::to_string(e.index) + "[fx_lx][fx_r]";
         } else if (lanes_ == Lanes::PairTile && in.transposed) {
           // Element (t - t0) % 2 of pair (t - t0) / 2 xor l of row 2l + u (printPairTiles).
-          elem = "fx_pt" + std::to_string(e.index) + "[(2 * fx_pl + u) * " +
-                 std::to_string(k_.transpose_tile / 2) + " + ((fx_c >> 1) ^ fx_pl)].v[fx_c & 1]";
+          const std::string slot = "fx_pt" + std::to_string(e.index) + "[(2 * fx_pl + u) * " +
+                                   std::to_string(k_.transpose_tile / 2) +
+                                   " + ((fx_c >> 1) ^ fx_pl)]";
+          elem = storageBytes(in.dtype) == 2
+                     ? "(" + std::string(storageTypeName(in.dtype)) + ")(" + slot +
+                           " >> (16 * (fx_c & 1)))"
+                     : slot + ".v[fx_c & 1]";
         } else if (lanes_ == Lanes::PairTile && loadedAhead(in)) {
           elem = "l" + std::to_string(e.index) + "[fx_q].v[u]";
         } else if (lanes_ == Lanes::Tile && loadedAhead(in)) {
@@ -927,7 +941,7 @@ std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).p
 int transposeTileSide(c10::ArrayRef<TensorInput> inputs) {
   const bool any = std::any_of(inputs.begin(), inputs.end(),
                                [](const TensorInput& in) { return in.transposed; });
-  return any && pairableInputs(inputs, 2) ? 64 : 32;
+  return any && pairableInputs(inputs, 4) ? 64 : 32;
 }
 
 int transposeTileGroup(int side) {

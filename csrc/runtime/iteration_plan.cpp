@@ -154,21 +154,31 @@ void chooseTransposeTiles(IterationPlan& plan, size_t count, int side) {
     }
   }
   if (transposed.empty()) return;
-  if (side == 0) side = codegen::transposeTileSide({plan.inputs.data(), count});
   // CUDA stages each transposed input in a tile of shared memory; past this many bytes
   // of tiles (48 KB is the most a kernel may declare) the rest are read directly, along
-  // the output's rows.
+  // the output's rows. Returns whether all of them got a tile.
   constexpr int64_t kMaxTileBytes = 32 * 1024;
-  int64_t tile_bytes = 0;
-  for (size_t k : transposed) {
-    const int64_t bytes = codegen::transposeTileBytes(plan.inputs[k].dtype, side);
-    if (tile_bytes + bytes > kMaxTileBytes) {
-      plan.inputs[k].transposed = false;
-      continue;
+  auto assignTiles = [&](int s) {
+    int64_t tile_bytes = 0;
+    bool all = true;
+    for (size_t k : transposed) {
+      const int64_t bytes = codegen::transposeTileBytes(plan.inputs[k].dtype, s);
+      const bool fits = tile_bytes + bytes <= kMaxTileBytes;
+      plan.inputs[k].transposed = fits;
+      if (fits) tile_bytes += bytes;
+      all = all && fits;
     }
-    tile_bytes += bytes;
-    plan.transpose_tile = side;
+    plan.transpose_tile = tile_bytes > 0 ? s : 0;
+    return all;
+  };
+  if (side != 0) {
+    assignTiles(side);
+    return;
   }
+  // Pair tiles of 64 need every transposed input in a tile (codegen::pairTiles); where
+  // some do not fit, more of them do in tiles of 32.
+  const int wide = codegen::transposeTileSide({plan.inputs.data(), count});
+  if (!assignTiles(wide) && wide != 32) assignTiles(32);
 }
 
 void shareEqualStrides(IterationPlan& plan, size_t count) {

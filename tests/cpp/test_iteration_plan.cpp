@@ -66,7 +66,7 @@ IterationPlan tiledPlan(const std::vector<at::Tensor>& tensors, int side = 0) {
 TEST(ChooseTransposeTiles, InputsSteppingByOneAlongTheOtherDimAreTransposed) {
   const IterationPlan plan = tiledPlan({at::randn({64, 96}), at::randn({96, 64}).t(),
                                         at::randn({96}), at::randn({64, 1}).expand({64, 96})});
-  EXPECT_EQ(plan.transpose_tile, 32);
+  EXPECT_EQ(plan.transpose_tile, 64);
   EXPECT_FALSE(plan.inputs[0].transposed);  // row-major, as the iteration
   EXPECT_TRUE(plan.inputs[1].transposed);
   EXPECT_FALSE(plan.inputs[2].transposed);  // broadcast along the rows
@@ -95,21 +95,35 @@ TEST(ChooseTransposeTiles, TilesStopAtTheirSharedMemoryBudget) {
   EXPECT_EQ(tiled, 3);  // 3 x 8448 bytes within 32 KB; a 4th would pass it
 }
 
-TEST(ChooseTransposeTiles, SixteenBitInputsTakeWiderTilesUnlessWiderOnesAreTransposedBeside) {
+TEST(ChooseTransposeTiles, TwoAndFourByteInputsTakePairTilesOf64) {
   const at::Tensor half_t = at::randn({96, 64}).to(at::kHalf).t();
+  const at::Tensor float_t = at::randn({96, 64}).t();
   EXPECT_EQ(tiledPlan({at::randn({64, 96}).to(at::kHalf), half_t}).transpose_tile, 64);
-  EXPECT_EQ(tiledPlan({at::randn({64, 96}), half_t}).transpose_tile, 64);  // float output
-  EXPECT_EQ(tiledPlan({half_t, at::randn({96, 64}).t()}).transpose_tile, 32);
+  EXPECT_EQ(tiledPlan({at::randn({64, 96}, at::kDouble), half_t}).transpose_tile, 64);
+  EXPECT_EQ(tiledPlan({half_t, float_t}).transpose_tile, 64);  // 8448 + 16640 bytes
+  EXPECT_EQ(tiledPlan({at::randn({64, 96}), at::randn({96, 64}, at::kDouble).t()}).transpose_tile,
+            32);
+  EXPECT_EQ(tiledPlan({at::randn({64, 96}).to(at::kByte), at::randn({96, 64}).to(at::kByte).t()})
+                .transpose_tile,
+            32);
+  // An input read across the rows (every other column) cannot be read in pairs.
+  EXPECT_EQ(tiledPlan({at::randn({64, 192}).slice(1, 0, 192, 2), half_t}).transpose_tile, 32);
   EXPECT_EQ(tiledPlan({half_t, half_t}, /*side=*/32).transpose_tile, 32);
-  EXPECT_EQ(tiledPlan({at::randn({96, 64}).t(), at::randn({64, 96})}, 64).transpose_tile, 64);
+  const at::Tensor double_t = at::randn({96, 64}, at::kDouble).t();
+  EXPECT_EQ(tiledPlan({double_t, at::randn({64, 96})}, 64).transpose_tile, 0);  // past the budget
 }
 
-TEST(ChooseTransposeTiles, WiderTilesTakeMoreOfTheBudget) {
-  std::vector<at::Tensor> tensors = {at::randn({70, 70}, at::kHalf)};
-  for (int i = 0; i < 6; ++i) tensors.push_back(at::randn({70, 70}, at::kHalf).t());
+TEST(ChooseTransposeTiles, PairTilesThatDoNotAllFitFallBackToTilesOf32) {
+  // Two float tiles of 64 take 33280 bytes, past the 32 KB budget: tiles of 32 hold both.
+  const IterationPlan plan =
+      tiledPlan({at::randn({70, 70}), at::randn({70, 70}).t(), at::randn({70, 70}).t()});
+  EXPECT_EQ(plan.transpose_tile, 32);
+  EXPECT_TRUE(plan.inputs[1].transposed && plan.inputs[2].transposed);
+  std::vector<at::Tensor> halves = {at::randn({70, 70}, at::kHalf)};
+  for (int i = 0; i < 6; ++i) halves.push_back(at::randn({70, 70}, at::kHalf).t());
   int tiled = 0;
-  for (const auto& in : tiledPlan(tensors).inputs) tiled += in.transposed;
-  EXPECT_EQ(tiled, 3);  // 64 x 66 halves are 8448 bytes, like 32 x 33 doubles
+  for (const auto& in : tiledPlan(halves).inputs) tiled += in.transposed;
+  EXPECT_EQ(tiled, 6);  // 3 of 6 in tiles of 64 (8448 bytes each); all in tiles of 32
 }
 
 }  // namespace
