@@ -502,14 +502,10 @@ class CudaPrinter {
     const std::string pairs_per_row = std::to_string(side / 2);
     auto pair = [](c10::ScalarType t) { return vectorType(t, 2); };
     auto evenStrides = [&](const std::string& strides, int slot, int unit_dim) {
-      std::string c;
-      for (int d = 0; d < n; ++d) {
-        if (d != unit_dim) c += " && (" + strideOf(strides, slot, d) + " % 2 == 0)";
-      }
-      return c;
+      return stridesDivisible(strides, slot, 2, unit_dim);
     };
     auto aligned = [&](const std::string& ptr, c10::ScalarType t) {
-      return " && ((uint64_t)" + ptr + " % " + std::to_string(2 * storageBytes(t)) + " == 0)";
+      return pointerAligned(ptr, 2 * storageBytes(t));
     };
     std::string cond = "true";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
@@ -620,6 +616,21 @@ class CudaPrinter {
          << "    return;\n  }\n";
   }
 
+  // Run-time conditions of the vector paths, each starting " && ": `ptr` is aligned to
+  // `bytes`; every stride of a tensor except dim `skip`'s is a multiple of `divisor`.
+  static std::string pointerAligned(const std::string& ptr, int bytes) {
+    return " && ((uint64_t)" + ptr + " % " + std::to_string(bytes) + " == 0)";
+  }
+  std::string stridesDivisible(const std::string& strides, int slot, int divisor,
+                               int skip) const {
+    std::string c;
+    for (int d = 0; d < k_.ndim; ++d) {
+      if (d == skip) continue;
+      c += " && (" + strideOf(strides, slot, d) + " % " + std::to_string(divisor) + " == 0)";
+    }
+    return c;
+  }
+
   // What a pair tile holds per pair: 2-byte pairs as one word (read back by shifts: as
   // FxVec<uint16_t, 2>, the float16 transpose took 254 us on the H100 instead of 146),
   // 4-byte ones as FxVec.
@@ -720,15 +731,10 @@ class CudaPrinter {
     const std::string v = std::to_string(row_vec_);
     const int last = k_.ndim - 1;
     auto aligned = [&](const std::string& ptr, c10::ScalarType t) {
-      return " && ((uint64_t)" + ptr + " % " + std::to_string(row_vec_ * storageBytes(t)) +
-             " == 0)";
+      return pointerAligned(ptr, row_vec_ * storageBytes(t));
     };
     auto outerStridesAligned = [&](const std::string& strides, int slot) {
-      std::string c;
-      for (int d = 0; d < last; ++d) {
-        c += " && (" + strideOf(strides, slot, d) + " % " + v + " == 0)";
-      }
-      return c;
+      return stridesDivisible(strides, slot, row_vec_, last);
     };
     std::string cond = "fx_vectors > 0 && fx_inner % " + v + " == 0";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
