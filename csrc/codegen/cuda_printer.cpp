@@ -394,11 +394,11 @@ class CudaPrinter {
   // before), block y the outer indices y, y + gridDim.y, ... A warp covers a tile's row
   // (or half of one), so a thread handles side * side / kCudaBlockSize elements per
   // phase, each phase loading everything before using any of it: first the transposed
-  // inputs' elements with consecutive lanes on
-  // consecutive t (their unit stride), then the other inputs' elements of this thread's
-  // outputs (consecutive lanes on consecutive j), both in flight together; the former
-  // go to shared memory, and after the barrier every lane reads them back transposed,
-  // computes, and writes the outputs along j.
+  // inputs' elements with consecutive lanes on consecutive t (their unit stride), then
+  // the other inputs' elements of this thread's outputs (consecutive lanes on
+  // consecutive j), both in flight together; the former go to shared memory, and after
+  // the barrier every lane reads them back transposed, computes, and writes the outputs
+  // along j. Pair tiles (pairTiles) first try printPairTiles' path.
   void printTransposeTiles() {
     const int n = k_.ndim;
     const int side = k_.transpose_tile;
