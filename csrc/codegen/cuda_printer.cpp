@@ -148,15 +148,15 @@ struct WalkedTensor {
 // How printExprs reads inputs: per element (index i, offsets offN), lane u of the
 // vectors (lN) that a flat loop or a row tile loaded, or (transposed inputs) the
 // shared-memory tile of a transpose_tile kernel.
-enum class Lanes { None, Flat, Row, Tile, PairTile };
+enum class Lanes { None, Flat, Row, Tile, VectorTile };
 
 std::string vectorType(c10::ScalarType storage, int width) {
   return "FxVec<" + std::string(storageTypeName(storage)) + ", " + std::to_string(width) + ">";
 }
 
-// Whether every input of a tile kernel can be read in pairs along its unit-stride dim:
+// Whether every input of a tile kernel can be read in vectors along its unit-stride dim:
 // transposed ones of 2 or 4 bytes (`widest`), the others along the rows or broadcast.
-bool pairableInputs(c10::ArrayRef<TensorInput> inputs, int widest) {
+bool vectorizableInputs(c10::ArrayRef<TensorInput> inputs, int widest) {
   for (const TensorInput& in : inputs) {
     if (in.transposed) {
       if (storageBytes(in.dtype) < 2 || storageBytes(in.dtype) > widest) return false;
@@ -167,15 +167,27 @@ bool pairableInputs(c10::ArrayRef<TensorInput> inputs, int widest) {
   return true;
 }
 
-// Tile kernels that take two elements per lane and access (printPairTiles): 64-wide
-// tiles (transposeTileSide) whose inputs are all pairable and whose outputs are written
-// along j with unit stride.
-bool pairTiles(const Kernel& k) {
-  if (k.transpose_tile != 64 || !pairableInputs(k.inputs, 4)) return false;
+// Tile kernels that take several elements per lane and access (printVectorTiles):
+// 64-wide tiles (transposeTileSide) whose inputs are all vectorizable and whose outputs are
+// written along j with unit stride.
+bool vectorTiles(const Kernel& k) {
+  if (k.transpose_tile != 64 || !vectorizableInputs(k.inputs, 4)) return false;
   for (const TensorOutput& out : k.outputs) {
     if (out.access == Access::Strided && !out.inner_unit_stride) return false;
   }
   return true;
+}
+
+// Elements per lane and access of a vector tile kernel: 8 bytes of the widest transposed
+// input (four 2-byte elements, two 4-byte ones), at most 16 bytes of any other tensor.
+int tileVectorWidth(const Kernel& k) {
+  int transposed = 1, other = 1;
+  for (const TensorInput& in : k.inputs) {
+    (in.transposed ? transposed : other) = std::max(in.transposed ? transposed : other,
+                                                     storageBytes(in.dtype));
+  }
+  for (const TensorOutput& out : k.outputs) other = std::max(other, storageBytes(out.dtype));
+  return std::max(2, std::min(8 / transposed, 16 / other));
 }
 
 class CudaPrinter {
@@ -398,7 +410,7 @@ class CudaPrinter {
   // the other inputs' elements of this thread's outputs (consecutive lanes on
   // consecutive j), both in flight together; the former go to shared memory, and after
   // the barrier every lane reads them back transposed, computes, and writes the outputs
-  // along j. Pair tiles (pairTiles) first try printPairTiles' path.
+  // along j. Vector tiles (vectorTiles) first try printVectorTiles' path.
   void printTransposeTiles() {
     const int n = k_.ndim;
     const int side = k_.transpose_tile;
@@ -420,7 +432,7 @@ class CudaPrinter {
       out_ << "  __shared__ __align__(16) " << storageTypeName(in.dtype) << " fx_tile" << i << "["
            << tile << "][" << side + tilePadding(in.dtype) << "];\n";
     }
-    if (pairTiles(k_)) printPairTiles();
+    if (vectorTiles(k_)) printVectorTiles();
     out_ << "  for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
     printOffsets("fx_outer", n - 3, "base_", "    ");
     // Phase 1: the transposed inputs' elements, and which of them are in range.
@@ -484,71 +496,73 @@ class CudaPrinter {
          << "    __syncthreads();  // the next outer index refills the tiles\n  }\n";
   }
 
-  // The tiles again with two elements per lane and access, when every tensor allows
-  // it (checked at run time: pointers and the strides other than the unit one even).
-  // Lane l of warp w reads pairs of t (t0 + 2l, + 1) of the transposed inputs in rows
-  // j0 + w, + 8, ... and pairs of j (j0 + 2l, + 1) of the others and the outputs in rows
-  // t0 + w, + 8, ...: a warp moves 128 bytes of 2-byte elements per access, where one
-  // element per lane moved 64 and 16-bit transposes stayed at three quarters of the
-  // copy bandwidth. A pair goes into the tile as one access, at pair (t - t0) / 2 xor
-  // (j - j0) / 2 of row j - j0, so that the stores (one row per warp) and the reads
-  // (rows 2l and 2l + 1 per lane) of 2-byte pairs fall into distinct banks (4-byte
-  // ones: two lanes per bank on reads).
-  void printPairTiles() {
+  // The tiles again with V = tileVectorWidth elements per lane and access, when every
+  // tensor allows it (checked at run time: pointers aligned to V elements, strides other
+  // than the unit one multiples of V). Thread x takes slot x % L (L = side / V slots per
+  // tile row) of row x / L, then of the rows 8 R further on (a warp covers R = 32 / L
+  // rows): rows j of the transposed inputs (slots along t), rows t of the others and of
+  // the outputs (slots along j). With one element per lane a warp moved 64 bytes of
+  // 2-byte elements per access, and 16-bit transposes stayed at three quarters of the
+  // copy bandwidth. Slot s of tile row r sits at s xor (r / V) % L, so that the stores
+  // (whole rows) and the reads (rows V m + u of thread m's slot along j) fall into
+  // distinct banks (4-byte elements: two lanes per bank on reads).
+  void printVectorTiles() {
     const int n = k_.ndim;
-    const int side = k_.transpose_tile;  // 64: 32 lanes x 2
-    const int passes = side / (kCudaBlockSize / 32);
-    const std::string per = std::to_string(passes);
-    const std::string pairs_per_row = std::to_string(side / 2);
-    auto pair = [](c10::ScalarType t) { return vectorType(t, 2); };
-    auto evenStrides = [&](const std::string& strides, int slot, int unit_dim) {
-      return stridesDivisible(strides, slot, 2, unit_dim);
-    };
-    auto aligned = [&](const std::string& ptr, c10::ScalarType t) {
-      return pointerAligned(ptr, 2 * storageBytes(t));
-    };
+    const int side = k_.transpose_tile;
+    const int v = tileVectorWidth(k_);
+    const int lanes_per_row = side / v;
+    const int rows_per_warp = 32 / lanes_per_row;
+    const int rows_per_pass = rows_per_warp * (kCudaBlockSize / 32);
+    const std::string V = std::to_string(v);
+    const std::string L = std::to_string(lanes_per_row);
+    const std::string per = std::to_string(side / rows_per_pass);
+    const std::string step = std::to_string(rows_per_pass);
+    auto vec = [&](c10::ScalarType t) { return vectorType(t, v); };
     std::string cond = "true";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
       if (!in.transposed && !loadedAhead(in)) continue;
-      cond += aligned(inPtr(i), in.dtype);
+      cond += pointerAligned(inPtr(i), v * storageBytes(in.dtype));
       const int o = offsetsOf(k_, static_cast<int>(i));
       if (in.access == Access::Flat) {
-        cond += " && (fx_inner % 2 == 0)";
+        cond += " && (fx_inner % " + V + " == 0)";
       } else if (o == static_cast<int>(i)) {
-        cond += evenStrides("st" + std::to_string(o), o, in.transposed ? n - 2 : n - 1);
+        cond += stridesDivisible("st" + std::to_string(o), o, v, in.transposed ? n - 2 : n - 1);
       }
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       const TensorOutput& out = k_.outputs[o];
-      cond += aligned("a.out" + std::to_string(o), out.dtype);
+      cond += pointerAligned("a.out" + std::to_string(o), v * storageBytes(out.dtype));
       cond += out.access == Access::Flat
-                  ? " && (fx_inner % 2 == 0)"
-                  : evenStrides("so" + std::to_string(o), out.stride_slot, n - 1);
+                  ? " && (fx_inner % " + V + " == 0)"
+                  : stridesDivisible("so" + std::to_string(o), out.stride_slot, v, n - 1);
     }
     out_ << "  if (" << cond << ") {\n"
-         << "    const int fx_pl = threadIdx.x % 32, fx_pw = threadIdx.x / 32;\n";
+         << "    const int fx_vl = threadIdx.x % " << L << ";\n"
+         << "    const int fx_vr = threadIdx.x / " << L << ";\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!k_.inputs[i].transposed) continue;
-      const std::string t = pairSlotType(k_.inputs[i].dtype);
-      out_ << "    " << t << "* fx_pt" << i << " = (" << t << "*)&fx_tile" << i << "[0][0];\n";
+      const std::string t = tileSlotType(k_.inputs[i].dtype);
+      out_ << "    " << t << "* fx_vt" << i << " = (" << t << "*)&fx_tile" << i << "[0][0];\n";
     }
     out_ << "    for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) "
             "{\n";
     printOffsets("fx_outer", n - 3, "base_", "      ");
-    // Phase 1: pairs of the transposed inputs; the other inputs' pairs.
+    // Phase 1: slots of the transposed inputs; the other inputs' slots.
     out_ << "      bool fx_tin[" << per << "], fx_in[" << per << "];\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
       if (in.transposed || loadedAhead(in)) {
-        out_ << "      " << pair(in.dtype) << " " << (in.transposed ? "fx_x" : "l") << i << "["
+        out_ << "      " << vec(in.dtype) << " " << (in.transposed ? "fx_x" : "l") << i << "["
              << per << "];\n";
       }
     }
     out_ << "#pragma unroll\n      for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
          << "        {\n"
-         << "          const idx_t fx_t = fx_t0 + 2 * fx_pl, fx_j = fx_j0 + fx_pw + fx_q * 8;\n"
-         << "          const bool fx_both = fx_t + 1 < fx_tn;\n"
+         << "          const idx_t fx_t = fx_t0 + " << V
+         << " * fx_vl, fx_j = fx_j0 + fx_vr + fx_q * " << step << ";\n"
+         << "          const int fx_n = fx_tn - fx_t < " << V << " ? (int)(fx_tn - fx_t) : " << V
+         << ";\n"
          << "          fx_tin[fx_q] = fx_t < fx_tn && fx_j < fx_inner;\n"
          << "          if (fx_tin[fx_q]) {\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
@@ -557,11 +571,13 @@ class CudaPrinter {
       const int o = offsetsOf(k_, static_cast<int>(i));
       const std::string at = inPtr(i) + " + base_off" + std::to_string(o) + " + fx_t + fx_j * " +
                              strideOf("st" + std::to_string(o), o, n - 1);
-      printPairLoad("fx_x" + std::to_string(i), in.dtype, at, "fx_both", "            ");
+      printVectorLoad("fx_x" + std::to_string(i), in.dtype, at, v, "            ");
     }
     out_ << "          }\n        }\n"
-         << "        const idx_t fx_t = fx_t0 + fx_pw + fx_q * 8, fx_j = fx_j0 + 2 * fx_pl;\n"
-         << "        const bool fx_both = fx_j + 1 < fx_inner;\n"
+         << "        const idx_t fx_t = fx_t0 + fx_vr + fx_q * " << step << ", fx_j = fx_j0 + " << V
+         << " * fx_vl;\n"
+         << "        const int fx_n = fx_inner - fx_j < " << V << " ? (int)(fx_inner - fx_j) : "
+         << V << ";\n"
          << "        fx_in[fx_q] = fx_t < fx_tn && fx_j < fx_inner;\n"
          << "        if (!fx_in[fx_q]) continue;\n";
     printTileElementIndex("        ");
@@ -571,33 +587,33 @@ class CudaPrinter {
       const std::string at = in.access == Access::Flat
                                  ? "i"
                                  : "off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
-      printPairLoad("l" + std::to_string(i), in.dtype, inPtr(i) + " + " + at, "fx_both",
-                    "        ");
+      printVectorLoad("l" + std::to_string(i), in.dtype, inPtr(i) + " + " + at, v, "        ");
     }
     out_ << "      }\n";
-    // The pairs into the tiles as words; then each lane reads rows 2l and 2l + 1.
+    // The slots into the tiles; then each lane reads rows V m + u of its slot along j.
     out_ << "#pragma unroll\n      for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
          << "        if (!fx_tin[fx_q]) continue;\n"
-         << "        const int fx_r = fx_pw + fx_q * 8;\n";
+         << "        const int fx_r = fx_vr + fx_q * " << step << ";\n";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!k_.inputs[i].transposed) continue;
-      const std::string value = "fx_x" + std::to_string(i) + "[fx_q]";
-      out_ << "        fx_pt" << i << "[fx_r * " << pairs_per_row << " + (fx_pl ^ (fx_r >> 1))] = "
-           << (storageBytes(k_.inputs[i].dtype) == 2 ? "*(uint32_t*)&" + value : value) << ";\n";
+      const std::string t = tileSlotType(k_.inputs[i].dtype);
+      out_ << "        fx_vt" << i << "[fx_r * " << L << " + (fx_vl ^ ((fx_r / " << V << ") % " << L
+           << "))] = *(" << t << "*)&fx_x" << i << "[fx_q];\n";
     }
     out_ << "      }\n      __syncthreads();\n"
          << "#pragma unroll\n      for (int fx_q = 0; fx_q < " << per << "; ++fx_q) {\n"
          << "        if (!fx_in[fx_q]) continue;\n"
-         << "        const int fx_c = fx_pw + fx_q * 8;\n"
-         << "        const idx_t fx_t = fx_t0 + fx_c, fx_j = fx_j0 + 2 * fx_pl;\n"
-         << "        const bool fx_both = fx_j + 1 < fx_inner;\n";
+         << "        const int fx_c = fx_vr + fx_q * " << step << ";\n"
+         << "        const idx_t fx_t = fx_t0 + fx_c, fx_j = fx_j0 + " << V << " * fx_vl;\n"
+         << "        const int fx_n = fx_inner - fx_j < " << V << " ? (int)(fx_inner - fx_j) : "
+         << V << ";\n";
     printTileElementIndex("        ");
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      out_ << "        " << pair(k_.outputs[o].dtype) << " s" << o << ";\n";
+      out_ << "        " << vec(k_.outputs[o].dtype) << " s" << o << ";\n";
     }
-    out_ << "#pragma unroll\n        for (int u = 0; u < 2; ++u) {\n"
-         << "          if (u == 1 && !fx_both) break;\n";
-    lanes_ = Lanes::PairTile;
+    out_ << "#pragma unroll\n        for (int u = 0; u < " << V << "; ++u) {\n"
+         << "          if (u >= fx_n) break;\n";
+    lanes_ = Lanes::VectorTile;
     printExprs(/*invariant=*/false, "          ");
     lanes_ = Lanes::None;
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
@@ -608,12 +624,41 @@ class CudaPrinter {
       const std::string name = std::to_string(o);
       const std::string at =
           "a.out" + name + " + " + (k_.outputs[o].access == Access::Flat ? "i" : "offo" + name);
-      out_ << "        if (fx_both) *(" << pair(k_.outputs[o].dtype) << "*)(" << at << ") = s"
-           << name << ";\n        else *(" << at << ") = s" << name << ".v[0];\n";
+      out_ << "        if (fx_n == " << V << ") *(" << vec(k_.outputs[o].dtype) << "*)(" << at
+           << ") = s" << name << ";\n"
+           << "        else for (int u = 0; u < fx_n; ++u) (" << at << ")[u] = s" << name
+           << ".v[u];\n";
     }
     out_ << "      }\n"
          << "      __syncthreads();  // the next outer index refills the tiles\n    }\n"
          << "    return;\n  }\n";
+  }
+
+  // A transposed input's element at (t, j) of a vector tile: element (t - t0) % V of
+  // slot (t - t0) / V xor m of row j - j0 = V m + u (printVectorTiles). 2-byte elements
+  // are read from the slot's 4-byte words by shifts: as a 2-byte read of FxVec<uint16_t,
+  // 2>, the float16 transpose took 254 us on the H100 instead of 146.
+  std::string vectorTileElement(int i) const {
+    const TensorInput& in = k_.inputs[i];
+    const int v = tileVectorWidth(k_);
+    const int lanes_per_row = k_.transpose_tile / v;
+    const std::string V = std::to_string(v);
+    const std::string slot = "((fx_c / " + V + ") ^ fx_vl)";
+    const std::string row = "(" + V + " * fx_vl + u)";
+    const std::string index = row + " * " + std::to_string(lanes_per_row) + " + " + slot;
+    const std::string name = "fx_vt" + std::to_string(i);
+    if (storageBytes(in.dtype) != 2) return name + "[" + index + "].v[fx_c % " + V + "]";
+    const std::string word = "((uint32_t*)" + name + ")[(" + index + ") * " +
+                             std::to_string(v / 2) + " + (fx_c % " + V + ") / 2]";
+    return "(" + std::string(storageTypeName(in.dtype)) + ")(" + word + " >> (16 * (fx_c & 1)))";
+  }
+
+  // How a vector tile holds a slot of V elements: 4- or 8-byte words for 2-byte elements
+  // (read back by vectorTileElement's shifts), FxVec otherwise.
+  std::string tileSlotType(c10::ScalarType t) const {
+    const int bytes = tileVectorWidth(k_) * storageBytes(t);
+    if (storageBytes(t) == 2) return bytes == 4 ? "uint32_t" : "uint2";
+    return vectorType(t, tileVectorWidth(k_));
   }
 
   // Run-time conditions of the vector paths, each starting " && ": `ptr` is aligned to
@@ -631,19 +676,14 @@ class CudaPrinter {
     return c;
   }
 
-  // What a pair tile holds per pair: 2-byte pairs as one word (read back by shifts: as
-  // FxVec<uint16_t, 2>, the float16 transpose took 254 us on the H100 instead of 146),
-  // 4-byte ones as FxVec.
-  static std::string pairSlotType(c10::ScalarType t) {
-    return storageBytes(t) == 2 ? "uint32_t" : vectorType(t, 2);
-  }
-
-  // `dst` (a pair) = the two elements at `at`, or the first alone where `both` is false.
-  void printPairLoad(const std::string& dst, c10::ScalarType t, const std::string& at,
-                     const std::string& both, const std::string& ind) {
-    out_ << ind << "if (" << both << ") " << dst << "[fx_q] = fx_ld_vec<" << vectorType(t, 2)
+  // `dst`[fx_q] = the `v` elements at `at`, as one access when all fx_n are in range, else
+  // the first fx_n one by one.
+  void printVectorLoad(const std::string& dst, c10::ScalarType t, const std::string& at, int v,
+                       const std::string& ind) {
+    out_ << ind << "if (fx_n == " << v << ") " << dst << "[fx_q] = fx_ld_vec<" << vectorType(t, v)
          << ">(" << at << ");\n"
-         << ind << "else " << dst << "[fx_q].v[0] = fx_ld(" << at << ");\n";
+         << ind << "else for (int u = 0; u < fx_n; ++u) " << dst << "[fx_q].v[u] = fx_ld(" << at
+         << " + u);\n";
   }
 
   // Which tile block x takes: by default tiles in row-major order, so the blocks in flight
@@ -794,7 +834,7 @@ class CudaPrinter {
       case Access::Flat:
         if (lanes_ == Lanes::Tile) {
           elem = "l" + std::to_string(e.index) + "[fx_q]";  // loadedAhead
-        } else if (lanes_ == Lanes::PairTile) {
+        } else if (lanes_ == Lanes::VectorTile) {
           elem = "l" + std::to_string(e.index) + "[fx_q].v[u]";
         } else if (lanes_ == Lanes::Flat || lanes_ == Lanes::Row) {
           elem = "l" + std::to_string(e.index) + "[fx_k].v[u]";
@@ -806,16 +846,9 @@ class CudaPrinter {
         const std::string offsets = std::to_string(offsetsOf(k_, e.index));
         if (lanes_ == Lanes::Tile && in.transposed) {
           elem = "fx_tile" + std::to_string(e.index) + "[fx_lx][fx_r]";
-        } else if (lanes_ == Lanes::PairTile && in.transposed) {
-          // Element (t - t0) % 2 of pair (t - t0) / 2 xor l of row 2l + u (printPairTiles).
-          const std::string slot = "fx_pt" + std::to_string(e.index) + "[(2 * fx_pl + u) * " +
-                                   std::to_string(k_.transpose_tile / 2) +
-                                   " + ((fx_c >> 1) ^ fx_pl)]";
-          elem = storageBytes(in.dtype) == 2
-                     ? "(" + std::string(storageTypeName(in.dtype)) + ")(" + slot +
-                           " >> (16 * (fx_c & 1)))"
-                     : slot + ".v[fx_c & 1]";
-        } else if (lanes_ == Lanes::PairTile && loadedAhead(in)) {
+        } else if (lanes_ == Lanes::VectorTile && in.transposed) {
+          elem = vectorTileElement(e.index);
+        } else if (lanes_ == Lanes::VectorTile && loadedAhead(in)) {
           elem = "l" + std::to_string(e.index) + "[fx_q].v[u]";
         } else if (lanes_ == Lanes::Tile && loadedAhead(in)) {
           elem = "l" + std::to_string(e.index) + "[fx_q]";
@@ -947,7 +980,7 @@ std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).p
 int transposeTileSide(c10::ArrayRef<TensorInput> inputs) {
   const bool any = std::any_of(inputs.begin(), inputs.end(),
                                [](const TensorInput& in) { return in.transposed; });
-  return any && pairableInputs(inputs, 4) ? 64 : 32;
+  return any && vectorizableInputs(inputs, 4) ? 64 : 32;
 }
 
 int transposeTileGroup(int side) {

@@ -24,9 +24,9 @@ std::string printCudaKernel(const Kernel& kernel);
 // dim, then the block reads it back column-wise from shared memory while writing the
 // outputs along theirs. 64 where every transposed input has 2- or 4-byte elements and
 // every other one is read along the rows or broadcast along them, so that lanes take
-// pairs of elements; else 32. On the H100, pairs took the float16 transpose of
-// 8192 x 8192 from 176.5 us to 146.3 (floor 134.8) and the float32 one from 275.1 to
-// 270.3 (floor 269.7).
+// vectors of elements (8 bytes of a transposed input); else 32. On the H100, pairs took
+// the float16 transpose of 8192 x 8192 from 176.5 us to 146.3 (floor 134.8) and the
+// float32 one from 275.1 to 270.3 (floor 269.7).
 int transposeTileSide(c10::ArrayRef<TensorInput> inputs);
 
 // Tiles consecutive blocks take down the rows before the next column of tiles

@@ -175,7 +175,7 @@ void chooseTransposeTiles(IterationPlan& plan, size_t count, int side) {
     assignTiles(side);
     return;
   }
-  // Pair tiles of 64 need every transposed input in a tile (codegen::pairTiles); where
+  // Vector tiles of 64 need every transposed input in a tile (codegen::vectorTiles); where
   // some do not fit, more of them do in tiles of 32.
   const int wide = codegen::transposeTileSide({plan.inputs.data(), count});
   if (!assignTiles(wide) && wide != 32) assignTiles(32);

@@ -170,48 +170,39 @@ def test_flat_kernels_moving_16_bytes_per_thread_run_in_blocks_of_1024(dtype):
 
 @needs_nvrtc
 @pytest.mark.parametrize(
-    "dtypes, tile, pairs",
+    "dtypes, tile, slot",
     [
-        ([torch.float32, torch.float32], "[64][65]", True),
-        ([torch.float16, torch.float16], "[64][66]", True),
-        ([torch.float64, torch.bfloat16], "[64][66]", True),  # only the transposed one counts
-        ([torch.float16, torch.float16, torch.float32], "[64][66]", True),  # a float beside
-        ([torch.uint8, torch.uint8], "[32][36]", False),
-        ([torch.float64, torch.float64], "[32][33]", False),
-        ([torch.int32, torch.float64, torch.int32], "[32][33]", False),
+        ([torch.float32, torch.float32], "[64][65]", "FxVec<float, 2>"),
+        ([torch.int32, torch.int32], "[64][65]", "FxVec<int32_t, 2>"),
+        ([torch.float16, torch.float16], "[64][66]", "uint2"),  # four per lane
+        ([torch.float32, torch.bfloat16], "[64][66]", "uint2"),  # the float read as 4 too
+        ([torch.float64, torch.bfloat16], "[64][66]", "uint32_t"),  # 16 bytes of doubles: 2
+        ([torch.float16, torch.float16, torch.float32], "[64][66]", "uint32_t"),  # a float beside
+        ([torch.uint8, torch.uint8], "[32][36]", None),
+        ([torch.float64, torch.float64], "[32][33]", None),
+        ([torch.int32, torch.float64, torch.int32], "[32][33]", None),
     ],
     ids=str,
 )
-def test_tiles_of_2_and_4_byte_inputs_take_pairs(dtypes, tile, pairs):
+def test_tiles_of_2_and_4_byte_inputs_take_vectors(dtypes, tile, slot):
     # Rows padded to an odd number of 4-byte words. 2- and 4-byte transposed inputs take
-    # tiles of 64 with a path of two elements per lane and access (tile pairs swizzled by
-    # row), taken when pointers and strides allow it; the rest keep tiles of 32.
+    # tiles of 64 with a path of 8 bytes per lane and access along the transposed inputs
+    # (at most 16 along the others), tile slots swizzled by row, taken when pointers and
+    # strides allow it; 2-byte slots are held as words. The rest keep tiles of 32.
     source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
     assert f"fx_tile1{tile}" in source
-    assert ("fx_pt1[" in source) == pairs
-    assert ("fx_ld_vec<FxVec<" in source) == pairs
+    if slot is None:
+        assert "fx_vt1" not in source and "fx_ld_vec<FxVec<" not in source
+    else:
+        assert f"{slot}* fx_vt1" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
 
 
 @needs_nvrtc
-@pytest.mark.parametrize(
-    "dtype, slot",
-    [
-        (torch.float32, "FxVec<float, 2>"),
-        (torch.int32, "FxVec<int32_t, 2>"),
-        (torch.float16, "uint32_t"),
-        (torch.uint8, None),
-        (torch.float64, None),
-    ],
-    ids=str,
-)
-def test_pair_tiles_hold_2_byte_pairs_as_words(dtype, slot):
-    # Tiles of 64 (FUSER_TILE_SIDE=64, layout "tiles64"): 4-byte pairs sit in the tile as
-    # FxVec, 2-byte ones as 4-byte words read back by shifts; 1- and 8-byte elements go
-    # one per lane.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.uint8, torch.float64])
+def test_forced_tiles_of_64_take_vectors_for_2_and_4_byte_elements(dtype):
+    # FUSER_TILE_SIDE=64 (layout "tiles64"): 1- and 8-byte elements go one per lane.
     source = _C.kernel_source(_sum_of(2), [dtype, dtype], [False, False], "cuda", "tiles64")
-    if slot is None:
-        assert "fx_pt1" not in source
-    else:
-        assert f"{slot}* fx_pt1" in source
+    assert ("fx_vt1" in source) == (dtype in (torch.float32, torch.float16))
+    assert "fx_tile1[64]" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"

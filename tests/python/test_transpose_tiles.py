@@ -92,10 +92,16 @@ CASES = {
         "def f(x, y):\n    return x[:, 2:].t() * y\n",
         [(50, 40), (38, 50)],
     ),
-    # An odd number of rows t with even strides: 16-bit tiles end in a half pair.
+    # An odd number of rows t with strides a multiple of 4: 16-bit vector tiles end in a
+    # slot of one element.
     "odd_rows_even_strides": (
         "def f(x, y):\n    return x[:, :33].t() * y + 1.0\n",
-        [(64, 34), (33, 64)],
+        [(64, 36), (33, 64)],
+    ),
+    # Strides even but not a multiple of 4: 16-bit tiles go one element per lane.
+    "strides_of_two_mod_four": (
+        "def f(x, y):\n    return x[:, :40].t() * y + 1.0\n",
+        [(64, 42), (40, 64)],
     ),
     # Starting one element in: 16-bit pairs would be misaligned, so elements are read
     # one by one.
@@ -113,6 +119,15 @@ def test_transposed_layouts_match_eager(fused, device: str, dtype: torch.dtype, 
     source, shapes = CASES[name]
     args = [tensor(shape, dtype, device) for shape in shapes]
     assert_tiled(run_and_compare(source, *args))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_16_bit_transposed_beside_doubles(fused, device: str):
+    # 8-byte neighbours take 16 bytes per access: two elements per lane, not four.
+    x = torch.randn(96, 72, device=device).half()
+    y = torch.randn(72, 96, dtype=torch.float64, device=device)
+    source = "def f(x, y):\n    return x.t() * y - 1.0\n"
+    assert_tiled(run_and_compare(source, x, y))
 
 
 @pytest.mark.parametrize("device", devices())
