@@ -155,11 +155,11 @@ std::string vectorType(c10::ScalarType storage, int width) {
 }
 
 // Whether every input of a tile kernel can be read in vectors along its unit-stride dim:
-// transposed ones of 2 or 4 bytes (`widest`), the others along the rows or broadcast.
-bool vectorizableInputs(c10::ArrayRef<TensorInput> inputs, int widest) {
+// transposed ones of 2 or 4 bytes, the others along the rows or broadcast.
+bool vectorizableInputs(c10::ArrayRef<TensorInput> inputs) {
   for (const TensorInput& in : inputs) {
     if (in.transposed) {
-      if (storageBytes(in.dtype) < 2 || storageBytes(in.dtype) > widest) return false;
+      if (storageBytes(in.dtype) != 2 && storageBytes(in.dtype) != 4) return false;
     } else if (in.access == Access::Strided && !in.inner_unit_stride && !in.inner_zero_stride) {
       return false;
     }
@@ -171,7 +171,7 @@ bool vectorizableInputs(c10::ArrayRef<TensorInput> inputs, int widest) {
 // 64-wide tiles (transposeTileSide) whose inputs are all vectorizable and whose outputs are
 // written along j with unit stride.
 bool vectorTiles(const Kernel& k) {
-  if (k.transpose_tile != 64 || !vectorizableInputs(k.inputs, 4)) return false;
+  if (k.transpose_tile != 64 || !vectorizableInputs(k.inputs)) return false;
   for (const TensorOutput& out : k.outputs) {
     if (out.access == Access::Strided && !out.inner_unit_stride) return false;
   }
@@ -183,8 +183,8 @@ bool vectorTiles(const Kernel& k) {
 int tileVectorWidth(const Kernel& k) {
   int transposed = 1, other = 1;
   for (const TensorInput& in : k.inputs) {
-    (in.transposed ? transposed : other) = std::max(in.transposed ? transposed : other,
-                                                     storageBytes(in.dtype));
+    int& widest = in.transposed ? transposed : other;
+    widest = std::max(widest, storageBytes(in.dtype));
   }
   for (const TensorOutput& out : k.outputs) other = std::max(other, storageBytes(out.dtype));
   return std::max(2, std::min(8 / transposed, 16 / other));
@@ -980,7 +980,7 @@ std::string printCudaKernel(const Kernel& kernel) { return CudaPrinter(kernel).p
 int transposeTileSide(c10::ArrayRef<TensorInput> inputs) {
   const bool any = std::any_of(inputs.begin(), inputs.end(),
                                [](const TensorInput& in) { return in.transposed; });
-  return any && vectorizableInputs(inputs, 4) ? 64 : 32;
+  return any && vectorizableInputs(inputs) ? 64 : 32;
 }
 
 int transposeTileGroup(int side) {
