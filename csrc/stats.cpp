@@ -26,6 +26,7 @@ std::map<std::string, int64_t> statsSnapshot() {
           {"compile_failures", s.compile_failures.load()},
           {"kernel_launches", s.kernel_launches.load()},
           {"tiled_launches", s.tiled_launches.load()},
+          {"row_launches", s.row_launches.load()},
           {"repeated_calls", s.repeated_calls.load()},
           {"interpreted_runs", s.interpreted_runs.load()},
           {"layout_fallbacks", s.layout_fallbacks.load()},
@@ -38,7 +39,7 @@ void resetStats() {
   Stats& s = stats();
   for (auto* counter :
        {&s.groups_formed, &s.kernels_compiled, &s.disk_cache_hits, &s.memory_cache_hits,
-        &s.guard_failures, &s.compile_failures, &s.kernel_launches, &s.tiled_launches,
+        &s.guard_failures, &s.compile_failures, &s.kernel_launches, &s.tiled_launches, &s.row_launches,
         &s.repeated_calls, &s.interpreted_runs, &s.layout_fallbacks, &s.kernel_build_us,
         &s.cuda_cross_compiles, &s.cuda_cross_compile_failures}) {
     counter->store(0);

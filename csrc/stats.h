@@ -18,6 +18,7 @@ struct Stats {
   std::atomic<int64_t> compile_failures{0};  // a kernel could not be built: interpreter ran
   std::atomic<int64_t> kernel_launches{0};   // generated kernels run
   std::atomic<int64_t> tiled_launches{0};    // ... of which in transpose tiles
+  std::atomic<int64_t> row_launches{0};      // ... of which row kernels (reductions)
   std::atomic<int64_t> repeated_calls{0};    // group calls that reused the last call's plan
   std::atomic<int64_t> interpreted_runs{0};  // groups run through the TorchScript interpreter
   // ... of which because some output's eager shape was not the iteration shape

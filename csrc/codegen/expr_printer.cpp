@@ -185,6 +185,8 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::BitOr: return f.wrap(f.a() + " | " + f.b());
     case IrOp::BitXor: return f.wrap(f.a() + " ^ " + f.b());
     case IrOp::Select: return "(" + f.arg(0) + " ? " + f.arg(1) + " : " + f.arg(2) + ")";
+    case IrOp::RowSize: return f.wrap("fx_n");
+    case IrOp::Reduce: return "fx_acc" + std::to_string(&e - k.exprs.data());
   }
   TORCH_CHECK(false, "fuser: no printing rule for ", irOpName(e.op));
 }

@@ -25,6 +25,7 @@ const char* irOpName(IrOp op) {
     FUSER_IR_NAME(Le) FUSER_IR_NAME(Gt) FUSER_IR_NAME(Ge) FUSER_IR_NAME(LogicalAnd)
     FUSER_IR_NAME(LogicalOr) FUSER_IR_NAME(LogicalXor) FUSER_IR_NAME(BitAnd)
     FUSER_IR_NAME(BitOr) FUSER_IR_NAME(BitXor) FUSER_IR_NAME(Select)
+    FUSER_IR_NAME(Reduce) FUSER_IR_NAME(RowSize)
 #undef FUSER_IR_NAME
   }
   return "?";
@@ -104,6 +105,18 @@ ExprId IrBuilder::select(ExprId cond, ExprId a, ExprId b) {
   TORCH_INTERNAL_ASSERT(typeOf(cond) == c10::ScalarType::Bool, "kernel IR: select on non-bool");
   TORCH_INTERNAL_ASSERT(typeOf(a) == typeOf(b), "kernel IR: select branches differ in type");
   return add(Expr{IrOp::Select, typeOf(a), {cond, a, b}});
+}
+
+ExprId IrBuilder::reduce(ReduceKind kind, ExprId x) {
+  k_.rows = true;
+  Expr e{IrOp::Reduce, typeOf(x), {x}};
+  e.index = static_cast<int32_t>(kind);
+  return add(std::move(e));
+}
+
+ExprId IrBuilder::rowSize(c10::ScalarType type) {
+  k_.rows = true;
+  return add(Expr{IrOp::RowSize, computeType(type), {}});
 }
 
 }  // namespace fuser::codegen

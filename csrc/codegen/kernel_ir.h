@@ -45,7 +45,13 @@ enum class IrOp : uint8_t {
   BitAnd, BitOr, BitXor,              // integers and bool
   // Ternary
   Select,  // args[0] (Bool) ? args[1] : args[2]
+  // Row kernels (Kernel::rows) only
+  Reduce,   // args[0] combined over the row's elements by ReduceKind `index`: one value per row
+  RowSize,  // the number of elements a row reduces over, in `type`
 };
+
+// How a Reduce expression combines a row's elements; Max and Min propagate NaN.
+enum class ReduceKind : int32_t { Sum, Max, Min };
 
 const char* irOpName(IrOp op);
 bool isComparison(IrOp op);  // Eq..Ge and the logical binary ops
@@ -56,7 +62,7 @@ struct Expr {
   IrOp op;
   c10::ScalarType type;          // computation type (never Half/BFloat16)
   std::vector<ExprId> args;
-  int32_t index = -1;            // Load: input slot; Scalar: scalar slot
+  int32_t index = -1;            // Load: input slot; Scalar: scalar slot; Reduce: ReduceKind
   double fvalue = 0;             // Constant of floating type
   int64_t ivalue = 0;            // Constant of integral/bool type
 };
@@ -93,6 +99,7 @@ struct TensorOutput {
   Access access = Access::Flat;
   int32_t stride_slot = -1;
   bool inner_unit_stride = false;  // Strided: stride of the innermost dim is 1
+  bool per_row = false;  // row kernels: one element per row, contiguous over the rows
 };
 
 // CUDA strided kernels: the one shape a kernel is compiled for, printed as constants so
@@ -131,6 +138,16 @@ struct Kernel {
   int tile_group = 1;
   // Where the kernel runs: the autocast casts' results depend on it.
   c10::DeviceType device = c10::DeviceType::CPU;
+  // A row kernel (row_printer.h): the iteration space is rows (the outer `outer_ndim`
+  // dims) times the elements of a row (the trailing `inner_ndim` dims), Reduce
+  // expressions combine a row's elements, and outputs are whole (one element per
+  // element) or per row (TensorOutput::per_row). Inputs are Strided, with
+  // inner_unit_stride / inner_zero_stride describing the row's dims.
+  bool rows = false;
+  int outer_ndim = 1;
+  int inner_ndim = 1;
+  // CUDA row kernels: threads that share one row (32: a warp; more: a block).
+  int row_lanes = 32;
 };
 
 // Builds expressions, folding nothing: printers and the C/CUDA compilers do that.
@@ -145,6 +162,9 @@ class IrBuilder {
   ExprId unary(IrOp op, ExprId x);
   ExprId binary(IrOp op, ExprId a, ExprId b);  // a and b must have equal types
   ExprId select(ExprId cond, ExprId a, ExprId b);
+  // A row's elements of `x` combined by `kind`, in x's type; marks the kernel a row kernel.
+  ExprId reduce(ReduceKind kind, ExprId x);
+  ExprId rowSize(c10::ScalarType type);
   c10::ScalarType typeOf(ExprId e) const { return k_.exprs.at(e).type; }
   c10::DeviceType device() const { return k_.device; }
 

@@ -35,6 +35,9 @@ struct OpEntry {
   const char* schema;  // full schema text, e.g. "aten::relu(Tensor self) -> Tensor"
   LowerFn lower;
   CheckFn check = nullptr;  // extra conditions (constant arguments, ...); null = none
+  // Reduces over trailing dims (ops/reductions.h): its result is not the broadcast of its
+  // operands, and it makes its group a row kernel.
+  bool reduces = false;
 };
 
 // Registers entries; each ops/*.cpp file registers its own at static-init time.

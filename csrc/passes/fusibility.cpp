@@ -7,6 +7,7 @@
 #include "codegen/lowering.h"
 #include "config.h"
 #include "ops/op_table.h"
+#include "ops/reductions.h"
 #include "passes/concat.h"
 #include "passes/groups.h"
 #include "passes/onednn_beside.h"
@@ -273,6 +274,90 @@ FusionDecision checkOutputShapes(const Node* consumer, const Node* producer) {
   return FusionDecision::yes();
 }
 
+namespace {
+
+std::vector<const Node*> nodesOf(const Node* node) {
+  if (!isFusionGroup(node)) return {node};
+  std::vector<const Node*> nodes;
+  for (const Node* n : node->g(torch::jit::attr::Subgraph)->nodes()) nodes.push_back(n);
+  return nodes;
+}
+
+// The node inside `node` (a group or not) that computes its output `out`.
+const Node* definingNode(const Node* node, const Value* out) {
+  if (!isFusionGroup(node)) return node;
+  return node->g(torch::jit::attr::Subgraph)->outputs()[out->offset()]->node();
+}
+
+std::optional<std::vector<int64_t>> completeSizes(const Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  if (!type) return std::nullopt;
+  return type->sizes().concrete_sizes();
+}
+
+}  // namespace
+
+std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* producer) {
+  std::optional<ops::RowReduction> row;
+  const Value* row_input = nullptr;
+  bool other_ops = false;
+  for (const Node* side : {consumer, producer}) {
+    for (const Node* n : nodesOf(side)) {
+      if (n->kind() == c10::prim::Constant) continue;
+      other_ops = other_ops || !ops::findOp(n);
+      auto r = ops::rowReductionOf(n);
+      if (!r) continue;
+      if (row && (row->rank != r->rank || row->reduced != r->reduced)) {
+        return FusionDecision::no("it reduces over other dims than the group's reductions");
+      }
+      if (!row) row_input = n->input(0);
+      row = r;
+    }
+  }
+  if (!row) return std::nullopt;
+  if (other_ops) {
+    return FusionDecision::no("a group that reduces holds only reductions and elementwise ops");
+  }
+  // A reduction that drops its dims gives a value the row kernel cannot broadcast back.
+  for (const Value* v : producer->outputs()) {
+    auto r = ops::rowReductionOf(definingNode(producer, v));
+    if (!r || r->result != ops::RowReduction::Result::DropDims) continue;
+    for (const auto& use : v->uses()) {
+      if (use.user == consumer) {
+        return FusionDecision::no("%" + v->debugName() + " drops its reduced dims, and only "
+                                  "reductions that keep them feed other ops in a group");
+      }
+    }
+  }
+  // Outputs have the shape the reductions read, or the reduced one.
+  auto shape = completeSizes(row_input);
+  if (!shape) return FusionDecision::yes();  // the runtime checks every call
+  const auto kept = ops::reducedSizes(*shape, {row->rank, row->reduced,
+                                               ops::RowReduction::Result::KeepDims});
+  const auto dropped = ops::reducedSizes(*shape, {row->rank, row->reduced,
+                                                  ops::RowReduction::Result::DropDims});
+  auto allowed = [&](const Value* v) {
+    auto sizes = completeSizes(v);
+    return !sizes || *sizes == *shape || *sizes == kept || *sizes == dropped;
+  };
+  std::vector<const Value*> outputs(consumer->outputs().begin(), consumer->outputs().end());
+  for (const Value* v : producer->outputs()) {
+    for (const auto& use : v->uses()) {
+      if (use.user != consumer) {
+        outputs.push_back(v);
+        break;
+      }
+    }
+  }
+  for (const Value* v : outputs) {
+    if (!allowed(v)) {
+      return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with " +
+                                "neither the shape its reductions read nor the reduced one");
+    }
+  }
+  return FusionDecision::yes();
+}
+
 FusionDecision canFuse(const Node* consumer, const Node* producer) {
   if (auto d = checkFusible(consumer); !d) return d;
   if (auto d = checkFusible(producer); !d) return d;
@@ -286,7 +371,11 @@ FusionDecision canFuse(const Node* consumer, const Node* producer) {
                               (producer_device ? producer_device->str() : "none") + ", " +
                               (consumer_device ? consumer_device->str() : "none") + ")");
   }
-  if (auto d = checkOutputShapes(consumer, producer); !d) return d;
+  if (auto row = checkRowGroup(consumer, producer)) {
+    if (!*row) return *row;
+  } else if (auto d = checkOutputShapes(consumer, producer); !d) {
+    return d;
+  }
   if (auto d = checkParamSpace(consumer, producer); !d) return d;
   return checkArgLimit(countMergedArgs(consumer, producer));
 }

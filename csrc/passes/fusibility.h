@@ -49,8 +49,17 @@ FusionDecision checkParamSpace(const torch::jit::Node* consumer,
 FusionDecision checkOutputShapes(const torch::jit::Node* consumer,
                                  const torch::jit::Node* producer);
 
+// Groups that reduce (ops/reductions.h) run as row kernels: nullopt when neither side
+// holds a reduction; otherwise yes when every reduction of the merged group spans the
+// same trailing dims, it holds nothing but reductions and table ops, no reduction that
+// drops its dims feeds another op of the group, and each output has the profiled shape
+// the reductions read or the reduced one (unknown shapes are let through: the runtime
+// checks every call).
+std::optional<FusionDecision> checkRowGroup(const torch::jit::Node* consumer,
+                                            const torch::jit::Node* producer);
+
 // Yes when both are fusible, in one block, on one device, the merged group's outputs
-// keep one shape, its inputs fit CUDA's parameter space, and the group stays within
+// keep one shape (or, for a group that reduces, pass checkRowGroup), its inputs fit CUDA's parameter space, and the group stays within
 // config().arg_limit. Alias safety is not
 // checked here.
 FusionDecision canFuse(const torch::jit::Node* consumer, const torch::jit::Node* producer);

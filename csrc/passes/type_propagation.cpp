@@ -102,7 +102,8 @@ void completeTypesInBlock(torch::jit::Block* block) {
       continue;
     }
     const ops::OpEntry* entry = ops::findOp(node);
-    if (!entry) continue;
+    // A reduction's rank is not its operands' broadcast: it keeps what profiling missed.
+    if (!entry || entry->reduces) continue;
     if (auto result = resultTypeOfTableOp(*entry, node)) out->setType(*result);
   }
 }

@@ -19,8 +19,9 @@ struct LaunchArgs {
   int ndim;
   int num_inputs;
   int num_outputs;
-  int64_t numel;
+  int64_t numel;  // elements; rows, for a row kernel
   c10::Device device;
+  int64_t grain = 0;  // CPU: units of numel per thread below which one thread runs it; 0: the kernel's
 };
 
 class CompiledKernel {

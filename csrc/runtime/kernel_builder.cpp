@@ -6,6 +6,7 @@
 
 #include "codegen/cpp_printer.h"
 #include "codegen/cuda_printer.h"
+#include "codegen/row_printer.h"
 #include "config.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "stats.h"
@@ -21,7 +22,8 @@ namespace {
 void crossCompileForCuda(codegen::Kernel kernel) {
   const int arch = config().cross_compile_arch;
   kernel.vectorize = kernel.flat;
-  const std::string source = codegen::printCudaKernel(kernel);
+  const std::string source =
+      kernel.rows ? codegen::printCudaRowKernel(kernel) : codegen::printCudaKernel(kernel);
   if (config().dump_kernels) {
     std::cerr << "[fuser] CUDA form of the CPU kernel:\n" << source << std::endl;
   }
@@ -41,9 +43,11 @@ std::shared_ptr<CompiledKernel> buildKernel(const codegen::Kernel& kernel, c10::
   switch (device.type()) {
     case c10::DeviceType::CPU:
       if (config().cross_compile_arch) crossCompileForCuda(kernel);
+      // A row kernel's range counts rows; the launch gives the grain (LaunchArgs::grain).
+      if (kernel.rows) return compileCpuKernel(codegen::printCppRowKernel(kernel), kernel.name, 1);
       return compileCpuKernel(codegen::printCppKernel(kernel), kernel.name, cpuGrainSize(kernel));
     case c10::DeviceType::CUDA:
-      return compileCudaKernel(kernel, device);
+      return kernel.rows ? compileCudaRowKernel(kernel, device) : compileCudaKernel(kernel, device);
     default:
       TORCH_CHECK(false, "fuser: no kernel backend for device ", device);
   }

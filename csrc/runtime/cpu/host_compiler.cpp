@@ -137,11 +137,12 @@ class CpuKernel final : public CompiledKernel {
 
   void launch(const LaunchArgs& a) const override {
     int32_t error = 0;
-    if (a.numel <= grain_ || at::get_num_threads() == 1) {
+    const int64_t grain = a.grain > 0 ? a.grain : grain_;
+    if (a.numel <= grain || at::get_num_threads() == 1) {
       fn_(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, &error, 0, a.numel);
     } else {
       std::atomic<int32_t> any_error{0};
-      at::parallel_for(0, a.numel, grain_, [&](int64_t begin, int64_t end) {
+      at::parallel_for(0, a.numel, grain, [&](int64_t begin, int64_t end) {
         int32_t local = 0;
         fn_(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, &local, begin, end);
         if (local) any_error = 1;

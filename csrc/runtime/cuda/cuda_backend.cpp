@@ -3,12 +3,16 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
 
 #include "codegen/cuda_printer.h"
+#include "codegen/row_printer.h"
+#include "passes/param_space.h"
 #include "config.h"
 #include "runtime/cuda/cuda_kernel.h"
 #include "runtime/cuda/driver_library.h"
@@ -62,6 +66,52 @@ class CudaKernel final : public CompiledKernel {
   std::optional<codegen::CudaLaunchShape> fixed_launch_;  // kernels compiled for one shape
 };
 
+// A row kernel (codegen/row_printer.h): one struct of 8-byte words for its arguments,
+// rows spread over blocks of cudaRowBlock threads.
+class CudaRowKernel final : public CompiledKernel {
+ public:
+  CudaRowKernel(const codegen::Kernel& ir, std::unique_ptr<cuda::LoadedKernel> loaded)
+      : loaded_(std::move(loaded)),
+        block_(codegen::cudaRowBlock(ir)),
+        rows_per_block_(codegen::cudaRowBlock(ir) / ir.row_lanes),
+        words_(codegen::cudaRowArgWords(ir)),
+        num_doubles_(0),
+        num_ints_(0) {
+    for (codegen::ScalarArgKind kind : ir.scalars) {
+      (kind == codegen::ScalarArgKind::Double ? num_doubles_ : num_ints_)++;
+    }
+  }
+
+  void launch(const LaunchArgs& a) const override {
+    c10::SmallVector<uint64_t, 64> words;
+    auto put = [&](const void* data, int64_t count, int64_t slots) {
+      const size_t at = words.size();
+      words.resize(at + std::max<int64_t>(slots, 1), 0);
+      std::memcpy(words.data() + at, data, count * sizeof(uint64_t));
+    };
+    put(a.ptrs, a.num_inputs + a.num_outputs, a.num_inputs + a.num_outputs);
+    put(a.sizes, a.ndim, a.ndim);
+    put(a.strides, int64_t{a.num_inputs} * a.ndim, int64_t{a.num_inputs} * a.ndim);
+    put(a.dargs, num_doubles_, num_doubles_);
+    put(a.iargs, num_ints_, num_ints_);
+    words.push_back(static_cast<uint64_t>(a.numel));
+    TORCH_INTERNAL_ASSERT(static_cast<int64_t>(words.size()) == words_);
+    void* params[] = {words.data()};
+    const int64_t grid = (a.numel + rows_per_block_ - 1) / rows_per_block_;
+    TORCH_CHECK(grid < (int64_t{1} << 31), "fuser: too many rows for one launch");
+    loaded_->launch(static_cast<unsigned>(grid), 1, static_cast<unsigned>(block_), params,
+                    currentStream(a.device));
+  }
+
+ private:
+  std::unique_ptr<cuda::LoadedKernel> loaded_;
+  int block_;
+  int rows_per_block_;
+  int64_t words_;
+  int num_doubles_;
+  int num_ints_;
+};
+
 struct Registry {
   std::mutex mutex;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<CompiledKernel>> by_source_and_device;
@@ -72,20 +122,14 @@ Registry& registry() {
   return *r;
 }
 
-}  // namespace
-
-std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::Device device) {
+// The kernel printed as `source`, compiled (or read from the disk cache) for `device`
+// and loaded once per process; `wrap` makes the launcher.
+std::shared_ptr<CompiledKernel> loadCudaKernel(
+    const std::string& source, const codegen::Kernel& kernel, c10::Device device,
+    const std::function<std::shared_ptr<CompiledKernel>(std::unique_ptr<cuda::LoadedKernel>)>&
+        wrap) {
   const int index = device.index() < 0 ? 0 : device.index();
   const cuda::DeviceInfo info = cuda::deviceInfo(index);
-  if (!kernel.fixed.empty()) {
-    // Its one shape has one launch shape on this device: the kernel keeps only the path
-    // that launch takes.
-    const codegen::CudaLaunchShape launch =
-        codegen::cudaLaunchShape(kernel, codegen::cudaVectorShape(kernel),
-                                 kernel.fixed.sizes.data(), kernel.fixed.numel, info.sm_count);
-    kernel.fixed.vectors = launch.vectors;
-  }
-  const std::string source = codegen::printCudaKernel(kernel);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto key = std::make_pair(fnv1a(source), index);
@@ -109,10 +153,39 @@ std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::D
   recordKernelSource(source);
   if (config().dump_kernels) std::cerr << "[fuser] CUDA kernel:\n" << source << std::endl;
 
-  auto loaded = std::make_unique<cuda::LoadedKernel>(index, image, kernel.name);
-  auto compiled = std::make_shared<CudaKernel>(kernel, std::move(loaded), info.sm_count);
+  auto compiled = wrap(std::make_unique<cuda::LoadedKernel>(index, image, kernel.name));
   r.by_source_and_device.emplace(key, compiled);
   return compiled;
 }
+
+}  // namespace
+
+std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::Device device) {
+  const int index = device.index() < 0 ? 0 : device.index();
+  const cuda::DeviceInfo info = cuda::deviceInfo(index);
+  if (!kernel.fixed.empty()) {
+    // Its one shape has one launch shape on this device: the kernel keeps only the path
+    // that launch takes.
+    const codegen::CudaLaunchShape launch =
+        codegen::cudaLaunchShape(kernel, codegen::cudaVectorShape(kernel),
+                                 kernel.fixed.sizes.data(), kernel.fixed.numel, info.sm_count);
+    kernel.fixed.vectors = launch.vectors;
+  }
+  const std::string source = codegen::printCudaKernel(kernel);
+  return loadCudaKernel(source, kernel, device, [&](std::unique_ptr<cuda::LoadedKernel> loaded) {
+    return std::make_shared<CudaKernel>(kernel, std::move(loaded), info.sm_count);
+  });
+}
+
+std::shared_ptr<CompiledKernel> compileCudaRowKernel(const codegen::Kernel& kernel,
+                                                     c10::Device device) {
+  TORCH_CHECK(codegen::cudaRowArgWords(kernel) * 8 <= kCudaParamBytes,
+              "fuser: a row kernel's arguments exceed CUDA's parameter space");
+  const std::string source = codegen::printCudaRowKernel(kernel);
+  return loadCudaKernel(source, kernel, device, [&](std::unique_ptr<cuda::LoadedKernel> loaded) {
+    return std::make_shared<CudaRowKernel>(kernel, std::move(loaded));
+  });
+}
+
 
 }  // namespace fuser::runtime

@@ -15,4 +15,9 @@ namespace fuser::runtime {
 // thread written in, so only the path that launch takes is compiled.
 std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::Device device);
 
+// A row kernel (Kernel::rows, codegen/row_printer.h). Throws c10::Error when its
+// arguments do not fit CUDA's parameter space.
+std::shared_ptr<CompiledKernel> compileCudaRowKernel(const codegen::Kernel& kernel,
+                                                     c10::Device device);
+
 }  // namespace fuser::runtime

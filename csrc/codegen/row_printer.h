@@ -1,0 +1,43 @@
+// Printers of row kernels (Kernel::rows; the order of work is row_schedule.h's).
+//
+// C++: the common CPU kernel signature (cpp_printer.h), its range [fx_begin, fx_end)
+// counting rows. CUDA: `extern "C" __global__ void <name>(const FxRowArgs a)`, the
+// arguments in one struct of 8-byte words (cudaRowArgWords), Kernel::row_lanes threads
+// per row, cudaRowBlock threads per block.
+//
+// Both take fx_sizes as the outer dims then the row's dims (Kernel::outer_ndim,
+// inner_ndim) and, per tensor input, its strides over the same dims. Outputs are
+// contiguous: whole ones row-major over the iteration space, per-row ones over the rows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codegen/kernel_ir.h"
+
+namespace fuser::codegen {
+
+std::string printCppRowKernel(const Kernel& kernel);
+std::string printCudaRowKernel(const Kernel& kernel);
+
+// Threads per block of a CUDA row kernel: rows of fewer lanes share a block.
+int cudaRowBlock(const Kernel& kernel);
+// Words of FxRowArgs: pointers (inputs, outputs), sizes, strides, doubles, integers
+// (each array at least one word) and the row count.
+int64_t cudaRowArgWords(const Kernel& kernel);
+// Lanes per row for rows of `n` elements: a warp up to 1024 elements, then more, so each
+// lane takes some 8 to 16 elements per pass.
+int cudaRowLanes(int64_t n);
+
+// ---- Shared by the two row printers --------------------------------------------------
+
+// Helpers (fx_row_offset, fx_combine_*) printed after a prelude, for either compiler.
+extern const char* const kRowHelpers;
+// The fx_combine_* function and the identity of a Reduce expression.
+std::string reduceCombiner(const Expr& reduce);
+std::string reduceIdentity(const Expr& reduce);
+// A load of a row kernel at element `e` of the row (row-level inputs ignore it); the
+// printer names the row's input offsets offN and strides stN.
+std::string rowLoad(const Kernel& kernel, const Expr& load, const std::string& e);
+
+}  // namespace fuser::codegen

@@ -1,0 +1,251 @@
+// Reductions over trailing dims, and the normalizations and softmax built from them,
+// lowered with eager's formulas: accumulation in float for float16/bfloat16 (double for
+// double), the mean before the centred sum of squares (as eager's two-pass and Welford
+// variances give), the row maximum subtracted before exp.
+#include "ops/reductions.h"
+
+#include "ops/lowering_rules.h"
+
+namespace fuser::ops {
+namespace {
+
+using c10::ScalarType;
+using codegen::ReduceKind;
+using torch::jit::Node;
+
+std::optional<int64_t> profiledRank(const torch::jit::Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  if (!type || !type->dim()) return std::nullopt;
+  return static_cast<int64_t>(*type->dim());
+}
+
+// The number of trailing dims `dims` names, when it names exactly the last ones of a
+// tensor of `rank` dims (in any order, negative or not, each once).
+std::optional<int64_t> trailingCount(const std::vector<int64_t>& dims, int64_t rank) {
+  if (dims.empty() || static_cast<int64_t>(dims.size()) > rank) return std::nullopt;
+  std::vector<bool> seen(rank, false);
+  for (int64_t d : dims) {
+    if (d < -rank || d >= rank) return std::nullopt;
+    const int64_t wrapped = d < 0 ? d + rank : d;
+    if (seen[wrapped]) return std::nullopt;
+    seen[wrapped] = true;
+  }
+  const int64_t k = static_cast<int64_t>(dims.size());
+  for (int64_t d = rank - k; d < rank; ++d) {
+    if (!seen[d]) return std::nullopt;
+  }
+  return k;
+}
+
+std::optional<std::vector<int64_t>> constantIntList(const Node* node, const char* name) {
+  auto v = constantInput(node, name);
+  if (!v) return std::nullopt;
+  if (v->isIntList()) return v->toIntVector();
+  if (v->isInt()) return std::vector<int64_t>{v->toInt()};
+  return std::nullopt;
+}
+
+bool floatingInput(const Node* node) {
+  auto type = node->input(0)->type()->cast<c10::TensorType>();
+  return type && type->scalarType() && c10::isFloatingType(*type->scalarType());
+}
+
+FusionDecision checkRowReduction(const Node* node) {
+  if (!floatingInput(node)) {
+    return FusionDecision::no("reductions are fused for floating inputs of a profiled dtype");
+  }
+  for (const char* name : {"dtype"}) {
+    if (node->schema().argumentIndexWithName(name)) {
+      auto v = constantInput(node, name);
+      if (!v || !v->isNone()) return FusionDecision::no("a reduction's dtype argument is not None");
+    }
+  }
+  for (const char* name : {"unbiased", "correction", "p"}) {
+    if (node->schema().argumentIndexWithName(name) && !constantInput(node, name)) {
+      return FusionDecision::no(std::string("its `") + name + "` is not a constant");
+    }
+  }
+  if (node->kind() == c10::aten::norm) {
+    auto p = constantInput(node, "p");
+    if (!p->isNone() && !(p->isInt() && p->toInt() == 2) &&
+        !(p->isDouble() && p->toDouble() == 2.0)) {
+      return FusionDecision::no("only the 2-norm is fused");
+    }
+  }
+  if (node->kind() == c10::aten::layer_norm) {
+    if (auto d = requireKnownPresence(node, "weight"); !d) return d;
+    if (auto d = requireKnownPresence(node, "bias"); !d) return d;
+  }
+  if (!rowReductionOf(node)) {
+    return FusionDecision::no("it does not reduce over constant trailing dims of an input of "
+                              "profiled rank");
+  }
+  return FusionDecision::yes();
+}
+
+// ---- Lowerings ----------------------------------------------------------------------
+
+ExprId rowMean(IrBuilder& b, ExprId x) {
+  return b.binary(IrOp::Div, b.reduce(ReduceKind::Sum, x), b.rowSize(b.typeOf(x)));
+}
+
+// sum((x - mean)^2) / max(n - correction, 0), as eager divides.
+ExprId rowVariance(IrBuilder& b, ExprId x, double correction) {
+  const ScalarType t = b.typeOf(x);
+  ExprId centred = b.binary(IrOp::Sub, x, rowMean(b, x));
+  ExprId squares = b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, centred, centred));
+  ExprId divisor = b.binary(IrOp::Max, b.binary(IrOp::Sub, b.rowSize(t), b.constant(correction, t)),
+                            b.constant(0, t));
+  return b.binary(IrOp::Div, squares, divisor);
+}
+
+double correctionOf(const Operand& o, double none) {
+  if (isNone(o)) return none;
+  if (o.constant && o.constant->isBool()) return o.constant->toBool() ? 1 : 0;
+  auto v = constantNumber(o);
+  TORCH_CHECK(v, "fuser: a reduction's correction is not a constant");
+  return *v;
+}
+
+Operand lowerSum(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], "sum");
+  return makeResult(b.reduce(ReduceKind::Sum, a[0].expr), a[0].dtype, {a[0]});
+}
+
+Operand lowerMean(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], "mean");
+  return makeResult(rowMean(b, a[0].expr), a[0].dtype, {a[0]});
+}
+
+template <ReduceKind Kind>
+Operand lowerExtreme(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], "amax");
+  return makeResult(b.reduce(Kind, a[0].expr), a[0].dtype, {a[0]});
+}
+
+// (self, dim, unbiased or correction, keepdim): unbiased is correction 1 or 0.
+template <bool Std>
+Operand lowerVariance(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], "var");
+  ExprId v = rowVariance(b, a[0].expr, correctionOf(a[2], 1));
+  return makeResult(Std ? b.unary(IrOp::Sqrt, v) : v, a[0].dtype, {a[0]});
+}
+
+Operand lowerNorm(IrBuilder& b, const Args& a) {  // (self, p, dim, keepdim), p = 2
+  requireFloating(a[0], "norm");
+  ExprId x = a[0].expr;
+  ExprId v = b.unary(IrOp::Sqrt, b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, x, x)));
+  return makeResult(v, a[0].dtype, {a[0]});
+}
+
+// exp(x - max) / sum(exp(x - max)); the log form x - max - log(sum(exp(x - max))).
+template <bool Log>
+Operand lowerSoftmax(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], "softmax");
+  ExprId x = a[0].expr;
+  ExprId shifted = b.binary(IrOp::Sub, x, b.reduce(ReduceKind::Max, x));
+  ExprId e = b.unary(IrOp::Exp, shifted);
+  ExprId sum = b.reduce(ReduceKind::Sum, e);
+  ExprId y = Log ? b.binary(IrOp::Sub, shifted, b.unary(IrOp::Log, sum))
+                 : b.binary(IrOp::Div, e, sum);
+  return makeResult(y, a[0].dtype, {a[0]});
+}
+
+// (x - mean) * rsqrt(var + eps) * weight + bias, var biased; weight and bias are read in
+// the input's computation type, as eager's kernels read them.
+Operand lowerLayerNorm(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], "layer_norm");
+  ExprId x = a[0].expr;
+  const ScalarType t = b.typeOf(x);
+  ExprId centred = b.binary(IrOp::Sub, x, rowMean(b, x));
+  ExprId var = b.binary(IrOp::Div,
+                        b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, centred, centred)),
+                        b.rowSize(t));
+  ExprId eps = a[4].expr >= 0 ? b.cast(a[4].expr, t) : b.constant(1e-5, t);
+  ExprId y = b.binary(IrOp::Mul, centred, b.unary(IrOp::Rsqrt, b.binary(IrOp::Add, var, eps)));
+  if (!isNone(a[2])) y = b.binary(IrOp::Mul, y, b.cast(a[2].expr, t));
+  if (!isNone(a[3])) y = b.binary(IrOp::Add, y, b.cast(a[3].expr, t));
+  return makeResult(y, a[0].dtype, {a[0]});
+}
+
+const RegisterOps kRegister({
+    {"aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? "
+     "dtype=None) -> Tensor", lowerSum, checkRowReduction, true},
+    {"aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) "
+     "-> Tensor", lowerMean, checkRowReduction, true},
+    {"aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+     lowerExtreme<ReduceKind::Max>, checkRowReduction, true},
+    {"aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+     lowerExtreme<ReduceKind::Min>, checkRowReduction, true},
+    {"aten::var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor",
+     lowerVariance<false>, checkRowReduction, true},
+    {"aten::std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor",
+     lowerVariance<true>, checkRowReduction, true},
+    {"aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool "
+     "keepdim=False) -> Tensor", lowerVariance<false>, checkRowReduction, true},
+    {"aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool "
+     "keepdim=False) -> Tensor", lowerVariance<true>, checkRowReduction, true},
+    {"aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor",
+     lowerNorm, checkRowReduction, true},
+    {"aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
+     lowerSoftmax<false>, checkRowReduction, true},
+    {"aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
+     lowerSoftmax<true>, checkRowReduction, true},
+    {"aten::layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? "
+     "bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor",
+     lowerLayerNorm, checkRowReduction, true},
+});
+
+}  // namespace
+
+std::optional<RowReduction> rowReductionOf(const Node* node) {
+  const OpEntry* entry = findOp(node);
+  if (!entry || !entry->reduces) return std::nullopt;
+  auto rank = profiledRank(node->input(0));
+  if (!rank || *rank == 0) return std::nullopt;
+  RowReduction r;
+  r.rank = *rank;
+  const bool whole = node->kind() == c10::aten::softmax || node->kind() == c10::aten::log_softmax ||
+                     node->kind() == c10::aten::layer_norm;
+  std::optional<std::vector<int64_t>> dims;
+  if (node->kind() == c10::aten::layer_norm) {
+    auto shape = constantIntList(node, "normalized_shape");
+    if (!shape || shape->empty() || static_cast<int64_t>(shape->size()) > *rank) {
+      return std::nullopt;
+    }
+    dims.emplace();
+    for (int64_t d = *rank - static_cast<int64_t>(shape->size()); d < *rank; ++d) {
+      dims->push_back(d);
+    }
+  } else {
+    dims = constantIntList(node, "dim");
+  }
+  if (!dims) return std::nullopt;
+  auto k = trailingCount(*dims, *rank);
+  if (!k) return std::nullopt;
+  r.reduced = *k;
+  if (whole) {
+    r.result = RowReduction::Result::Whole;
+  } else {
+    auto keepdim = constantInput(node, "keepdim");
+    if (!keepdim || !keepdim->isBool()) return std::nullopt;
+    r.result = keepdim->toBool() ? RowReduction::Result::KeepDims : RowReduction::Result::DropDims;
+  }
+  return r;
+}
+
+std::vector<int64_t> reducedSizes(const std::vector<int64_t>& input_sizes,
+                                  const RowReduction& r) {
+  std::vector<int64_t> out(input_sizes);
+  const size_t lead = input_sizes.size() - static_cast<size_t>(r.reduced);
+  switch (r.result) {
+    case RowReduction::Result::Whole: break;
+    case RowReduction::Result::KeepDims:
+      for (size_t d = lead; d < out.size(); ++d) out[d] = 1;
+      break;
+    case RowReduction::Result::DropDims: out.resize(lead); break;
+  }
+  return out;
+}
+
+}  // namespace fuser::ops

@@ -1,0 +1,33 @@
+// Reductions, normalizations and softmax over a tensor's trailing dims, which a group
+// computes in a row kernel (codegen/row_printer.h): one row per index of the leading
+// dims, the row's elements combined by Reduce expressions, the reduced value broadcast
+// back to the row's elements by whatever follows. Their op-table entries (reduces =
+// true) accept a node only when its dims are constants naming the input's last
+// dims, so every reduction of a group can share the group's rows.
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace fuser::ops {
+
+struct RowReduction {
+  int64_t rank = 0;     // of the reduced input
+  int64_t reduced = 0;  // trailing dims reduced over (>= 1)
+  // What the node returns: one element per element of its input (softmax, layer_norm),
+  // or one per row with the reduced dims kept as size 1, or dropped.
+  enum class Result : uint8_t { Whole, KeepDims, DropDims } result = Result::Whole;
+};
+
+// What `node` reduces when it is a reduction of the table with constant trailing dims
+// and a profiled input rank; nullopt otherwise.
+std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
+
+// The profiled sizes of the result of a reduction of `input_sizes` (complete).
+std::vector<int64_t> reducedSizes(const std::vector<int64_t>& input_sizes,
+                                  const RowReduction& r);
+
+}  // namespace fuser::ops

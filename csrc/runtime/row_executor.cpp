@@ -1,0 +1,353 @@
+#include "runtime/row_executor.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "codegen/lowering.h"
+#include "codegen/row_printer.h"
+#include "ops/op_table.h"
+#include "runtime/kernel_builder.h"
+#include "stats.h"
+
+namespace fuser::runtime {
+namespace {
+
+using Sizes = std::vector<int64_t>;
+
+// Rows of fewer elements than this share a CPU thread with others.
+constexpr int64_t kCpuElementsPerThread = 32768;
+
+codegen::ScalarArgKind scalarKindOf(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::FloatType) return codegen::ScalarArgKind::Double;
+  if (type->kind() == c10::TypeKind::BoolType) return codegen::ScalarArgKind::Bool;
+  return codegen::ScalarArgKind::Int64;
+}
+
+bool isTensor(const torch::jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
+
+// The strides of `t` read over `shape` (it broadcasts to it): 0 along new and stretched
+// dims, and along dims of size 1, which no element steps over.
+Sizes expandedStrides(const at::Tensor& t, const Sizes& shape) {
+  Sizes strides(shape.size(), 0);
+  const int64_t lead = static_cast<int64_t>(shape.size()) - t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) != 1) strides[lead + d] = t.stride(d);
+  }
+  return strides;
+}
+
+// Dims [begin, end) of `shape` without those of size 1, neighbours merged where every
+// tensor steps across them as across one dim; appended to `sizes` and, per tensor, to
+// `strides[t]`. Returns the number of dims appended (at least 1).
+int collapse(const Sizes& shape, const std::vector<Sizes>& tensor_strides, int64_t begin,
+             int64_t end, c10::SmallVector<int64_t, 8>& sizes,
+             std::vector<c10::SmallVector<int64_t, 8>>& strides) {
+  const size_t first = sizes.size();
+  for (int64_t d = begin; d < end; ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = sizes.size() > first;
+    for (size_t t = 0; merge && t < tensor_strides.size(); ++t) {
+      merge = strides[t].back() == tensor_strides[t][d] * shape[d];
+    }
+    if (merge) {
+      sizes.back() *= shape[d];
+      for (size_t t = 0; t < tensor_strides.size(); ++t) strides[t].back() = tensor_strides[t][d];
+      continue;
+    }
+    sizes.push_back(shape[d]);
+    for (size_t t = 0; t < tensor_strides.size(); ++t) strides[t].push_back(tensor_strides[t][d]);
+  }
+  if (sizes.size() == first) {
+    sizes.push_back(1);
+    for (auto& s : strides) s.push_back(0);
+  }
+  return static_cast<int>(sizes.size() - first);
+}
+
+}  // namespace
+
+bool RowExecutor::reduces(const torch::jit::Graph& subgraph) {
+  for (const torch::jit::Node* node : subgraph.nodes()) {
+    const ops::OpEntry* entry = ops::findOp(node);
+    if (entry && entry->reduces) return true;
+  }
+  return false;
+}
+
+RowExecutor::RowExecutor(const torch::jit::Node* node)
+    : subgraph_(node->g(c10::attr::Subgraph)),
+      num_inputs_(node->inputs().size()),
+      num_outputs_(node->outputs().size()) {
+  for (const torch::jit::Value* in : subgraph_->inputs()) {
+    is_tensor_.push_back(isTensor(in));
+    scalar_kinds_.push_back(scalarKindOf(in->type()));
+  }
+  for (const torch::jit::Node* n : subgraph_->nodes()) {
+    reductions_.push_back(ops::rowReductionOf(n));
+    const auto& r = reductions_.back();
+    if (n->kind() != c10::prim::Constant && !ops::findOp(n)) runnable_ = false;
+    if (!r) continue;
+    if (rank_ == 0) {
+      rank_ = r->rank;
+      reduced_ = r->reduced;
+    } else if (rank_ != r->rank || reduced_ != r->reduced) {
+      runnable_ = false;
+    }
+  }
+  runnable_ = runnable_ && rank_ > 0;
+}
+
+void RowExecutor::runInterpreted(torch::jit::Stack& stack) {
+  std::call_once(interpreter_once_, [&] {
+    interpreter_code_ = std::make_unique<torch::jit::Code>(subgraph_, "fuser_row_group");
+  });
+  stats().interpreted_runs++;
+  torch::jit::InterpreterState(*interpreter_code_).run(stack);
+}
+
+const RowExecutor::Specialization& RowExecutor::specialize(
+    const c10::SmallVector<uint8_t, 32>& key, const std::vector<codegen::TensorInput>& accesses,
+    const std::vector<bool>& zero_dim, const std::vector<bool>& per_row, int outer_ndim,
+    int inner_ndim, int lanes, c10::Device device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& s : specializations_) {
+    if (s->key == key) return *s;
+  }
+  auto spec = std::make_unique<Specialization>();
+  spec->key = key;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    std::vector<codegen::InputDesc> descs;
+    size_t t = 0;
+    for (size_t i = 0; i < is_tensor_.size(); ++i) {
+      codegen::InputDesc d;
+      d.is_tensor = is_tensor_[i];
+      if (d.is_tensor) {
+        d.dtype = accesses[t].dtype;
+        d.zero_dim = zero_dim[t];
+        d.access = accesses[t];
+        ++t;
+      } else {
+        d.scalar_kind = scalar_kinds_[i];
+      }
+      descs.push_back(d);
+    }
+    codegen::Kernel kernel = codegen::lowerSubgraph(*subgraph_, descs, outer_ndim + inner_ndim,
+                                                    /*flat=*/false, device.type());
+    TORCH_CHECK(kernel.rows, "fuser: a reducing group lowered without reductions");
+    kernel.name = "fuser_rows";
+    kernel.outer_ndim = outer_ndim;
+    kernel.inner_ndim = inner_ndim;
+    kernel.row_lanes = lanes;
+    for (size_t o = 0; o < kernel.outputs.size(); ++o) kernel.outputs[o].per_row = per_row[o];
+    for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
+    spec->kernel = buildKernel(kernel, device);
+  } catch (const std::exception& e) {
+    stats().compile_failures++;
+    spec->kernel = nullptr;
+    if (!warned_) {
+      warned_ = true;
+      TORCH_WARN("fuser: a fusion group could not be compiled and runs unfused: ", e.what());
+    }
+  }
+  stats().kernel_build_us += std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count();
+  specializations_.push_back(std::move(spec));
+  return *specializations_.back();
+}
+
+std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> inputs,
+                                                           c10::SmallVector<int64_t, 32> signature) {
+  // Every value's sizes, as eager would give them.
+  std::unordered_map<const torch::jit::Value*, Sizes> shapes;
+  std::vector<at::Tensor> tensors;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!is_tensor_[i]) continue;
+    const at::Tensor& t = inputs[i].toTensor();
+    shapes.emplace(subgraph_->inputs()[i], t.sizes().vec());
+    tensors.push_back(t);
+  }
+  std::optional<Sizes> shape;  // what every reduction reads
+  size_t n = 0;
+  try {
+    for (const torch::jit::Node* node : subgraph_->nodes()) {
+      const auto& reduction = reductions_[n++];
+      if (node->kind() == c10::prim::Constant) continue;
+      if (!reduction) {
+        Sizes out;
+        for (const torch::jit::Value* in : node->inputs()) {
+          auto it = shapes.find(in);
+          if (it != shapes.end()) out = at::infer_size(out, it->second);
+        }
+        shapes.emplace(node->output(), std::move(out));
+        continue;
+      }
+      const Sizes& in = shapes.at(node->input(0));
+      if (static_cast<int64_t>(in.size()) != rank_ || (shape && *shape != in)) return nullptr;
+      shape = in;
+      if (node->kind() == c10::aten::layer_norm) {
+        const Sizes row(in.end() - reduced_, in.end());
+        for (size_t w : {2, 3}) {
+          auto it = shapes.find(node->input(w));
+          if (it != shapes.end() && it->second != row) return nullptr;  // eager raises
+        }
+      }
+      shapes.emplace(node->output(), ops::reducedSizes(in, *reduction));
+    }
+  } catch (const c10::Error&) {
+    return nullptr;  // shapes that do not broadcast: eager raises
+  }
+  if (!shape) return nullptr;
+  int64_t numel = 1;
+  for (int64_t s : *shape) numel *= s;
+  if (numel == 0) return nullptr;
+
+  // Whole outputs have the iteration shape, per-row ones the reduced shape.
+  auto p = std::make_shared<Plan>();
+  const int64_t lead = rank_ - reduced_;
+  const Sizes kept = ops::reducedSizes(*shape, {rank_, reduced_, ops::RowReduction::Result::KeepDims});
+  const Sizes dropped = ops::reducedSizes(*shape, {rank_, reduced_, ops::RowReduction::Result::DropDims});
+  std::vector<bool> per_row;
+  for (const torch::jit::Value* out : subgraph_->outputs()) {
+    auto it = shapes.find(out);
+    if (it == shapes.end()) return nullptr;
+    if (it->second == *shape) {
+      per_row.push_back(false);
+    } else if (it->second == kept || it->second == dropped) {
+      per_row.push_back(true);
+    } else {
+      return nullptr;
+    }
+    p->out_sizes.push_back(it->second);
+  }
+
+  // Contiguous inputs, one of the iteration shape: eager's outputs are contiguous too.
+  bool full = false;
+  std::vector<Sizes> tensor_strides;
+  for (const at::Tensor& t : tensors) {
+    if (!t.is_contiguous()) return nullptr;
+    if (at::infer_size(t.sizes(), *shape) != *shape) return nullptr;
+    full = full || t.sizes() == c10::IntArrayRef(*shape);
+    tensor_strides.push_back(expandedStrides(t, *shape));
+  }
+  if (!full) return nullptr;
+
+  std::vector<c10::SmallVector<int64_t, 8>> strides(tensors.size());
+  const int outer_ndim = collapse(*shape, tensor_strides, 0, lead, p->sizes, strides);
+  const int inner_ndim = collapse(*shape, tensor_strides, lead, rank_, p->sizes, strides);
+  p->rows = 1;
+  for (int d = 0; d < outer_ndim; ++d) p->rows *= p->sizes[d];
+  p->row_size = numel / p->rows;
+  p->device = tensors[0].device();
+  const int lanes = p->device.is_cuda() ? codegen::cudaRowLanes(p->row_size) : 0;
+
+  c10::SmallVector<uint8_t, 32> key;
+  key.push_back(static_cast<uint8_t>(p->device.type()));
+  key.push_back(static_cast<uint8_t>(p->device.index() + 1));
+  key.push_back(static_cast<uint8_t>(outer_ndim));
+  key.push_back(static_cast<uint8_t>(inner_ndim));
+  key.push_back(static_cast<uint8_t>(lanes / 32));
+  std::vector<codegen::TensorInput> accesses;
+  std::vector<bool> zero_dim;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    codegen::TensorInput in{};
+    in.dtype = tensors[t].scalar_type();
+    in.access = codegen::Access::Strided;
+    const auto& st = strides[t];
+    in.inner_unit_stride = inner_ndim == 1 && st[outer_ndim] == 1;
+    in.inner_zero_stride = std::all_of(st.begin() + outer_ndim, st.end(),
+                                       [](int64_t s) { return s == 0; });
+    accesses.push_back(in);
+    zero_dim.push_back(tensors[t].dim() == 0);
+    key.push_back(static_cast<uint8_t>(in.dtype));
+    key.push_back(static_cast<uint8_t>(in.inner_unit_stride | in.inner_zero_stride << 1 |
+                                       zero_dim.back() << 2));
+    p->strides.append(st.begin(), st.end());
+  }
+  for (bool r : per_row) key.push_back(r);
+  const Specialization& spec =
+      specialize(key, accesses, zero_dim, per_row, outer_ndim, inner_ndim, lanes, p->device);
+  if (!spec.kernel) return nullptr;
+  p->kernel = spec.kernel;
+  p->out_dtypes = spec.out_dtypes;
+  p->signature = std::move(signature);
+  return p;
+}
+
+void RowExecutor::run(torch::jit::Stack& stack) {
+  if (!runnable_) return runInterpreted(stack);
+  auto inputs = torch::jit::last(stack, num_inputs_);
+  c10::SmallVector<int64_t, 32> signature;
+  c10::SmallVector<void*, 16> ptrs;
+  c10::SmallVector<double, 8> dargs;
+  c10::SmallVector<int64_t, 8> iargs;
+  std::optional<c10::Device> device;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::IValue& v = inputs[i];
+    if (!is_tensor_[i]) {
+      signature.push_back(-1);
+      if (scalar_kinds_[i] == codegen::ScalarArgKind::Double) {
+        dargs.push_back(v.toDouble());
+      } else {
+        iargs.push_back(scalar_kinds_[i] == codegen::ScalarArgKind::Bool ? v.toBool() : v.toInt());
+      }
+      continue;
+    }
+    if (!v.isTensor() || !v.toTensor().defined()) return runInterpreted(stack);
+    const at::Tensor& t = v.toTensor();
+    if (device && *device != t.device()) return runInterpreted(stack);
+    device = t.device();
+    signature.push_back(static_cast<int64_t>(t.scalar_type()) | t.dim() << 8 |
+                        static_cast<int64_t>(t.device().type()) << 16 |
+                        static_cast<int64_t>(t.device().index() + 1) << 24);
+    signature.append(t.sizes().begin(), t.sizes().end());
+    signature.append(t.strides().begin(), t.strides().end());
+    ptrs.push_back(t.data_ptr());
+  }
+  if (!device) return runInterpreted(stack);
+
+  std::shared_ptr<const Plan> p;
+  {
+    std::lock_guard<std::mutex> lock(last_mutex_);
+    if (last_ && last_->signature == signature) p = last_;
+  }
+  if (p) {
+    stats().repeated_calls++;
+  } else {
+    p = plan(inputs, signature);
+    if (!p) return runInterpreted(stack);
+    std::lock_guard<std::mutex> lock(last_mutex_);
+    last_ = p;
+  }
+
+  std::vector<at::Tensor> outputs;
+  for (size_t o = 0; o < num_outputs_; ++o) {
+    outputs.push_back(
+        at::empty(p->out_sizes[o], at::TensorOptions().dtype(p->out_dtypes[o]).device(p->device)));
+    ptrs.push_back(outputs.back().data_ptr());
+  }
+  LaunchArgs args{ptrs.data(),
+                  p->sizes.data(),
+                  p->strides.data(),
+                  dargs.data(),
+                  iargs.data(),
+                  static_cast<int>(p->sizes.size()),
+                  static_cast<int>(ptrs.size() - num_outputs_),
+                  static_cast<int>(num_outputs_),
+                  p->rows,
+                  p->device,
+                  std::max<int64_t>(1, kCpuElementsPerThread / std::max<int64_t>(p->row_size, 1))};
+  p->kernel->launch(args);
+  stats().kernel_launches++;
+  stats().row_launches++;
+  torch::jit::drop(stack, num_inputs_);
+  for (auto& out : outputs) stack.emplace_back(std::move(out));
+}
+
+}  // namespace fuser::runtime

@@ -1,0 +1,86 @@
+// Runs a fuser::FusionGroup whose subgraph reduces (ops/reductions.h) through one row
+// kernel (codegen/row_printer.h): rows are the leading dims of the iteration shape (the
+// shape the reductions read), a row's elements its trailing dims. Each call works out
+// every value's shape from the inputs' sizes; a call the row kernel cannot serve as
+// eager would runs the subgraph through the TorchScript interpreter instead, which gives
+// eager's results and errors: inputs that are not contiguous (eager's outputs might not
+// be), no input of the iteration shape, outputs of other shapes, empty tensors, and
+// layer_norm weights of the wrong size. A call whose inputs repeat the last call's
+// sizes, strides and dtypes reuses its plan.
+#pragma once
+
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+#include "ops/reductions.h"
+#include "runtime/compiled_kernel.h"
+
+namespace fuser::runtime {
+
+class RowExecutor {
+ public:
+  explicit RowExecutor(const torch::jit::Node* node);
+  void run(torch::jit::Stack& stack);
+
+  // Whether a group's subgraph holds a reduction (and so runs here).
+  static bool reduces(const torch::jit::Graph& subgraph);
+
+ private:
+  // Everything a call needs besides the inputs' data: valid for every call whose inputs
+  // have the same dtypes, devices, sizes and strides.
+  struct Plan {
+    c10::SmallVector<int64_t, 32> signature;
+    c10::SmallVector<int64_t, 8> sizes;     // outer dims, then the row's dims
+    c10::SmallVector<int64_t, 32> strides;  // per tensor input, over the same dims
+    int64_t rows = 0;
+    int64_t row_size = 0;
+    std::vector<std::vector<int64_t>> out_sizes;
+    std::shared_ptr<CompiledKernel> kernel;
+    std::vector<c10::ScalarType> out_dtypes;
+    c10::Device device{c10::kCPU};
+  };
+  struct Specialization {
+    c10::SmallVector<uint8_t, 32> key;
+    std::shared_ptr<CompiledKernel> kernel;  // null: could not be built
+    std::vector<c10::ScalarType> out_dtypes;
+  };
+
+  // The plan for these inputs, or nullptr when the interpreter must run the call.
+  std::shared_ptr<const Plan> plan(c10::ArrayRef<c10::IValue> inputs,
+                                   c10::SmallVector<int64_t, 32> signature);
+  const Specialization& specialize(const c10::SmallVector<uint8_t, 32>& key,
+                                   const std::vector<codegen::TensorInput>& accesses,
+                                   const std::vector<bool>& zero_dim,
+                                   const std::vector<bool>& per_row, int outer_ndim,
+                                   int inner_ndim, int lanes, c10::Device device);
+  void runInterpreted(torch::jit::Stack& stack);
+
+  std::shared_ptr<torch::jit::Graph> subgraph_;
+  size_t num_inputs_;
+  size_t num_outputs_;
+  std::vector<bool> is_tensor_;  // per group input
+  std::vector<codegen::ScalarArgKind> scalar_kinds_;  // per group input; tensors ignored
+  // Per subgraph node, what it reduces (nullopt: elementwise or a constant).
+  std::vector<std::optional<ops::RowReduction>> reductions_;
+  int64_t rank_ = 0;     // of the iteration shape
+  int64_t reduced_ = 0;  // trailing dims a row spans
+  bool runnable_ = true;  // one rank and one row for every reduction
+
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Specialization>> specializations_;
+  std::mutex last_mutex_;
+  std::shared_ptr<const Plan> last_;
+  std::once_flag interpreter_once_;
+  std::unique_ptr<torch::jit::Code> interpreter_code_;
+  bool warned_ = false;
+};
+
+}  // namespace fuser::runtime
