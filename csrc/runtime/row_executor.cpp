@@ -245,7 +245,8 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
   for (int d = 0; d < outer_ndim; ++d) p->rows *= p->sizes[d];
   p->row_size = numel / p->rows;
   p->device = tensors[0].device();
-  const int lanes = p->device.is_cuda() ? codegen::cudaRowLanes(p->row_size) : 0;
+  // CPU kernels ignore the lanes; FUSER_CROSS_COMPILE prints the CUDA form with them.
+  const int lanes = codegen::cudaRowLanes(p->row_size);
 
   c10::SmallVector<uint8_t, 32> key;
   key.push_back(static_cast<uint8_t>(p->device.type()));

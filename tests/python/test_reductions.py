@@ -1,0 +1,213 @@
+"""Reductions, normalizations and softmax over trailing dims fuse with the elementwise
+ops around them into one row kernel (ops/reductions.h, runtime/row_executor.h): values,
+dtypes, shapes and strides equal eager's for every floating dtype, reduced dims, size-1
+and ragged rows; calls the row kernel cannot serve (non-contiguous inputs, empty tensors,
+bad layer_norm weights) run the group's subgraph and match eager, errors included. On
+CPU runs with FUSER_CROSS_COMPILE the CUDA form of every row kernel compiles too."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fuser
+from helpers import (
+    FUSION_GROUP,
+    all_nodes,
+    devices,
+    eager_from_source,
+    run_optimized,
+    script_from_source,
+)
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+# Each reduces the last dims of x, between an elementwise prologue and epilogue.
+CASES = {
+    "sum": "def f(x):\n    return (x * 2.0).sum(-1, keepdim=True) + 1.0",
+    "sum_two_dims": "def f(x):\n    return (x * 2.0).sum([-2, -1], keepdim=True) - 1.0",
+    "sum_dropped": "def f(x):\n    return (x * 2.0).sum(-1)",
+    "mean": "def f(x):\n    y = x - 1.0\n    return y / y.mean(-1, keepdim=True).abs()",
+    "amax": "def f(x):\n    return torch.exp(x - (x * 1.5).amax(-1, keepdim=True))",
+    "amin_dropped": "def f(x):\n    return (x + 1.0).amin(-1)",
+    "var": "def f(x):\n    return (x + 3.0).var(-1, keepdim=True) * 0.5",
+    "var_biased": "def f(x):\n    return (x + 3.0).var(-1, False, True) * 0.5",
+    "var_correction": "def f(x):\n    return torch.var(x * 2.0, [-1], correction=0, keepdim=True) + x",
+    "std": "def f(x):\n    y = x * 2.0\n    return (y - y.mean(-1, keepdim=True)) / (y.std(-1, keepdim=True) + 1.0)",
+    "norm": "def f(x):\n    return x / (x * 1.0).norm(2, -1, True)",
+    "softmax": "def f(x):\n    return torch.softmax(x * 0.5, -1) * 2.0",
+    "log_softmax": "def f(x):\n    return torch.log_softmax(x + 1.0, -1) - 1.0",
+    "two_outputs": "def f(x):\n    y = x * 2.0\n    m = y.mean(-1, keepdim=True)\n    return y - m, m",
+}
+
+
+def tolerance(dtype: torch.dtype) -> dict[str, float]:
+    """Reductions accumulate in float, eager's in its own order: float16/bfloat16
+    results may differ from eager's by a rounding step."""
+    if dtype == torch.float16:
+        return {"rtol": 2e-3, "atol": 2e-3}
+    if dtype == torch.bfloat16:
+        return {"rtol": 1.6e-2, "atol": 1.6e-2}
+    return {}
+
+
+def subgraph_kinds(fn: object, *args: torch.Tensor) -> set[str]:
+    graph = fn.graph_for(*args)  # type: ignore[attr-defined]
+    kinds: set[str] = set()
+    for node in all_nodes(graph):
+        if node.kind() == FUSION_GROUP:
+            kinds.update(n.kind() for n in node.g("Subgraph").nodes())
+    return kinds
+
+
+def compare(source: str, *args: torch.Tensor, dtype: torch.dtype = torch.float32) -> object:
+    """Runs `source` scripted (fuser on) and eagerly; checks every output; returns the
+    scripted function."""
+    fn = script_from_source(source + "\n")
+    got = run_optimized(fn, *args)
+    want = eager_from_source(source)(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype, source
+        assert g.stride() == w.stride(), (source, g.stride(), w.stride())
+        torch.testing.assert_close(g, w, equal_nan=True, **tolerance(dtype))
+    return fn
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_reduction_fuses_with_neighbours(case: str, dtype: torch.dtype, device: str) -> None:
+    # A ragged row (37), a single-element row dim (1) and more rows than a CUDA block.
+    x = torch.randn(6, 1, 41, 37, device=device).to(dtype)
+    with fuser.enabled(True):
+        fn = compare(CASES[case], x, dtype=dtype)
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2, stats
+    assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
+    kinds = subgraph_kinds(fn, x)
+    assert any(k.startswith("aten::") and k not in {"aten::mul", "aten::add", "aten::sub"}
+               for k in kinds), kinds
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_with_residual_and_bias(dtype: torch.dtype, device: str, affine: bool) -> None:
+    source = (
+        "def f(x, r, b, w, wb):\n"
+        "    h = x + b + r\n"
+        "    return h, torch.nn.functional.gelu(torch.layer_norm(h, [96], w, wb, 1e-5))\n"
+    )
+    if not affine:
+        source = source.replace("[96], w, wb,", "[96], None, None,")
+    x, r = (torch.randn(3, 50, 96, device=device).to(dtype) for _ in range(2))
+    b, w, wb = (torch.randn(96, device=device).to(dtype) for _ in range(3))
+    with fuser.enabled(True):
+        fn = compare(source, x, r, b, w, wb, dtype=dtype)
+    assert fuser.stats()["row_launches"] >= 2
+    assert {"aten::layer_norm", "aten::gelu", "aten::add"} <= subgraph_kinds(fn, x, r, b, w, wb)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("row", [1, 31, 32, 33, 1000, 1025, 5000, 40000])
+def test_row_lengths(device: str, row: int) -> None:
+    """Rows of every length class: under a warp, a warp, several warps, a whole block
+    and more than a block's threads take more than one element each."""
+    x = torch.randn(7, row, device=device)
+    with fuser.enabled(True):
+        compare("def f(x):\n    return torch.softmax(x * 0.5, -1) + x.mean(-1, keepdim=True)", x)
+    assert fuser.stats()["row_launches"] >= 2
+
+
+@pytest.mark.parametrize("device", devices())
+def test_new_shapes_reuse_the_kernel(device: str) -> None:
+    fn = script_from_source(CASES["softmax"] + "\n")
+    eager = eager_from_source(CASES["softmax"])
+    with fuser.enabled(True):
+        for shape in [(4, 8), (4, 8), (4, 8), (9, 3), (2, 5, 300), (1, 1)]:
+            x = torch.randn(shape, device=device)
+            torch.testing.assert_close(fn(x), eager(x))
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 4, stats
+
+
+@pytest.mark.parametrize("device", devices())
+def test_nan_and_inf_propagate_as_in_eager(device: str) -> None:
+    x = torch.randn(5, 9, device=device)
+    x[1, 3] = float("nan")
+    x[2, :] = float("-inf")
+    x[3, 4] = float("inf")
+    for case in ["amax", "softmax", "log_softmax", "sum", "amin_dropped"]:
+        with fuser.enabled(True):
+            compare(CASES[case], x)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_calls_the_row_kernel_cannot_serve_match_eager(device: str) -> None:
+    """Non-contiguous inputs (eager's outputs keep their layout), broadcast-only inputs
+    and empty tensors run the group's subgraph instead."""
+    source = "def f(x, y):\n    return torch.softmax(x * y, -1) + 1.0"
+    fn = script_from_source(source + "\n")
+    eager = eager_from_source(source)
+    with fuser.enabled(True):
+        x, y = torch.randn(6, 10, device=device), torch.randn(6, 10, device=device)
+        run_optimized(fn, x, y)
+        assert fuser.stats()["row_launches"] >= 1
+        for args in [
+            (torch.randn(10, 6, device=device).t(), y),
+            (torch.randn(6, 1, device=device), torch.randn(1, 10, device=device)),
+            (torch.randn(0, 10, device=device), torch.randn(0, 10, device=device)),
+            (torch.randn(6, 0, device=device), torch.randn(6, 0, device=device)),
+        ]:
+            got, want = fn(*args), eager(*args)
+            assert got.shape == want.shape and got.stride() == want.stride()
+            torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_layer_norm_with_a_wrong_weight_raises_as_eager(device: str) -> None:
+    source = "def f(x, w):\n    return torch.layer_norm(x * 2.0, [8], w, None, 1e-5) + 1.0\n"
+    fn = script_from_source(source)
+    with fuser.enabled(True):
+        run_optimized(fn, torch.randn(4, 8, device=device), torch.randn(8, device=device))
+        assert fuser.stats()["row_launches"] >= 1
+        with pytest.raises(RuntimeError, match="weight"):
+            eager_from_source(source)(torch.randn(4, 8, device=device), torch.randn(1, device=device))
+        with pytest.raises(RuntimeError, match="weight"):
+            fn(torch.randn(4, 8, device=device), torch.randn(1, device=device))
+
+
+def test_reductions_over_other_dims_stay_unfused(fused: None) -> None:
+    """A reduction over a dim before the last, or two reductions over different trailing dims,
+    do not make one row group."""
+    lead = script_from_source("def f(x):\n    return torch.softmax(x * 2.0, 1) + 1.0\n")
+    mixed = script_from_source(
+        "def f(x):\n    y = x * 2.0\n    return y.sum(-1, keepdim=True) + y.sum([-2, -1], keepdim=True)\n"
+    )
+    x = torch.randn(4, 5, 6)
+    for fn in [lead, mixed]:
+        run_optimized(fn, x)
+        for node in all_nodes(fn.graph_for(x)):
+            if node.kind() != FUSION_GROUP:
+                continue
+            reductions = [
+                n for n in node.g("Subgraph").nodes() if n.kind() in ("aten::sum", "aten::softmax")
+            ]
+            assert len(reductions) <= 1
+            if fn is lead:
+                assert not reductions
+
+
+def test_a_dropped_reduction_does_not_feed_a_group(fused: None) -> None:
+    fn = script_from_source("def f(x):\n    return (x * 2.0).sum(-1) + 1.0\n")
+    x = torch.randn(4, 6)
+    got = run_optimized(fn, x)
+    torch.testing.assert_close(got, (x * 2.0).sum(-1) + 1.0)
+    for node in all_nodes(fn.graph_for(x)):
+        if node.kind() == FUSION_GROUP:
+            subgraph = list(node.g("Subgraph").nodes())
+            sums = [n for n in subgraph if n.kind() == "aten::sum"]
+            adds = [n for n in subgraph if n.kind() == "aten::add"]
+            assert not (sums and adds)
