@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|layouts|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|all] [extra fuser.bench arguments]
+#   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
+#   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
+#   torch.compile, the lone-op rows again with single-op groups kept
+#   (FUSER_MIN_GROUP_SIZE=1), and the GPT-2 block (float32, float16).
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -31,7 +35,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_rnn_cells.py tests/python/test_cat.py tests/python/test_projections.py \
     tests/python/test_output_layout.py tests/python/test_param_space.py \
     tests/python/test_epilogues.py tests/python/test_host_cost.py tests/python/test_report.py \
-    tests/python/test_transpose_tiles.py \
+    tests/python/test_transpose_tiles.py tests/python/test_reductions.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
@@ -70,6 +74,20 @@ if [ "$what" = layouts ]; then
   done 2>&1 | tee "$OUT/layouts_sweep.log"
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size "${LAYOUT_SIZES:-large}" \
     --workload "$layout_rows" --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40
+fi
+if [ "$what" = reductions ]; then
+  rows=layer_norm,residual_layer_norm,softmax
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -x \
+    tests/python/test_reductions.py 2>&1 | tee "$OUT/test_reductions.log" | tail -5
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$rows" \
+    --dtype float32,float16 --mode script,fuser,nnc,compile --out "$OUT/reductions" "$@" \
+    2>&1 | tee "$OUT/reductions.log" | tail -30
+  FUSER_MIN_GROUP_SIZE=1 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+    --workload layer_norm,softmax --dtype float32,float16 --mode fuser \
+    --out "$OUT/reductions_single" 2>&1 | tee "$OUT/reductions_single.log" | tail -12
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --models --workload gpt2_block \
+    --dtype float32,float16 --mode script,fuser,nnc,compile --out "$OUT/gpt2" 2>&1 \
+    | tee "$OUT/gpt2.log" | tail -14
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --out "$OUT/bench" "$@" 2>&1 | tee "$OUT/bench.log"

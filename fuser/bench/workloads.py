@@ -133,6 +133,32 @@ def _norm_tail_inputs(
     return x, mean, rstd, _randn(gen, dtype, device, h), _randn(gen, dtype, device, h)
 
 
+def _layer_norm_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    n, h = dims["N"], dims["H"]
+    return _randn(gen, dtype, device, n, h), _randn(gen, dtype, device, h), _randn(
+        gen, dtype, device, h
+    )
+
+
+def _residual_layer_norm_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    n, h = dims["N"], dims["H"]
+    return (
+        _randn(gen, dtype, device, n, h),
+        _randn(gen, dtype, device, n, h),
+        *(_randn(gen, dtype, device, h) for _ in range(3)),
+    )
+
+
+def _softmax_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    return (_randn(gen, dtype, device, dims["N"], dims["H"]),)
+
+
 def _transpose_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -307,6 +333,25 @@ _GEMMS_CUDA = {
     "medium": {"N": 4096, "K": 1024, "H": 4096},
     "large": {"N": 8192, "K": 2048, "H": 8192},
 }
+# Rows of a transformer's width: layer_norm's normalized shape is a constant of the
+# source, as nn.LayerNorm's is, so only the row count changes with the size. CUDA "large"
+# is the issue's [32768, 1024].
+NORM_WIDTH = 1024
+_NORMS = {
+    "tiny": {"N": 16, "H": NORM_WIDTH},
+    "small": {"N": 256, "H": NORM_WIDTH},
+    "medium": {"N": 2048, "H": NORM_WIDTH},
+    "large": {"N": 8192, "H": NORM_WIDTH},
+}
+_NORMS_CUDA = {"small": {"N": 64, "H": NORM_WIDTH}, "large": {"N": 32768, "H": NORM_WIDTH}}
+# Attention rows: 256 keys; CUDA "large" is the issue's [4096 * 16, 256].
+_SOFTMAXES = {
+    "tiny": {"N": 64, "H": 256},
+    "small": {"N": 1024, "H": 256},
+    "medium": {"N": 8192, "H": 256},
+    "large": {"N": 16384, "H": 256},
+}
+_SOFTMAXES_CUDA = {"small": {"N": 256, "H": 256}, "large": {"N": 65536, "H": 256}}
 # CPU autocast computes in bfloat16; CUDA in float16 (the usual choice for inference).
 AUTOCAST_DTYPES = {"cpu": torch.bfloat16, "cuda": torch.float16}
 
@@ -439,6 +484,46 @@ WORKLOADS: dict[str, Workload] = {
             sizes=_GEMMS,
             cuda_sizes=_GEMMS_CUDA,
             autocast=AUTOCAST_DTYPES,
+        ),
+        Workload(
+            name="layer_norm",
+            description=f"layer_norm over rows of {NORM_WIDTH}",
+            source=_source(
+                f"""
+                def layer_norm(x, w, b):
+                    return torch.layer_norm(x, [{NORM_WIDTH}], w, b, 1e-5)
+                """
+            ),
+            make_inputs=_layer_norm_inputs,
+            sizes=_NORMS,
+            cuda_sizes=_NORMS_CUDA,
+        ),
+        Workload(
+            name="residual_layer_norm",
+            description="h = x + bias + residual; returns h and layer_norm(h)",
+            source=_source(
+                f"""
+                def residual_layer_norm(x, r, bias, w, b):
+                    h = x + bias + r
+                    return h, torch.layer_norm(h, [{NORM_WIDTH}], w, b, 1e-5)
+                """
+            ),
+            make_inputs=_residual_layer_norm_inputs,
+            sizes=_NORMS,
+            cuda_sizes=_NORMS_CUDA,
+        ),
+        Workload(
+            name="softmax",
+            description="softmax over rows of 256",
+            source=_source(
+                """
+                def softmax(x):
+                    return torch.softmax(x, -1)
+                """
+            ),
+            make_inputs=_softmax_inputs,
+            sizes=_SOFTMAXES,
+            cuda_sizes=_SOFTMAXES_CUDA,
         ),
         Workload(
             name="lstm_cell_autocast",
