@@ -18,6 +18,8 @@ namespace fuser::codegen {
 namespace {
 
 constexpr int kMinBlock = 256;
+// Elements a lane holds in registers per streamed input, at most.
+constexpr int kMaxHeldElements = 32;
 
 const char* kCudaRowHelpers = R"FUSER(
 // `v` combined over the L lanes of this thread's row; `part` holds one value per warp
@@ -82,18 +84,18 @@ class CudaRowPrinter {
          << "  if (!fx_live) fx_r = a.rows - 1;\n";
     printRowOffsets();
     printExprs(s_.row_start, "  ", "0");
+    if (k_.row_chunks > 0) {
+      printHeldLoads();
+      for (const RowSchedule::Pass& pass : s_.passes) printHeldPass(pass);
+      out_ << "  if (!fx_live) return;\n";
+      printRowStores();
+      printHeldStores();
+      out_ << "}\n";
+      return out_.str();
+    }
     for (const RowSchedule::Pass& pass : s_.passes) printPass(pass);
     out_ << "  if (!fx_live) return;\n";
-    bool per_row = false;
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      const TensorOutput& out = k_.outputs[o];
-      if (!out.per_row) continue;
-      if (!per_row) out_ << "  if (fx_lane == 0) {\n";
-      per_row = true;
-      out_ << "    out" << o << "[fx_r] = "
-           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
-    }
-    if (per_row) out_ << "  }\n";
+    printRowStores();
     out_ << "  for (int64_t fx_e = fx_lane; fx_e < fx_n; fx_e += " << lanes << ") {\n";
     printExprs(s_.final_element, "    ", "fx_e");
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
@@ -153,6 +155,12 @@ class CudaRowPrinter {
            << ">(fx_acc" << r << ", v" << e.args[0] << ");\n";
     }
     out_ << "  }\n";
+    printRowReduces(pass);
+  }
+
+  // The lanes' partial results of the pass's reductions combined; then what they let the
+  // row compute.
+  void printRowReduces(const RowSchedule::Pass& pass) {
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const char* t = computeTypeName(e.type);
@@ -164,6 +172,139 @@ class CudaRowPrinter {
            << ");\n";
     }
     printExprs(pass.after, "  ", "0");
+  }
+
+  void printRowStores() {
+    bool per_row = false;
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      const TensorOutput& out = k_.outputs[o];
+      if (!out.per_row) continue;
+      if (!per_row) out_ << "  if (fx_lane == 0) {\n";
+      per_row = true;
+      out_ << "    out" << o << "[fx_r] = "
+           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
+    }
+    if (per_row) out_ << "  }\n";
+  }
+
+  // ---- Rows held in registers (Kernel::row_chunks > 0) ------------------------------
+  // Element fx_b + u of the row, fx_b = (c * lanes + lane) * vector, sits in slot
+  // c * vector + u of each held load's array.
+
+  std::string chunkStart() const {
+    return "((int64_t)fx_c * " + std::to_string(k_.row_lanes) + " + fx_lane) * " +
+           std::to_string(k_.row_vector);
+  }
+
+  bool isElementLoad(ExprId id) const {
+    const Expr& e = k_.exprs[id];
+    return e.op == IrOp::Load && !rowLevelInput(k_.inputs[e.index]);
+  }
+
+  void openChunks(const std::string& indent) {
+    out_ << indent << "#pragma unroll\n"
+         << indent << "for (int fx_c = 0; fx_c < " << k_.row_chunks << "; ++fx_c) {\n"
+         << indent << "  const int64_t fx_b = " << chunkStart() << ";\n"
+         << indent << "  if (fx_b < fx_n) {\n";
+  }
+
+  void printHeldLoads() {
+    const int v = k_.row_vector;
+    std::vector<bool> loaded(k_.inputs.size(), false);
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      if (!isElementLoad(static_cast<ExprId>(i)) || !used(static_cast<ExprId>(i))) continue;
+      out_ << "  " << computeTypeName(k_.exprs[i].type) << " fx_held" << i << "["
+           << k_.row_chunks * v << "];\n";
+    }
+    openChunks("  ");
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      const auto id = static_cast<ExprId>(i);
+      if (!isElementLoad(id) || !used(id)) continue;
+      const Expr& e = k_.exprs[i];
+      const TensorInput& in = k_.inputs[e.index];
+      const std::string n = std::to_string(e.index);
+      const char* st = storageTypeName(in.dtype);
+      if (in.inner_unit_stride && v > 1) {
+        out_ << "    { const FxVec<" << st << ", " << v << "> fx_w = *(const FxVec<" << st << ", "
+             << v << ">*)(in" << n << " + off" << n << " + fx_b);\n"
+             << "      #pragma unroll\n      for (int fx_u = 0; fx_u < " << v
+             << "; ++fx_u) fx_held" << i << "[fx_c * " << v << " + fx_u] = "
+             << loadConversion(in.dtype, e.type, "fx_w.v[fx_u]") << "; }\n";
+      } else {
+        out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) fx_held"
+             << i << "[fx_c * " << v << " + fx_u] = " << rowLoad(k_, e, "(fx_b + fx_u)") << ";\n";
+      }
+    }
+    out_ << "  }\n  }\n";
+  }
+
+  void printHeldPass(const RowSchedule::Pass& pass) {
+    for (ExprId r : pass.reduces) {
+      const Expr& e = k_.exprs[r];
+      out_ << "  " << computeTypeName(e.type) << " fx_acc" << r << " = " << reduceIdentity(e)
+           << ";\n";
+    }
+    openChunks("  ");
+    out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << k_.row_vector << "; ++fx_u) {\n";
+    printHeldExprs(pass.element, "      ");
+    for (ExprId r : pass.reduces) {
+      const Expr& e = k_.exprs[r];
+      out_ << "      fx_acc" << r << " = " << reduceCombiner(e) << "<" << computeTypeName(e.type)
+           << ">(fx_acc" << r << ", v" << e.args[0] << ");\n";
+    }
+    out_ << "    }\n  }\n  }\n";
+    printRowReduces(pass);
+  }
+
+  void printHeldStores() {
+    const int v = k_.row_vector;
+    openChunks("  ");
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (k_.outputs[o].per_row) continue;
+      out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> fx_o" << o
+           << ";\n";
+    }
+    out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) {\n";
+    printHeldExprs(s_.final_element, "      ");
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      const TensorOutput& out = k_.outputs[o];
+      if (out.per_row) continue;
+      out_ << "      fx_o" << o << ".v[fx_u] = "
+           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
+    }
+    out_ << "    }\n";
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (k_.outputs[o].per_row) continue;
+      out_ << "    *(FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << ">*)(out"
+           << o << " + fx_r * fx_n + fx_b) = fx_o" << o << ";\n";
+    }
+    out_ << "  }\n  }\n";
+  }
+
+  void printHeldExprs(const std::vector<ExprId>& ids, const std::string& indent) {
+    auto load = [&](const Expr& e) {
+      if (rowLevelInput(k_.inputs[e.index])) return rowLoad(k_, e, "0");
+      return "fx_held" + std::to_string(&e - k_.exprs.data()) + "[fx_c * " +
+             std::to_string(k_.row_vector) + " + fx_u]";
+    };
+    for (ExprId i : ids) {
+      const Expr& e = k_.exprs[i];
+      if (isElementLoad(i)) {
+        out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = " << load(e)
+             << ";\n";
+        continue;
+      }
+      out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
+           << formatExpr(k_, e, load) << ";\n";
+    }
+  }
+
+  bool used(ExprId id) const {
+    for (const RowSchedule::Pass& pass : s_.passes) {
+      if (std::find(pass.element.begin(), pass.element.end(), id) != pass.element.end()) return true;
+    }
+    return std::find(s_.final_element.begin(), s_.final_element.end(), id) !=
+           s_.final_element.end();
   }
 
   void printExprs(const std::vector<ExprId>& ids, const std::string& indent,
@@ -192,10 +333,18 @@ int64_t cudaRowArgWords(const Kernel& k) {
          nonEmpty(countScalars(k, false)) + 1;
 }
 
-int cudaRowLanes(int64_t n) {
-  int lanes = 32;
-  while (lanes < 1024 && n > 16 * lanes) lanes *= 2;
-  return lanes;
+CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned) {
+  CudaRowShape shape;
+  // Some 16 elements per lane: enough work per thread, few enough registers.
+  while (shape.lanes < 1024 && n > 16 * shape.lanes) shape.lanes *= 2;
+  if (aligned) {
+    const int widest = std::max(widest_element_bytes, 2);
+    shape.vector = std::min(8, 16 / widest);
+    while (shape.vector > 1 && n % shape.vector != 0) shape.vector /= 2;
+  }
+  const int64_t chunks = (n + int64_t{shape.lanes} * shape.vector - 1) / (shape.lanes * shape.vector);
+  if (chunks * shape.vector <= kMaxHeldElements) shape.chunks = static_cast<int>(chunks);
+  return shape;
 }
 
 std::string printCudaRowKernel(const Kernel& kernel) { return CudaRowPrinter(kernel).print(); }

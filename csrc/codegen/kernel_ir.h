@@ -148,6 +148,11 @@ struct Kernel {
   int inner_ndim = 1;
   // CUDA row kernels: threads that share one row (32: a warp; more: a block).
   int row_lanes = 32;
+  // CUDA row kernels held in registers: each lane loads `row_chunks` runs of
+  // `row_vector` consecutive elements of the row once, and every pass reads them there
+  // (0: each pass loads again from memory, for rows too long to hold).
+  int row_chunks = 0;
+  int row_vector = 1;
 };
 
 // Builds expressions, folding nothing: printers and the C/CUDA compilers do that.

@@ -25,9 +25,16 @@ int cudaRowBlock(const Kernel& kernel);
 // Words of FxRowArgs: pointers (inputs, outputs), sizes, strides, doubles, integers
 // (each array at least one word) and the row count.
 int64_t cudaRowArgWords(const Kernel& kernel);
-// Lanes per row for rows of `n` elements: a warp up to 1024 elements, then more, so each
-// lane takes some 8 to 16 elements per pass.
-int cudaRowLanes(int64_t n);
+// How a CUDA row kernel spreads rows of `n` elements over its lanes: `lanes` threads per
+// row, each holding `chunks` runs of `vector` elements in registers (chunks 0: rows too
+// long to hold, walked by every pass). `vector` is the widest of 16 bytes (at most 8
+// elements) of the widest streamed element that `n` divides, 1 when `aligned` is false.
+struct CudaRowShape {
+  int lanes = 32;
+  int chunks = 0;
+  int vector = 1;
+};
+CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned);
 
 // ---- Shared by the two row printers --------------------------------------------------
 

@@ -113,7 +113,7 @@ void RowExecutor::runInterpreted(torch::jit::Stack& stack) {
 const RowExecutor::Specialization& RowExecutor::specialize(
     const c10::SmallVector<uint8_t, 32>& key, const std::vector<codegen::TensorInput>& accesses,
     const std::vector<bool>& zero_dim, const std::vector<bool>& per_row, int outer_ndim,
-    int inner_ndim, int lanes, c10::Device device) {
+    int inner_ndim, const codegen::CudaRowShape& row_shape, c10::Device device) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& s : specializations_) {
     if (s->key == key) return *s;
@@ -143,7 +143,9 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     kernel.name = "fuser_rows";
     kernel.outer_ndim = outer_ndim;
     kernel.inner_ndim = inner_ndim;
-    kernel.row_lanes = lanes;
+    kernel.row_lanes = row_shape.lanes;
+    kernel.row_chunks = row_shape.chunks;
+    kernel.row_vector = row_shape.vector;
     for (size_t o = 0; o < kernel.outputs.size(); ++o) kernel.outputs[o].per_row = per_row[o];
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
     spec->kernel = buildKernel(kernel, device);
@@ -245,15 +247,29 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
   for (int d = 0; d < outer_ndim; ++d) p->rows *= p->sizes[d];
   p->row_size = numel / p->rows;
   p->device = tensors[0].device();
-  // CPU kernels ignore the lanes; FUSER_CROSS_COMPILE prints the CUDA form with them.
-  const int lanes = codegen::cudaRowLanes(p->row_size);
+  // How CUDA lanes share a row (CPU kernels ignore it; FUSER_CROSS_COMPILE prints the
+  // CUDA form with it). Vectors need every streamed input aligned to 16 bytes with row
+  // offsets in whole vectors.
+  bool aligned = true;
+  int widest = 1;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const auto& st = strides[t];
+    const bool streamed = inner_ndim == 1 && st[outer_ndim] == 1;
+    if (!streamed) continue;
+    widest = std::max(widest, static_cast<int>(tensors[t].element_size()));
+    aligned = aligned && reinterpret_cast<uintptr_t>(tensors[t].data_ptr()) % 16 == 0;
+    for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % 8 == 0;
+  }
+  const codegen::CudaRowShape row_shape = codegen::cudaRowShape(p->row_size, widest, aligned);
 
   c10::SmallVector<uint8_t, 32> key;
   key.push_back(static_cast<uint8_t>(p->device.type()));
   key.push_back(static_cast<uint8_t>(p->device.index() + 1));
   key.push_back(static_cast<uint8_t>(outer_ndim));
   key.push_back(static_cast<uint8_t>(inner_ndim));
-  key.push_back(static_cast<uint8_t>(lanes / 32));
+  key.push_back(static_cast<uint8_t>(row_shape.lanes / 32));
+  key.push_back(static_cast<uint8_t>(row_shape.chunks));
+  key.push_back(static_cast<uint8_t>(row_shape.vector));
   std::vector<codegen::TensorInput> accesses;
   std::vector<bool> zero_dim;
   for (size_t t = 0; t < tensors.size(); ++t) {
@@ -273,7 +289,7 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
   }
   for (bool r : per_row) key.push_back(r);
   const Specialization& spec =
-      specialize(key, accesses, zero_dim, per_row, outer_ndim, inner_ndim, lanes, p->device);
+      specialize(key, accesses, zero_dim, per_row, outer_ndim, inner_ndim, row_shape, p->device);
   if (!spec.kernel) return nullptr;
   p->kernel = spec.kernel;
   p->out_dtypes = spec.out_dtypes;
@@ -306,7 +322,8 @@ void RowExecutor::run(torch::jit::Stack& stack) {
     device = t.device();
     signature.push_back(static_cast<int64_t>(t.scalar_type()) | t.dim() << 8 |
                         static_cast<int64_t>(t.device().type()) << 16 |
-                        static_cast<int64_t>(t.device().index() + 1) << 24);
+                        static_cast<int64_t>(t.device().index() + 1) << 24 |
+                        static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) << 32);
     signature.append(t.sizes().begin(), t.sizes().end());
     signature.append(t.strides().begin(), t.strides().end());
     ptrs.push_back(t.data_ptr());

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "codegen/row_printer.h"
 #include "ops/reductions.h"
 #include "runtime/compiled_kernel.h"
 
@@ -60,7 +61,8 @@ class RowExecutor {
                                    const std::vector<codegen::TensorInput>& accesses,
                                    const std::vector<bool>& zero_dim,
                                    const std::vector<bool>& per_row, int outer_ndim,
-                                   int inner_ndim, int lanes, c10::Device device);
+                                   int inner_ndim, const codegen::CudaRowShape& row_shape,
+                                   c10::Device device);
   void runInterpreted(torch::jit::Stack& stack);
 
   std::shared_ptr<torch::jit::Graph> subgraph_;
