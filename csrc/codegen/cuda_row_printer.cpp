@@ -18,8 +18,11 @@ namespace fuser::codegen {
 namespace {
 
 constexpr int kMinBlock = 256;
-// Elements a lane holds in registers per streamed input, at most.
+// Elements a lane takes per pass when its row is held in registers, at most; and the
+// registers (4-byte words) the held values may take, beyond which the kernel walks the
+// row in every pass instead.
 constexpr int kMaxHeldElements = 32;
+constexpr int kMaxHeldWords = 96;
 
 const char* kCudaRowHelpers = R"FUSER(
 // `v` combined over the L lanes of this thread's row; `part` holds one value per warp
@@ -84,12 +87,8 @@ class CudaRowPrinter {
          << "  if (!fx_live) fx_r = a.rows - 1;\n";
     printRowOffsets();
     printExprs(s_.row_start, "  ", "0");
-    if (k_.row_chunks > 0) {
-      printHeldLoads();
-      for (const RowSchedule::Pass& pass : s_.passes) printHeldPass(pass);
-      out_ << "  if (!fx_live) return;\n";
-      printRowStores();
-      printHeldStores();
+    if (k_.row_chunks > 0 && heldWords(s_.held) <= kMaxHeldWords) {
+      printHeldRow();
       out_ << "}\n";
       return out_.str();
     }
@@ -188,123 +187,125 @@ class CudaRowPrinter {
   }
 
   // ---- Rows held in registers (Kernel::row_chunks > 0) ------------------------------
-  // Element fx_b + u of the row, fx_b = (c * lanes + lane) * vector, sits in slot
-  // c * vector + u of each held load's array.
+  // Each loop of the schedule computes its element values once (RowSchedule::held); a
+  // value a later loop reads stays in registers, fx_held<id>[c * vector + u] for element
+  // fx_b + u of the lane's chunk c, fx_b = (c * lanes + lane) * vector. Loads happen in
+  // loop 0 only, as vectors.
+
+  // Registers the held values take per lane, in 4-byte words.
+  int heldWords(const std::vector<bool>& held) const {
+    int words = 0;
+    for (size_t i = 0; i < held.size(); ++i) {
+      if (held[i]) words += static_cast<int>(c10::elementSize(k_.exprs[i].type) + 3) / 4;
+    }
+    return words * k_.row_chunks * k_.row_vector;
+  }
 
   std::string chunkStart() const {
     return "((int64_t)fx_c * " + std::to_string(k_.row_lanes) + " + fx_lane) * " +
            std::to_string(k_.row_vector);
   }
 
-  bool isElementLoad(ExprId id) const {
-    const Expr& e = k_.exprs[id];
-    return e.op == IrOp::Load && !rowLevelInput(k_.inputs[e.index]);
+  std::string heldSlot(ExprId id) const {
+    return "fx_held" + std::to_string(id) + "[fx_c * " + std::to_string(k_.row_vector) +
+           " + fx_u]";
   }
 
-  void openChunks(const std::string& indent) {
-    out_ << indent << "#pragma unroll\n"
-         << indent << "for (int fx_c = 0; fx_c < " << k_.row_chunks << "; ++fx_c) {\n"
-         << indent << "  const int64_t fx_b = " << chunkStart() << ";\n"
-         << indent << "  if (fx_b < fx_n) {\n";
-  }
-
-  void printHeldLoads() {
-    const int v = k_.row_vector;
-    std::vector<bool> loaded(k_.inputs.size(), false);
-    for (size_t i = 0; i < k_.exprs.size(); ++i) {
-      if (!isElementLoad(static_cast<ExprId>(i)) || !used(static_cast<ExprId>(i))) continue;
+  void printHeldRow() {
+    const std::vector<bool>& held = s_.held;
+    for (size_t i = 0; i < held.size(); ++i) {
+      if (!held[i]) continue;
       out_ << "  " << computeTypeName(k_.exprs[i].type) << " fx_held" << i << "["
-           << k_.row_chunks * v << "];\n";
+           << k_.row_chunks * k_.row_vector << "];\n";
     }
-    openChunks("  ");
-    for (size_t i = 0; i < k_.exprs.size(); ++i) {
-      const auto id = static_cast<ExprId>(i);
-      if (!isElementLoad(id) || !used(id)) continue;
-      const Expr& e = k_.exprs[i];
-      const TensorInput& in = k_.inputs[e.index];
-      const std::string n = std::to_string(e.index);
-      const char* st = storageTypeName(in.dtype);
-      if (in.inner_unit_stride && v > 1) {
-        out_ << "    { const FxVec<" << st << ", " << v << "> fx_w = *(const FxVec<" << st << ", "
-             << v << ">*)(in" << n << " + off" << n << " + fx_b);\n"
-             << "      #pragma unroll\n      for (int fx_u = 0; fx_u < " << v
-             << "; ++fx_u) fx_held" << i << "[fx_c * " << v << " + fx_u] = "
-             << loadConversion(in.dtype, e.type, "fx_w.v[fx_u]") << "; }\n";
-      } else {
-        out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) fx_held"
-             << i << "[fx_c * " << v << " + fx_u] = " << rowLoad(k_, e, "(fx_b + fx_u)") << ";\n";
-      }
+    const int passes = static_cast<int>(s_.passes.size());
+    for (int l = 0; l <= passes; ++l) {
+      if (l == passes) out_ << "  if (!fx_live) return;\n";
+      if (l == passes) printRowStores();
+      printHeldLoop(l, held);
+      if (l < passes) printRowReduces(s_.passes[l]);
     }
-    out_ << "  }\n  }\n";
   }
 
-  void printHeldPass(const RowSchedule::Pass& pass) {
-    for (ExprId r : pass.reduces) {
+  void printHeldLoop(int l, const std::vector<bool>& held) {
+    const int passes = static_cast<int>(s_.passes.size());
+    const int v = k_.row_vector;
+    const std::vector<ExprId> none;
+    const std::vector<ExprId>& reduces = l < passes ? s_.passes[l].reduces : none;
+    for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
       out_ << "  " << computeTypeName(e.type) << " fx_acc" << r << " = " << reduceIdentity(e)
            << ";\n";
     }
-    openChunks("  ");
-    out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << k_.row_vector << "; ++fx_u) {\n";
-    printHeldExprs(pass.element, "      ");
-    for (ExprId r : pass.reduces) {
-      const Expr& e = k_.exprs[r];
-      out_ << "      fx_acc" << r << " = " << reduceCombiner(e) << "<" << computeTypeName(e.type)
-           << ">(fx_acc" << r << ", v" << e.args[0] << ");\n";
+    out_ << "  #pragma unroll\n"
+         << "  for (int fx_c = 0; fx_c < " << k_.row_chunks << "; ++fx_c) {\n"
+         << "    const int64_t fx_b = " << chunkStart() << ";\n"
+         << "    if (fx_b < fx_n) {\n";
+    // Loop 0 reads the inputs, each as one vector per chunk where it is contiguous.
+    std::vector<bool> vector_input(k_.inputs.size(), false);
+    if (l == 0 && v > 1) {
+      for (size_t i = 0; i < k_.exprs.size(); ++i) {
+        const Expr& e = k_.exprs[i];
+        if (e.op != IrOp::Load || !s_.used[i] || !s_.element[i]) continue;
+        const TensorInput& in = k_.inputs[e.index];
+        if (!in.inner_unit_stride || vector_input[e.index]) continue;
+        vector_input[e.index] = true;
+        const std::string n = std::to_string(e.index);
+        const std::string vec = "FxVec<" + std::string(storageTypeName(in.dtype)) + ", " +
+                                std::to_string(v) + ">";
+        out_ << "    const " << vec << " fx_w" << n << " = *(const " << vec << "*)(in" << n
+             << " + off" << n << " + fx_b);\n";
+      }
     }
-    out_ << "    }\n  }\n  }\n";
-    printRowReduces(pass);
-  }
-
-  void printHeldStores() {
-    const int v = k_.row_vector;
-    openChunks("  ");
+    std::vector<bool> outputs_here(k_.outputs.size(), false);
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      if (k_.outputs[o].per_row) continue;
+      if (k_.outputs[o].per_row || s_.storeLoop(k_, o) != l) continue;
+      outputs_here[o] = true;
       out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> fx_o" << o
            << ";\n";
     }
     out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) {\n";
-    printHeldExprs(s_.final_element, "      ");
+    const std::vector<bool> read = s_.readsIn(k_, l);
+    for (size_t i = 0; i < read.size(); ++i) {
+      if (!read[i]) continue;
+      out_ << "      const " << computeTypeName(k_.exprs[i].type) << " v" << i << " = "
+           << heldSlot(static_cast<ExprId>(i)) << ";\n";
+    }
+    auto load = [&](const Expr& e) {
+      const TensorInput& in = k_.inputs[e.index];
+      if (vector_input[e.index]) {
+        return loadConversion(in.dtype, e.type, "fx_w" + std::to_string(e.index) + ".v[fx_u]");
+      }
+      return rowLoad(k_, e, "(fx_b + fx_u)");
+    };
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      const auto id = static_cast<ExprId>(i);
+      if (!s_.used[i] || !s_.element[i] || s_.ready[i] != l) continue;
+      const Expr& e = k_.exprs[i];
+      out_ << "      const " << computeTypeName(e.type) << " v" << i << " = "
+           << formatExpr(k_, e, load) << ";\n";
+      if (held[i]) out_ << "      " << heldSlot(id) << " = v" << i << ";\n";
+    }
+    for (ExprId r : reduces) {
+      const Expr& e = k_.exprs[r];
+      out_ << "      fx_acc" << r << " = " << reduceCombiner(e) << "<" << computeTypeName(e.type)
+           << ">(fx_acc" << r << ", v" << e.args[0] << ");\n";
+    }
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      const TensorOutput& out = k_.outputs[o];
-      if (out.per_row) continue;
+      if (!outputs_here[o]) continue;
       out_ << "      fx_o" << o << ".v[fx_u] = "
-           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
+           << storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value))
+           << ";\n";
     }
     out_ << "    }\n";
+    // Before the last loop, threads past the last row compute but do not store.
+    const std::string guard = l < passes ? "if (fx_live) " : "";
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      if (k_.outputs[o].per_row) continue;
-      out_ << "    *(FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << ">*)(out"
+      if (!outputs_here[o]) continue;
+      out_ << "    " << guard << "*(FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << ">*)(out"
            << o << " + fx_r * fx_n + fx_b) = fx_o" << o << ";\n";
     }
-    out_ << "  }\n  }\n";
-  }
-
-  void printHeldExprs(const std::vector<ExprId>& ids, const std::string& indent) {
-    auto load = [&](const Expr& e) {
-      if (rowLevelInput(k_.inputs[e.index])) return rowLoad(k_, e, "0");
-      return "fx_held" + std::to_string(&e - k_.exprs.data()) + "[fx_c * " +
-             std::to_string(k_.row_vector) + " + fx_u]";
-    };
-    for (ExprId i : ids) {
-      const Expr& e = k_.exprs[i];
-      if (isElementLoad(i)) {
-        out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = " << load(e)
-             << ";\n";
-        continue;
-      }
-      out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
-           << formatExpr(k_, e, load) << ";\n";
-    }
-  }
-
-  bool used(ExprId id) const {
-    for (const RowSchedule::Pass& pass : s_.passes) {
-      if (std::find(pass.element.begin(), pass.element.end(), id) != pass.element.end()) return true;
-    }
-    return std::find(s_.final_element.begin(), s_.final_element.end(), id) !=
-           s_.final_element.end();
+    out_ << "    }\n  }\n";
   }
 
   void printExprs(const std::vector<ExprId>& ids, const std::string& indent,

@@ -25,8 +25,6 @@ ExprFacts analyzeExprs(const Kernel& k) {
   return f;
 }
 
-namespace {
-
 int opCost(IrOp op) {
   switch (op) {
     case IrOp::Scalar:
@@ -46,8 +44,6 @@ int opCost(IrOp op) {
     default: return 1;
   }
 }
-
-}  // namespace
 
 int elementCost(const Kernel& k) {
   const ExprFacts facts = analyzeExprs(k);

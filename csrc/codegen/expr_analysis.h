@@ -18,6 +18,8 @@ ExprFacts analyzeExprs(const Kernel& kernel);
 // Rough work per element in units of one add: loads, stores and simple ops cost 1,
 // divisions and square roots 4, exp, log, trigonometric and similar functions 16.
 int elementCost(const Kernel& kernel);
+// The cost of one operation in the same units.
+int opCost(IrOp op);
 
 // Scalar arguments are passed in two arrays (doubles, and int64/bool); the position
 // of scalar `slot` in its array.

@@ -93,7 +93,29 @@ RowSchedule scheduleRows(const Kernel& k) {
       s.passes[ready[i] - 1].after.push_back(id);
     }
   }
+  s.element = std::move(element);
+  s.used = std::move(used);
+  s.ready = std::move(ready);
+  s.held.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (!s.used[i]) continue;
+    for (ExprId a : k.exprs[i].args) {
+      if (s.element[a] && s.loopOf(k, static_cast<ExprId>(i)) > s.ready[a]) s.held[a] = true;
+    }
+  }
   return s;
+}
+
+std::vector<bool> RowSchedule::readsIn(const Kernel& k, int loop) const {
+  std::vector<bool> read(k.exprs.size(), false);
+  for (size_t i = 0; i < k.exprs.size(); ++i) {
+    if (!used[i] || (!element[i] && k.exprs[i].op != IrOp::Reduce)) continue;
+    if (loopOf(k, static_cast<ExprId>(i)) != loop) continue;
+    for (ExprId a : k.exprs[i].args) {
+      if (held[a] && ready[a] < loop) read[a] = true;
+    }
+  }
+  return read;
 }
 
 }  // namespace fuser::codegen

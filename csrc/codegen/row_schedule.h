@@ -22,6 +22,29 @@ struct RowSchedule {
   };
   std::vector<Pass> passes;
   std::vector<ExprId> final_element;  // per element, in the storing loop
+  // Per expression: whether it varies along the row, whether an output needs it, and
+  // how many passes must be done before it is known (a reduction: its pass plus one).
+  std::vector<bool> element;
+  std::vector<bool> used;
+  std::vector<int> ready;
+
+  // For printers that keep a row's element values (in registers or a local buffer):
+  // loop l (pass l, then the storing loop at l = passes.size()) computes each element
+  // value whose reductions are known after l passes, once; `held` marks the values a
+  // later loop reads again.
+  std::vector<bool> held;
+  // The loop a user of element values runs in: a reduction's pass, an expression's
+  // ready count.
+  int loopOf(const Kernel& k, ExprId id) const {
+    return k.exprs[id].op == IrOp::Reduce ? ready[id] - 1 : ready[id];
+  }
+  // The loop that can store whole output `o`: the one computing its value.
+  int storeLoop(const Kernel& k, size_t o) const {
+    const ExprId value = k.outputs[o].value;
+    return element[value] ? ready[value] : static_cast<int>(passes.size());
+  }
+  // Held values this loop reads: arguments of what it computes.
+  std::vector<bool> readsIn(const Kernel& k, int loop) const;
 };
 
 // Throws c10::Error when a per-row output's value varies along the row (the runtime
