@@ -5,7 +5,7 @@
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
 #   torch.compile, the lone-op rows again with single-op groups kept
-#   (FUSER_MIN_GROUP_SIZE=1), and the GPT-2 block (float32, float16).
+#   (FUSER_MIN_GROUP_SIZE=1), and the GPT-2 block (float32, float16, autocast).
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -85,8 +85,8 @@ if [ "$what" = reductions ]; then
   FUSER_MIN_GROUP_SIZE=1 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
     --workload layer_norm,softmax --dtype float32,float16 --mode fuser \
     --out "$OUT/reductions_single" 2>&1 | tee "$OUT/reductions_single.log" | tail -12
-  PYTHONPATH=. python3 -m fuser.bench --device cuda --models --workload gpt2_block \
-    --dtype float32,float16 --mode script,fuser,nnc,compile --out "$OUT/gpt2" 2>&1 \
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --workload gpt2_block,gpt2_block_autocast \
+    --dtype float32,float16 --mode script,fuser,compile --out "$OUT/gpt2" 2>&1 \
     | tee "$OUT/gpt2.log" | tail -14
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then

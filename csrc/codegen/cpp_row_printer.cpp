@@ -274,7 +274,7 @@ class CppRowPrinter {
     const int passes = static_cast<int>(s_.passes.size());
     std::vector<bool> need(n, false), read(n, false);
     for (size_t i = 0; i < n; ++i) {
-      need[i] = s_.used[i] && s_.element[i] && s_.ready[i] == l;
+      need[i] = s_.used[i] && s_.element[i] && s_.loop[i] == l;
     }
     if (l < passes) {
       for (ExprId r : s_.passes[l].reduces) need[k_.exprs[r].args[0]] = true;
@@ -287,7 +287,7 @@ class CppRowPrinter {
         need[i] = false;
         continue;
       }
-      if (s_.ready[i] < l && kept[i]) {
+      if (s_.loop[i] < l && kept[i]) {
         need[i] = false;
         read[i] = true;
         continue;
@@ -304,7 +304,7 @@ class CppRowPrinter {
       } else if (need[i]) {
         out_ << indent << "const " << t << " v" << i << " = " << formatExpr(k_, k_.exprs[i], load)
              << ";\n";
-        if (kept[i] && s_.ready[i] == l) out_ << indent << "fx_held" << i << "[fx_e] = v" << i << ";\n";
+        if (kept[i] && s_.loop[i] == l) out_ << indent << "fx_held" << i << "[fx_e] = v" << i << ";\n";
       }
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o) {

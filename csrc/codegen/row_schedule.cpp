@@ -96,11 +96,32 @@ RowSchedule scheduleRows(const Kernel& k) {
   s.element = std::move(element);
   s.used = std::move(used);
   s.ready = std::move(ready);
+  // Element values are computed as soon as their reductions are known; loads wait for
+  // their first reader (a layer_norm's weight, read only when storing, takes no
+  // registers before).
+  const int last = static_cast<int>(s.passes.size());
+  s.loop.assign(s.ready.begin(), s.ready.end());
+  for (size_t i = 0; i < n; ++i) {
+    if (k.exprs[i].op == IrOp::Load && s.element[i]) s.loop[i] = last;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!s.used[i]) continue;
+    const int at = s.loopOf(k, static_cast<ExprId>(i));
+    for (ExprId a : k.exprs[i].args) {
+      if (k.exprs[a].op == IrOp::Load && s.element[a]) s.loop[a] = std::min(s.loop[a], at);
+    }
+  }
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const ExprId value = k.outputs[o].value;
+    if (k.exprs[value].op == IrOp::Load && s.element[value] && !k.outputs[o].per_row) {
+      s.loop[value] = std::min(s.loop[value], last);
+    }
+  }
   s.held.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     if (!s.used[i]) continue;
     for (ExprId a : k.exprs[i].args) {
-      if (s.element[a] && s.loopOf(k, static_cast<ExprId>(i)) > s.ready[a]) s.held[a] = true;
+      if (s.element[a] && s.loopOf(k, static_cast<ExprId>(i)) > s.loop[a]) s.held[a] = true;
     }
   }
   return s;
@@ -112,7 +133,7 @@ std::vector<bool> RowSchedule::readsIn(const Kernel& k, int loop) const {
     if (!used[i] || (!element[i] && k.exprs[i].op != IrOp::Reduce)) continue;
     if (loopOf(k, static_cast<ExprId>(i)) != loop) continue;
     for (ExprId a : k.exprs[i].args) {
-      if (held[a] && ready[a] < loop) read[a] = true;
+      if (held[a] && this->loop[a] < loop) read[a] = true;
     }
   }
   return read;

@@ -29,19 +29,20 @@ struct RowSchedule {
   std::vector<int> ready;
 
   // For printers that keep a row's element values (in registers or a local buffer):
-  // loop l (pass l, then the storing loop at l = passes.size()) computes each element
-  // value whose reductions are known after l passes, once; `held` marks the values a
-  // later loop reads again.
+  // loop l (pass l, then the storing loop at l = passes.size()) computes, once, each
+  // element value whose reductions are known after l passes (`loop`), loads in the
+  // first loop that reads them; `held` marks the values a later loop reads again.
+  std::vector<int> loop;
   std::vector<bool> held;
-  // The loop a user of element values runs in: a reduction's pass, an expression's
-  // ready count.
+  // The loop a user of element values runs in: a reduction's pass, an element value's
+  // own loop.
   int loopOf(const Kernel& k, ExprId id) const {
-    return k.exprs[id].op == IrOp::Reduce ? ready[id] - 1 : ready[id];
+    return k.exprs[id].op == IrOp::Reduce ? ready[id] - 1 : loop[id];
   }
   // The loop that can store whole output `o`: the one computing its value.
   int storeLoop(const Kernel& k, size_t o) const {
     const ExprId value = k.outputs[o].value;
-    return element[value] ? ready[value] : static_cast<int>(passes.size());
+    return element[value] ? loop[value] : static_cast<int>(passes.size());
   }
   // Held values this loop reads: arguments of what it computes.
   std::vector<bool> readsIn(const Kernel& k, int loop) const;
