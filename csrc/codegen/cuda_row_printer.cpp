@@ -18,6 +18,7 @@ namespace fuser::codegen {
 namespace {
 
 constexpr int kMinBlock = 256;
+constexpr int kMinLanes = 8;
 // Elements a lane takes per pass when its row is held in registers, at most; and the
 // registers (4-byte words) the held values may take, beyond which the kernel walks the
 // row in every pass instead.
@@ -29,7 +30,10 @@ const char* kCudaRowHelpers = R"FUSER(
 // of the block (L > 32 only).
 template <int L, typename T, typename F>
 FX_INLINE T fx_row_reduce(T v, F combine, T* part) {
-  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  // Rows of fewer than 32 lanes share a warp: the shuffles stay within each row's lanes.
+  for (int o = (L < 32 ? L : 32) / 2; o > 0; o >>= 1) {
+    v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  }
   if constexpr (L > 32) {
     const int first = (threadIdx.x / L) * (L / 32);
     __syncthreads();
@@ -53,8 +57,8 @@ int countScalars(const Kernel& k, bool doubles) {
 class CudaRowPrinter {
  public:
   explicit CudaRowPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)) {
-    TORCH_CHECK(k.row_lanes >= 32 && k.row_lanes <= 1024 && k.row_lanes % 32 == 0,
-                "fuser: row lanes must be a multiple of 32 up to 1024");
+    TORCH_CHECK(k.row_lanes >= 1 && k.row_lanes <= 1024 && (k.row_lanes & (k.row_lanes - 1)) == 0,
+                "fuser: row lanes must be a power of two up to 1024");
   }
 
   std::string print() {
@@ -336,11 +340,12 @@ int64_t cudaRowArgWords(const Kernel& k) {
 
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned) {
   CudaRowShape shape;
-  // Some 64 bytes of the widest input per lane (16 floats, 32 halves): enough work per
-  // thread, few enough registers, and rows of up to 1024 halves in one warp, whose
-  // reductions need no barrier (an H100 float16 layer_norm of 1024 took 62 us with two
-  // warps per row).
+  // Some 64 bytes of the widest input per lane (16 floats, 32 halves): enough bytes in
+  // flight per thread, few enough registers, and rows of up to 1024 halves in one warp,
+  // whose reductions need no barrier (an H100 float16 layer_norm of 1024 took 62 us with
+  // two warps per row, 51 with one). Short rows share a warp, down to kMinLanes lanes.
   const int per_lane = std::max(8, 64 / std::max(widest_element_bytes, 1));
+  shape.lanes = kMinLanes;
   while (shape.lanes < 1024 && n > per_lane * shape.lanes) shape.lanes *= 2;
   if (aligned) {
     const int widest = std::max(widest_element_bytes, 2);

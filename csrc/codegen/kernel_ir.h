@@ -146,7 +146,8 @@ struct Kernel {
   bool rows = false;
   int outer_ndim = 1;
   int inner_ndim = 1;
-  // CUDA row kernels: threads that share one row (32: a warp; more: a block).
+  // CUDA row kernels: threads that share one row (a power of two: under 32, rows share
+  // a warp; over, a block).
   int row_lanes = 32;
   // CUDA row kernels held in registers: each lane loads `row_chunks` runs of
   // `row_vector` consecutive elements of the row once, and every pass reads them there

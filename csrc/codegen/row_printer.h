@@ -30,7 +30,7 @@ int64_t cudaRowArgWords(const Kernel& kernel);
 // long to hold, walked by every pass). `vector` is the widest of 16 bytes (at most 8
 // elements) of the widest streamed element that `n` divides, 1 when `aligned` is false.
 struct CudaRowShape {
-  int lanes = 32;
+  int lanes = 32;  // a power of two; rows of fewer than 32 lanes share a warp
   int chunks = 0;
   int vector = 1;
 };

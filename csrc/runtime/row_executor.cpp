@@ -267,7 +267,8 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
   key.push_back(static_cast<uint8_t>(p->device.index() + 1));
   key.push_back(static_cast<uint8_t>(outer_ndim));
   key.push_back(static_cast<uint8_t>(inner_ndim));
-  key.push_back(static_cast<uint8_t>(row_shape.lanes / 32));
+  key.push_back(static_cast<uint8_t>(row_shape.lanes & 0xff));
+  key.push_back(static_cast<uint8_t>(row_shape.lanes >> 8));
   key.push_back(static_cast<uint8_t>(row_shape.chunks));
   key.push_back(static_cast<uint8_t>(row_shape.vector));
   std::vector<codegen::TensorInput> accesses;
