@@ -137,8 +137,10 @@ def _layer_norm_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
     n, h = dims["N"], dims["H"]
-    return _randn(gen, dtype, device, n, h), _randn(gen, dtype, device, h), _randn(
-        gen, dtype, device, h
+    return (
+        _randn(gen, dtype, device, n, h),
+        _randn(gen, dtype, device, h),
+        _randn(gen, dtype, device, h),
     )
 
 

@@ -2,6 +2,7 @@
 // result dtype must be eager's (tests/cpp/data/op_dtypes.txt, from gen_eager_tables.py),
 // held in its computation type; plus the shape of a few lowerings that matter.
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
@@ -146,8 +147,45 @@ TEST(OpTable, EveryEntryIsCovered) {
   EXPECT_GT(schemas.size(), 120u);
   for (const std::string& schema : schemas) {
     std::string name = schema.substr(0, schema.find('('));
+    // Reductions take lists and floats the table's grid does not make: checked below.
+    const OpEntry* entry = findOpByName(torch::jit::parseSchema(schema).operator_name());
+    if (entry && entry->reduces) continue;
     EXPECT_TRUE(covered.count(name)) << "no dtype cases for " << schema;
   }
+}
+
+// Every reduction of the table (ops/reductions.h) gives its floating input's dtype, as
+// eager does, computes in float for float16/bfloat16, and refuses integers and bool
+// (eager's mean, var, softmax and layer_norm raise for them; the fuser leaves sum's
+// integer promotion to eager).
+TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
+  int reductions = 0;
+  for (const std::string& schema_text : supportedSchemas()) {
+    const auto schema = torch::jit::parseSchema(schema_text);
+    const OpEntry* entry = findOpByName(schema.operator_name());
+    ASSERT_NE(entry, nullptr);
+    if (!entry->reduces) continue;
+    ++reductions;
+    for (ScalarType dtype : {ScalarType::Float, ScalarType::Double, ScalarType::Half,
+                             ScalarType::BFloat16, ScalarType::Int, ScalarType::Bool}) {
+      codegen::Kernel k;
+      codegen::IrBuilder b(k);
+      std::vector<Operand> args(schema.arguments().size());
+      args[0].expr = b.load(0, codegen::computeType(dtype));
+      args[0].dtype = dtype;
+      args[0].category = Category::DimTensor;
+      for (size_t i = 1; i < args.size(); ++i) args[i].constant = c10::IValue();  // None
+      if (!c10::isFloatingType(dtype)) {
+        EXPECT_THROW(entry->lower(b, args), c10::Error) << schema_text << " " << dtype;
+        continue;
+      }
+      const Operand r = entry->lower(b, args);
+      EXPECT_EQ(r.dtype, dtype) << schema_text;
+      EXPECT_EQ(k.exprs.at(r.expr).type, codegen::computeType(dtype)) << schema_text;
+      EXPECT_TRUE(k.rows) << schema_text;
+    }
+  }
+  EXPECT_EQ(reductions, 12);
 }
 
 // Lowers `op` over `specs`; returns the kernel's expressions and the result.

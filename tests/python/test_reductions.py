@@ -22,22 +22,31 @@ from helpers import (
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
+
+def fn_of(*lines: str) -> str:
+    """A function f(x) of these body lines."""
+    return "def f(x):\n" + "".join(f"    {line}\n" for line in lines)
+
+
 # Each reduces the last dims of x, between an elementwise prologue and epilogue.
 CASES = {
-    "sum": "def f(x):\n    return (x * 2.0).sum(-1, keepdim=True) + 1.0",
-    "sum_two_dims": "def f(x):\n    return (x * 2.0).sum([-2, -1], keepdim=True) - 1.0",
-    "sum_dropped": "def f(x):\n    return (x * 2.0).sum(-1)",
-    "mean": "def f(x):\n    y = x - 1.0\n    return y / y.mean(-1, keepdim=True).abs()",
-    "amax": "def f(x):\n    return torch.exp(x - (x * 1.5).amax(-1, keepdim=True))",
-    "amin_dropped": "def f(x):\n    return (x + 1.0).amin(-1)",
-    "var": "def f(x):\n    return (x + 3.0).var(-1, keepdim=True) * 0.5",
-    "var_biased": "def f(x):\n    return (x + 3.0).var(-1, False, True) * 0.5",
-    "var_correction": "def f(x):\n    return torch.var(x * 2.0, [-1], correction=0, keepdim=True) + x",
-    "std": "def f(x):\n    y = x * 2.0\n    return (y - y.mean(-1, keepdim=True)) / (y.std(-1, keepdim=True) + 1.0)",
-    "norm": "def f(x):\n    return x / (x * 1.0).norm(2, -1, True)",
-    "softmax": "def f(x):\n    return torch.softmax(x * 0.5, -1) * 2.0",
-    "log_softmax": "def f(x):\n    return torch.log_softmax(x + 1.0, -1) - 1.0",
-    "two_outputs": "def f(x):\n    y = x * 2.0\n    m = y.mean(-1, keepdim=True)\n    return y - m, m",
+    "sum": fn_of("return (x * 2.0).sum(-1, keepdim=True) + 1.0"),
+    "sum_two_dims": fn_of("return (x * 2.0).sum([-2, -1], keepdim=True) - 1.0"),
+    "sum_dropped": fn_of("return (x * 2.0).sum(-1)"),
+    "mean": fn_of("y = x - 1.0", "return y / y.mean(-1, keepdim=True).abs()"),
+    "amax": fn_of("return torch.exp(x - (x * 1.5).amax(-1, keepdim=True))"),
+    "amin_dropped": fn_of("return (x + 1.0).amin(-1)"),
+    "var": fn_of("return (x + 3.0).var(-1, keepdim=True) * 0.5"),
+    "var_biased": fn_of("return (x + 3.0).var(-1, False, True) * 0.5"),
+    "var_correction": fn_of("return torch.var(x * 2.0, [-1], correction=0, keepdim=True) + x"),
+    "std": fn_of(
+        "y = x * 2.0",
+        "return (y - y.mean(-1, keepdim=True)) / (y.std(-1, keepdim=True) + 1.0)",
+    ),
+    "norm": fn_of("return x / (x * 1.0).norm(2, -1, True)"),
+    "softmax": fn_of("return torch.softmax(x * 0.5, -1) * 2.0"),
+    "log_softmax": fn_of("return torch.log_softmax(x + 1.0, -1) - 1.0"),
+    "two_outputs": fn_of("y = x * 2.0", "m = y.mean(-1, keepdim=True)", "return y - m, m"),
 }
 
 
@@ -64,18 +73,18 @@ def subgraph_kinds(fn: object, *args: torch.Tensor) -> set[str]:
 
 
 def compare(
-    source: str, *args: torch.Tensor, dtype: torch.dtype = torch.float32, case: str = ""
+    text: str, *args: torch.Tensor, dtype: torch.dtype = torch.float32, case: str = ""
 ) -> object:
-    """Runs `source` scripted (fuser on) and eagerly; checks every output; returns the
+    """Runs `text` scripted (fuser on) and eagerly; checks every output; returns the
     scripted function."""
-    fn = script_from_source(source + "\n")
+    fn = script_from_source(text + "\n")
     got = run_optimized(fn, *args)
-    want = eager_from_source(source)(*args)
+    want = eager_from_source(text)(*args)
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
     for g, w in zip(got, want, strict=True):
-        assert g.shape == w.shape and g.dtype == w.dtype, source
-        assert g.stride() == w.stride(), (source, g.stride(), w.stride())
+        assert g.shape == w.shape and g.dtype == w.dtype, text
+        assert g.stride() == w.stride(), (text, g.stride(), w.stride())
         torch.testing.assert_close(g, w, equal_nan=True, **tolerance(dtype, case))
     return fn
 
@@ -92,25 +101,26 @@ def test_reduction_fuses_with_neighbours(case: str, dtype: torch.dtype, device: 
     assert stats["row_launches"] >= 2, stats
     assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
     kinds = subgraph_kinds(fn, x)
-    assert any(k.startswith("aten::") and k not in {"aten::mul", "aten::add", "aten::sub"}
-               for k in kinds), kinds
+    assert any(
+        k.startswith("aten::") and k not in {"aten::mul", "aten::add", "aten::sub"} for k in kinds
+    ), kinds
 
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm_with_residual_and_bias(dtype: torch.dtype, device: str, affine: bool) -> None:
-    source = (
+    text = (
         "def f(x, r, b, w, wb):\n"
         "    h = x + b + r\n"
         "    return h, torch.nn.functional.gelu(torch.layer_norm(h, [96], w, wb, 1e-5))\n"
     )
     if not affine:
-        source = source.replace("[96], w, wb,", "[96], None, None,")
+        text = text.replace("[96], w, wb,", "[96], None, None,")
     x, r = (torch.randn(3, 50, 96, device=device).to(dtype) for _ in range(2))
     b, w, wb = (torch.randn(96, device=device).to(dtype) for _ in range(3))
     with fuser.enabled(True):
-        fn = compare(source, x, r, b, w, wb, dtype=dtype)
+        fn = compare(text, x, r, b, w, wb, dtype=dtype)
     assert fuser.stats()["row_launches"] >= 2
     assert {"aten::layer_norm", "aten::gelu", "aten::add"} <= subgraph_kinds(fn, x, r, b, w, wb)
 
@@ -153,9 +163,9 @@ def test_nan_and_inf_propagate_as_in_eager(device: str) -> None:
 def test_calls_the_row_kernel_cannot_serve_match_eager(device: str) -> None:
     """Non-contiguous inputs (eager's outputs keep their layout), broadcast-only inputs
     and empty tensors run the group's subgraph instead."""
-    source = "def f(x, y):\n    return torch.softmax(x * y, -1) + 1.0"
-    fn = script_from_source(source + "\n")
-    eager = eager_from_source(source)
+    text = "def f(x, y):\n    return torch.softmax(x * y, -1) + 1.0"
+    fn = script_from_source(text + "\n")
+    eager = eager_from_source(text)
     with fuser.enabled(True):
         x, y = torch.randn(6, 10, device=device), torch.randn(6, 10, device=device)
         run_optimized(fn, x, y)
@@ -173,13 +183,13 @@ def test_calls_the_row_kernel_cannot_serve_match_eager(device: str) -> None:
 
 @pytest.mark.parametrize("device", devices())
 def test_layer_norm_with_a_wrong_weight_raises_as_eager(device: str) -> None:
-    source = "def f(x, w):\n    return torch.layer_norm(x * 2.0, [8], w, None, 1e-5) + 1.0\n"
-    fn = script_from_source(source)
+    text = "def f(x, w):\n    return torch.layer_norm(x * 2.0, [8], w, None, 1e-5) + 1.0\n"
+    fn = script_from_source(text)
     with fuser.enabled(True):
         run_optimized(fn, torch.randn(4, 8, device=device), torch.randn(8, device=device))
         assert fuser.stats()["row_launches"] >= 1
         with pytest.raises(RuntimeError, match="weight"):
-            eager_from_source(source)(torch.randn(4, 8, device=device), torch.randn(1, device=device))
+            eager_from_source(text)(torch.randn(4, 8, device=device), torch.randn(1, device=device))
         with pytest.raises(RuntimeError, match="weight"):
             fn(torch.randn(4, 8, device=device), torch.randn(1, device=device))
 
@@ -189,7 +199,7 @@ def test_reductions_over_other_dims_stay_unfused(fused: None) -> None:
     do not make one row group."""
     lead = script_from_source("def f(x):\n    return torch.softmax(x * 2.0, 1) + 1.0\n")
     mixed = script_from_source(
-        "def f(x):\n    y = x * 2.0\n    return y.sum(-1, keepdim=True) + y.sum([-2, -1], keepdim=True)\n"
+        fn_of("y = x * 2.0", "return y.sum(-1, keepdim=True) + y.sum([-2, -1], keepdim=True)")
     )
     x = torch.randn(4, 5, 6)
     for fn in [lead, mixed]:
@@ -239,8 +249,10 @@ def test_long_sums_are_as_accurate_as_eager(device: str) -> None:
 def test_a_lone_reduction_forms_a_group_on_cuda_only(device: str) -> None:
     """A row kernel alone beats ATen's layer_norm on CUDA but not on CPU (groups.h)."""
     fn = script_from_source("def f(x, w, b):\n    return torch.layer_norm(x, [64], w, b, 1e-5)\n")
-    x, w, b = torch.randn(32, 64, device=device), torch.randn(64, device=device), torch.randn(
-        64, device=device
+    x, w, b = (
+        torch.randn(32, 64, device=device),
+        torch.randn(64, device=device),
+        torch.randn(64, device=device),
     )
     with fuser.enabled(True):
         got = run_optimized(fn, x, w, b)

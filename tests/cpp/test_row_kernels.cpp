@@ -1,0 +1,183 @@
+// Row kernels (codegen/row_schedule.h, row_printer.h) and the partition of groups that
+// reduce (passes/fusibility.h: checkRowGroup): the order of a softmax's work, which
+// values are kept between loops, how CUDA lanes share a row, and which graphs make one
+// group. Host code only: checked without a GPU.
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/irparser.h>
+
+#include <algorithm>
+#include <string>
+
+#include "codegen/kernel_ir.h"
+#include "codegen/row_printer.h"
+#include "codegen/row_schedule.h"
+#include "ir_test_helpers.h"
+#include "passes/groups.h"
+#include "passes/pipeline.h"
+
+namespace fuser {
+namespace {
+
+using c10::ScalarType;
+using codegen::ExprId;
+using codegen::IrOp;
+using codegen::ReduceKind;
+
+bool contains(const std::vector<ExprId>& ids, ExprId id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// softmax(x) with x one float input read along the row.
+struct Softmax {
+  codegen::Kernel k;
+  ExprId x, max, shifted, e, sum, y;
+  Softmax() {
+    codegen::TensorInput in{ScalarType::Float, codegen::Access::Strided};
+    in.inner_unit_stride = true;
+    k.inputs.push_back(in);
+    codegen::IrBuilder b(k);
+    x = b.load(0, ScalarType::Float);
+    max = b.reduce(ReduceKind::Max, x);
+    shifted = b.binary(IrOp::Sub, x, max);
+    e = b.unary(IrOp::Exp, shifted);
+    sum = b.reduce(ReduceKind::Sum, e);
+    y = b.binary(IrOp::Div, e, sum);
+    k.outputs.push_back({ScalarType::Float, y});
+  }
+};
+
+TEST(RowSchedule, SoftmaxTakesTwoPassesAndAStoringLoop) {
+  Softmax s;
+  ASSERT_TRUE(s.k.rows);
+  const codegen::RowSchedule schedule = codegen::scheduleRows(s.k);
+  ASSERT_EQ(schedule.passes.size(), 2u);
+  EXPECT_EQ(schedule.passes[0].reduces, std::vector<ExprId>{s.max});
+  EXPECT_EQ(schedule.passes[1].reduces, std::vector<ExprId>{s.sum});
+  EXPECT_TRUE(contains(schedule.passes[1].element, s.e));
+  EXPECT_TRUE(contains(schedule.final_element, s.y));
+  // exp(x - max) is known after one pass and read again when storing: it is kept; x is
+  // loaded in the first loop and read by the second.
+  EXPECT_EQ(schedule.loop[s.e], 1);
+  EXPECT_TRUE(schedule.held[s.e]);
+  EXPECT_EQ(schedule.loop[s.x], 0);
+  EXPECT_TRUE(schedule.held[s.x]);
+  EXPECT_FALSE(schedule.held[s.y]);
+}
+
+TEST(RowSchedule, LoadsWaitForTheirFirstReader) {
+  // layer_norm's weight: read only by the storing loop, loaded there.
+  Softmax s;
+  codegen::TensorInput w{ScalarType::Float, codegen::Access::Strided};
+  w.inner_unit_stride = true;
+  s.k.inputs.push_back(w);
+  codegen::IrBuilder b(s.k);
+  const ExprId weight = b.load(1, ScalarType::Float);
+  s.k.outputs[0].value = b.binary(IrOp::Mul, s.y, weight);
+  const codegen::RowSchedule schedule = codegen::scheduleRows(s.k);
+  EXPECT_EQ(schedule.loop[weight], 2);
+  EXPECT_FALSE(schedule.held[weight]);
+}
+
+TEST(RowSchedule, APerRowOutputMayNotVaryAlongTheRow) {
+  Softmax s;
+  s.k.outputs[0].per_row = true;  // the softmax itself varies
+  EXPECT_THROW(codegen::scheduleRows(s.k), c10::Error);
+  s.k.outputs[0].value = s.sum;
+  EXPECT_NO_THROW(codegen::scheduleRows(s.k));
+}
+
+TEST(CudaRowShape, LanesTakeSixtyFourBytesAndVectorsOfSixteen) {
+  // 1024 floats: 64 lanes of 16, as 4 runs of 4; 1024 halves: one warp, 4 runs of 8.
+  auto f32 = codegen::cudaRowShape(1024, 4, true);
+  EXPECT_EQ(f32.lanes, 64);
+  EXPECT_EQ(f32.vector, 4);
+  EXPECT_EQ(f32.chunks, 4);
+  auto f16 = codegen::cudaRowShape(1024, 2, true);
+  EXPECT_EQ(f16.lanes, 32);
+  EXPECT_EQ(f16.vector, 8);
+  EXPECT_EQ(f16.chunks, 4);
+  // Misaligned or odd rows take one element at a time; rows too long to hold stream.
+  EXPECT_EQ(codegen::cudaRowShape(1024, 4, false).vector, 1);
+  EXPECT_EQ(codegen::cudaRowShape(37, 4, true).vector, 1);
+  EXPECT_EQ(codegen::cudaRowShape(1 << 20, 4, true).chunks, 0);
+  EXPECT_EQ(codegen::cudaRowShape(1 << 20, 4, true).lanes, 1024);
+  // Short rows share a warp, at least 8 elements a lane.
+  EXPECT_EQ(codegen::cudaRowShape(16, 4, true).lanes, 8);
+  EXPECT_EQ(codegen::cudaRowShape(256, 2, true).lanes, 32);
+}
+
+TEST(CudaRowPrinter, ArgumentsFitOneStructOfWords) {
+  Softmax s;
+  s.k.outer_ndim = 1;
+  s.k.inner_ndim = 1;
+  // Pointers (1 input, 1 output), 2 sizes, 2 strides, a double, an int, the row count.
+  EXPECT_EQ(codegen::cudaRowArgWords(s.k), 2 + 2 + 2 + 1 + 1 + 1);
+  s.k.row_lanes = 64;
+  s.k.row_chunks = 4;
+  s.k.row_vector = 4;
+  const std::string source = codegen::printCudaRowKernel(s.k);
+  EXPECT_NE(source.find("fx_row_reduce<64>"), std::string::npos);
+  EXPECT_NE(source.find("FxVec<float, 4>"), std::string::npos);
+  EXPECT_EQ(codegen::cudaRowBlock(s.k), 256);
+}
+
+const std::string kX = "Float(4, 6, strides=[6, 1], requires_grad=0, device=cpu)";
+const std::string kRow = "Float(4, 1, strides=[1, 1], requires_grad=0, device=cpu)";
+const std::string kRows = "Float(4, strides=[1], requires_grad=0, device=cpu)";
+
+size_t groupsAfterPartition(const std::string& ir) {
+  auto graph = testing_helpers::parseWithTypes(ir, {{"$X", kX}, {"$ROWS", kRows}, {"$ROW", kRow}});
+  prepareGraph(graph);
+  formFusionGroups(graph);
+  return collectFusionGroups(graph->block()).size();
+}
+
+TEST(RowPartition, SoftmaxJoinsItsNeighbours) {
+  const std::string ir = R"IR(
+graph(%x : $X):
+  %half : float = prim::Constant[value=0.5]()
+  %dim : int = prim::Constant[value=-1]()
+  %none : NoneType = prim::Constant()
+  %a : $X = aten::mul(%x, %half)
+  %s : $X = aten::softmax(%a, %dim, %none)
+  %y : $X = aten::mul(%s, %half)
+  return (%y))IR";
+  auto graph = testing_helpers::parseWithTypes(ir, {{"$X", kX}});
+  prepareGraph(graph);
+  formFusionGroups(graph);
+  const auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(countComputeNodes(groups[0]), 3u);
+}
+
+TEST(RowPartition, AReductionThatDropsItsDimsFeedsNothing) {
+  // sum(x, -1) has shape [4]; added to x it broadcasts along the rows' dim, which a row
+  // kernel cannot give, so the add stays apart (and the sum alone is not a group).
+  EXPECT_EQ(groupsAfterPartition(R"IR(
+graph(%x : $X):
+  %two : float = prim::Constant[value=2.]()
+  %one : int = prim::Constant[value=1]()
+  %dims : int[] = prim::Constant[value=[-1]]()
+  %keep : bool = prim::Constant[value=0]()
+  %none : NoneType = prim::Constant()
+  %a : $X = aten::mul(%x, %two)
+  %s : $ROWS = aten::sum(%a, %dims, %keep, %none)
+  %t : $ROWS = aten::add(%s, %two, %one)
+  return (%t))IR"), 1u);  // mul + sum; the add outside
+}
+
+TEST(RowPartition, KeptDimsBroadcastBack) {
+  EXPECT_EQ(groupsAfterPartition(R"IR(
+graph(%x : $X):
+  %one : int = prim::Constant[value=1]()
+  %dims : int[] = prim::Constant[value=[-1]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %m : $ROW = aten::mean(%x, %dims, %keep, %none)
+  %c : $X = aten::sub(%x, %m, %one)
+  %r : $X = aten::relu(%c)
+  return (%r, %m))IR"), 1u);
+}
+
+}  // namespace
+}  // namespace fuser
