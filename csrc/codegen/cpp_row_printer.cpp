@@ -1,7 +1,8 @@
-// C++ row kernels. Each pass's reductions keep kLanes partial results in a vector,
-// element e of the row going to partial e % kLanes, so that the pass runs in vector
-// registers (the compiler may not reorder one float sum itself); the partials are
-// combined after the pass.
+// C++ row kernels. Each pass over a row is one loop under `#pragma omp simd
+// reduction(...)` (compiled with -fopenmp-simd: no OpenMP runtime), which lets the
+// compiler vectorize the reductions, reordering their combining as it must, and nothing
+// else. A max or min reduces with a plain comparison plus an or-reduced NaN flag, as
+// OpenMP's max and min do not propagate NaN.
 #include <algorithm>
 #include <functional>
 #include <sstream>
@@ -16,7 +17,6 @@
 namespace fuser::codegen {
 namespace {
 
-constexpr int kLanes = 8;
 // Rows up to kHeldCapacity elements keep their values in local buffers, of at most
 // kMaxHeldBytes in all (within the L1 and L2 caches of a core).
 constexpr int64_t kHeldCapacity = 4096;
@@ -24,27 +24,13 @@ constexpr int64_t kMaxHeldBytes = 128 * 1024;
 // Values costing this much (expr_analysis.h's units: an exp is 16) are kept, not redone.
 constexpr int kKeepCost = 16;
 
-const char* kCppRowHelpers = R"FUSER(
-typedef float fx_v8float __attribute__((vector_size(32)));
-typedef double fx_v8double __attribute__((vector_size(64)));
-FX_INLINE fx_v8float fx_vload(const float* p) {
-  fx_v8float v;
-  __builtin_memcpy(&v, p, sizeof(v));
-  return v;
-}
-FX_INLINE fx_v8double fx_vload(const double* p) {
-  fx_v8double v;
-  __builtin_memcpy(&v, p, sizeof(v));
-  return v;
-}
-)FUSER";
 
 class CppRowPrinter {
  public:
   explicit CppRowPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)) {}
 
   std::string print() {
-    out_ << kCppPrelude << kCommonPrelude << kRowHelpers << kCppRowHelpers << "\nextern \"C\" void " << k_.name
+    out_ << kCppPrelude << kCommonPrelude << kRowHelpers << "\nextern \"C\" void " << k_.name
          << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
          << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
          << "    int64_t fx_begin, int64_t fx_end) {\n";
@@ -100,7 +86,7 @@ class CppRowPrinter {
     out_ << "    }\n";
   }
 
-  // Float sums accumulate in double: n / kLanes additions in a row would otherwise lose
+  // Float sums accumulate in double: a float accumulator would lose
   // more than eager's cascade sum does (a float32 row of 1517 summed 4e-5 away from it).
   static const char* accumulatorType(const Expr& e) {
     const bool float_sum = e.type == c10::ScalarType::Float &&
@@ -108,102 +94,58 @@ class CppRowPrinter {
     return float_sum ? "double" : computeTypeName(e.type);
   }
 
-  static std::string vectorType(const Expr& e) {
-    return std::string("fx_v") + std::to_string(kLanes) + accumulatorType(e);
-  }
-
-  // Blocks of kLanes elements: the elements' values go to a small array (an elementwise
-  // loop the compiler vectorizes), which is combined into a vector accumulator; the
-  // last elements into a scalar one. `body` prints the work for element fx_e.
+  // One loop over the row's elements computing `body` (the work for element fx_e) and
+  // the pass's reductions of it.
   void printReducingLoop(const std::vector<ExprId>& reduces,
                          const std::function<void(const std::string&)>& body) {
+    std::string clauses;
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
-      out_ << "    " << vectorType(e) << " fx_vacc" << r << " = " << vectorType(e) << "{} + ("
-           << accumulatorType(e) << ")" << reduceIdentity(e) << ";\n"
-           << "    " << accumulatorType(e) << " fx_acc" << r << " = " << reduceIdentity(e) << ";\n";
-    }
-    out_ << "    {\n    int64_t fx_j = 0;\n"
-         << "    for (; fx_j + " << kLanes << " <= fx_n; fx_j += " << kLanes << ") {\n";
-    for (ExprId r : reduces) {
-      out_ << "      " << computeTypeName(k_.exprs[r].type) << " fx_t" << r << "[" << kLanes
-           << "];\n";
-    }
-    out_ << "      for (int fx_u = 0; fx_u < " << kLanes << "; ++fx_u) {\n"
-         << "        const int64_t fx_e = fx_j + fx_u;\n";
-    body("        ");
-    for (ExprId r : reduces) {
-      out_ << "        fx_t" << r << "[fx_u] = v" << k_.exprs[r].args[0] << ";\n";
-    }
-    out_ << "      }\n";
-    for (ExprId r : reduces) {
-      const Expr& e = k_.exprs[r];
-      std::string block = "fx_vload(fx_t" + std::to_string(r) + ")";
-      if (std::string(accumulatorType(e)) != computeTypeName(e.type)) {
-        block = "__builtin_convertvector(" + block + ", " + vectorType(e) + ")";
+      const std::string n = std::to_string(r);
+      const auto kind = static_cast<ReduceKind>(e.index);
+      out_ << "    " << accumulatorType(e) << " fx_acc" << n << " = " << reduceIdentity(e) << ";\n";
+      if (kind == ReduceKind::Sum) {
+        clauses += " reduction(+:fx_acc" + n + ")";
+      } else {
+        out_ << "    int fx_nan" << n << " = 0;\n";
+        clauses += std::string(" reduction(") + (kind == ReduceKind::Max ? "max" : "min") +
+                   ":fx_acc" + n + ") reduction(|:fx_nan" + n + ")";
       }
-      out_ << "      fx_vacc" << r << " = " << reduceCombiner(e) << "<" << vectorType(e)
-           << ">(fx_vacc" << r << ", " << block << ");\n";
     }
-    out_ << "    }\n"
-         << "    for (; fx_j < fx_n; ++fx_j) {\n      const int64_t fx_e = fx_j;\n";
+    out_ << "#pragma omp simd" << clauses << "\n"
+         << "    for (int64_t fx_e = 0; fx_e < fx_n; ++fx_e) {\n";
     body("      ");
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
-      const char* acc = accumulatorType(e);
-      out_ << "      fx_acc" << r << " = " << reduceCombiner(e) << "<" << acc << ">(fx_acc" << r
-           << ", (" << acc << ")v" << e.args[0] << ");\n";
+      const std::string n = std::to_string(r);
+      const std::string v = "v" + std::to_string(e.args[0]);
+      switch (static_cast<ReduceKind>(e.index)) {
+        case ReduceKind::Sum:
+          out_ << "      fx_acc" << n << " += (" << accumulatorType(e) << ")" << v << ";\n";
+          break;
+        case ReduceKind::Max:
+          out_ << "      fx_acc" << n << " = fx_acc" << n << " > " << v << " ? fx_acc" << n
+               << " : " << v << ";\n      fx_nan" << n << " |= " << v << " != " << v << ";\n";
+          break;
+        case ReduceKind::Min:
+          out_ << "      fx_acc" << n << " = fx_acc" << n << " < " << v << " ? fx_acc" << n
+               << " : " << v << ";\n      fx_nan" << n << " |= " << v << " != " << v << ";\n";
+          break;
+      }
     }
-    out_ << "    }\n    }\n";
+    out_ << "    }\n";
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
-      const char* acc = accumulatorType(e);
-      out_ << "    for (int fx_u = 0; fx_u < " << kLanes << "; ++fx_u) fx_acc" << r << " = "
-           << reduceCombiner(e) << "<" << acc << ">(fx_acc" << r << ", fx_vacc" << r
-           << "[fx_u]);\n"
-           << "    const " << computeTypeName(e.type) << " v" << r << " = ("
-           << computeTypeName(e.type) << ")fx_acc" << r << ";\n";
-    }
-  }
-
-  // Reductions of the values in fx_red<id>: whole vectors loaded from the buffer (scalar
-  // stores read back as a vector would stall store forwarding) into four accumulators
-  // (one would wait on its own latency: a NaN-propagating max takes three dependent
-  // instructions), the rest one by one.
-  void printBufferReduction(const std::vector<ExprId>& reduces) {
-    for (ExprId r : reduces) {
-      const Expr& e = k_.exprs[r];
-      const char* acc = accumulatorType(e);
-      const std::string vt = vectorType(e);
-      const std::string name = std::to_string(r);
-      const std::string combine = reduceCombiner(e);
-      auto block = [&](const std::string& at) {
-        std::string b = "fx_vload(fx_red" + name + " + " + at + ")";
-        if (std::string(acc) != computeTypeName(e.type)) {
-          b = "__builtin_convertvector(" + b + ", " + vt + ")";
-        }
-        return b;
-      };
-      out_ << "    " << vt << " fx_vacc" << r << "[4];\n"
-           << "    for (int fx_a = 0; fx_a < 4; ++fx_a) fx_vacc" << r << "[fx_a] = " << vt
-           << "{} + (" << acc << ")" << reduceIdentity(e) << ";\n"
-           << "    " << acc << " fx_acc" << r << " = " << reduceIdentity(e) << ";\n"
-           << "    {\n    int64_t fx_j = 0;\n"
-           << "    for (; fx_j + " << 4 * kLanes << " <= fx_n; fx_j += " << 4 * kLanes << ")\n"
-           << "      for (int fx_a = 0; fx_a < 4; ++fx_a) fx_vacc" << r << "[fx_a] = " << combine
-           << "<" << vt << ">(fx_vacc" << r << "[fx_a], " << block("fx_j + fx_a * " + std::to_string(kLanes))
-           << ");\n"
-           << "    for (; fx_j + " << kLanes << " <= fx_n; fx_j += " << kLanes << ") fx_vacc" << r
-           << "[0] = " << combine << "<" << vt << ">(fx_vacc" << r << "[0], " << block("fx_j")
-           << ");\n"
-           << "    for (; fx_j < fx_n; ++fx_j) fx_acc" << r << " = " << combine << "<" << acc
-           << ">(fx_acc" << r << ", (" << acc << ")fx_red" << r << "[fx_j]);\n"
-           << "    }\n"
-           << "    for (int fx_a = 0; fx_a < 4; ++fx_a)\n"
-           << "      for (int fx_u = 0; fx_u < " << kLanes << "; ++fx_u) fx_acc" << r << " = "
-           << combine << "<" << acc << ">(fx_acc" << r << ", fx_vacc" << r << "[fx_a][fx_u]);\n"
-           << "    const " << computeTypeName(e.type) << " v" << r << " = ("
-           << computeTypeName(e.type) << ")fx_acc" << r << ";\n";
+      const std::string n = std::to_string(r);
+      const char* t = computeTypeName(e.type);
+      const bool f32 = e.type == c10::ScalarType::Float;
+      out_ << "    const " << t << " v" << n << " = ";
+      if (static_cast<ReduceKind>(e.index) == ReduceKind::Sum) {
+        out_ << "(" << t << ")fx_acc" << n << ";\n";
+      } else {
+        out_ << "fx_nan" << n << " ? " << (f32 ? "FX_NANF" : "FX_NAN") << " : fx_acc" << n
+             << ";\n";
+      }
     }
   }
 
@@ -233,9 +175,7 @@ class CppRowPrinter {
   bool printsHeldRow(const std::vector<bool>& kept) const {
     int64_t bytes = 0;
     for (size_t i = 0; i < kept.size(); ++i) {
-      if (kept[i] || k_.exprs[i].op == IrOp::Reduce) {
-        bytes += kHeldCapacity * static_cast<int64_t>(c10::elementSize(k_.exprs[i].type));
-      }
+      if (kept[i]) bytes += kHeldCapacity * static_cast<int64_t>(c10::elementSize(k_.exprs[i].type));
     }
     return bytes <= kMaxHeldBytes;
   }
@@ -244,9 +184,6 @@ class CppRowPrinter {
     for (size_t i = 0; i < kept.size(); ++i) {
       const char* t = computeTypeName(k_.exprs[i].type);
       if (kept[i]) out_ << "  " << t << " fx_held" << i << "[" << kHeldCapacity << "];\n";
-      if (s_.used[i] && k_.exprs[i].op == IrOp::Reduce) {
-        out_ << "  " << t << " fx_red" << i << "[" << kHeldCapacity << "];\n";
-      }
     }
   }
 
@@ -318,16 +255,9 @@ class CppRowPrinter {
   void printHeldRow(const std::vector<bool>& kept) {
     const int passes = static_cast<int>(s_.passes.size());
     for (int l = 0; l < passes; ++l) {
-      // One elementwise loop (vectorized like any) writes the values to reduce to
-      // fx_red<id>; a second combines them.
-      const std::vector<ExprId>& reduces = s_.passes[l].reduces;
-      out_ << "#pragma GCC ivdep\n    for (int64_t fx_e = 0; fx_e < fx_n; ++fx_e) {\n";
-      printHeldBody(l, kept, "      ");
-      for (ExprId r : reduces) {
-        out_ << "      fx_red" << r << "[fx_e] = v" << k_.exprs[r].args[0] << ";\n";
-      }
-      out_ << "    }\n";
-      printBufferReduction(reduces);
+      printReducingLoop(s_.passes[l].reduces, [&](const std::string& indent) {
+        printHeldBody(l, kept, indent);
+      });
       printExprs(s_.passes[l].after, "    ", "0");
     }
     printRowStores();

@@ -4,7 +4,6 @@
 #include <torch/csrc/jit/ir/constants.h>
 
 #include "ops/op_table.h"
-#include "passes/fusibility.h"
 #include "symbols.h"
 
 namespace fuser {
@@ -40,14 +39,11 @@ size_t countComputeNodes(const Node* group) {
   for (const Node* node : group->g(torch::jit::attr::Subgraph)->nodes()) {
     if (node->kind() == c10::prim::Constant) continue;
     ++count;
-    // On CUDA a row kernel beats ATen's own kernel for a lone layer_norm (H100, [32768,
-    // 1024]: float32 94 against 111 us, float16 63 against 80), so a reduction counts
-    // for two there; on CPU (2 cores) ATen's was faster (279 against 383 us).
+    // A row kernel alone beats or ties ATen's reductions (layer_norm [32768, 1024] on
+    // the H100: float32 95 against 111 us, float16 51 against 80; [2048, 1024] on 2 CPU
+    // cores: 163-180 against 218-231; softmax ties), so a reduction counts for two.
     const ops::OpEntry* entry = ops::findOp(node);
-    if (entry && entry->reduces) {
-      auto device = deviceOf(node);
-      if (device && device->is_cuda()) ++count;
-    }
+    if (entry && entry->reduces) ++count;
   }
   return count;
 }

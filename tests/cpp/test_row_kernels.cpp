@@ -147,7 +147,7 @@ graph(%x : $X):
   formFusionGroups(graph);
   const auto groups = collectFusionGroups(graph->block());
   ASSERT_EQ(groups.size(), 1u);
-  EXPECT_EQ(countComputeNodes(groups[0]), 3u);
+  EXPECT_EQ(countComputeNodes(groups[0]), 4u);  // two muls, and softmax counts twice
 }
 
 TEST(RowPartition, AReductionThatDropsItsDimsFeedsNothing) {
@@ -164,6 +164,16 @@ graph(%x : $X):
   %s : $ROWS = aten::sum(%a, %dims, %keep, %none)
   %t : $ROWS = aten::add(%s, %two, %one)
   return (%t))IR"), 1u);  // mul + sum; the add outside
+}
+
+TEST(RowPartition, ALoneReductionIsAGroup) {
+  EXPECT_EQ(groupsAfterPartition(R"IR(
+graph(%x : $X):
+  %dims : int[] = prim::Constant[value=[-1]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %m : $ROW = aten::amax(%x, %dims, %keep)
+  return (%m))IR"), 1u);
 }
 
 TEST(RowPartition, KeptDimsBroadcastBack) {

@@ -246,8 +246,8 @@ def test_long_sums_are_as_accurate_as_eager(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", devices())
-def test_a_lone_reduction_forms_a_group_on_cuda_only(device: str) -> None:
-    """A row kernel alone beats ATen's layer_norm on CUDA but not on CPU (groups.h)."""
+def test_a_lone_reduction_forms_a_group(device: str) -> None:
+    """A row kernel alone beats or ties ATen's layer_norm and softmax (groups.h)."""
     fn = script_from_source("def f(x, w, b):\n    return torch.layer_norm(x, [64], w, b, 1e-5)\n")
     x, w, b = (
         torch.randn(32, 64, device=device),
@@ -257,5 +257,4 @@ def test_a_lone_reduction_forms_a_group_on_cuda_only(device: str) -> None:
     with fuser.enabled(True):
         got = run_optimized(fn, x, w, b)
     torch.testing.assert_close(got, torch.layer_norm(x, [64], w, b, 1e-5))
-    launched = fuser.stats()["row_launches"]
-    assert (launched >= 1) if device == "cuda" else (launched == 0)
+    assert fuser.stats()["row_launches"] >= 1

@@ -31,8 +31,10 @@ namespace {
 // -ffast-math, which would change NaN and rounding behaviour. -fno-trapping-math only
 // gives up floating-point exception flags (nobody reads them), and without it GCC will
 // not turn the selects of a NaN-aware clamp into blends, so no loop would vectorize.
+// -fopenmp-simd honours `#pragma omp simd` (row kernels' reductions) without linking
+// OpenMP's runtime.
 constexpr const char* kFlags = "-O3 -march=native -std=c++17 -fPIC -shared -fwrapv "
-                               "-fno-math-errno -fno-trapping-math -fno-plt";
+                               "-fno-math-errno -fno-trapping-math -fno-plt -fopenmp-simd";
 
 // cpuGrainSize's scale: a kernel costing kCheapCost per element gets kCheapGrain.
 constexpr int64_t kCheapGrain = 32768;
