@@ -92,6 +92,12 @@ c10::ScalarType scalarDtypeOf(const c10::TypePtr& type) {
 
 }  // namespace
 
+ScalarArgKind scalarArgKindOf(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::FloatType) return ScalarArgKind::Double;
+  if (type->kind() == c10::TypeKind::BoolType) return ScalarArgKind::Bool;
+  return ScalarArgKind::Int64;
+}
+
 Operand constantOperand(IrBuilder& b, const torch::jit::Value* v) {
   Operand o;
   o.constant = torch::jit::toIValue(v);

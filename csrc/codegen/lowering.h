@@ -23,6 +23,9 @@ struct InputDesc {
   ScalarArgKind scalar_kind = ScalarArgKind::Double;
 };
 
+// How a scalar of this JIT type reaches a kernel: float as double, bool, else int64.
+ScalarArgKind scalarArgKindOf(const c10::TypePtr& type);
+
 // A graph constant as an operand: numbers become IR constants; other constants
 // (None, strings, lists) are passed to the op entry by value only.
 ops::Operand constantOperand(IrBuilder& b, const torch::jit::Value* v);

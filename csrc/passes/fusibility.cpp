@@ -297,9 +297,18 @@ std::optional<std::vector<int64_t>> completeSizes(const Value* v) {
 
 }  // namespace
 
+bool reduces(const Node* node) {
+  for (const Node* n : nodesOf(node)) {
+    const ops::OpEntry* entry = ops::findOp(n);
+    if (entry && entry->reduces) return true;
+  }
+  return false;
+}
+
 std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* producer) {
   std::optional<ops::RowReduction> row;
   const Value* row_input = nullptr;
+  std::vector<const Value*> reduced_inputs;
   bool other_ops = false;
   for (const Node* side : {consumer, producer}) {
     for (const Node* n : nodesOf(side)) {
@@ -311,6 +320,7 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
         return FusionDecision::no("it reduces over other dims than the group's reductions");
       }
       if (!row) row_input = n->input(0);
+      reduced_inputs.push_back(n->input(0));
       row = r;
     }
   }
@@ -332,6 +342,13 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   // Outputs have the shape the reductions read, or the reduced one.
   auto shape = completeSizes(row_input);
   if (!shape) return FusionDecision::yes();  // the runtime checks every call
+  for (const Value* in : reduced_inputs) {
+    auto sizes = completeSizes(in);
+    if (sizes && *sizes != *shape) {
+      return FusionDecision::no("its reductions would read values of different shapes (%" +
+                                in->debugName() + ")");
+    }
+  }
   const auto kept = ops::reducedSizes(*shape, {row->rank, row->reduced,
                                                ops::RowReduction::Result::KeepDims});
   const auto dropped = ops::reducedSizes(*shape, {row->rank, row->reduced,

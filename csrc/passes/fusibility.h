@@ -52,9 +52,12 @@ FusionDecision checkOutputShapes(const torch::jit::Node* consumer,
 // Groups that reduce (ops/reductions.h) run as row kernels: nullopt when neither side
 // holds a reduction; otherwise yes when every reduction of the merged group spans the
 // same trailing dims, it holds nothing but reductions and table ops, no reduction that
-// drops its dims feeds another op of the group, and each output has the profiled shape
-// the reductions read or the reduced one (unknown shapes are let through: the runtime
-// checks every call).
+// drops its dims feeds another op of the group, every reduction reads the same profiled
+// shape, and each output has that shape or the reduced one (unknown shapes are let
+// through: the runtime checks every call).
+// Whether `node` is a reduction of the table, or a group holding one.
+bool reduces(const torch::jit::Node* node);
+
 std::optional<FusionDecision> checkRowGroup(const torch::jit::Node* consumer,
                                             const torch::jit::Node* producer);
 

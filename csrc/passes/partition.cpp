@@ -151,6 +151,11 @@ class GroupFormer {
   bool mergeOneProducer(Node* group) {
     for (Node* producer : producersOf(group)) {
       if (isChunk(producer)) {
+        if (reduces(group)) {
+          refusals_[describeNode(producer)] =
+              "not merged into its consumer's group: a group that reduces reads no chunks";
+          continue;
+        }
         if (moveChunkUp(producer) || mergeChunk(group, producer)) return true;
         continue;
       }

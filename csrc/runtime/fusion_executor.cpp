@@ -13,17 +13,13 @@
 #include "codegen/lowering.h"
 #include "config.h"
 #include "passes/chunks.h"
+#include "runtime/interpreted_group.h"
 #include "runtime/kernel_builder.h"
+#include "runtime/output_allocation.h"
 #include "stats.h"
 
 namespace fuser::runtime {
 namespace {
-
-codegen::ScalarArgKind scalarKindOf(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::FloatType) return codegen::ScalarArgKind::Double;
-  if (type->kind() == c10::TypeKind::BoolType) return codegen::ScalarArgKind::Bool;
-  return codegen::ScalarArgKind::Int64;
-}
 
 // CUDA flat kernels move 16 bytes per access when every tensor they stream allows it:
 // inputs and cat slices (`tensors`); other outputs are freshly allocated, so aligned.
@@ -124,30 +120,6 @@ at::Tensor allocateCat(const KernelOutputTarget& target, std::vector<int64_t> sh
   return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
 }
 
-// An uninitialized output from the device's registered allocator (on CUDA, PyTorch's
-// caching allocator, which serves the current stream of `device`), as at::empty_strided
-// makes it but without its two passes through the dispatcher. On the H100 machine that
-// took a fused call of 64 x 512 floats from 13.9 to 13.1 us of host time; on CPU, from
-// 2.84 to 2.60 us for 16 floats.
-at::Tensor allocateStrided(c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                           c10::ScalarType dtype, c10::Device device) {
-  if (device.is_cpu()) return at::detail::empty_strided_cpu(sizes, strides, dtype);
-  c10::Allocator* allocator = device.is_cuda() ? c10::GetAllocator(device.type()) : nullptr;
-  if (allocator == nullptr) {
-    return at::empty_strided(sizes, strides, at::TensorOptions().dtype(dtype).device(device));
-  }
-  const c10::DeviceGuard guard(device);
-  return at::detail::empty_strided_generic(sizes, strides, allocator,
-                                           c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype);
-}
-
-// The subgraph as the interpreter can run it: it has no BroadcastingChunk operator.
-std::shared_ptr<torch::jit::Graph> interpretableCopy(torch::jit::Graph& subgraph) {
-  auto copy = subgraph.copy();
-  expandBroadcastingChunks(copy->block());
-  return copy;
-}
-
 }  // namespace
 
 FusionExecutor::FusionExecutor(const torch::jit::Node* node)
@@ -155,14 +127,15 @@ FusionExecutor::FusionExecutor(const torch::jit::Node* node)
       kernel_graph_(makeKernelGraph(*subgraph_)),
       layouts_(*kernel_graph_.graph),
       num_inputs_(node->inputs().size()),
-      num_outputs_(node->outputs().size()) {
+      num_outputs_(node->outputs().size()),
+      interpreted_(subgraph_) {
   for (const KernelOutputTarget& target : kernel_graph_.targets) {
     writes_cat_ = writes_cat_ || target.pieces > 0;
   }
   for (const torch::jit::Value* in : kernel_graph_.graph->inputs()) {
     const bool tensor = in->type()->kind() == c10::TypeKind::TensorType;
     is_tensor_.push_back(tensor);
-    scalar_kinds_.push_back(tensor ? codegen::ScalarArgKind::Double : scalarKindOf(in->type()));
+    scalar_kinds_.push_back(tensor ? codegen::ScalarArgKind::Double : codegen::scalarArgKindOf(in->type()));
   }
 }
 
@@ -261,14 +234,7 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
   return *specializations_.back();
 }
 
-void FusionExecutor::runInterpreted(torch::jit::Stack& stack) {
-  std::call_once(interpreter_once_, [&] {
-    interpreter_code_ =
-        std::make_unique<torch::jit::Code>(interpretableCopy(*subgraph_), "fuser_fusion_group");
-  });
-  stats().interpreted_runs++;
-  torch::jit::InterpreterState(*interpreter_code_).run(stack);
-}
+void FusionExecutor::runInterpreted(torch::jit::Stack& stack) { interpreted_.run(stack); }
 
 bool FusionExecutor::signatureOf(c10::ArrayRef<c10::IValue> inputs,
                                  InputSignature& signature) const {

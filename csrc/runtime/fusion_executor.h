@@ -24,6 +24,7 @@
 
 #include "codegen/kernel_ir.h"
 #include "runtime/compiled_kernel.h"
+#include "runtime/interpreted_group.h"
 #include "runtime/iteration_plan.h"
 #include "runtime/kernel_graph.h"
 #include "runtime/output_layout.h"
@@ -105,8 +106,7 @@ class FusionExecutor {
   int shape_kernels_ = 0;  // specializations with a fixed shape
   std::mutex prepared_mutex_;
   std::shared_ptr<const Prepared> prepared_;  // the last full call's, when repeatable
-  std::once_flag interpreter_once_;
-  std::unique_ptr<torch::jit::Code> interpreter_code_;
+  InterpretedGroup interpreted_;
   bool warned_ = false;
 };
 

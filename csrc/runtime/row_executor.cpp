@@ -11,7 +11,9 @@
 #include "codegen/lowering.h"
 #include "codegen/row_printer.h"
 #include "ops/op_table.h"
+#include "config.h"
 #include "runtime/kernel_builder.h"
+#include "runtime/output_allocation.h"
 #include "stats.h"
 
 namespace fuser::runtime {
@@ -21,12 +23,6 @@ using Sizes = std::vector<int64_t>;
 
 // Rows of fewer elements than this share a CPU thread with others.
 constexpr int64_t kCpuElementsPerThread = 32768;
-
-codegen::ScalarArgKind scalarKindOf(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::FloatType) return codegen::ScalarArgKind::Double;
-  if (type->kind() == c10::TypeKind::BoolType) return codegen::ScalarArgKind::Bool;
-  return codegen::ScalarArgKind::Int64;
-}
 
 bool isTensor(const torch::jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
@@ -82,15 +78,25 @@ bool RowExecutor::reduces(const torch::jit::Graph& subgraph) {
 RowExecutor::RowExecutor(const torch::jit::Node* node)
     : subgraph_(node->g(c10::attr::Subgraph)),
       num_inputs_(node->inputs().size()),
-      num_outputs_(node->outputs().size()) {
+      num_outputs_(node->outputs().size()),
+      interpreted_(subgraph_) {
   for (const torch::jit::Value* in : subgraph_->inputs()) {
     is_tensor_.push_back(isTensor(in));
-    scalar_kinds_.push_back(scalarKindOf(in->type()));
+    scalar_kinds_.push_back(codegen::scalarArgKindOf(in->type()));
   }
+  // What the partition guarantees (fusibility.h: checkRowGroup), checked again: a
+  // kernel that broke it would compute something else than the graph.
   for (const torch::jit::Node* n : subgraph_->nodes()) {
     reductions_.push_back(ops::rowReductionOf(n));
     const auto& r = reductions_.back();
-    if (n->kind() != c10::prim::Constant && !ops::findOp(n)) runnable_ = false;
+    const ops::OpEntry* entry = ops::findOp(n);
+    if (n->kind() != c10::prim::Constant && !entry) runnable_ = false;
+    if (entry && entry->reduces && !r) runnable_ = false;
+    if (r && r->result == ops::RowReduction::Result::DropDims) {
+      for (const auto& use : n->output()->uses()) {
+        if (use.user->kind() != c10::prim::Return) runnable_ = false;
+      }
+    }
     if (!r) continue;
     if (rank_ == 0) {
       rank_ = r->rank;
@@ -102,13 +108,7 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
   runnable_ = runnable_ && rank_ > 0;
 }
 
-void RowExecutor::runInterpreted(torch::jit::Stack& stack) {
-  std::call_once(interpreter_once_, [&] {
-    interpreter_code_ = std::make_unique<torch::jit::Code>(subgraph_, "fuser_row_group");
-  });
-  stats().interpreted_runs++;
-  torch::jit::InterpreterState(*interpreter_code_).run(stack);
-}
+void RowExecutor::runInterpreted(torch::jit::Stack& stack) { interpreted_.run(stack); }
 
 const RowExecutor::Specialization& RowExecutor::specialize(
     const c10::SmallVector<uint8_t, 32>& key, const std::vector<codegen::TensorInput>& accesses,
@@ -182,10 +182,13 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
       const auto& reduction = reductions_[n++];
       if (node->kind() == c10::prim::Constant) continue;
       if (!reduction) {
+        // type_as and the conversions read their other tensor for its dtype only.
+        const bool keeps_self = node->kind() == c10::aten::type_as || node->kind() == c10::aten::to;
         Sizes out;
         for (const torch::jit::Value* in : node->inputs()) {
           auto it = shapes.find(in);
           if (it != shapes.end()) out = at::infer_size(out, it->second);
+          if (keeps_self) break;
         }
         shapes.emplace(node->output(), std::move(out));
         continue;
@@ -194,7 +197,11 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
       if (static_cast<int64_t>(in.size()) != rank_ || (shape && *shape != in)) return nullptr;
       shape = in;
       if (node->kind() == c10::aten::layer_norm) {
+        // The guard fixes ranks, not sizes: eager raises for a normalized shape or a
+        // weight that is not the row's.
         const Sizes row(in.end() - reduced_, in.end());
+        auto normalized = torch::jit::toIValue(node->namedInput("normalized_shape"));
+        if (!normalized || normalized->toIntVector() != row) return nullptr;
         for (size_t w : {2, 3}) {
           auto it = shapes.find(node->input(w));
           if (it != shapes.end() && it->second != row) return nullptr;  // eager raises
@@ -227,6 +234,8 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
       return nullptr;
     }
     p->out_sizes.push_back(it->second);
+    const c10::DimVector strides = c10::contiguous_strides(it->second);
+    p->out_strides.emplace_back(strides.begin(), strides.end());
   }
 
   // Contiguous inputs, one of the iteration shape: eager's outputs are contiguous too.
@@ -331,6 +340,7 @@ void RowExecutor::run(torch::jit::Stack& stack) {
   }
   if (!device) return runInterpreted(stack);
 
+  if (config().use_interpreter) return runInterpreted(stack);
   std::shared_ptr<const Plan> p;
   {
     std::lock_guard<std::mutex> lock(last_mutex_);
@@ -340,15 +350,21 @@ void RowExecutor::run(torch::jit::Stack& stack) {
     stats().repeated_calls++;
   } else {
     p = plan(inputs, signature);
-    if (!p) return runInterpreted(stack);
+    if (!p) {
+      // Calls like this one run interpreted too, without planning again.
+      auto interpret = std::make_shared<Plan>();
+      interpret->signature = std::move(signature);
+      p = std::move(interpret);
+    }
     std::lock_guard<std::mutex> lock(last_mutex_);
     last_ = p;
   }
+  if (!p->kernel) return runInterpreted(stack);
 
   std::vector<at::Tensor> outputs;
   for (size_t o = 0; o < num_outputs_; ++o) {
-    outputs.push_back(
-        at::empty(p->out_sizes[o], at::TensorOptions().dtype(p->out_dtypes[o]).device(p->device)));
+    outputs.push_back(allocateStrided(p->out_sizes[o], p->out_strides[o], p->out_dtypes[o],
+                                      p->device));
     ptrs.push_back(outputs.back().data_ptr());
   }
   LaunchArgs args{ptrs.data(),

@@ -5,8 +5,9 @@
 // eager would runs the subgraph through the TorchScript interpreter instead, which gives
 // eager's results and errors: inputs that are not contiguous (eager's outputs might not
 // be), no input of the iteration shape, outputs of other shapes, empty tensors, and
-// layer_norm weights of the wrong size. A call whose inputs repeat the last call's
-// sizes, strides and dtypes reuses its plan.
+// layer_norm shapes and weights of the wrong size. A call whose inputs repeat the last
+// call's sizes, strides, dtypes and alignment reuses its plan (or goes straight to the
+// interpreter).
 #pragma once
 
 #include <ATen/core/stack.h>
@@ -23,6 +24,7 @@
 #include "codegen/row_printer.h"
 #include "ops/reductions.h"
 #include "runtime/compiled_kernel.h"
+#include "runtime/interpreted_group.h"
 
 namespace fuser::runtime {
 
@@ -44,7 +46,8 @@ class RowExecutor {
     int64_t rows = 0;
     int64_t row_size = 0;
     std::vector<std::vector<int64_t>> out_sizes;
-    std::shared_ptr<CompiledKernel> kernel;
+    std::vector<std::vector<int64_t>> out_strides;  // contiguous
+    std::shared_ptr<CompiledKernel> kernel;  // null: such calls run interpreted
     std::vector<c10::ScalarType> out_dtypes;
     c10::Device device{c10::kCPU};
   };
@@ -54,7 +57,7 @@ class RowExecutor {
     std::vector<c10::ScalarType> out_dtypes;
   };
 
-  // The plan for these inputs, or nullptr when the interpreter must run the call.
+  // The plan for these inputs, or nullptr when the interpreter must run such calls.
   std::shared_ptr<const Plan> plan(c10::ArrayRef<c10::IValue> inputs,
                                    c10::SmallVector<int64_t, 32> signature);
   const Specialization& specialize(const c10::SmallVector<uint8_t, 32>& key,
@@ -80,8 +83,7 @@ class RowExecutor {
   std::vector<std::unique_ptr<Specialization>> specializations_;
   std::mutex last_mutex_;
   std::shared_ptr<const Plan> last_;
-  std::once_flag interpreter_once_;
-  std::unique_ptr<torch::jit::Code> interpreter_code_;
+  InterpretedGroup interpreted_;
   bool warned_ = false;
 };
 

@@ -22,6 +22,8 @@ using c10::ScalarType;
 using codegen::ExprId;
 using codegen::IrOp;
 using codegen::ReduceKind;
+using torch::jit::Node;
+using GraphPtr = std::shared_ptr<torch::jit::Graph>;
 
 bool contains(const std::vector<ExprId>& ids, ExprId id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
@@ -125,11 +127,24 @@ const std::string kX = "Float(4, 6, strides=[6, 1], requires_grad=0, device=cpu)
 const std::string kRow = "Float(4, 1, strides=[1, 1], requires_grad=0, device=cpu)";
 const std::string kRows = "Float(4, strides=[1], requires_grad=0, device=cpu)";
 
-size_t groupsAfterPartition(const std::string& ir) {
+GraphPtr partitioned(const std::string& ir) {
   auto graph = testing_helpers::parseWithTypes(ir, {{"$X", kX}, {"$ROWS", kRows}, {"$ROW", kRow}});
   prepareGraph(graph);
   formFusionGroups(graph);
-  return collectFusionGroups(graph->block()).size();
+  return graph;
+}
+
+size_t groupsAfterPartition(const std::string& ir) {
+  return collectFusionGroups(partitioned(ir)->block()).size();
+}
+
+// Nodes of `kind` inside groups, and outside.
+std::pair<size_t, size_t> insideAndOutside(const GraphPtr& graph, c10::Symbol kind) {
+  size_t inside = 0;
+  for (Node* group : collectFusionGroups(graph->block())) {
+    inside += testing_helpers::countKind(group->g(torch::jit::attr::Subgraph)->block(), kind);
+  }
+  return {inside, testing_helpers::countKind(graph->block(), kind)};
 }
 
 TEST(RowPartition, SoftmaxJoinsItsNeighbours) {
@@ -151,9 +166,9 @@ graph(%x : $X):
 }
 
 TEST(RowPartition, AReductionThatDropsItsDimsFeedsNothing) {
-  // sum(x, -1) has shape [4]; added to x it broadcasts along the rows' dim, which a row
-  // kernel cannot give, so the add stays apart (and the sum alone is not a group).
-  EXPECT_EQ(groupsAfterPartition(R"IR(
+  // sum(x, -1) has shape [4]: what reads it broadcasts it along the wrong dim for a row
+  // kernel, so the add stays apart.
+  auto graph = partitioned(R"IR(
 graph(%x : $X):
   %two : float = prim::Constant[value=2.]()
   %one : int = prim::Constant[value=1]()
@@ -163,17 +178,41 @@ graph(%x : $X):
   %a : $X = aten::mul(%x, %two)
   %s : $ROWS = aten::sum(%a, %dims, %keep, %none)
   %t : $ROWS = aten::add(%s, %two, %one)
-  return (%t))IR"), 1u);  // mul + sum; the add outside
+  return (%t))IR");
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::sum), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::add), std::make_pair(size_t{0}, size_t{1}));
 }
 
-TEST(RowPartition, ALoneReductionIsAGroup) {
+TEST(RowPartition, ALoneSoftmaxIsAGroupALoneAmaxIsNot) {
+  EXPECT_EQ(groupsAfterPartition(R"IR(
+graph(%x : $X):
+  %dim : int = prim::Constant[value=-1]()
+  %none : NoneType = prim::Constant()
+  %s : $X = aten::softmax(%x, %dim, %none)
+  return (%s))IR"), 1u);
   EXPECT_EQ(groupsAfterPartition(R"IR(
 graph(%x : $X):
   %dims : int[] = prim::Constant[value=[-1]]()
   %keep : bool = prim::Constant[value=1]()
-  %none : NoneType = prim::Constant()
   %m : $ROW = aten::amax(%x, %dims, %keep)
-  return (%m))IR"), 1u);
+  return (%m))IR"), 0u);
+}
+
+TEST(RowPartition, ReductionsOfDifferentShapesStayApart) {
+  // amax keeps a [4, 1] value; summing that over its last dim would read another shape
+  // than the amax did, so the sum does not join (the group would never run a kernel).
+  auto graph = partitioned(R"IR(
+graph(%x : $X):
+  %two : float = prim::Constant[value=2.]()
+  %dims : int[] = prim::Constant[value=[-1]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %a : $X = aten::mul(%x, %two)
+  %m : $ROW = aten::amax(%a, %dims, %keep)
+  %s : $ROW = aten::sum(%m, %dims, %keep, %none)
+  return (%s))IR");
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::amax), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::sum), std::make_pair(size_t{0}, size_t{1}));
 }
 
 TEST(RowPartition, KeptDimsBroadcastBack) {

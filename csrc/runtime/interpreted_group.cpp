@@ -1,0 +1,18 @@
+#include "runtime/interpreted_group.h"
+
+#include "passes/chunks.h"
+#include "stats.h"
+
+namespace fuser::runtime {
+
+void InterpretedGroup::run(torch::jit::Stack& stack) {
+  std::call_once(once_, [&] {
+    auto copy = subgraph_->copy();
+    expandBroadcastingChunks(copy->block());
+    code_ = std::make_unique<torch::jit::Code>(copy, "fuser_fusion_group");
+  });
+  stats().interpreted_runs++;
+  torch::jit::InterpreterState(*code_).run(stack);
+}
+
+}  // namespace fuser::runtime

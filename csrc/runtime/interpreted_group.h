@@ -1,0 +1,29 @@
+// A group's subgraph run by the TorchScript interpreter: what a group does when its
+// kernel cannot serve a call (eager's results and errors, by construction).
+#pragma once
+
+#include <ATen/core/stack.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <memory>
+#include <mutex>
+
+namespace fuser::runtime {
+
+class InterpretedGroup {
+ public:
+  explicit InterpretedGroup(std::shared_ptr<torch::jit::Graph> subgraph)
+      : subgraph_(std::move(subgraph)) {}
+  // Runs the subgraph on the stack's inputs, leaving its outputs; counts
+  // stats().interpreted_runs. The code is made at the first run (BroadcastingChunk
+  // nodes, which the interpreter has no operator for, expanded in a copy).
+  void run(torch::jit::Stack& stack);
+
+ private:
+  std::shared_ptr<torch::jit::Graph> subgraph_;
+  std::once_flag once_;
+  std::unique_ptr<torch::jit::Code> code_;
+};
+
+}  // namespace fuser::runtime
