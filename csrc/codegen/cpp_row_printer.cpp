@@ -40,7 +40,7 @@ class CppRowPrinter {
     const bool held = printsHeldRow(kept);
     if (held) printHeldBuffers(kept);
     out_ << "  for (int64_t fx_r = fx_begin; fx_r < fx_end; ++fx_r) {\n";
-    printRowOffsets();
+    printRowOffsets(out_, k_, "    ");
     printExprs(s_.row_start, "    ", "0");
     if (held) {
       out_ << "    if (fx_n <= " << kHeldCapacity << ") {\n";
@@ -54,36 +54,8 @@ class CppRowPrinter {
 
  private:
   void printPointers() {
-    const int nd = k_.outer_ndim + k_.inner_ndim;
-    for (size_t i = 0; i < k_.inputs.size(); ++i) {
-      const char* t = storageTypeName(k_.inputs[i].dtype);
-      out_ << "  const " << t << "* __restrict__ in" << i << " = (const " << t << "*)fx_ptrs["
-           << i << "];\n  const int64_t* st" << i << " = fx_strides + " << i * nd << ";\n"
-           << "  (void)st" << i << ";\n";
-    }
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      const char* t = storageTypeName(k_.outputs[o].dtype);
-      out_ << "  " << t << "* __restrict__ out" << o << " = (" << t << "*)fx_ptrs["
-           << k_.inputs.size() + o << "];\n";
-    }
-    out_ << "  (void)fx_dargs; (void)fx_iargs; (void)fx_error;\n  int64_t fx_n = 1;\n";
-    for (int d = 0; d < k_.inner_ndim; ++d) {
-      out_ << "  fx_n *= fx_sizes[" << k_.outer_ndim + d << "];\n";
-    }
-  }
-
-  void printRowOffsets() {
-    for (size_t i = 0; i < k_.inputs.size(); ++i) out_ << "    int64_t off" << i << " = 0;\n";
-    out_ << "    {\n      int64_t fx_q = fx_r;\n";
-    for (int d = k_.outer_ndim - 1; d >= 0; --d) {
-      out_ << "      { const int64_t fx_idx = fx_q % fx_sizes[" << d << "]; fx_q /= fx_sizes["
-           << d << "];";
-      for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        out_ << " off" << i << " += fx_idx * st" << i << "[" << d << "];";
-      }
-      out_ << " }\n";
-    }
-    out_ << "    }\n";
+    printRowPointers(out_, k_, "fx_ptrs", "fx_strides");
+    out_ << "  (void)fx_dargs; (void)fx_iargs; (void)fx_error;\n";
   }
 
   // Float sums accumulate in double: a float accumulator would lose
@@ -266,24 +238,12 @@ class CppRowPrinter {
     out_ << "    }\n";
   }
 
-  void printRowStores() {
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      const TensorOutput& out = k_.outputs[o];
-      if (!out.per_row) continue;
-      out_ << "    out" << o << "[fx_r] = "
-           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
-    }
-  }
+  void printRowStores() { printPerRowStores(out_, k_, "    "); }
 
   // `element` names the row's element index the loads read (row-level loads ignore it).
   void printExprs(const std::vector<ExprId>& ids, const std::string& indent,
                   const std::string& element) {
-    auto load = [&](const Expr& e) { return rowLoad(k_, e, element); };
-    for (ExprId i : ids) {
-      const Expr& e = k_.exprs[i];
-      out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
-           << formatExpr(k_, e, load) << ";\n";
-    }
+    printRowExprs(out_, k_, ids, indent, element);
   }
 
   const Kernel& k_;

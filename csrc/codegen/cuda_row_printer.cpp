@@ -81,7 +81,7 @@ class CudaRowPrinter {
       out_ << "  __shared__ float fx_partf[" << block / 32 << "];\n"
            << "  __shared__ double fx_partd[" << block / 32 << "];\n";
     }
-    printPointers(nd);
+    printRowPointers(out_, k_, "a.ptrs", "a.strides");
     printExprs(s_.constants, "  ", "0");
     const int lanes = k_.row_lanes;
     out_ << "  const int fx_lane = threadIdx.x % " << lanes << ";\n"
@@ -89,7 +89,7 @@ class CudaRowPrinter {
          << lanes << ";\n"
          << "  const bool fx_live = fx_r < a.rows;\n"
          << "  if (!fx_live) fx_r = a.rows - 1;\n";
-    printRowOffsets();
+    printRowOffsets(out_, k_, "  ");
     printExprs(s_.row_start, "  ", "0");
     if (k_.row_chunks > 0 && heldWords(s_.held) <= kMaxHeldWords) {
       printHeldRow();
@@ -112,38 +112,6 @@ class CudaRowPrinter {
   }
 
  private:
-  void printPointers(int nd) {
-    for (size_t i = 0; i < k_.inputs.size(); ++i) {
-      const char* t = storageTypeName(k_.inputs[i].dtype);
-      out_ << "  const " << t << "* __restrict__ in" << i << " = (const " << t << "*)a.ptrs[" << i
-           << "];\n  const int64_t* st" << i << " = a.strides + " << i * nd << ";\n"
-           << "  (void)st" << i << ";\n";
-    }
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      const char* t = storageTypeName(k_.outputs[o].dtype);
-      out_ << "  " << t << "* __restrict__ out" << o << " = (" << t << "*)a.ptrs["
-           << k_.inputs.size() + o << "];\n";
-    }
-    out_ << "  int64_t fx_n = 1;\n";
-    for (int d = 0; d < k_.inner_ndim; ++d) {
-      out_ << "  fx_n *= fx_sizes[" << k_.outer_ndim + d << "];\n";
-    }
-  }
-
-  void printRowOffsets() {
-    for (size_t i = 0; i < k_.inputs.size(); ++i) out_ << "  int64_t off" << i << " = 0;\n";
-    out_ << "  {\n    int64_t fx_q = fx_r;\n";
-    for (int d = k_.outer_ndim - 1; d >= 0; --d) {
-      out_ << "    { const int64_t fx_idx = fx_q % fx_sizes[" << d << "]; fx_q /= fx_sizes[" << d
-           << "];";
-      for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        out_ << " off" << i << " += fx_idx * st" << i << "[" << d << "];";
-      }
-      out_ << " }\n";
-    }
-    out_ << "  }\n";
-  }
-
   void printPass(const RowSchedule::Pass& pass) {
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
@@ -178,16 +146,13 @@ class CudaRowPrinter {
   }
 
   void printRowStores() {
-    bool per_row = false;
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      const TensorOutput& out = k_.outputs[o];
-      if (!out.per_row) continue;
-      if (!per_row) out_ << "  if (fx_lane == 0) {\n";
-      per_row = true;
-      out_ << "    out" << o << "[fx_r] = "
-           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
+    if (std::none_of(k_.outputs.begin(), k_.outputs.end(),
+                     [](const TensorOutput& o) { return o.per_row; })) {
+      return;
     }
-    if (per_row) out_ << "  }\n";
+    out_ << "  if (fx_lane == 0) {\n";
+    printPerRowStores(out_, k_, "    ");
+    out_ << "  }\n";
   }
 
   // ---- Rows held in registers (Kernel::row_chunks > 0) ------------------------------
@@ -314,12 +279,7 @@ class CudaRowPrinter {
 
   void printExprs(const std::vector<ExprId>& ids, const std::string& indent,
                   const std::string& element) {
-    auto load = [&](const Expr& e) { return rowLoad(k_, e, element); };
-    for (ExprId i : ids) {
-      const Expr& e = k_.exprs[i];
-      out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
-           << formatExpr(k_, e, load) << ";\n";
-    }
+    printRowExprs(out_, k_, ids, indent, element);
   }
 
   const Kernel& k_;

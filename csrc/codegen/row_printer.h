@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "codegen/kernel_ir.h"
 
@@ -46,5 +48,16 @@ std::string reduceIdentity(const Expr& reduce);
 // A load of a row kernel at element `e` of the row (row-level inputs ignore it); the
 // printer names the row's input offsets offN and strides stN.
 std::string rowLoad(const Kernel& kernel, const Expr& load, const std::string& e);
+// inN, stN and outN from the pointer array `ptrs` and the stride array `strides`;
+// fx_n, the elements of a row, from fx_sizes.
+void printRowPointers(std::ostream& out, const Kernel& kernel, const std::string& ptrs,
+                      const std::string& strides);
+// offN: where row fx_r of input N starts.
+void printRowOffsets(std::ostream& out, const Kernel& kernel, const std::string& indent);
+// `const T vI = ...;` for each of `ids`, loads at element `element` of the row.
+void printRowExprs(std::ostream& out, const Kernel& kernel, const std::vector<ExprId>& ids,
+                   const std::string& indent, const std::string& element);
+// outN[fx_r] = vI for the per-row outputs.
+void printPerRowStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 
 }  // namespace fuser::codegen

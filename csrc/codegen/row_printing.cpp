@@ -1,7 +1,10 @@
 // What both row printers print alike: the helpers their kernels start with, the
-// reductions' combining functions and identities, and element loads.
+// reductions' combining functions and identities, pointers and row offsets, element
+// loads and expressions, per-row stores.
 #include "codegen/expr_printer.h"
 #include "codegen/row_printer.h"
+
+#include <ostream>
 
 namespace fuser::codegen {
 
@@ -52,6 +55,57 @@ std::string rowLoad(const Kernel& k, const Expr& load, const std::string& e) {
                                          std::to_string(k.inner_ndim) + ")";
   }
   return loadConversion(in.dtype, load.type, "in" + n + "[" + offset + "]");
+}
+
+void printRowPointers(std::ostream& out, const Kernel& k, const std::string& ptrs,
+                      const std::string& strides) {
+  const int nd = k.outer_ndim + k.inner_ndim;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const char* t = storageTypeName(k.inputs[i].dtype);
+    out << "  const " << t << "* __restrict__ in" << i << " = (const " << t << "*)" << ptrs << "["
+        << i << "];\n  const int64_t* st" << i << " = " << strides << " + " << i * nd << ";\n"
+        << "  (void)st" << i << ";\n";
+  }
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const char* t = storageTypeName(k.outputs[o].dtype);
+    out << "  " << t << "* __restrict__ out" << o << " = (" << t << "*)" << ptrs << "["
+        << k.inputs.size() + o << "];\n";
+  }
+  out << "  int64_t fx_n = 1;\n";
+  for (int d = 0; d < k.inner_ndim; ++d) out << "  fx_n *= fx_sizes[" << k.outer_ndim + d << "];\n";
+}
+
+void printRowOffsets(std::ostream& out, const Kernel& k, const std::string& indent) {
+  for (size_t i = 0; i < k.inputs.size(); ++i) out << indent << "int64_t off" << i << " = 0;\n";
+  out << indent << "{\n" << indent << "  int64_t fx_q = fx_r;\n";
+  for (int d = k.outer_ndim - 1; d >= 0; --d) {
+    out << indent << "  { const int64_t fx_idx = fx_q % fx_sizes[" << d << "]; fx_q /= fx_sizes["
+        << d << "];";
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+      out << " off" << i << " += fx_idx * st" << i << "[" << d << "];";
+    }
+    out << " }\n";
+  }
+  out << indent << "}\n";
+}
+
+void printRowExprs(std::ostream& out, const Kernel& k, const std::vector<ExprId>& ids,
+                   const std::string& indent, const std::string& element) {
+  auto load = [&](const Expr& e) { return rowLoad(k, e, element); };
+  for (ExprId i : ids) {
+    const Expr& e = k.exprs[i];
+    out << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
+        << formatExpr(k, e, load) << ";\n";
+  }
+}
+
+void printPerRowStores(std::ostream& out, const Kernel& k, const std::string& indent) {
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const TensorOutput& output = k.outputs[o];
+    if (!output.per_row) continue;
+    out << indent << "out" << o << "[fx_r] = "
+        << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
+  }
 }
 
 }  // namespace fuser::codegen

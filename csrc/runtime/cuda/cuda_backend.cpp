@@ -83,20 +83,21 @@ class CudaRowKernel final : public CompiledKernel {
   }
 
   void launch(const LaunchArgs& a) const override {
-    c10::SmallVector<uint64_t, 64> words;
-    auto put = [&](const void* data, int64_t count, int64_t slots) {
-      const size_t at = words.size();
-      words.resize(at + std::max<int64_t>(slots, 1), 0);
-      std::memcpy(words.data() + at, data, count * sizeof(uint64_t));
+    // At most kCudaParamBytes (compileCudaRowKernel checks).
+    uint64_t words[kCudaParamBytes / sizeof(uint64_t)] = {};
+    int64_t used = 0;
+    auto put = [&](const void* data, int64_t count) {
+      if (count > 0) std::memcpy(words + used, data, count * sizeof(uint64_t));
+      used += std::max<int64_t>(count, 1);  // each array takes a word at least
     };
-    put(a.ptrs, a.num_inputs + a.num_outputs, a.num_inputs + a.num_outputs);
-    put(a.sizes, a.ndim, a.ndim);
-    put(a.strides, int64_t{a.num_inputs} * a.ndim, int64_t{a.num_inputs} * a.ndim);
-    put(a.dargs, num_doubles_, num_doubles_);
-    put(a.iargs, num_ints_, num_ints_);
-    words.push_back(static_cast<uint64_t>(a.numel));
-    TORCH_INTERNAL_ASSERT(static_cast<int64_t>(words.size()) == words_);
-    void* params[] = {words.data()};
+    put(a.ptrs, a.num_inputs + a.num_outputs);
+    put(a.sizes, a.ndim);
+    put(a.strides, int64_t{a.num_inputs} * a.ndim);
+    put(a.dargs, num_doubles_);
+    put(a.iargs, num_ints_);
+    words[used++] = static_cast<uint64_t>(a.numel);
+    TORCH_INTERNAL_ASSERT(used == words_);
+    void* params[] = {words};
     const int64_t grid = (a.numel + rows_per_block_ - 1) / rows_per_block_;
     TORCH_CHECK(grid < (int64_t{1} << 31), "fuser: too many rows for one launch");
     loaded_->launch(static_cast<unsigned>(grid), 1, static_cast<unsigned>(block_), params,
