@@ -54,11 +54,9 @@ FusionDecision checkRowReduction(const Node* node) {
   if (!floatingInput(node)) {
     return FusionDecision::no("reductions are fused for floating inputs of a profiled dtype");
   }
-  for (const char* name : {"dtype"}) {
-    if (node->schema().argumentIndexWithName(name)) {
-      auto v = constantInput(node, name);
-      if (!v || !v->isNone()) return FusionDecision::no("a reduction's dtype argument is not None");
-    }
+  if (node->schema().argumentIndexWithName("dtype")) {
+    auto v = constantInput(node, "dtype");
+    if (!v || !v->isNone()) return FusionDecision::no("a reduction's dtype argument is not None");
   }
   for (const char* name : {"unbiased", "correction", "p"}) {
     if (node->schema().argumentIndexWithName(name) && !constantInput(node, name)) {
@@ -119,14 +117,14 @@ Operand lowerMean(IrBuilder& b, const Args& a) {
 
 template <ReduceKind Kind>
 Operand lowerExtreme(IrBuilder& b, const Args& a) {
-  requireFloating(a[0], "amax");
+  requireFloating(a[0], Kind == ReduceKind::Max ? "amax" : "amin");
   return makeResult(b.reduce(Kind, a[0].expr), a[0].dtype, {a[0]});
 }
 
 // (self, dim, unbiased or correction, keepdim): unbiased is correction 1 or 0.
 template <bool Std>
 Operand lowerVariance(IrBuilder& b, const Args& a) {
-  requireFloating(a[0], "var");
+  requireFloating(a[0], Std ? "std" : "var");
   ExprId v = rowVariance(b, a[0].expr, correctionOf(a[2], 1));
   return makeResult(Std ? b.unary(IrOp::Sqrt, v) : v, a[0].dtype, {a[0]});
 }

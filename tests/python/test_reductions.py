@@ -311,3 +311,24 @@ def test_layer_norm_of_another_width_raises_as_eager(device: str) -> None:
             eager_from_source(text)(torch.randn(4, 32, device=device))
         with pytest.raises(RuntimeError, match="normalized_shape"):
             fn(torch.randn(4, 32, device=device))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_inputs_broadcast_within_and_along_rows(device: str) -> None:
+    """Inputs read one value per row ([R, 1]), rows whose dims do not merge into one run
+    (an input broadcast along the middle dim), and outputs wider than the inputs (a
+    float16 input, float32 results: CUDA stores twice the bytes it loads)."""
+    x = torch.randn(6, 5, 40, device=device)
+    per_row = torch.randn(6, 5, 1, device=device)
+    middle = torch.randn(6, 1, 40, device=device)
+    two = "def f(x, y):\n    return "
+    with fuser.enabled(True):
+        compare(two + "torch.softmax(x * y, -1) + y\n", x, per_row)
+        compare(two + "(x + y).sum([-2, -1], keepdim=True) * 0.5\n", x, middle, case="sum")
+        compare(
+            "def f(x):\n    return torch.softmax(x.float() * 2.0, -1)\n",
+            x.half(),
+            dtype=torch.float16,
+        )
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 6 and stats["interpreted_runs"] == 0, stats
