@@ -96,8 +96,10 @@ FusionDecision checkChunkMovable(const Node* chunk, size_t index) {
   }
   if (isFusionGroup(producer)) return FusionDecision::no("the chunked value comes from a group");
   if (auto d = checkFusible(producer); !d) return d;
-  // type_as keeps self's shape instead of broadcasting its operands.
-  if (producer->kind() == c10::aten::type_as || producer->outputs().size() != 1) {
+  // type_as keeps self's shape instead of broadcasting its operands; a reduction's
+  // result is not computed element by element, nor is batch_norm's per-channel read.
+  if (producer->kind() == c10::aten::type_as || producer->outputs().size() != 1 ||
+      reduces(producer) || holdsBatchNorm(producer)) {
     return FusionDecision::no(describeNode(producer) + " is not a broadcasting elementwise op");
   }
   for (const auto& use : value->uses()) {

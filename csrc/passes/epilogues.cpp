@@ -7,7 +7,7 @@
 // add or scale after it, so the bias costs no pass of its own (cuDNN and ATen's
 // convolutions add it in a separate kernel; nvFuser split linear the same way).
 // Left alone: no bias, a bias without complete type, a result no fusible node reads
-// (nothing would join), anything on the CPU that oneDNN Graph fuses (its post-op
+// (nothing would join; a batch_norm reads its input from outside its group), anything on the CPU that oneDNN Graph fuses (its post-op
 // readers are refused by checkFusible), and float16/bfloat16 results where eager adds
 // the bias before rounding (linear everywhere, convolutions on the CPU): the split
 // would round twice. ATen's CUDA convolutions add the bias afterwards, as the split does.
@@ -39,7 +39,7 @@ std::optional<int64_t> spatialRank(const Node* node) {
 
 bool readByFusibleNode(const Value* out) {
   for (const torch::jit::Use& use : out->uses()) {
-    if (checkFusible(use.user)) return true;
+    if (checkFusible(use.user) && !readsFromOutsideItsGroup(use.user, use.offset)) return true;
   }
   return false;
 }

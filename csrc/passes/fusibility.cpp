@@ -6,12 +6,14 @@
 
 #include "codegen/lowering.h"
 #include "config.h"
+#include "ops/batch_norm.h"
 #include "ops/op_table.h"
 #include "ops/reductions.h"
 #include "passes/concat.h"
 #include "passes/groups.h"
 #include "passes/onednn_beside.h"
 #include "passes/param_space.h"
+#include "passes/reasons.h"
 
 namespace fuser {
 
@@ -297,6 +299,37 @@ std::optional<std::vector<int64_t>> completeSizes(const Value* v) {
 
 }  // namespace
 
+bool holdsBatchNorm(const Node* node) {
+  for (const Node* n : nodesOf(node)) {
+    if (ops::isBatchNorm(n)) return true;
+  }
+  return false;
+}
+
+bool readsFromOutsideItsGroup(const Node* user, size_t input) {
+  if (!ops::isBatchNorm(user)) return false;
+  const auto& slots = ops::kBatchNormChannelOperands;
+  return input == ops::kBatchNormInput || std::find(slots.begin(), slots.end(), input) != slots.end();
+}
+
+FusionDecision checkOperandsFromOutside(const Node* consumer, const Node* producer) {
+  for (const Node* n : nodesOf(consumer)) {
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      if (!readsFromOutsideItsGroup(n, i)) continue;
+      const Value* v = n->input(i);
+      // Inside a group, the operand is a subgraph input standing for the group's input.
+      if (isFusionGroup(consumer) && v->node()->kind() == c10::prim::Param) {
+        v = consumer->input(v->offset());
+      }
+      if (v->node() == producer) {
+        return FusionDecision::no(describeNode(n) + " reads its input and per-channel operands "
+                                  "from outside its group");
+      }
+    }
+  }
+  return FusionDecision::yes();
+}
+
 bool reduces(const Node* node) {
   for (const Node* n : nodesOf(node)) {
     const ops::OpEntry* entry = ops::findOp(n);
@@ -313,7 +346,7 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   for (const Node* side : {consumer, producer}) {
     for (const Node* n : nodesOf(side)) {
       if (n->kind() == c10::prim::Constant) continue;
-      other_ops = other_ops || !ops::findOp(n);
+      other_ops = other_ops || !ops::findOp(n) || ops::isBatchNorm(n);
       auto r = ops::rowReductionOf(n);
       if (!r) continue;
       if (row && (row->rank != r->rank || row->reduced != r->reduced)) {
@@ -393,6 +426,7 @@ FusionDecision canFuse(const Node* consumer, const Node* producer) {
   } else if (auto d = checkOutputShapes(consumer, producer); !d) {
     return d;
   }
+  if (auto d = checkOperandsFromOutside(consumer, producer); !d) return d;
   if (auto d = checkParamSpace(consumer, producer); !d) return d;
   return checkArgLimit(countMergedArgs(consumer, producer));
 }

@@ -61,8 +61,22 @@ bool reduces(const torch::jit::Node* node);
 std::optional<FusionDecision> checkRowGroup(const torch::jit::Node* consumer,
                                             const torch::jit::Node* producer);
 
+// Whether `node` is an aten::batch_norm of the table, or a group holding one.
+bool holdsBatchNorm(const torch::jit::Node* node);
+
+// Whether `user` must read its input number `input` from outside its group: the input
+// and per-channel operands of batch_norm (ops/batch_norm.h), which the kernel reads as
+// group inputs, so that the runtime can check their sizes against each other.
+bool readsFromOutsideItsGroup(const torch::jit::Node* user, size_t input);
+
+// Yes unless `producer` computes an operand that some node of `consumer` must read
+// from outside its group (readsFromOutsideItsGroup).
+FusionDecision checkOperandsFromOutside(const torch::jit::Node* consumer,
+                                        const torch::jit::Node* producer);
+
 // Yes when both are fusible, in one block, on one device, the merged group's outputs
-// keep one shape (or, for a group that reduces, pass checkRowGroup), its inputs fit CUDA's parameter space, and the group stays within
+// keep one shape (or, for a group that reduces, pass checkRowGroup), no operand that
+// must come from outside the group is computed in it, its inputs fit CUDA's parameter space, and the group stays within
 // config().arg_limit. Alias safety is not
 // checked here.
 FusionDecision canFuse(const torch::jit::Node* consumer, const torch::jit::Node* producer);

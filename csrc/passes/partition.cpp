@@ -151,9 +151,10 @@ class GroupFormer {
   bool mergeOneProducer(Node* group) {
     for (Node* producer : producersOf(group)) {
       if (isChunk(producer)) {
-        if (reduces(group)) {
+        if (reduces(group) || holdsBatchNorm(group)) {
           refusals_[describeNode(producer)] =
-              "not merged into its consumer's group: a group that reduces reads no chunks";
+              "not merged into its consumer's group: a group that reduces or holds a "
+              "batch_norm reads no chunks";
           continue;
         }
         if (moveChunkUp(producer) || mergeChunk(group, producer)) return true;

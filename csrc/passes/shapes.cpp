@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ops/batch_norm.h"
 #include "ops/op_table.h"
 #include "passes/chunks.h"
 #include "passes/concat.h"
@@ -69,9 +70,11 @@ class SizeBuilder {
     if (isChunk(node)) return chunkSize(node, v->offset());
     // A cat is not elementwise; it stays an output rather than have its size built.
     if (isCat(node)) return nullptr;
-    // type_as keeps self's shape; a reduction keeps its output (its size is not a
+    // type_as and batch_norm keep self's shape; a reduction keeps its output (its size is not a
     // broadcast); every other op of the table broadcasts its operands.
-    if (node->kind() == c10::aten::type_as) return sizeOf(node->input(0));
+    if (node->kind() == c10::aten::type_as || ops::isBatchNorm(node)) {
+      return sizeOf(node->input(0));
+    }
     if (const ops::OpEntry* entry = ops::findOp(node); entry && entry->reduces) return nullptr;
     std::vector<Value*> operands;
     for (Value* in : node->inputs()) {

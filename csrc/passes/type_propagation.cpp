@@ -17,6 +17,7 @@
 
 #include "codegen/kernel_ir.h"
 #include "codegen/lowering.h"
+#include "ops/batch_norm.h"
 #include "passes/fusibility.h"
 #include "passes/pipeline.h"
 
@@ -32,9 +33,11 @@ bool hasDtypeDeviceRank(const c10::TensorTypePtr& t) {
   return t && t->scalarType() && t->device() && t->dim();
 }
 
-// Ops whose result takes its shape from `self` alone (the other tensor gives a dtype).
+// Ops whose result takes its shape from `self` alone (type_as's other tensor gives a
+// dtype; batch_norm's others are per channel).
 bool shapeFromSelfOnly(const Node* node) {
-  return node->kind() == c10::aten::type_as || node->kind() == c10::aten::to;
+  return node->kind() == c10::aten::type_as || node->kind() == c10::aten::to ||
+         ops::isBatchNorm(node);
 }
 
 // Broadcast sizes of `types`, or an unsized shape of the highest rank when some size

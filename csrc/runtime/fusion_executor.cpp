@@ -87,6 +87,19 @@ TensorView broadcastView(const KernelInputSource& source, c10::ArrayRef<c10::IVa
   return view;
 }
 
+// `channels` ([C]) placed along dim 1 of `x`: [C, 1, ..., 1] with x.dim() - 2 ones. False
+// when C is not x.size(1), where eager refuses the call.
+bool alongChannels(TensorView& channels, const c10::IValue& x) {
+  if (!x.isTensor() || !x.toTensor().defined()) return false;
+  const at::Tensor& t = x.toTensor();
+  if (channels.dim() != 1 || t.dim() < 2 || channels.sizes[0] != t.size(1)) return false;
+  for (int64_t d = 2; d < t.dim(); ++d) {
+    channels.sizes.push_back(1);
+    channels.strides.push_back(1);
+  }
+  return true;
+}
+
 // Chunk `source.index` of `whole`, sized as eager's chunk (ceil(size / chunks), the
 // last smaller).
 TensorView chunkOf(const TensorView& whole, const KernelInputSource& source) {
@@ -334,7 +347,7 @@ TensorView viewOf(const Layout& layout, c10::Device device) {
 }  // namespace
 
 void FusionExecutor::run(torch::jit::Stack& stack) {
-  if (config().use_interpreter) return runInterpreted(stack);
+  if (config().use_interpreter || kernel_graph_.interpret_only) return runInterpreted(stack);
   auto inputs = torch::jit::last(stack, num_inputs_);
 
   // A call whose inputs have the last call's dtypes, devices, sizes, strides and
@@ -369,6 +382,9 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     if (source.chunks == 0) {
       first_chunk.push_back(static_cast<int32_t>(views.size()));
       views.push_back(TensorView::of(v.toTensor()));
+      if (source.channels_of && !alongChannels(views.back(), inputs[*source.channels_of])) {
+        return runInterpreted(stack);  // eager raises its own error on these sizes
+      }
       continue;
     }
     if (!chunked || chunked->group_input != source.group_input ||

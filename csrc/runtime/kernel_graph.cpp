@@ -1,5 +1,6 @@
 #include "runtime/kernel_graph.h"
 
+#include "ops/batch_norm.h"
 #include "passes/chunks.h"
 #include "passes/concat.h"
 
@@ -46,6 +47,36 @@ void splitCatOutputs(KernelGraph& k) {
   }
 }
 
+// Gives each batch_norm operand read per channel a kernel input of its own (the same
+// [C] tensor may be read elsewhere along the last dim, as broadcasting reads it).
+void readChannelOperands(KernelGraph& k) {
+  torch::jit::Graph& g = *k.graph;
+  auto isPlainInput = [&](const torch::jit::Value* v) {
+    return v->node() == g.param_node() && k.sources[v->offset()].chunks == 0 &&
+           !k.sources[v->offset()].channels_of;
+  };
+  for (torch::jit::Node* node : g.nodes()) {
+    if (!ops::isBatchNorm(node)) continue;
+    const torch::jit::Value* x = node->input(ops::kBatchNormInput);
+    if (!isPlainInput(x)) {
+      k.interpret_only = true;
+      return;
+    }
+    for (size_t slot : ops::kBatchNormChannelOperands) {
+      const torch::jit::Value* operand = node->input(slot);
+      if (operand->type()->kind() != c10::TypeKind::TensorType) continue;  // None
+      if (!isPlainInput(operand)) {
+        k.interpret_only = true;
+        return;
+      }
+      KernelInputSource source{k.sources[operand->offset()].group_input};
+      source.channels_of = k.sources[x->offset()].group_input;
+      node->replaceInput(slot, g.addInput()->setType(operand->type()));
+      k.sources.push_back(source);
+    }
+  }
+}
+
 }  // namespace
 
 KernelGraph makeKernelGraph(torch::jit::Graph& subgraph) {
@@ -75,7 +106,9 @@ KernelGraph makeKernelGraph(torch::jit::Graph& subgraph) {
     }
     node->destroy();
   }
-  // A chunked input the kernel no longer reads must not take part in its shape.
+  readChannelOperands(k);
+  // An input the kernel no longer reads itself (chunked, or read per channel) must not
+  // take part in its shape.
   for (size_t i = g.inputs().size(); i-- > 0;) {
     if (g.inputs()[i]->uses().empty() && k.sources[i].chunks == 0 &&
         g.inputs()[i]->type()->kind() == c10::TypeKind::TensorType) {

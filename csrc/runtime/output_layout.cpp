@@ -1,6 +1,7 @@
 #include "runtime/output_layout.h"
 
 #include <ATen/ExpandUtils.h>
+#include <c10/core/MemoryFormat.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -91,6 +92,23 @@ Layout contiguousLayout(c10::IntArrayRef sizes) {
   Layout out;
   out.sizes.assign(sizes.begin(), sizes.end());
   out.strides = contiguousStrides(sizes);
+  return out;
+}
+
+Layout suggestedFormatLayout(const Layout& self) {
+  const c10::IntArrayRef sizes(self.sizes);
+  const c10::IntArrayRef strides(self.strides);
+  Layout out;
+  out.sizes = self.sizes;
+  if (sizes.size() == 4 && c10::is_channels_last_strides_2d(sizes, strides)) {
+    const auto cl = c10::get_channels_last_strides_2d(sizes);
+    out.strides.assign(cl.begin(), cl.end());
+  } else if (sizes.size() == 5 && c10::is_channels_last_strides_3d(sizes, strides)) {
+    const auto cl = c10::get_channels_last_strides_3d(sizes);
+    out.strides.assign(cl.begin(), cl.end());
+  } else {
+    return contiguousLayout(sizes);
+  }
   return out;
 }
 
@@ -226,6 +244,7 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
       step.rule = Rule::Preserve;
     }
     if (kind == masked_fill) step.rule = Rule::Contiguous;
+    if (kind == c10::aten::batch_norm) step.rule = Rule::SuggestedFormat;
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       const torch::jit::Value* in = node->input(i);
       if (auto it = slot.find(in); it != slot.end()) {
@@ -287,6 +306,10 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs,
         result = preservedLayout(*operands[0]);
         break;
       case Rule::Contiguous: result = contiguousLayout(iteratorLayout(operands).sizes); break;
+      case Rule::SuggestedFormat:
+        TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
+        result = suggestedFormatLayout(*operands[0]);
+        break;
     }
   }
   outputs.clear();

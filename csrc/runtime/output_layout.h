@@ -16,7 +16,9 @@
 //   self is dense, else the dense strides in self's dimension order
 //   (memory_format=preserve); they never broadcast, and their `other` tensor is read
 //   for its dtype only;
-// - masked_fill clones self, broadcast to the mask, contiguously.
+// - masked_fill clones self, broadcast to the mask, contiguously;
+// - batch_norm allocates like its input in its suggested memory format: channels-last
+//   (2-D or 3-D) when the input's strides are, else contiguous.
 // Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
 // dense), the group returns a fresh dense tensor with the strides above.
 #pragma once
@@ -41,6 +43,9 @@ struct Layout {
 Layout iteratorLayout(c10::ArrayRef<const Layout*> operands);  // null operand: a wrapped scalar
 Layout preservedLayout(const Layout& self);
 Layout contiguousLayout(c10::IntArrayRef sizes);
+// empty_like(self, self.suggest_memory_format()): channels-last when self's strides
+// are, else contiguous.
+Layout suggestedFormatLayout(const Layout& self);
 
 // The replay of one kernel graph, prepared once per group.
 class LayoutProgram {
@@ -56,7 +61,7 @@ class LayoutProgram {
   const std::vector<bool>& readsElements() const { return reads_elements_; }
 
  private:
-  enum class Rule : uint8_t { Iterate, Preserve, Contiguous };
+  enum class Rule : uint8_t { Iterate, Preserve, Contiguous, SuggestedFormat };
   struct Step {
     Rule rule;
     c10::SmallVector<int32_t, 4> operands;  // value slots; -1 for a wrapped scalar

@@ -1,0 +1,25 @@
+// aten::batch_norm in inference (training a constant False): per element of x,
+//   y = (x - running_mean) * rsqrt(running_var + eps) * weight + bias,
+// with the four statistics and affine tensors of shape [C] read along x's dim 1. It is
+// elementwise over x, so it joins elementwise groups (BatchNorm + ReLU in one pass);
+// its [C] operands stay group inputs, which the kernel reads as [C, 1, ..., 1]
+// (runtime/kernel_graph.h: KernelInputSource::channels_of). x is a group input too, so
+// the runtime checks each call that the operands hold x.size(1) elements, as eager does.
+// Batch statistics (training) reduce over every dim but 1: not fused yet.
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <array>
+#include <cstddef>
+
+namespace fuser::ops {
+
+// Inputs of aten::batch_norm: x, then weight, bias, running_mean, running_var.
+inline constexpr size_t kBatchNormInput = 0;
+inline constexpr std::array<size_t, 4> kBatchNormChannelOperands = {1, 2, 3, 4};
+
+// Whether `node` is an aten::batch_norm (the table's entry decides whether it fuses).
+bool isBatchNorm(const torch::jit::Node* node);
+
+}  // namespace fuser::ops
