@@ -332,3 +332,13 @@ def test_inputs_broadcast_within_and_along_rows(device: str) -> None:
         )
     stats = fuser.stats()
     assert stats["row_launches"] >= 6 and stats["interpreted_runs"] == 0, stats
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dim", [0, -1])
+def test_chunks_of_a_reduction_are_not_moved_above_it(device: str, dim: int) -> None:
+    """chunk(softmax(x)) is not softmax(chunk(x)): the chunk stays below the reduction
+    (along the reduced dim the chunks' rows would be normalized on their own)."""
+    text = f"def f(x):\n    a, b = torch.softmax(x * 2.0, -1).chunk(2, {dim})\n    return a * b + 1.0"
+    with fuser.enabled(True):
+        compare(text, torch.randn(6, 8, device=device))
