@@ -189,6 +189,20 @@ def _channels_last_residual_inputs(
     )
 
 
+def _batch_norm_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """An (N, C, H, W) activation and its BatchNorm's weight, bias, running mean and
+    running variance (positive), each (C,)."""
+    n, c, h, w = dims["N"], dims["C"], dims["H"], dims["W"]
+    variance = torch.rand(c, generator=gen, dtype=dtype, device=device) + 0.5
+    return (
+        _randn(gen, dtype, device, n, c, h, w),
+        *(_randn(gen, dtype, device, c) for _ in range(3)),
+        variance,
+    )
+
+
 def _expand_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -442,6 +456,19 @@ WORKLOADS: dict[str, Workload] = {
                 """
             ),
             make_inputs=_channels_last_residual_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="batchnorm_relu",
+            description="inference BatchNorm (running statistics) then ReLU, NCHW",
+            source=_source(
+                """
+                def batchnorm_relu(x, w, b, mean, var):
+                    return torch.batch_norm(x, w, b, mean, var, False, 0.1, 1e-5, True).relu()
+                """
+            ),
+            make_inputs=_batch_norm_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
         ),
