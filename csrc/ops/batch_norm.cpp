@@ -25,11 +25,10 @@ bool statisticsDtypeFits(ScalarType stats, ScalarType x) {
 }
 
 FusionDecision checkBatchNorm(const Node* node) {
+  // A non-constant `training` (a module's self.training) is pinned to False by the
+  // guard (passes/guard.cpp); a module in training mode runs the fallback.
   auto training = constantInput(node, "training");
-  if (!training || !training->isBool()) {
-    return FusionDecision::no("batch_norm's `training` is not a constant");
-  }
-  if (training->toBool()) {
+  if (training && (!training->isBool() || training->toBool())) {
     return FusionDecision::no("batch_norm with batch statistics (training) is not fused yet");
   }
   if (auto d = requireConstant(node, "eps"); !d) return d;
@@ -70,6 +69,7 @@ FusionDecision checkBatchNorm(const Node* node) {
 // (input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)
 Operand lowerBatchNorm(IrBuilder& b, const Args& a) {
   requireFloating(a[0], "batch_norm");
+  TORCH_CHECK(isConstant(a[5], 0), "fuser: batch_norm's `training` is not pinned to False");
   const ScalarType t = b.typeOf(a[0].expr);
   auto read = [&](const Operand& o) { return b.cast(o.expr, t); };
   auto eps = constantNumber(a[7]);

@@ -1,4 +1,5 @@
-// aten::batch_norm in inference (training a constant False): per element of x,
+// aten::batch_norm in inference (training False: a constant, or a module's
+// self.training that the guard pins to False): per element of x,
 //   y = (x - running_mean) * rsqrt(running_var + eps) * weight + bias,
 // with the four statistics and affine tensors of shape [C] read along x's dim 1. It is
 // elementwise over x, so it joins elementwise groups (BatchNorm + ReLU in one pass);

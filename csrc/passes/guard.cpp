@@ -12,7 +12,8 @@
 // other. An int group input that only gives conversions their dtype (the backward's
 // `grad.to(self_dtype)`) is pinned: the guard also checks that it equals the dtype
 // profiled on those conversions' results (attribute `ints`, for inputs after the
-// tensors), and the group's subgraph reads that dtype as a constant instead. The
+// tensors), and the group's subgraph reads that dtype as a constant instead. So is a
+// bool read only as batch_norm's `training` (a module's `self.training`), to False. The
 // fallback's subgraph is the group's ops, unmodified, with tensor types unspecialized:
 // the profiling executor turns it into a function that is profiled and optimized again. A group whose tensor inputs
 // lack a complete profiled type (dtype, device, rank) is unfused instead: its kernels
@@ -25,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/batch_norm.h"
 #include "passes/chunks.h"
 #include "passes/fusibility.h"
 #include "passes/groups.h"
@@ -78,14 +80,30 @@ std::optional<c10::ScalarType> dtypeOnlyOutput(const Value* out) {
   return type ? type->scalarType() : std::nullopt;
 }
 
-// Subgraph inputs (by index) that are ints read only as the dtype argument of
-// conversions whose results share one profiled dtype, with that dtype.
-std::vector<std::pair<size_t, int64_t>> pinnableDtypeInputs(const Node* group) {
-  std::vector<std::pair<size_t, int64_t>> out;
+// Whether every use of `param` is batch_norm's `training` argument: a module's
+// `self.training`, which the guard pins to False (inference), so that the kernel
+// normalizes with the running statistics; in training the fallback runs.
+bool onlyBatchNormTraining(const Value* param) {
+  for (const auto& use : param->uses()) {
+    if (!ops::isBatchNorm(use.user) || use.offset != 5) return false;
+  }
+  return true;
+}
+
+// Subgraph inputs (by index) that the guard pins, with their value: ints read only as
+// the dtype argument of conversions whose results share one profiled dtype (that
+// dtype), and bools read only as batch_norm's `training` (False).
+std::vector<std::pair<size_t, c10::IValue>> pinnableInputs(const Node* group) {
+  std::vector<std::pair<size_t, c10::IValue>> out;
   auto subgraph = group->g(Subgraph);
   for (size_t i = 0; i < subgraph->inputs().size(); ++i) {
     const Value* param = subgraph->inputs()[i];
-    if (param->type()->kind() != c10::TypeKind::IntType || param->uses().empty()) continue;
+    if (param->uses().empty()) continue;
+    if (param->type()->kind() == c10::TypeKind::BoolType && onlyBatchNormTraining(param)) {
+      out.emplace_back(i, c10::IValue(false));
+      continue;
+    }
+    if (param->type()->kind() != c10::TypeKind::IntType) continue;
     std::optional<c10::ScalarType> dtype;
     bool pinnable = true;
     for (const auto& use : param->uses()) {
@@ -101,13 +119,13 @@ std::vector<std::pair<size_t, int64_t>> pinnableDtypeInputs(const Node* group) {
       }
       dtype = result->scalarType();
     }
-    if (pinnable) out.emplace_back(i, static_cast<int64_t>(*dtype));
+    if (pinnable) out.emplace_back(i, c10::IValue(static_cast<int64_t>(*dtype)));
   }
   return out;
 }
 
 // The subgraph reads each pinned input as a constant; the group no longer takes it.
-void pinDtypeInputs(Node* group, const std::vector<std::pair<size_t, int64_t>>& pinned) {
+void pinInputs(Node* group, const std::vector<std::pair<size_t, c10::IValue>>& pinned) {
   auto subgraph = group->g(Subgraph);
   for (auto it = pinned.rbegin(); it != pinned.rend(); ++it) {
     Value* param = subgraph->inputs()[it->first];
@@ -133,12 +151,12 @@ void guardGroup(Node* group) {
   std::vector<c10::TypePtr> types;
   types.reserve(tensors.size());
   for (const Value* v : tensors) types.push_back(v->type());
-  const auto pinned = pinnableDtypeInputs(group);
+  const auto pinned = pinnableInputs(group);
   std::vector<Value*> checked = tensors;
   std::vector<int64_t> ints;
-  for (const auto& [index, dtype] : pinned) {
+  for (const auto& [index, value] : pinned) {
     checked.push_back(group->input(index));
-    ints.push_back(dtype);
+    ints.push_back(value.isBool() ? int64_t{value.toBool()} : value.toInt());
   }
   Node* guard = graph->create(typeGuardSymbol(), checked, 1);
   guard->tys_(torch::jit::attr::types, std::move(types));
@@ -188,7 +206,7 @@ void guardGroup(Node* group) {
   for (size_t i = group->outputs().size(); i-- > 0;) {
     if (dtype_only[i]) eraseGroupOutput(group, i);
   }
-  pinDtypeInputs(group, pinned);
+  pinInputs(group, pinned);
 }
 
 }  // namespace

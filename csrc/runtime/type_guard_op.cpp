@@ -4,7 +4,8 @@
 // True iff every tensor is defined and has the dtype, the device (type and index) and
 // the rank of its entry in `types`, and does not need autograd history (requires_grad
 // while grad mode is on: our kernels record none), and every int after the tensors
-// equals its entry in `ints` (absent: none; dtypes the group reads as constants). Sizes and strides are never checked:
+// equals its entry in `ints` (absent: none; dtypes the group reads as constants; a
+// bool compares as 0 or 1). Sizes and strides are never checked:
 // a new batch size must reuse the fused path. On false, stats().guard_failures counts it
 // and the graph runs the group's fallback.
 //
@@ -60,7 +61,8 @@ torch::jit::Operation createTypeGuard(const torch::jit::Node* node) {
     }
     for (size_t i = 0; i < ints.size() && ok; ++i) {
       const c10::IValue& value = torch::jit::peek(stack, tensors + i, n);
-      ok = value.isInt() && value.toInt() == ints[i];
+      ok = (value.isInt() && value.toInt() == ints[i]) ||
+           (value.isBool() && int64_t{value.toBool()} == ints[i]);
     }
     torch::jit::drop(stack, n);
     torch::jit::push(stack, ok);

@@ -7,6 +7,8 @@ and operands computed in the group are left to ATen."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -218,15 +220,19 @@ def f(x, k, kb, w, b, mean, var):
     ]
 
 
-def test_module_in_eval_mode_after_freezing() -> None:
-    """A scripted BatchNorm2d -> ReLU, frozen in eval mode (training is a constant
-    then), fuses; the unfrozen module reads `self.training` and stays with ATen."""
+def bn_relu_module() -> torch.nn.Module:
     model = torch.nn.Sequential(torch.nn.BatchNorm2d(6), torch.nn.ReLU()).eval()
     with torch.no_grad():
         model[0].running_mean.uniform_(-1, 1)
         model[0].running_var.uniform_(0.5, 2)
         model[0].weight.uniform_(-1, 1)
         model[0].bias.uniform_(-1, 1)
+    return model
+
+
+def test_module_in_eval_mode_after_freezing() -> None:
+    """Frozen in eval mode, `training` is a constant False."""
+    model = bn_relu_module()
     frozen = torch.jit.freeze(torch.jit.script(model))
     x = torch.randn(2, 6, 7, 7)
     with torch.no_grad(), fuser.enabled(True):
@@ -234,3 +240,31 @@ def test_module_in_eval_mode_after_freezing() -> None:
             got = frozen(x)
     torch.testing.assert_close(got, model(x))
     assert fuser.stats()["kernel_launches"] >= 2
+
+
+def test_unfrozen_module_fuses_in_eval_and_runs_eager_batch_norm_in_training() -> None:
+    """An unfrozen scripted module reads `self.training`: the guard pins it to False.
+    After .train() (under no_grad, so only the pin fails) the fallback runs eager's
+    batch_norm, which normalizes with batch statistics and updates the running ones;
+    back in eval the kernel runs again."""
+    model = bn_relu_module()
+    scripted = torch.jit.script(copy.deepcopy(model))
+    x = torch.randn(2, 6, 7, 7)
+    with torch.no_grad(), fuser.enabled(True):
+        for _ in range(3):
+            torch.testing.assert_close(scripted(x), model(x))
+        launches = fuser.stats()["kernel_launches"]
+        assert launches >= 2 and fuser.stats()["guard_failures"] == 0
+        model.train()
+        scripted.train()
+        for _ in range(3):
+            torch.testing.assert_close(scripted(x), model(x))
+        torch.testing.assert_close(scripted[0].running_mean, model[0].running_mean)
+        torch.testing.assert_close(scripted[0].running_var, model[0].running_var)
+        assert fuser.stats()["kernel_launches"] == launches
+        assert fuser.stats()["guard_failures"] >= 1
+        model.eval()
+        scripted.eval()
+        for _ in range(3):
+            torch.testing.assert_close(scripted(x), model(x))
+    assert fuser.stats()["kernel_launches"] > launches
