@@ -102,6 +102,23 @@ TEST(OutputLayout, ConversionsPreserveAsATenDoes) {
   }
 }
 
+TEST(OutputLayout, BatchNormAllocatesAsATenDoes) {
+  std::vector<std::pair<std::string, at::Tensor>> cases = layouts4d();
+  for (auto& c : layouts()) {
+    if (c.second.dim() >= 2) cases.push_back(c);
+  }
+  const at::Tensor x5 = at::randn({2, 3, 4, 2, 3});
+  cases.emplace_back("ncdhw", x5);
+  cases.emplace_back("ndhwc", x5.contiguous(at::MemoryFormat::ChannelsLast3d));
+  cases.emplace_back("nc_transposed", at::randn({3, 2}).t());
+  for (const auto& [name, x] : cases) {
+    const int64_t c = x.size(1);
+    const at::Tensor y = at::batch_norm(x, at::ones({c}), at::zeros({c}), at::zeros({c}),
+                                        at::ones({c}), false, 0.1, 1e-5, true);
+    expectLayout(suggestedFormatLayout(layoutOf(x)), y, "batch_norm " + name);
+  }
+}
+
 TEST(OutputLayout, ProgramGivesEachOutputItsOwnShape) {
   // t = exp(a); u = t - b: t keeps a's shape although the kernel iterates over b's.
   auto graph = std::make_shared<torch::jit::Graph>();
