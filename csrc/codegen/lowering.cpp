@@ -200,8 +200,16 @@ Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputD
     std::vector<Operand> args;
     args.reserve(node->inputs().size());
     for (const torch::jit::Value* in : node->inputs()) args.push_back(values.at(in));
-    TORCH_CHECK(node->outputs().size() == 1, "fuser: multi-output node in group: ", *node);
-    values.emplace(node->output(), roundedToStorage(b, k, entry->lower(b, args)));
+    if (node->outputs().size() == 1) {
+      values.emplace(node->output(), roundedToStorage(b, k, entry->lower(b, args)));
+      continue;
+    }
+    TORCH_CHECK(entry->lower_outputs, "fuser: no lowering of every output of ", *node);
+    std::vector<Operand> outs = entry->lower_outputs(b, args);
+    TORCH_CHECK(outs.size() == node->outputs().size(), "fuser: lowered outputs of ", *node);
+    for (size_t o = 0; o < outs.size(); ++o) {
+      values.emplace(node->output(o), roundedToStorage(b, k, outs[o]));
+    }
   }
 
   for (const torch::jit::Value* out : subgraph.outputs()) {

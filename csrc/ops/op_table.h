@@ -30,6 +30,9 @@ struct Operand {
 
 using CheckFn = FusionDecision (*)(const torch::jit::Node* node);
 using LowerFn = Operand (*)(codegen::IrBuilder& b, const std::vector<Operand>& args);
+// Every output of an op that has several (native_layer_norm's output, mean and rstd).
+using LowerOutputsFn = std::vector<Operand> (*)(codegen::IrBuilder& b,
+                                                const std::vector<Operand>& args);
 
 struct OpEntry {
   const char* schema;  // full schema text, e.g. "aten::relu(Tensor self) -> Tensor"
@@ -38,6 +41,8 @@ struct OpEntry {
   // Reduces over trailing dims (ops/reductions.h): its result is not the broadcast of its
   // operands, and it makes its group a row kernel.
   bool reduces = false;
+  // Ops with several outputs: all of them (`lower` gives the first, for its dtype).
+  LowerOutputsFn lower_outputs = nullptr;
 };
 
 // Registers entries; each ops/*.cpp file registers its own at static-init time.

@@ -70,9 +70,18 @@ FusionDecision checkRowReduction(const Node* node) {
       return FusionDecision::no("only the 2-norm is fused");
     }
   }
-  if (node->kind() == c10::aten::layer_norm) {
+  if (isLayerNorm(node)) {
     if (auto d = requireKnownPresence(node, "weight"); !d) return d;
     if (auto d = requireKnownPresence(node, "bias"); !d) return d;
+  }
+  // Eager's CUDA kernel gives float statistics for a 16-bit input, its CPU one the
+  // input's dtype: only the dtypes where both agree are fused.
+  if (node->kind() == c10::aten::native_layer_norm) {
+    auto type = node->input(0)->type()->cast<c10::TensorType>();
+    const ScalarType t = *type->scalarType();
+    if (t != ScalarType::Float && t != ScalarType::Double) {
+      return FusionDecision::no("native_layer_norm is fused for float32 and float64 inputs");
+    }
   }
   if (!rowReductionOf(node)) {
     return FusionDecision::no("it does not reduce over constant trailing dims of an input of "
@@ -150,21 +159,28 @@ Operand lowerSoftmax(IrBuilder& b, const Args& a) {
 }
 
 // (x - mean) * rsqrt(var + eps) * weight + bias, var biased; weight and bias are read in
-// the input's computation type, as eager's kernels read them.
-Operand lowerLayerNorm(IrBuilder& b, const Args& a) {
+// the input's computation type, as eager's kernels read them. Returns the output, the
+// row mean and rstd (native_layer_norm's three results; layer_norm's is the first).
+// (input, normalized_shape, weight, bias, eps) for both ops.
+std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
   requireFloating(a[0], "layer_norm");
   ExprId x = a[0].expr;
   const ScalarType t = b.typeOf(x);
-  ExprId centred = b.binary(IrOp::Sub, x, rowMean(b, x));
+  ExprId mean = rowMean(b, x);
+  ExprId centred = b.binary(IrOp::Sub, x, mean);
   ExprId var = b.binary(IrOp::Div,
                         b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, centred, centred)),
                         b.rowSize(t));
   ExprId eps = a[4].expr >= 0 ? b.cast(a[4].expr, t) : b.constant(1e-5, t);
-  ExprId y = b.binary(IrOp::Mul, centred, b.unary(IrOp::Rsqrt, b.binary(IrOp::Add, var, eps)));
+  ExprId rstd = b.unary(IrOp::Rsqrt, b.binary(IrOp::Add, var, eps));
+  ExprId y = b.binary(IrOp::Mul, centred, rstd);
   if (!isNone(a[2])) y = b.binary(IrOp::Mul, y, b.cast(a[2].expr, t));
   if (!isNone(a[3])) y = b.binary(IrOp::Add, y, b.cast(a[3].expr, t));
-  return makeResult(y, a[0].dtype, {a[0]});
+  return {makeResult(y, a[0].dtype, {a[0]}), makeResult(mean, a[0].dtype, {a[0]}),
+          makeResult(rstd, a[0].dtype, {a[0]})};
 }
+
+Operand lowerLayerNorm(IrBuilder& b, const Args& a) { return lowerLayerNormOutputs(b, a)[0]; }
 
 const RegisterOps kRegister({
     {"aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? "
@@ -192,9 +208,16 @@ const RegisterOps kRegister({
     {"aten::layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? "
      "bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor",
      lowerLayerNorm, checkRowReduction, true},
+    {"aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? "
+     "bias, float eps) -> (Tensor, Tensor, Tensor)",
+     lowerLayerNorm, checkRowReduction, true, lowerLayerNormOutputs},
 });
 
 }  // namespace
+
+bool isLayerNorm(const Node* node) {
+  return node->kind() == c10::aten::layer_norm || node->kind() == c10::aten::native_layer_norm;
+}
 
 std::optional<RowReduction> rowReductionOf(const Node* node) {
   const OpEntry* entry = findOp(node);
@@ -204,9 +227,9 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
   RowReduction r;
   r.rank = *rank;
   const bool whole = node->kind() == c10::aten::softmax || node->kind() == c10::aten::log_softmax ||
-                     node->kind() == c10::aten::layer_norm;
+                     isLayerNorm(node);
   std::optional<std::vector<int64_t>> dims;
-  if (node->kind() == c10::aten::layer_norm) {
+  if (isLayerNorm(node)) {
     auto shape = constantIntList(node, "normalized_shape");
     if (!shape || shape->empty() || static_cast<int64_t>(shape->size()) > *rank) {
       return std::nullopt;

@@ -22,6 +22,10 @@ struct RowReduction {
   enum class Result : uint8_t { Whole, KeepDims, DropDims } result = Result::Whole;
 };
 
+// aten::layer_norm or aten::native_layer_norm (which also returns the row mean and
+// rstd, with the normalized dims kept as size 1: autodiff's forward saves them).
+bool isLayerNorm(const torch::jit::Node* node);
+
 // What `node` reduces when it is a reduction of the table with constant trailing dims
 // and a profiled input rank; nullopt otherwise.
 std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);

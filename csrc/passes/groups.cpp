@@ -43,8 +43,8 @@ size_t countComputeNodes(const Node* group) {
     // CPU cores: 163-180 against 218-231; softmax ties), so they count for two; plain
     // reductions alone stay with ATen (not measured).
     const c10::Symbol kind = node->kind();
-    if (kind == c10::aten::layer_norm || kind == c10::aten::softmax ||
-        kind == c10::aten::log_softmax) {
+    if (kind == c10::aten::layer_norm || kind == c10::aten::native_layer_norm ||
+        kind == c10::aten::softmax || kind == c10::aten::log_softmax) {
       ++count;
     }
   }

@@ -196,7 +196,7 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
       const Sizes& in = shapes.at(node->input(0));
       if (static_cast<int64_t>(in.size()) != rank_ || (shape && *shape != in)) return nullptr;
       shape = in;
-      if (node->kind() == c10::aten::layer_norm) {
+      if (ops::isLayerNorm(node)) {
         // The guard fixes ranks, not sizes: eager raises for a normalized shape or a
         // weight that is not the row's.
         const Sizes row(in.end() - reduced_, in.end());
@@ -207,7 +207,12 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
           if (it != shapes.end() && it->second != row) return nullptr;  // eager raises
         }
       }
-      shapes.emplace(node->output(), ops::reducedSizes(in, *reduction));
+      shapes.emplace(node->output(0), ops::reducedSizes(in, *reduction));
+      // native_layer_norm's mean and rstd: one per row, the normalized dims kept.
+      for (size_t o = 1; o < node->outputs().size(); ++o) {
+        shapes.emplace(node->output(o),
+                       ops::reducedSizes(in, {rank_, reduced_, ops::RowReduction::Result::KeepDims}));
+      }
     }
   } catch (const c10::Error&) {
     return nullptr;  // shapes that do not broadcast: eager raises

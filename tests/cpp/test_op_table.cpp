@@ -147,9 +147,10 @@ TEST(OpTable, EveryEntryIsCovered) {
   EXPECT_GT(schemas.size(), 120u);
   for (const std::string& schema : schemas) {
     std::string name = schema.substr(0, schema.find('('));
-    // Reductions take lists and floats the table's grid does not make: checked below.
+    // Reductions and batch_norm take lists, floats and [C] operands the table's grid
+    // does not make: checked below.
     const OpEntry* entry = findOpByName(torch::jit::parseSchema(schema).operator_name());
-    if (entry && entry->reduces) continue;
+    if ((entry && entry->reduces) || name == "aten::batch_norm") continue;
     EXPECT_TRUE(covered.count(name)) << "no dtype cases for " << schema;
   }
 }
@@ -183,9 +184,54 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
       EXPECT_EQ(r.dtype, dtype) << schema_text;
       EXPECT_EQ(k.exprs.at(r.expr).type, codegen::computeType(dtype)) << schema_text;
       EXPECT_TRUE(k.rows) << schema_text;
+      if (entry->lower_outputs) {
+        // native_layer_norm: the output, then the row mean and rstd, all of self's dtype.
+        codegen::Kernel k2;
+        codegen::IrBuilder b2(k2);
+        args[0].expr = b2.load(0, codegen::computeType(dtype));
+        const std::vector<Operand> outs = entry->lower_outputs(b2, args);
+        ASSERT_EQ(outs.size(), 3u) << schema_text;
+        for (const Operand& o : outs) EXPECT_EQ(o.dtype, dtype) << schema_text;
+      }
     }
   }
-  EXPECT_EQ(reductions, 12);
+  EXPECT_EQ(reductions, 13);
+}
+
+// Inference batch_norm (ops/batch_norm.h) gives x's dtype, computes in float for
+// float16/bfloat16 x beside statistics of x's dtype or float, and refuses integers (eager
+// raises for them).
+TEST(OpTable, BatchNormKeepsItsInputDtype) {
+  const OpEntry* entry = findOpByName({"aten::batch_norm", ""});
+  ASSERT_NE(entry, nullptr);
+  for (ScalarType dtype : {ScalarType::Float, ScalarType::Double, ScalarType::Half,
+                           ScalarType::BFloat16, ScalarType::Int}) {
+    for (bool float_stats : {false, true}) {
+      codegen::Kernel k;
+      codegen::IrBuilder b(k);
+      std::vector<Operand> args(9);
+      const ScalarType stats = float_stats ? ScalarType::Float : dtype;
+      for (int i = 0; i < 5; ++i) {
+        const ScalarType t = i == 0 ? dtype : stats;
+        args[i].expr = b.load(i, codegen::computeType(t));
+        args[i].dtype = t;
+        args[i].category = Category::DimTensor;
+      }
+      args[5].constant = c10::IValue(false);
+      args[6].constant = c10::IValue(0.1);
+      args[7].constant = c10::IValue(1e-5);
+      args[8].constant = c10::IValue(true);
+      if (!c10::isFloatingType(dtype)) {
+        EXPECT_THROW(entry->lower(b, args), c10::Error) << dtype;
+        continue;
+      }
+      const Operand r = entry->lower(b, args);
+      EXPECT_EQ(r.dtype, dtype);
+      EXPECT_EQ(k.exprs.at(r.expr).type, codegen::computeType(dtype)) << dtype;
+      args[5].constant = c10::IValue(true);  // batch statistics: never lowered
+      EXPECT_THROW(entry->lower(b, args), c10::Error) << dtype;
+    }
+  }
 }
 
 // Lowers `op` over `specs`; returns the kernel's expressions and the result.

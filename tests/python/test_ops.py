@@ -854,14 +854,16 @@ def test_layouts(expr: str, layout: str, dtype: torch.dtype) -> None:
 
 def test_every_table_schema_is_exercised() -> None:
     """Each schema of the table appears in some case of this file, or of
-    test_reductions.py for reductions (by operator name)."""
+    test_reductions.py for reductions or test_batch_norm.py (by operator name)."""
     import inspect
     import sys
 
+    import test_batch_norm
     import test_reductions
 
-    # Reductions have their own file of tests.
-    text = inspect.getsource(sys.modules[__name__]) + inspect.getsource(test_reductions)
+    # Reductions and batch_norm have their own files of tests.
+    text = inspect.getsource(sys.modules[__name__])
+    text += inspect.getsource(test_reductions) + inspect.getsource(test_batch_norm)
     aliases = {
         "__and__": "&",
         "__or__": "|",

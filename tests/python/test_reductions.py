@@ -342,3 +342,59 @@ def test_chunks_of_a_reduction_are_not_moved_above_it(device: str, dim: int) -> 
     text = f"def f(x):\n    a, b = torch.softmax(x * 2.0, -1).chunk(2, {dim})\n    return a * b + 1.0"
     with fuser.enabled(True):
         compare(text, torch.randn(6, 8, device=device))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_training_forward_fuses_native_layer_norm(device: str, dtype: torch.dtype) -> None:
+    """Autodiff's forward computes layer_norm as native_layer_norm and saves its row
+    mean and rstd for the backward: the residual add, the norm and the GELU after it
+    are one row kernel writing all of them, and every gradient equals eager's."""
+    text = (
+        "def f(x, w, b, r):\n"
+        "    h = x + r\n"
+        "    return torch.nn.functional.gelu(torch.layer_norm(h, [48], w, b, 1e-5)) * 2.0\n"
+    )
+    fn, eager = script_from_source(text), eager_from_source(text)
+    args = [torch.randn(3, 10, 48, device=device, dtype=dtype)]
+    args += [torch.randn(48, device=device, dtype=dtype) for _ in range(2)]
+    args += [torch.randn(3, 10, 48, device=device, dtype=dtype)]
+    with fuser.enabled(True):
+        for _ in range(4):
+            ours = [a.clone().requires_grad_() for a in args]
+            got = fn(*ours)
+            got_grads = torch.autograd.grad((got * got).sum(), ours)
+            theirs = [a.clone().requires_grad_() for a in args]
+            want = eager(*theirs)
+            want_grads = torch.autograd.grad((want * want).sum(), theirs)
+            torch.testing.assert_close(got, want)
+            for g, w in zip(got_grads, want_grads, strict=True):
+                torch.testing.assert_close(g, w)
+    assert fuser.stats()["row_launches"] >= 2, fuser.stats()
+    graph = fn.graph_for(*[a.clone().requires_grad_() for a in args])
+    [forward] = [n.g("Subgraph") for n in all_nodes(graph) if n.kind() == "prim::DifferentiableGraph"]
+    kinds = set()
+    for node in all_nodes(forward):
+        if node.kind() == FUSION_GROUP:
+            kinds.update(n.kind() for n in node.g("Subgraph").nodes())
+    assert {"aten::add", "aten::native_layer_norm", "aten::gelu"} <= kinds
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_native_layer_norm_outputs_and_dtypes(device: str, dtype: torch.dtype) -> None:
+    """Its three outputs (the mean and rstd with the normalized dims kept as 1) match
+    eager's; 16-bit inputs stay with ATen, whose CUDA statistics are float and CPU ones
+    the input's dtype."""
+    text = (
+        "def f(x, w, b):\n"
+        "    out, mean, rstd = torch.native_layer_norm(x * 2.0, [5, 8], w, b, 1e-5)\n"
+        "    return out + 1.0, mean, rstd\n"
+    )
+    x = torch.randn(4, 3, 5, 8, device=device).to(dtype)
+    w, b = (torch.randn(5, 8, device=device).to(dtype) for _ in range(2))
+    with fuser.enabled(True):
+        fn = compare(text, x, w, b, dtype=dtype)
+    fused = "aten::native_layer_norm" in subgraph_kinds(fn, x, w, b)
+    assert fused == (dtype in (torch.float32, torch.float64))
+    assert (fuser.stats()["row_launches"] >= 2) == fused
