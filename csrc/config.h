@@ -48,6 +48,11 @@ struct Config {
   // check the CUDA printer on every kernel they run (FUSER_DUMP=kernels prints that CUDA
   // source too). 0 = off.
   int cross_compile_arch = 0;
+  // FUSER_AUTOTUNE=0: a kernel with several variants (runtime/variant_timing.h) takes
+  // variant 0, the heuristic's, without timing. FUSER_FORCE_VARIANT=i: always variant i
+  // (the last one where a kernel has fewer); -1 (default): chosen.
+  bool autotune = true;
+  int force_variant = -1;
 };
 
 // The process-wide settings; the environment is read on first use.

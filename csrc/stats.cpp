@@ -32,7 +32,10 @@ std::map<std::string, int64_t> statsSnapshot() {
           {"layout_fallbacks", s.layout_fallbacks.load()},
           {"kernel_build_us", s.kernel_build_us.load()},
           {"cuda_cross_compiles", s.cuda_cross_compiles.load()},
-          {"cuda_cross_compile_failures", s.cuda_cross_compile_failures.load()}};
+          {"cuda_cross_compile_failures", s.cuda_cross_compile_failures.load()},
+          {"variants_timed", s.variants_timed.load()},
+          {"variant_disk_hits", s.variant_disk_hits.load()},
+          {"variant_timing_us", s.variant_timing_us.load()}};
 }
 
 void resetStats() {
@@ -41,7 +44,8 @@ void resetStats() {
        {&s.groups_formed, &s.kernels_compiled, &s.disk_cache_hits, &s.memory_cache_hits,
         &s.guard_failures, &s.compile_failures, &s.kernel_launches, &s.tiled_launches, &s.row_launches,
         &s.repeated_calls, &s.interpreted_runs, &s.layout_fallbacks, &s.kernel_build_us,
-        &s.cuda_cross_compiles, &s.cuda_cross_compile_failures}) {
+        &s.cuda_cross_compiles, &s.cuda_cross_compile_failures, &s.variants_timed,
+        &s.variant_disk_hits, &s.variant_timing_us}) {
     counter->store(0);
   }
 }

@@ -21,6 +21,8 @@
 | FUSER_TRANSPOSE_TILES=0 | transposed inputs are read along the output's rows, not in tiles |
 | FUSER_TILE_SIDE=32,64  | CUDA: tiles of that side in every dtype (0: 64 if 16-bit, else 32) |
 | FUSER_TILE_GROUP=G     | CUDA: blocks take G tiles down before the next column (0: auto) |
+| FUSER_AUTOTUNE=0       | no timing of kernel variants at first run: the heuristic's variant |
+| FUSER_FORCE_VARIANT=i  | always variant i of a kernel (the last if fewer; -1: chosen)   |
 
 A bad value never raises: it gives one warning naming the variable and the accepted
 values, and the default is used.

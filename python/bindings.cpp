@@ -14,6 +14,7 @@
 #include "runtime/cuda/library_search.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/nvrtc_library.h"
+#include "runtime/variant_timing.h"
 #include "stats.h"
 
 namespace py = pybind11;
@@ -38,6 +39,29 @@ PYBIND11_MODULE(_C, m) {
   m.def("killed", [] { return fuser::config().killed; });
   // Tests keep single-node groups to exercise one operator at a time.
   m.def("_set_keep_singletons", [](bool keep) { fuser::config().keep_singletons = keep; });
+  // Tests: FUSER_AUTOTUNE and FUSER_FORCE_VARIANT for this process, and a fresh
+  // process's memory of variant choices (the disk cache stays).
+  m.def("_set_variant_choice", [](bool autotune, int force_variant) {
+    fuser::config().autotune = autotune;
+    fuser::config().force_variant = force_variant;
+  });
+  m.def("_forget_variant_choices", &fuser::runtime::forgetVariantChoices);
+  m.def("cache_dir", [] { return fuser::config().cache_dir; });
+  // Every kernel variant choice this process made: timed, or read from the disk cache.
+  m.def("variant_log", [] {
+    py::list out;
+    for (const auto& r : fuser::runtime::variantLog()) {
+      py::dict d;
+      d["key"] = r.key;
+      d["names"] = r.names;
+      d["us"] = r.us;
+      d["chosen"] = r.chosen;
+      d["timing_ms"] = r.timing_ms;
+      d["from_disk"] = r.from_disk;
+      out.append(d);
+    }
+    return out;
+  });
   // Settings fuser.report shows and may change for its run.
   m.def("get_min_group_size", [] { return fuser::config().min_group_size.load(); });
   m.def("set_min_group_size", [](int n) {

@@ -299,6 +299,25 @@ int64_t cudaRowArgWords(const Kernel& k) {
 }
 
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned) {
+  return cudaRowShapeWithLanes(n, widest_element_bytes, aligned, 0);
+}
+
+std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_bytes,
+                                                 bool aligned) {
+  const CudaRowShape chosen = cudaRowShape(n, widest_element_bytes, aligned);
+  std::vector<CudaRowShape> out = {chosen};
+  for (int lanes : {chosen.lanes / 2, chosen.lanes * 2}) {
+    // More lanes than the row has vectors would leave lanes idle in every pass.
+    if (lanes < kMinLanes || lanes > 1024 || int64_t{lanes} * chosen.vector > std::max<int64_t>(n, 1)) {
+      continue;
+    }
+    out.push_back(cudaRowShapeWithLanes(n, widest_element_bytes, aligned, lanes));
+  }
+  return out;
+}
+
+CudaRowShape cudaRowShapeWithLanes(int64_t n, int widest_element_bytes, bool aligned,
+                                   int lanes) {
   CudaRowShape shape;
   // Some 64 bytes of the widest input per lane (16 floats, 32 halves): enough bytes in
   // flight per thread, few enough registers, and rows of up to 1024 halves in one warp,
@@ -309,6 +328,7 @@ CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned) {
   shape.lanes = kMinLanes;
   while (shape.lanes < 32 && n > 8 * shape.lanes) shape.lanes *= 2;
   while (shape.lanes < 1024 && n > per_lane * shape.lanes) shape.lanes *= 2;
+  if (lanes > 0) shape.lanes = lanes;
   if (aligned) {
     const int widest = std::max(widest_element_bytes, 2);
     shape.vector = std::min(8, 16 / widest);

@@ -37,6 +37,13 @@ struct CudaRowShape {
   int vector = 1;
 };
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned);
+// The same with `lanes` (a power of two from 8 to 1024) instead of the chosen count;
+// 0: chosen.
+CudaRowShape cudaRowShapeWithLanes(int64_t n, int widest_element_bytes, bool aligned, int lanes);
+// The variants a row kernel is timed in (runtime/variant_timing.h): cudaRowShape's
+// first, then half and twice its lanes where the row gives each lane work.
+std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_bytes,
+                                                 bool aligned);
 
 // ---- Shared by the two row printers --------------------------------------------------
 

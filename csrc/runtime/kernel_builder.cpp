@@ -15,10 +15,6 @@
 
 namespace fuser::runtime {
 
-namespace {
-
-// FUSER_CROSS_COMPILE: the CUDA form of a CPU kernel through NVRTC; a failure is
-// counted and reported once, never raised (the CPU kernel is what runs).
 void crossCompileForCuda(codegen::Kernel kernel) {
   const int arch = config().cross_compile_arch;
   kernel.vectorize = kernel.flat;
@@ -36,8 +32,6 @@ void crossCompileForCuda(codegen::Kernel kernel) {
     TORCH_WARN("fuser: FUSER_CROSS_COMPILE: the CUDA form of a kernel failed: ", e.what());
   }
 }
-
-}  // namespace
 
 std::shared_ptr<CompiledKernel> buildKernel(const codegen::Kernel& kernel, c10::Device device) {
   switch (device.type()) {

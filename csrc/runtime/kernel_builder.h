@@ -11,6 +11,11 @@
 
 namespace fuser::runtime {
 
+// FUSER_CROSS_COMPILE: the CUDA form of a CPU kernel through NVRTC for that
+// architecture; a failure is counted (stats) and warned about, never raised (the CPU
+// kernel is what runs). buildKernel calls it for every CPU kernel.
+void crossCompileForCuda(codegen::Kernel kernel);
+
 // Throws c10::Error when the device is not served or the kernel does not compile.
 std::shared_ptr<CompiledKernel> buildKernel(const codegen::Kernel& kernel, c10::Device device);
 

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 #include "codegen/row_printer.h"
 #include "ops/op_table.h"
 #include "config.h"
+#include "runtime/cuda/driver_library.h"
 #include "runtime/kernel_builder.h"
 #include "runtime/output_allocation.h"
+#include "runtime/variant_timing.h"
 #include "stats.h"
 
 namespace fuser::runtime {
@@ -77,6 +80,7 @@ bool RowExecutor::reduces(const torch::jit::Graph& subgraph) {
 
 RowExecutor::RowExecutor(const torch::jit::Node* node)
     : subgraph_(node->g(c10::attr::Subgraph)),
+      subgraph_text_(subgraph_->toString(false)),
       num_inputs_(node->inputs().size()),
       num_outputs_(node->outputs().size()),
       interpreted_(subgraph_) {
@@ -113,7 +117,8 @@ void RowExecutor::runInterpreted(torch::jit::Stack& stack) { interpreted_.run(st
 const RowExecutor::Specialization& RowExecutor::specialize(
     const c10::SmallVector<uint8_t, 32>& key, const std::vector<codegen::TensorInput>& accesses,
     const std::vector<bool>& zero_dim, const std::vector<bool>& per_row, int outer_ndim,
-    int inner_ndim, const codegen::CudaRowShape& row_shape, c10::Device device) {
+    int inner_ndim, const codegen::CudaRowShape& row_shape,
+    const std::vector<codegen::CudaRowShape>& cross_shapes, c10::Device device) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& s : specializations_) {
     if (s->key == key) return *s;
@@ -149,6 +154,13 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     for (size_t o = 0; o < kernel.outputs.size(); ++o) kernel.outputs[o].per_row = per_row[o];
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
     spec->kernel = buildKernel(kernel, device);
+    // The CUDA kernel's other variants (lane counts), checked too on a CPU machine.
+    for (size_t v = 1; config().cross_compile_arch && v < cross_shapes.size(); ++v) {
+      kernel.row_lanes = cross_shapes[v].lanes;
+      kernel.row_chunks = cross_shapes[v].chunks;
+      kernel.row_vector = cross_shapes[v].vector;
+      crossCompileForCuda(kernel);
+    }
   } catch (const std::exception& e) {
     stats().compile_failures++;
     spec->kernel = nullptr;
@@ -164,8 +176,8 @@ const RowExecutor::Specialization& RowExecutor::specialize(
   return *specializations_.back();
 }
 
-std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> inputs,
-                                                           c10::SmallVector<int64_t, 32> signature) {
+std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> inputs,
+                                                     c10::SmallVector<int64_t, 32> signature) {
   // Every value's sizes, as eager would give them.
   std::unordered_map<const torch::jit::Value*, Sizes> shapes;
   std::vector<at::Tensor> tensors;
@@ -274,17 +286,34 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
     aligned = aligned && reinterpret_cast<uintptr_t>(tensors[t].data_ptr()) % 16 == 0;
     for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % 8 == 0;
   }
-  const codegen::CudaRowShape row_shape = codegen::cudaRowShape(p->row_size, widest, aligned);
+  // Variants (runtime/variant_timing.h): CUDA kernels of other lane counts, each its
+  // own kernel; one CPU kernel run at other rows per task. The first is the heuristic's;
+  // with FUSER_AUTOTUNE=0 (and nothing forced) it is the only one.
+  const bool variants = config().autotune || config().force_variant >= 0;
+  std::vector<codegen::CudaRowShape> row_shapes =
+      p->device.is_cuda() && variants ? codegen::cudaRowShapeCandidates(p->row_size, widest, aligned)
+                                      : std::vector<codegen::CudaRowShape>{
+                                            codegen::cudaRowShape(p->row_size, widest, aligned)};
+  // On CPU, FUSER_CROSS_COMPILE compiles the CUDA form of every lane variant.
+  const std::vector<codegen::CudaRowShape> cross_shapes =
+      p->device.is_cuda() || !config().cross_compile_arch
+          ? std::vector<codegen::CudaRowShape>{}
+          : codegen::cudaRowShapeCandidates(p->row_size, widest, aligned);
+  std::vector<int64_t> grains = {
+      std::max<int64_t>(1, kCpuElementsPerThread / std::max<int64_t>(p->row_size, 1))};
+  if (!p->device.is_cuda() && variants) {
+    for (int64_t g : {grains[0] * 8, grains[0] / 8}) {
+      if (g >= 1 && g < p->rows && std::find(grains.begin(), grains.end(), g) == grains.end()) {
+        grains.push_back(g);
+      }
+    }
+  }
 
   c10::SmallVector<uint8_t, 32> key;
   key.push_back(static_cast<uint8_t>(p->device.type()));
   key.push_back(static_cast<uint8_t>(p->device.index() + 1));
   key.push_back(static_cast<uint8_t>(outer_ndim));
   key.push_back(static_cast<uint8_t>(inner_ndim));
-  key.push_back(static_cast<uint8_t>(row_shape.lanes & 0xff));
-  key.push_back(static_cast<uint8_t>(row_shape.lanes >> 8));
-  key.push_back(static_cast<uint8_t>(row_shape.chunks));
-  key.push_back(static_cast<uint8_t>(row_shape.vector));
   std::vector<codegen::TensorInput> accesses;
   std::vector<bool> zero_dim;
   for (size_t t = 0; t < tensors.size(); ++t) {
@@ -303,13 +332,50 @@ std::shared_ptr<const RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IV
     p->strides.append(st.begin(), st.end());
   }
   for (bool r : per_row) key.push_back(r);
-  const Specialization& spec =
-      specialize(key, accesses, zero_dim, per_row, outer_ndim, inner_ndim, row_shape, p->device);
-  if (!spec.kernel) return nullptr;
-  p->kernel = spec.kernel;
-  p->out_dtypes = spec.out_dtypes;
+  for (const codegen::CudaRowShape& row_shape : row_shapes) {
+    c10::SmallVector<uint8_t, 32> shaped = key;
+    for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks, row_shape.vector}) {
+      shaped.push_back(static_cast<uint8_t>(v));
+    }
+    const Specialization& spec = specialize(shaped, accesses, zero_dim, per_row, outer_ndim,
+                                            inner_ndim, row_shape, cross_shapes, p->device);
+    if (!spec.kernel) return nullptr;
+    p->out_dtypes = spec.out_dtypes;
+    if (p->device.is_cuda()) {
+      p->variants.push_back({spec.kernel, grains[0], "lanes=" + std::to_string(row_shape.lanes) +
+                                                         (row_shape.chunks ? " held" : " looped")});
+    } else {
+      for (int64_t g : grains) {
+        p->variants.push_back({spec.kernel, g, "rows_per_task=" + std::to_string(g)});
+      }
+    }
+  }
+  p->kernel = p->variants[0].kernel;
+  p->grain = p->variants[0].grain;
+  // The choice holds for this group, kernel and shape class on this device: the rows'
+  // count and length decide it, and on CPU the thread count.
+  std::string k(key.begin(), key.end());
+  p->variant_key = subgraph_text_ + "|" + p->device.str() + "|" + k + "|" +
+                   std::to_string(p->rows) + "x" + std::to_string(p->row_size) + "|threads=" +
+                   std::to_string(p->device.is_cuda() ? 0 : at::get_num_threads());
   p->signature = std::move(signature);
   return p;
+}
+
+void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args) const {
+  std::vector<std::string> names;
+  for (const auto& v : p.variants) names.push_back(v.name);
+  auto launch = [&](size_t i) {
+    LaunchArgs a = args;
+    a.grain = p.variants[i].grain;
+    p.variants[i].kernel->launch(a);
+  };
+  auto sync = [&] {
+    if (p.device.is_cuda()) cuda::checkCu(cuda::driver().ctxSynchronize(), "synchronizing");
+  };
+  const size_t i = chooseVariant(p.variant_key, names, launch, sync);
+  p.kernel = p.variants[i].kernel;
+  p.grain = p.variants[i].grain;
 }
 
 void RowExecutor::run(torch::jit::Stack& stack) {
@@ -351,20 +417,25 @@ void RowExecutor::run(torch::jit::Stack& stack) {
     std::lock_guard<std::mutex> lock(last_mutex_);
     if (last_ && last_->signature == signature) p = last_;
   }
+  std::shared_ptr<Plan> fresh;  // published once its variant is chosen
   if (p) {
     stats().repeated_calls++;
   } else {
-    p = plan(inputs, signature);
-    if (!p) {
+    fresh = plan(inputs, signature);
+    if (!fresh) {
       // Calls like this one run interpreted too, without planning again.
-      auto interpret = std::make_shared<Plan>();
-      interpret->signature = std::move(signature);
-      p = std::move(interpret);
+      fresh = std::make_shared<Plan>();
+      fresh->signature = std::move(signature);
     }
-    std::lock_guard<std::mutex> lock(last_mutex_);
-    last_ = p;
+    p = fresh;
   }
-  if (!p->kernel) return runInterpreted(stack);
+  if (!p->kernel) {
+    if (fresh) {
+      std::lock_guard<std::mutex> lock(last_mutex_);
+      last_ = fresh;
+    }
+    return runInterpreted(stack);
+  }
 
   std::vector<at::Tensor> outputs;
   for (size_t o = 0; o < num_outputs_; ++o) {
@@ -382,7 +453,13 @@ void RowExecutor::run(torch::jit::Stack& stack) {
                   static_cast<int>(num_outputs_),
                   p->rows,
                   p->device,
-                  std::max<int64_t>(1, kCpuElementsPerThread / std::max<int64_t>(p->row_size, 1))};
+                  p->grain};
+  if (fresh) {
+    if (fresh->variants.size() > 1) chooseVariantOf(*fresh, args);
+    args.grain = fresh->grain;
+    std::lock_guard<std::mutex> lock(last_mutex_);
+    last_ = fresh;
+  }
   p->kernel->launch(args);
   stats().kernel_launches++;
   stats().row_launches++;

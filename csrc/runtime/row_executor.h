@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -48,8 +49,18 @@ class RowExecutor {
     std::vector<std::vector<int64_t>> out_sizes;
     std::vector<std::vector<int64_t>> out_strides;  // contiguous
     std::shared_ptr<CompiledKernel> kernel;  // null: such calls run interpreted
+    int64_t grain = 1;  // CPU: rows per task
     std::vector<c10::ScalarType> out_dtypes;
     c10::Device device{c10::kCPU};
+    // The candidates (runtime/variant_timing.h): the first call of the plan times them
+    // and sets `kernel` and `grain` to the fastest.
+    struct Variant {
+      std::shared_ptr<CompiledKernel> kernel;
+      int64_t grain = 1;
+      std::string name;
+    };
+    std::vector<Variant> variants;
+    std::string variant_key;
   };
   struct Specialization {
     c10::SmallVector<uint8_t, 32> key;
@@ -58,17 +69,21 @@ class RowExecutor {
   };
 
   // The plan for these inputs, or nullptr when the interpreter must run such calls.
-  std::shared_ptr<const Plan> plan(c10::ArrayRef<c10::IValue> inputs,
-                                   c10::SmallVector<int64_t, 32> signature);
+  std::shared_ptr<Plan> plan(c10::ArrayRef<c10::IValue> inputs,
+                             c10::SmallVector<int64_t, 32> signature);
+  // Picks the plan's variant on this call's arguments (outputs included).
+  void chooseVariantOf(Plan& p, const LaunchArgs& args) const;
   const Specialization& specialize(const c10::SmallVector<uint8_t, 32>& key,
                                    const std::vector<codegen::TensorInput>& accesses,
                                    const std::vector<bool>& zero_dim,
                                    const std::vector<bool>& per_row, int outer_ndim,
                                    int inner_ndim, const codegen::CudaRowShape& row_shape,
+                                   const std::vector<codegen::CudaRowShape>& cross_shapes,
                                    c10::Device device);
   void runInterpreted(torch::jit::Stack& stack);
 
   std::shared_ptr<torch::jit::Graph> subgraph_;
+  std::string subgraph_text_;  // part of every variant key
   size_t num_inputs_;
   size_t num_outputs_;
   std::vector<bool> is_tensor_;  // per group input

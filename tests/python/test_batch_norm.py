@@ -103,11 +103,14 @@ def test_batch_norm_relu_is_one_group(
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("affine", ["none", "weight", "bias"])
 def test_without_weight_or_bias(device: str, affine: str) -> None:
-    text = BN_RELU.replace("(x, w, b, mean, var, ", {
-        "none": "(x, None, None, mean, var, ",
-        "weight": "(x, w, None, mean, var, ",
-        "bias": "(x, None, b, mean, var, ",
-    }[affine])
+    text = BN_RELU.replace(
+        "(x, w, b, mean, var, ",
+        {
+            "none": "(x, None, None, mean, var, ",
+            "weight": "(x, w, None, mean, var, ",
+            "bias": "(x, None, b, mean, var, ",
+        }[affine],
+    )
     x = torch.randn(4, 3, 5, 5, device=device)
     check(text, x, *statistics(3, torch.float32, device), dtype=torch.float32)
     assert fuser.stats()["kernel_launches"] >= 2

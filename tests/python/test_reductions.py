@@ -339,7 +339,9 @@ def test_inputs_broadcast_within_and_along_rows(device: str) -> None:
 def test_chunks_of_a_reduction_are_not_moved_above_it(device: str, dim: int) -> None:
     """chunk(softmax(x)) is not softmax(chunk(x)): the chunk stays below the reduction
     (along the reduced dim the chunks' rows would be normalized on their own)."""
-    text = f"def f(x):\n    a, b = torch.softmax(x * 2.0, -1).chunk(2, {dim})\n    return a * b + 1.0"
+    text = (
+        f"def f(x):\n    a, b = torch.softmax(x * 2.0, -1).chunk(2, {dim})\n    return a * b + 1.0"
+    )
     with fuser.enabled(True):
         compare(text, torch.randn(6, 8, device=device))
 
@@ -372,7 +374,9 @@ def test_training_forward_fuses_native_layer_norm(device: str, dtype: torch.dtyp
                 torch.testing.assert_close(g, w)
     assert fuser.stats()["row_launches"] >= 2, fuser.stats()
     graph = fn.graph_for(*[a.clone().requires_grad_() for a in args])
-    [forward] = [n.g("Subgraph") for n in all_nodes(graph) if n.kind() == "prim::DifferentiableGraph"]
+    [forward] = [
+        n.g("Subgraph") for n in all_nodes(graph) if n.kind() == "prim::DifferentiableGraph"
+    ]
     kinds = set()
     for node in all_nodes(forward):
         if node.kind() == FUSION_GROUP:

@@ -1,0 +1,147 @@
+#include "runtime/variant_timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+#include "config.h"
+#include "runtime/disk_cache.h"
+#include "stats.h"
+
+namespace fuser::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Memory {
+  std::mutex mutex;
+  std::unordered_map<std::string, size_t> chosen;
+  std::vector<VariantRecord> log;
+};
+
+Memory& memory() {
+  static Memory* m = new Memory();  // never freed: used from static destructors
+  return *m;
+}
+
+const DiskCache& diskCache() {
+  static const DiskCache* cache = new DiskCache("variants");
+  return *cache;
+}
+
+// "chosen=<i>\n<name> <us>\n..." : the choice and, for people, what was measured (the
+// disk cache checks the key itself).
+std::string serialize(const VariantRecord& r) {
+  std::ostringstream s;
+  s << "chosen=" << r.chosen << "\n";
+  for (size_t i = 0; i < r.names.size(); ++i) s << r.names[i] << " " << r.us[i] << "\n";
+  return s.str();
+}
+
+// The stored choice, when it names one of `count` candidates.
+std::optional<size_t> parse(const std::string& text, size_t count) {
+  std::istringstream s(text);
+  std::string first;
+  if (!std::getline(s, first) || first.rfind("chosen=", 0) != 0) return std::nullopt;
+  try {
+    const size_t i = std::stoul(first.substr(7));
+    if (i < count) return i;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+VariantRecord timeCandidates(const std::string& key, const std::vector<std::string>& names,
+                             const std::function<void(size_t)>& launch,
+                             const std::function<void()>& sync) {
+  const auto started = Clock::now();
+  const size_t n = names.size();
+  for (size_t i = 0; i < n; ++i) launch(i);  // warm-up: caches, clocks, first-touch pages
+  sync();
+  std::vector<std::vector<double>> samples(n);
+  // Rounds of one launch per candidate, so a machine whose speed drifts slows them alike.
+  for (int round = 0; round < 25; ++round) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto t0 = Clock::now();
+      launch(i);
+      sync();
+      samples[i].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    const double spent = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    if (round >= 2 && spent > kTimingBudgetMs) break;
+  }
+  VariantRecord r;
+  r.key = key;
+  r.names = names;
+  for (const auto& s : samples) r.us.push_back(median(s));
+  r.chosen = static_cast<size_t>(std::min_element(r.us.begin(), r.us.end()) - r.us.begin());
+  // Within the timing's noise the heuristic's variant stays.
+  if (r.us[r.chosen] > kMinGain * r.us[0]) r.chosen = 0;
+  r.timing_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+  return r;
+}
+
+}  // namespace
+
+size_t chooseVariant(const std::string& key, const std::vector<std::string>& names,
+                     const std::function<void(size_t)>& launch, const std::function<void()>& sync) {
+  const size_t n = names.size();
+  if (n <= 1) return 0;
+  const int forced = config().force_variant;
+  if (forced >= 0) return std::min(static_cast<size_t>(forced), n - 1);
+  if (!config().autotune) return 0;
+  Memory& m = memory();
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    if (auto it = m.chosen.find(key); it != m.chosen.end()) return it->second;
+  }
+  const DiskCache& disk = diskCache();
+  if (disk.enabled()) {
+    if (auto text = disk.load(key)) {
+      if (auto i = parse(*text, n)) {
+        stats().variant_disk_hits++;
+        VariantRecord r;
+        r.key = key;
+        r.names = names;
+        r.chosen = *i;
+        r.from_disk = true;
+        std::lock_guard<std::mutex> lock(m.mutex);
+        m.chosen.emplace(key, *i);
+        m.log.push_back(std::move(r));
+        return *i;
+      }
+    }
+  }
+  VariantRecord r = timeCandidates(key, names, launch, sync);
+  stats().variants_timed++;
+  stats().variant_timing_us += static_cast<int64_t>(r.timing_ms * 1000);
+  if (disk.enabled()) disk.store(key, serialize(r));
+  const size_t chosen = r.chosen;
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.chosen.emplace(key, chosen);
+  m.log.push_back(std::move(r));
+  return chosen;
+}
+
+std::vector<VariantRecord> variantLog() {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  return m.log;
+}
+
+void forgetVariantChoices() {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.chosen.clear();
+  m.log.clear();
+}
+
+}  // namespace fuser::runtime

@@ -1,0 +1,139 @@
+"""Kernel variants timed at first run (runtime/variant_timing.h): a row kernel's first
+call of a shape class times its candidates (CUDA lanes per row, CPU rows per task) on
+its own arguments, keeps the fastest, writes the choice to the disk cache, and a later
+process reads it and times nothing. FUSER_AUTOTUNE=0 takes the heuristic's variant,
+FUSER_FORCE_VARIANT=i variant i; every variant gives eager's results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import fuser
+from helpers import devices, eager_from_source, run_optimized, run_python, script_from_source
+
+LAYER_NORM = """
+def f(x, w, b):
+    return torch.nn.functional.gelu(torch.layer_norm(x * 2.0, [512], w, b, 1e-5))
+"""
+
+
+@pytest.fixture
+def variant_flags() -> Iterator[None]:
+    """Tests change FUSER_AUTOTUNE / FUSER_FORCE_VARIANT for this process; restored after,
+    and each test starts with no choice remembered, in memory or on disk."""
+    fuser._C._forget_variant_choices()
+    for entry in (Path(fuser._C.cache_dir()) / "variants").glob("*"):
+        entry.unlink()
+    try:
+        yield
+    finally:
+        fuser._C._set_variant_choice(True, -1)
+        fuser._C._forget_variant_choices()
+
+
+def inputs(rows: int, device: str) -> tuple[torch.Tensor, ...]:
+    return (
+        torch.randn(rows, 512, device=device),
+        torch.randn(512, device=device),
+        torch.randn(512, device=device),
+    )
+
+
+def run_layer_norm(args: tuple[torch.Tensor, ...]) -> None:
+    fn = script_from_source(LAYER_NORM)
+    with fuser.enabled(True):
+        got = run_optimized(fn, *args)
+    torch.testing.assert_close(got, eager_from_source(LAYER_NORM)(*args))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_first_call_times_the_variants_and_keeps_the_fastest(
+    device: str, variant_flags: None
+) -> None:
+    run_layer_norm(inputs(4096, device))
+    stats = fuser.stats()
+    assert stats["variants_timed"] == 1 and stats["row_launches"] >= 2, stats
+    [record] = fuser._C.variant_log()
+    assert len(record["names"]) >= 2 and len(record["us"]) == len(record["names"])
+    assert all(us > 0 for us in record["us"])
+    fastest = min(record["us"])
+    chosen = record["chosen"]
+    # The chosen one is the fastest, or the heuristic's within the timing's noise.
+    assert record["us"][chosen] == fastest or (chosen == 0 and fastest > 0.97 * record["us"][0])
+    assert 0 < record["timing_ms"] < 200, record
+    # The same shape again times nothing; a new shape class is timed once more.
+    run_layer_norm(inputs(4096, device))
+    assert fuser.stats()["variants_timed"] == 1
+    run_layer_norm(inputs(1000, device))
+    assert fuser.stats()["variants_timed"] == 2
+
+
+@pytest.mark.parametrize("device", devices())
+def test_every_variant_gives_eager_results(device: str, variant_flags: None) -> None:
+    for forced in range(4):  # past the last variant: the last one
+        fuser._C._set_variant_choice(True, forced)
+        fuser._C._forget_variant_choices()
+        for rows in [4096, 37, 1]:
+            run_layer_norm(inputs(rows, device))
+    stats = fuser.stats()
+    assert stats["variants_timed"] == 0 and stats["row_launches"] >= 24, stats
+    assert fuser._C.variant_log() == []
+
+
+@pytest.mark.parametrize("device", devices())
+def test_autotune_off_takes_the_heuristic_without_timing(device: str, variant_flags: None) -> None:
+    fuser._C._set_variant_choice(False, -1)
+    run_layer_norm(inputs(4096, device))
+    stats = fuser.stats()
+    assert stats["variants_timed"] == 0 and stats["variant_disk_hits"] == 0, stats
+    assert stats["row_launches"] >= 2 and fuser._C.variant_log() == []
+
+
+PROGRAM = """
+import json, torch, fuser
+fuser.enable()
+src = '''
+def f(x, w, b):
+    return torch.layer_norm(x + 1.0, [512], w, b, 1e-5)
+'''
+f = torch.jit.CompilationUnit(src).f
+x, w, b = torch.randn(2048, 512), torch.randn(512), torch.randn(512)
+for _ in range(3):
+    out = f(x, w, b)
+torch.testing.assert_close(out, torch.layer_norm(x + 1.0, [512], w, b, 1e-5))
+s = fuser.stats()
+print(json.dumps({k: s[k] for k in ("variants_timed", "variant_disk_hits", "row_launches")}))
+"""
+
+
+def run_program(cache: Path, **env: str) -> dict[str, int]:
+    result = run_python(PROGRAM, {"FUSER_CACHE_DIR": str(cache), **env})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_second_process_reads_the_choice_from_disk(tmp_path: Path) -> None:
+    first = run_program(tmp_path)
+    assert first["variants_timed"] == 1 and first["variant_disk_hits"] == 0, first
+    entries = list((tmp_path / "variants").iterdir())
+    assert len(entries) == 1
+    assert b"chosen=" in entries[0].read_bytes() and b"rows_per_task=" in entries[0].read_bytes()
+    second = run_program(tmp_path)
+    assert second["variants_timed"] == 0 and second["variant_disk_hits"] == 1, second
+    assert second["row_launches"] >= 2
+
+
+def test_flags_from_the_environment(tmp_path: Path) -> None:
+    off = run_program(tmp_path, FUSER_AUTOTUNE="0")
+    assert off["variants_timed"] == 0 and off["variant_disk_hits"] == 0, off
+    forced = run_program(tmp_path, FUSER_FORCE_VARIANT="1")
+    assert forced["variants_timed"] == 0 and forced["row_launches"] >= 2, forced
+    assert not (tmp_path / "variants").exists() or not any((tmp_path / "variants").iterdir())
+    code = "import fuser._C as c; print(c.config_warnings())"
+    result = run_python(code, {"FUSER_FORCE_VARIANT": "x"})
+    assert "FUSER_FORCE_VARIANT" in result.stdout
