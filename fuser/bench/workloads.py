@@ -542,6 +542,21 @@ WORKLOADS: dict[str, Workload] = {
             cuda_sizes=_NORMS_CUDA,
         ),
         Workload(
+            name="residual_layer_norm_train",
+            description="residual_layer_norm's training step: forward, then every gradient",
+            source=_source(
+                f"""
+                def residual_layer_norm_train(x, r, bias, w, b):
+                    h = x + bias + r
+                    return h, torch.layer_norm(h, [{NORM_WIDTH}], w, b, 1e-5)
+                """
+            ),
+            make_inputs=_residual_layer_norm_inputs,
+            sizes=_NORMS,
+            cuda_sizes=_NORMS_CUDA,
+            training=True,
+        ),
+        Workload(
             name="softmax",
             description="softmax over rows of 256",
             source=_source(
