@@ -50,6 +50,35 @@ bool floatingInput(const Node* node) {
   return type && type->scalarType() && c10::isFloatingType(*type->scalarType());
 }
 
+// Constant groups; weight and bias of the input's dtype, one element per channel.
+FusionDecision checkGroupNorm(const Node* node) {
+  auto groups = constantInput(node, "num_groups");
+  if (!groups || !groups->isInt() || groups->toInt() < 1) {
+    return FusionDecision::no("group_norm's num_groups is not a constant");
+  }
+  if (auto d = requireConstant(node, "eps"); !d) return d;
+  auto x = node->input(0)->type()->cast<c10::TensorType>();
+  const auto channels = x->sizes().size() && *x->sizes().size() >= 2 ? x->sizes()[1] : std::nullopt;
+  if (channels && *channels % groups->toInt() != 0) {
+    return FusionDecision::no("group_norm's channels do not split into its groups");
+  }
+  for (const char* name : {"weight", "bias"}) {
+    const torch::jit::Value* v = node->namedInput(name);
+    if (v->type()->kind() == c10::TypeKind::NoneType) continue;
+    auto t = v->type()->cast<c10::TensorType>();
+    if (!t || t->scalarType() != x->scalarType() || t->dim() != 1u) {
+      return FusionDecision::no(std::string("group_norm's ") + name +
+                                " is not a 1-dim tensor of the input's dtype");
+    }
+    const auto size = t->sizes().size() ? t->sizes()[0] : std::nullopt;
+    if (channels && size && *channels != *size) {
+      return FusionDecision::no(std::string("group_norm's ") + name +
+                                " does not hold one element per channel");
+    }
+  }
+  return FusionDecision::yes();
+}
+
 FusionDecision checkRowReduction(const Node* node) {
   if (!floatingInput(node)) {
     return FusionDecision::no("reductions are fused for floating inputs of a profiled dtype");
@@ -70,9 +99,12 @@ FusionDecision checkRowReduction(const Node* node) {
       return FusionDecision::no("only the 2-norm is fused");
     }
   }
-  if (isLayerNorm(node)) {
+  if (isLayerNorm(node) || node->kind() == c10::aten::group_norm) {
     if (auto d = requireKnownPresence(node, "weight"); !d) return d;
     if (auto d = requireKnownPresence(node, "bias"); !d) return d;
+  }
+  if (node->kind() == c10::aten::group_norm) {
+    if (auto d = checkGroupNorm(node); !d) return d;
   }
   // Eager's CUDA kernel gives float statistics for a 16-bit input, its CPU one the
   // input's dtype: only the dtypes where both agree are fused.
@@ -161,7 +193,9 @@ Operand lowerSoftmax(IrBuilder& b, const Args& a) {
 // (x - mean) * rsqrt(var + eps) * weight + bias, var biased; weight and bias are read in
 // the input's computation type, as eager's kernels read them. Returns the output, the
 // row mean and rstd (native_layer_norm's three results; layer_norm's is the first).
-// (input, normalized_shape, weight, bias, eps) for both ops.
+// (input, normalized_shape, weight, bias, eps) for both ops; group_norm's arguments
+// (input, num_groups, weight, bias, eps, ...) sit at the same places, and its row is one
+// group, whose weight and bias the row executor reads per channel.
 std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
   requireFloating(a[0], "layer_norm");
   ExprId x = a[0].expr;
@@ -211,6 +245,9 @@ const RegisterOps kRegister({
     {"aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? "
      "bias, float eps) -> (Tensor, Tensor, Tensor)",
      lowerLayerNorm, checkRowReduction, true, lowerLayerNormOutputs},
+    {"aten::group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+     "float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor",
+     lowerLayerNorm, checkRowReduction, true},
 });
 
 }  // namespace
@@ -226,6 +263,14 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
   if (!rank || *rank == 0) return std::nullopt;
   RowReduction r;
   r.rank = *rank;
+  if (node->kind() == c10::aten::group_norm) {
+    // Every dim after the batch, dim 1 split into the groups first.
+    auto groups = constantInput(node, "num_groups");
+    if (*rank < 2 || !groups || !groups->isInt() || groups->toInt() < 1) return std::nullopt;
+    r.reduced = *rank - 1;
+    r.groups = groups->toInt();
+    return r;
+  }
   const bool whole = node->kind() == c10::aten::softmax || node->kind() == c10::aten::log_softmax ||
                      isLayerNorm(node);
   std::optional<std::vector<int64_t>> dims;

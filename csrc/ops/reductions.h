@@ -1,4 +1,5 @@
-// Reductions, normalizations and softmax over a tensor's trailing dims, which a group
+// Reductions, normalizations and softmax over a tensor's trailing dims (group_norm: over
+// a group of channels and the dims after them), which a group
 // computes in a row kernel (codegen/row_printer.h): one row per index of the leading
 // dims, the row's elements combined by Reduce expressions, the reduced value broadcast
 // back to the row's elements by whatever follows. Their op-table entries (reduces =
@@ -20,6 +21,9 @@ struct RowReduction {
   // What the node returns: one element per element of its input (softmax, layer_norm),
   // or one per row with the reduced dims kept as size 1, or dropped.
   enum class Result : uint8_t { Whole, KeepDims, DropDims } result = Result::Whole;
+  // group_norm: dim 1 splits into this many groups before the row is taken (a row is
+  // one group's channels and every dim after them); 0 for the others.
+  int64_t groups = 0;
 };
 
 // aten::layer_norm or aten::native_layer_norm (which also returns the row mean and

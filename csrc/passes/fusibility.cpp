@@ -307,6 +307,8 @@ bool holdsBatchNorm(const Node* node) {
 }
 
 bool readsFromOutsideItsGroup(const Node* user, size_t input) {
+  // group_norm's weight and bias, read per channel by the row executor.
+  if (user->kind() == c10::aten::group_norm) return input == 2 || input == 3;
   if (!ops::isBatchNorm(user)) return false;
   const auto& slots = ops::kBatchNormChannelOperands;
   return input == ops::kBatchNormInput || std::find(slots.begin(), slots.end(), input) != slots.end();
@@ -349,7 +351,7 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
       other_ops = other_ops || !ops::findOp(n) || ops::isBatchNorm(n);
       auto r = ops::rowReductionOf(n);
       if (!r) continue;
-      if (row && (row->rank != r->rank || row->reduced != r->reduced)) {
+      if (row && (row->rank != r->rank || row->reduced != r->reduced || row->groups != r->groups)) {
         return FusionDecision::no("it reduces over other dims than the group's reductions");
       }
       if (!row) row_input = n->input(0);

@@ -66,7 +66,8 @@ bool holdsBatchNorm(const torch::jit::Node* node);
 
 // Whether `user` must read its input number `input` from outside its group: the input
 // and per-channel operands of batch_norm (ops/batch_norm.h), which the kernel reads as
-// group inputs, so that the runtime can check their sizes against each other.
+// group inputs, so that the runtime can check their sizes against each other, and
+// group_norm's weight and bias (read per channel by the row executor).
 bool readsFromOutsideItsGroup(const torch::jit::Node* user, size_t input);
 
 // Yes unless `producer` computes an operand that some node of `consumer` must read

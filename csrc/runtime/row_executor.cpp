@@ -40,6 +40,21 @@ Sizes expandedStrides(const at::Tensor& t, const Sizes& shape) {
   return strides;
 }
 
+// Dim 1 of sizes (or of the strides over them) as two: (groups, per_group) sizes; the
+// strides of a dim of stride s split into (s * per_group, s).
+Sizes splitDim1(const Sizes& v, int64_t groups, int64_t per_group, bool strides) {
+  Sizes out(v.begin(), v.begin() + 1);
+  if (strides) {
+    out.push_back(v[1] * per_group);
+    out.push_back(v[1]);
+  } else {
+    out.push_back(groups);
+    out.push_back(per_group);
+  }
+  out.insert(out.end(), v.begin() + 2, v.end());
+  return out;
+}
+
 // Dims [begin, end) of `shape` without those of size 1, neighbours merged where every
 // tensor steps across them as across one dim; appended to `sizes` and, per tensor, to
 // `strides[t]`. Returns the number of dims appended (at least 1).
@@ -105,8 +120,23 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
     if (rank_ == 0) {
       rank_ = r->rank;
       reduced_ = r->reduced;
-    } else if (rank_ != r->rank || reduced_ != r->reduced) {
+      groups_ = r->groups;
+    } else if (rank_ != r->rank || reduced_ != r->reduced || groups_ != r->groups) {
       runnable_ = false;
+    }
+  }
+  // group_norm's weight and bias: group inputs read per channel, and nowhere else.
+  channel_tensors_.assign(subgraph_->inputs().size(), false);
+  for (const torch::jit::Node* n : subgraph_->nodes()) {
+    if (n->kind() != c10::aten::group_norm) continue;
+    for (size_t slot : {2, 3}) {
+      const torch::jit::Value* v = n->input(slot);
+      if (v->type()->kind() == c10::TypeKind::NoneType) continue;
+      if (v->node() != subgraph_->param_node() || v->uses().size() != 1) {
+        runnable_ = false;
+        continue;
+      }
+      channel_tensors_[v->offset()] = true;
     }
   }
   runnable_ = runnable_ && rank_ > 0;
@@ -181,11 +211,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // Every value's sizes, as eager would give them.
   std::unordered_map<const torch::jit::Value*, Sizes> shapes;
   std::vector<at::Tensor> tensors;
+  std::vector<bool> per_channel;  // per tensor: group_norm's weight or bias
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!is_tensor_[i]) continue;
     const at::Tensor& t = inputs[i].toTensor();
     shapes.emplace(subgraph_->inputs()[i], t.sizes().vec());
     tensors.push_back(t);
+    per_channel.push_back(channel_tensors_[i]);
   }
   std::optional<Sizes> shape;  // what every reduction reads
   size_t n = 0;
@@ -208,6 +240,15 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       const Sizes& in = shapes.at(node->input(0));
       if (static_cast<int64_t>(in.size()) != rank_ || (shape && *shape != in)) return nullptr;
       shape = in;
+      if (node->kind() == c10::aten::group_norm) {
+        // Eager raises for channels the groups do not split, and for a weight or bias
+        // that is not one element per channel.
+        if (in.size() < 2 || in[1] % groups_ != 0) return nullptr;
+        for (size_t w : {2, 3}) {
+          auto it = shapes.find(node->input(w));
+          if (it != shapes.end() && it->second != Sizes{in[1]}) return nullptr;
+        }
+      }
       if (ops::isLayerNorm(node)) {
         // The guard fixes ranks, not sizes: eager raises for a normalized shape or a
         // weight that is not the row's.
@@ -245,7 +286,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (it == shapes.end()) return nullptr;
     if (it->second == *shape) {
       per_row.push_back(false);
-    } else if (it->second == kept || it->second == dropped) {
+    } else if (groups_ == 0 && (it->second == kept || it->second == dropped)) {
       per_row.push_back(true);
     } else {
       return nullptr;
@@ -258,17 +299,33 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // Contiguous inputs, one of the iteration shape: eager's outputs are contiguous too.
   bool full = false;
   std::vector<Sizes> tensor_strides;
-  for (const at::Tensor& t : tensors) {
-    if (!t.is_contiguous()) return nullptr;
-    if (at::infer_size(t.sizes(), *shape) != *shape) return nullptr;
-    full = full || t.sizes() == c10::IntArrayRef(*shape);
-    tensor_strides.push_back(expandedStrides(t, *shape));
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (!tensors[t].is_contiguous()) return nullptr;
+    if (per_channel[t]) {  // [C] along dim 1 (its size was checked above)
+      Sizes st(shape->size(), 0);
+      if (tensors[t].size(0) != 1) st[1] = tensors[t].stride(0);
+      tensor_strides.push_back(std::move(st));
+      continue;
+    }
+    if (at::infer_size(tensors[t].sizes(), *shape) != *shape) return nullptr;
+    full = full || tensors[t].sizes() == c10::IntArrayRef(*shape);
+    tensor_strides.push_back(expandedStrides(tensors[t], *shape));
   }
   if (!full) return nullptr;
 
+  // group_norm: dim 1 of C channels becomes (groups, C / groups); a row is one group.
+  Sizes iteration = *shape;
+  int64_t row_begin = lead;
+  if (groups_ > 0) {
+    const int64_t per_group = (*shape)[1] / groups_;
+    iteration = splitDim1(*shape, groups_, per_group, /*strides=*/false);
+    for (Sizes& st : tensor_strides) st = splitDim1(st, groups_, per_group, /*strides=*/true);
+    row_begin = 2;
+  }
   std::vector<c10::SmallVector<int64_t, 8>> strides(tensors.size());
-  const int outer_ndim = collapse(*shape, tensor_strides, 0, lead, p->sizes, strides);
-  const int inner_ndim = collapse(*shape, tensor_strides, lead, rank_, p->sizes, strides);
+  const int outer_ndim = collapse(iteration, tensor_strides, 0, row_begin, p->sizes, strides);
+  const int inner_ndim = collapse(iteration, tensor_strides, row_begin,
+                                  static_cast<int64_t>(iteration.size()), p->sizes, strides);
   p->rows = 1;
   for (int d = 0; d < outer_ndim; ++d) p->rows *= p->sizes[d];
   p->row_size = numel / p->rows;

@@ -92,6 +92,8 @@ class RowExecutor {
   std::vector<std::optional<ops::RowReduction>> reductions_;
   int64_t rank_ = 0;     // of the iteration shape
   int64_t reduced_ = 0;  // trailing dims a row spans
+  int64_t groups_ = 0;   // group_norm: dim 1 splits into these groups (0: no split)
+  std::vector<bool> channel_tensors_;  // per group input: group_norm's weight or bias
   bool runnable_ = true;  // one rank and one row for every reduction
 
   std::mutex mutex_;

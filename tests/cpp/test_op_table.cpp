@@ -195,7 +195,7 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
       }
     }
   }
-  EXPECT_EQ(reductions, 13);
+  EXPECT_EQ(reductions, 14);
 }
 
 // Inference batch_norm (ops/batch_norm.h) gives x's dtype, computes in float for

@@ -402,3 +402,73 @@ def test_native_layer_norm_outputs_and_dtypes(device: str, dtype: torch.dtype) -
     fused = "aten::native_layer_norm" in subgraph_kinds(fn, x, w, b)
     assert fused == (dtype in (torch.float32, torch.float64))
     assert (fuser.stats()["row_launches"] >= 2) == fused
+
+
+GROUP_NORM = (
+    "def f(x, w, b, r):\n"
+    "    return torch.nn.functional.silu(torch.group_norm(x, {groups}, w, b, 1e-5)) + r\n"
+)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    ("shape", "groups"),
+    [((2, 8, 5, 5), 4), ((3, 12, 7), 3), ((2, 6, 3, 4, 2), 6), ((5, 4), 1), ((2, 8, 33, 33), 2)],
+    ids=str,
+)
+def test_group_norm_fuses_with_neighbours(
+    shape: tuple[int, ...], groups: int, dtype: torch.dtype, device: str
+) -> None:
+    """A row is one group: its channels and every dim after them; the weight and bias
+    are read per channel."""
+    x, r = (torch.randn(shape, device=device).to(dtype) for _ in range(2))
+    w, b = (torch.randn(shape[1], device=device).to(dtype) for _ in range(2))
+    text = GROUP_NORM.format(groups=groups)
+    with fuser.enabled(True):
+        fn = compare(text, x, w, b, r, dtype=dtype)
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats
+    assert {"aten::group_norm", "aten::silu", "aten::add"} <= subgraph_kinds(fn, x, w, b, r)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_group_norm_without_affine_and_with_odd_calls(device: str) -> None:
+    """No weight or bias; then calls the row kernel leaves to eager's group_norm: a
+    non-contiguous input, channels the groups do not split and a weight of another
+    size (eager raises for both), an empty batch."""
+    text = GROUP_NORM.format(groups=2).replace("x, 2, w, b,", "x * 2.0, 2, None, None,")
+    x, r = torch.randn(2, 6, 4, 4, device=device), torch.randn(2, 6, 4, 4, device=device)
+    w = b = torch.randn(6, device=device)
+    with fuser.enabled(True):
+        compare(text, x, w, b, r)
+        assert fuser.stats()["row_launches"] >= 2
+    fn = script_from_source(GROUP_NORM.format(groups=2))
+    eager = eager_from_source(GROUP_NORM.format(groups=2))
+    with fuser.enabled(True):
+        run_optimized(fn, x, w, b, r)
+        launches = fuser.stats()["row_launches"]
+        assert launches >= 2
+        xt = torch.randn(2, 4, 4, 6, device=device).permute(0, 3, 1, 2)
+        torch.testing.assert_close(fn(xt, w, b, r), eager(xt, w, b, r))
+        x0, r0 = torch.randn(0, 6, 4, 4, device=device), torch.randn(0, 6, 4, 4, device=device)
+        torch.testing.assert_close(fn(x0, w, b, r0), eager(x0, w, b, r0))
+        x5, r5 = torch.randn(2, 5, 4, 4, device=device), torch.randn(2, 5, 4, 4, device=device)
+        with pytest.raises(RuntimeError, match="divisible by num_groups"):
+            eager(x5, w[:5], b[:5], r5)
+        with pytest.raises(RuntimeError, match="divisible by num_groups"):
+            fn(x5, w[:5], b[:5], r5)
+        with pytest.raises(RuntimeError):
+            eager(x, w[:4], b, r)
+        with pytest.raises(RuntimeError):
+            fn(x, w[:4], b, r)
+        assert fuser.stats()["row_launches"] == launches
+
+
+def test_group_norm_weight_read_elsewhere_stays_correct() -> None:
+    """The weight is read per channel by the group_norm and along the last dim by the
+    add (C equals the last dim, so a mix-up would give other values)."""
+    text = "def f(x, w, b):\n    return torch.group_norm(x, 2, w, b, 1e-5) + w\n"
+    with fuser.enabled(True):
+        compare(text, torch.randn(3, 4, 4), torch.randn(4), torch.randn(4))
