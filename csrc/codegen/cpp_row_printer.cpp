@@ -84,8 +84,7 @@ class CppRowPrinter {
                    ":fx_acc" + n + ") reduction(|:fx_nan" + n + ")";
       }
     }
-    out_ << "#pragma omp simd" << clauses << "\n"
-         << "    for (int64_t fx_e = 0; fx_e < fx_n; ++fx_e) {\n";
+    openElementLoop("omp simd" + clauses);
     body("      ");
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
@@ -105,7 +104,7 @@ class CppRowPrinter {
           break;
       }
     }
-    out_ << "    }\n";
+    closeElementLoop();
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
       const std::string n = std::to_string(r);
@@ -130,7 +129,7 @@ class CppRowPrinter {
       printExprs(pass.after, "    ", "0");
     }
     printRowStores();
-    out_ << "#pragma GCC ivdep\n    for (int64_t fx_e = 0; fx_e < fx_n; ++fx_e) {\n";
+    openElementLoop("GCC ivdep");
     printExprs(s_.final_element, "      ", "fx_e");
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       const TensorOutput& out = k_.outputs[o];
@@ -138,8 +137,24 @@ class CppRowPrinter {
       out_ << "      out" << o << "[fx_r * fx_n + fx_e] = "
            << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
     }
-    out_ << "    }\n";
+    closeElementLoop();
   }
+
+  // The loop over a row's elements fx_e, under `pragma`. A row of two inner dims that
+  // cannot merge (group_norm's channels, read per channel, and the dims after them) is
+  // two nested loops, so that no load divides fx_e by a size.
+  void openElementLoop(const std::string& pragma) {
+    if (!nested_) {
+      out_ << "#pragma " << pragma << "\n    for (int64_t fx_e = 0; fx_e < fx_n; ++fx_e) {\n";
+      return;
+    }
+    const std::string d0 = std::to_string(k_.outer_ndim), d1 = std::to_string(k_.outer_ndim + 1);
+    out_ << "    for (int64_t fx_i0 = 0; fx_i0 < fx_sizes[" << d0 << "]; ++fx_i0) {\n"
+         << "#pragma " << pragma << "\n    for (int64_t fx_i1 = 0; fx_i1 < fx_sizes[" << d1
+         << "]; ++fx_i1) {\n      const int64_t fx_e = fx_i0 * fx_sizes[" << d1 << "] + fx_i1;\n";
+  }
+
+  void closeElementLoop() { out_ << (nested_ ? "    }\n    }\n" : "    }\n"); }
 
   // Rows of at most kHeldCapacity elements: each loop of the schedule computes its
   // element values once and keeps those a later loop reads (RowSchedule::held) in
@@ -205,7 +220,7 @@ class CppRowPrinter {
         if (s_.element[a]) need[a] = true;
       }
     }
-    auto load = [&](const Expr& e) { return rowLoad(k_, e, "fx_e"); };
+    auto load = [&](const Expr& e) { return elementLoad(e, "fx_e"); };
     for (size_t i = 0; i < n; ++i) {
       const char* t = computeTypeName(k_.exprs[i].type);
       if (read[i]) {
@@ -233,9 +248,9 @@ class CppRowPrinter {
       printExprs(s_.passes[l].after, "    ", "0");
     }
     printRowStores();
-    out_ << "#pragma GCC ivdep\n    for (int64_t fx_e = 0; fx_e < fx_n; ++fx_e) {\n";
+    openElementLoop("GCC ivdep");
     printHeldBody(passes, kept, "      ");
-    out_ << "    }\n";
+    closeElementLoop();
   }
 
   void printRowStores() { printPerRowStores(out_, k_, "    "); }
@@ -243,10 +258,15 @@ class CppRowPrinter {
   // `element` names the row's element index the loads read (row-level loads ignore it).
   void printExprs(const std::vector<ExprId>& ids, const std::string& indent,
                   const std::string& element) {
-    printRowExprs(out_, k_, ids, indent, element);
+    printRowExprs(out_, k_, ids, indent, [&](const Expr& e) { return elementLoad(e, element); });
+  }
+
+  std::string elementLoad(const Expr& load, const std::string& element) const {
+    return nested_ && element == "fx_e" ? rowLoadNested(k_, load) : rowLoad(k_, load, element);
   }
 
   const Kernel& k_;
+  const bool nested_ = k_.inner_ndim == 2;
   RowSchedule s_;
   std::ostringstream out_;
 };

@@ -86,6 +86,9 @@ struct TensorInput {
   // along ndim-1, so it is read along ndim-2 (a transpose, say, or channels-last
   // activations beside row-major ones).
   bool transposed = false;
+  // Row kernels: the row's last dim is broadcast (group_norm's weight, read per channel
+  // across the dims after the channels).
+  bool row_last_zero_stride = false;
 };
 
 enum class ScalarArgKind : uint8_t { Double, Int64, Bool };

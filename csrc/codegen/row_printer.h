@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -64,6 +65,13 @@ void printRowOffsets(std::ostream& out, const Kernel& kernel, const std::string&
 // `const T vI = ...;` for each of `ids`, loads at element `element` of the row.
 void printRowExprs(std::ostream& out, const Kernel& kernel, const std::vector<ExprId>& ids,
                    const std::string& indent, const std::string& element);
+// The same with loads printed by `load`.
+void printRowExprs(std::ostream& out, const Kernel& kernel, const std::vector<ExprId>& ids,
+                   const std::string& indent,
+                   const std::function<std::string(const Expr&)>& load);
+// A load in a CPU row of two inner dims walked as nested loops: fx_i0 over the first,
+// fx_i1 over the second, fx_e = fx_i0 * size1 + fx_i1 (no division per element).
+std::string rowLoadNested(const Kernel& kernel, const Expr& load);
 // outN[fx_r] = vI for the per-row outputs.
 void printPerRowStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 

@@ -4,6 +4,8 @@
 #include "codegen/expr_printer.h"
 #include "codegen/row_printer.h"
 
+#include <functional>
+
 #include <ostream>
 
 namespace fuser::codegen {
@@ -89,9 +91,28 @@ void printRowOffsets(std::ostream& out, const Kernel& k, const std::string& inde
   out << indent << "}\n";
 }
 
+std::string rowLoadNested(const Kernel& k, const Expr& load) {
+  const TensorInput& in = k.inputs[load.index];
+  const std::string n = std::to_string(load.index);
+  std::string offset = "off" + n;
+  if (in.inner_unit_stride) {
+    offset += " + fx_e";
+  } else if (!in.inner_zero_stride) {
+    const std::string d0 = std::to_string(k.outer_ndim), d1 = std::to_string(k.outer_ndim + 1);
+    offset += " + fx_i0 * st" + n + "[" + d0 + "]";
+    // Loop-invariant in the inner loop when the last dim is broadcast.
+    if (!in.row_last_zero_stride) offset += " + fx_i1 * st" + n + "[" + d1 + "]";
+  }
+  return loadConversion(in.dtype, load.type, "in" + n + "[" + offset + "]");
+}
+
 void printRowExprs(std::ostream& out, const Kernel& k, const std::vector<ExprId>& ids,
                    const std::string& indent, const std::string& element) {
-  auto load = [&](const Expr& e) { return rowLoad(k, e, element); };
+  printRowExprs(out, k, ids, indent, [&](const Expr& e) { return rowLoad(k, e, element); });
+}
+
+void printRowExprs(std::ostream& out, const Kernel& k, const std::vector<ExprId>& ids,
+                   const std::string& indent, const std::function<std::string(const Expr&)>& load) {
   for (ExprId i : ids) {
     const Expr& e = k.exprs[i];
     out << indent << "const " << computeTypeName(e.type) << " v" << i << " = "

@@ -40,6 +40,17 @@ Sizes expandedStrides(const at::Tensor& t, const Sizes& shape) {
   return strides;
 }
 
+// Whether a tensor walks a row (the dims from `outer_ndim` on) as one unit-stride run:
+// element e of the row at offset e.
+bool oneRun(c10::ArrayRef<int64_t> sizes, c10::ArrayRef<int64_t> strides, int outer_ndim) {
+  int64_t step = 1;
+  for (size_t d = sizes.size(); d-- > static_cast<size_t>(outer_ndim);) {
+    if (strides[d] != step) return false;
+    step *= sizes[d];
+  }
+  return true;
+}
+
 // Dim 1 of sizes (or of the strides over them) as two: (groups, per_group) sizes; the
 // strides of a dim of stride s split into (s * per_group, s).
 Sizes splitDim1(const Sizes& v, int64_t groups, int64_t per_group, bool strides) {
@@ -337,7 +348,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   int widest = 1;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const auto& st = strides[t];
-    const bool streamed = inner_ndim == 1 && st[outer_ndim] == 1;
+    const bool streamed = oneRun(p->sizes, st, outer_ndim);
     if (!streamed) continue;
     widest = std::max(widest, static_cast<int>(tensors[t].element_size()));
     aligned = aligned && reinterpret_cast<uintptr_t>(tensors[t].data_ptr()) % 16 == 0;
@@ -378,13 +389,15 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     in.dtype = tensors[t].scalar_type();
     in.access = codegen::Access::Strided;
     const auto& st = strides[t];
-    in.inner_unit_stride = inner_ndim == 1 && st[outer_ndim] == 1;
+    in.inner_unit_stride = oneRun(p->sizes, st, outer_ndim);
     in.inner_zero_stride = std::all_of(st.begin() + outer_ndim, st.end(),
                                        [](int64_t s) { return s == 0; });
+    in.row_last_zero_stride = st.back() == 0;
     accesses.push_back(in);
     zero_dim.push_back(tensors[t].dim() == 0);
     key.push_back(static_cast<uint8_t>(in.dtype));
     key.push_back(static_cast<uint8_t>(in.inner_unit_stride | in.inner_zero_stride << 1 |
+                                       in.row_last_zero_stride << 3 |
                                        zero_dim.back() << 2));
     p->strides.append(st.begin(), st.end());
   }

@@ -203,6 +203,17 @@ def _batch_norm_inputs(
     )
 
 
+def _group_norm_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """An (N, C, H, W) activation and its GroupNorm's weight and bias, each (C,)."""
+    n, c, h, w = dims["N"], dims["C"], dims["H"], dims["W"]
+    return (
+        _randn(gen, dtype, device, n, c, h, w),
+        *(_randn(gen, dtype, device, c) for _ in range(2)),
+    )
+
+
 def _expand_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -469,6 +480,19 @@ WORKLOADS: dict[str, Workload] = {
                 """
             ),
             make_inputs=_batch_norm_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="groupnorm_silu",
+            description="GroupNorm (8 groups) then SiLU, NCHW (a diffusion UNet's block)",
+            source=_source(
+                """
+                def groupnorm_silu(x, w, b):
+                    return torch.nn.functional.silu(torch.group_norm(x, 8, w, b, 1e-5))
+                """
+            ),
+            make_inputs=_group_norm_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
         ),
