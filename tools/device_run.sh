@@ -76,9 +76,12 @@ if [ "$what" = layouts ]; then
     --workload "$layout_rows" --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40
 fi
 if [ "$what" = reductions ]; then
-  rows=layer_norm,residual_layer_norm,softmax
-  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -x \
-    tests/python/test_reductions.py 2>&1 | tee "$OUT/test_reductions.log" | tail -5
+  rows=layer_norm,residual_layer_norm,softmax,batchnorm_relu,groupnorm_silu,residual_layer_norm_train
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_reductions.py tests/python/test_batch_norm.py \
+    tests/python/test_variants.py 2>&1 | tee "$OUT/test_reductions.log" | tail -8
+  # The variants each row kernel chose, with their timings (first process: timed).
+  PYTHONPATH=. python3 tools/variant_report.py cuda 2>&1 | tee "$OUT/variants.log"
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$rows" \
     --dtype float32,float16 --mode script,fuser,nnc,compile --out "$OUT/reductions" "$@" \
     2>&1 | tee "$OUT/reductions.log" | tail -30
