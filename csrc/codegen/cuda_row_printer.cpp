@@ -135,12 +135,13 @@ class CudaRowPrinter {
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const char* t = computeTypeName(e.type);
-      const bool f32 = e.type == c10::ScalarType::Float;
+      // The block's per-warp partials: 4-byte types in fx_partf, 8-byte ones (double,
+      // an int64 sum) in fx_partd.
+      const bool four_bytes = c10::elementSize(e.type) == 4;
+      const std::string part = four_bytes ? "fx_partf" : "fx_partd";
       out_ << "  const " << t << " v" << r << " = fx_row_reduce<" << k_.row_lanes << ">(fx_acc"
            << r << ", [](" << t << " x, " << t << " y) { return " << reduceCombiner(e) << "<" << t
-           << ">(x, y); }, " << (k_.row_lanes > 32 ? (f32 ? "fx_partf" : "fx_partd") : "(" +
-                                 std::string(t) + "*)nullptr")
-           << ");\n";
+           << ">(x, y); }, (" << t << "*)" << (k_.row_lanes > 32 ? part : "nullptr") << ");\n";
     }
     printExprs(pass.after, "  ", "0");
   }

@@ -45,11 +45,6 @@ std::optional<std::vector<int64_t>> constantIntList(const Node* node, const char
   return std::nullopt;
 }
 
-bool floatingInput(const Node* node) {
-  auto type = node->input(0)->type()->cast<c10::TensorType>();
-  return type && type->scalarType() && c10::isFloatingType(*type->scalarType());
-}
-
 // Constant groups; weight and bias of the input's dtype, one element per channel.
 FusionDecision checkGroupNorm(const Node* node) {
   auto groups = constantInput(node, "num_groups");
@@ -58,7 +53,8 @@ FusionDecision checkGroupNorm(const Node* node) {
   }
   if (auto d = requireConstant(node, "eps"); !d) return d;
   auto x = node->input(0)->type()->cast<c10::TensorType>();
-  const auto channels = x->sizes().size() && *x->sizes().size() >= 2 ? x->sizes()[1] : std::nullopt;
+  std::optional<int64_t> channels;
+  if (x->sizes().size() && *x->sizes().size() >= 2) channels = x->sizes()[1];
   if (channels && *channels % groups->toInt() != 0) {
     return FusionDecision::no("group_norm's channels do not split into its groups");
   }
@@ -70,7 +66,8 @@ FusionDecision checkGroupNorm(const Node* node) {
       return FusionDecision::no(std::string("group_norm's ") + name +
                                 " is not a 1-dim tensor of the input's dtype");
     }
-    const auto size = t->sizes().size() ? t->sizes()[0] : std::nullopt;
+    std::optional<int64_t> size;
+    if (t->sizes().size()) size = t->sizes()[0];
     if (channels && size && *channels != *size) {
       return FusionDecision::no(std::string("group_norm's ") + name +
                                 " does not hold one element per channel");
@@ -79,14 +76,35 @@ FusionDecision checkGroupNorm(const Node* node) {
   return FusionDecision::yes();
 }
 
-FusionDecision checkRowReduction(const Node* node) {
-  if (!floatingInput(node)) {
-    return FusionDecision::no("reductions are fused for floating inputs of a profiled dtype");
+// sum, mean, softmax and log_softmax may be given a constant dtype: the input is cast to
+// it first, as eager does; integers and bools sum as int64, as eager's do.
+FusionDecision checkResultDtype(const Node* node) {
+  auto type = node->input(0)->type()->cast<c10::TensorType>();
+  if (!type || !type->scalarType() || c10::isComplexType(*type->scalarType())) {
+    return FusionDecision::no("reductions are fused for real inputs of a profiled dtype");
   }
+  const bool sum = node->kind() == c10::aten::sum;
+  std::optional<c10::IValue> dtype;
   if (node->schema().argumentIndexWithName("dtype")) {
-    auto v = constantInput(node, "dtype");
-    if (!v || !v->isNone()) return FusionDecision::no("a reduction's dtype argument is not None");
+    dtype = constantInput(node, "dtype");
+    if (!dtype) return FusionDecision::no("a reduction's dtype argument is not a constant");
   }
+  if (dtype && !dtype->isNone()) {
+    const auto target = static_cast<ScalarType>(dtype->toInt());
+    if (c10::isFloatingType(target) || (sum && target == ScalarType::Long)) {
+      return FusionDecision::yes();
+    }
+    return FusionDecision::no("a reduction's dtype argument is not a floating dtype");
+  }
+  if (c10::isFloatingType(*type->scalarType())) return FusionDecision::yes();
+  if (sum && c10::isIntegralType(*type->scalarType(), /*includeBool=*/true)) {
+    return FusionDecision::yes();
+  }
+  return FusionDecision::no("reductions are fused for floating inputs of a profiled dtype");
+}
+
+FusionDecision checkRowReduction(const Node* node) {
+  if (auto d = checkResultDtype(node); !d) return d;
   for (const char* name : {"unbiased", "correction", "p"}) {
     if (node->schema().argumentIndexWithName(name) && !constantInput(node, name)) {
       return FusionDecision::no(std::string("its `") + name + "` is not a constant");
@@ -146,14 +164,38 @@ double correctionOf(const Operand& o, double none) {
   return *v;
 }
 
-Operand lowerSum(IrBuilder& b, const Args& a) {
-  requireFloating(a[0], "sum");
-  return makeResult(b.reduce(ReduceKind::Sum, a[0].expr), a[0].dtype, {a[0]});
+// What a reduction given `dtype` (an argument, perhaps None) computes and returns: that
+// dtype, else int64 for a sum of integers or bools, else its input's dtype.
+ScalarType resultDtype(const Operand& self, const Operand& dtype, bool sum) {
+  if (!isNone(dtype)) {
+    TORCH_CHECK(dtype.constant && dtype.constant->isInt(), "fuser: a reduction's dtype is not a constant");
+    return static_cast<ScalarType>(dtype.constant->toInt());
+  }
+  if (sum && c10::isIntegralType(self.dtype, /*includeBool=*/true)) return ScalarType::Long;
+  return self.dtype;
 }
 
-Operand lowerMean(IrBuilder& b, const Args& a) {
-  requireFloating(a[0], "mean");
-  return makeResult(rowMean(b, a[0].expr), a[0].dtype, {a[0]});
+// The input as a reduction computes it: cast to its result dtype first (a float16 sum
+// with dtype=float32 reads its input in float32, as eager's does).
+Operand asResultDtype(IrBuilder& b, const Operand& self, ScalarType dtype) {
+  Operand x = self;
+  x.expr = castTo(b, self, dtype);
+  x.dtype = dtype;
+  return x;
+}
+
+Operand lowerSum(IrBuilder& b, const Args& a) {  // (self, dim, keepdim, dtype)
+  const ScalarType t = resultDtype(a[0], a[3], /*sum=*/true);
+  TORCH_CHECK(c10::isFloatingType(t) || t == ScalarType::Long,
+              "fuser: sums are fused into floating or int64 results");
+  const Operand x = asResultDtype(b, a[0], t);
+  return makeResult(b.reduce(ReduceKind::Sum, x.expr), t, {x});
+}
+
+Operand lowerMean(IrBuilder& b, const Args& a) {  // (self, dim, keepdim, dtype)
+  const Operand x = asResultDtype(b, a[0], resultDtype(a[0], a[3], /*sum=*/false));
+  requireFloating(x, "mean");
+  return makeResult(rowMean(b, x.expr), x.dtype, {x});
 }
 
 template <ReduceKind Kind>
@@ -179,15 +221,16 @@ Operand lowerNorm(IrBuilder& b, const Args& a) {  // (self, p, dim, keepdim), p 
 
 // exp(x - max) / sum(exp(x - max)); the log form x - max - log(sum(exp(x - max))).
 template <bool Log>
-Operand lowerSoftmax(IrBuilder& b, const Args& a) {
-  requireFloating(a[0], "softmax");
-  ExprId x = a[0].expr;
+Operand lowerSoftmax(IrBuilder& b, const Args& a) {  // (self, dim, dtype)
+  const Operand in = asResultDtype(b, a[0], resultDtype(a[0], a[2], /*sum=*/false));
+  requireFloating(in, "softmax");
+  ExprId x = in.expr;
   ExprId shifted = b.binary(IrOp::Sub, x, b.reduce(ReduceKind::Max, x));
   ExprId e = b.unary(IrOp::Exp, shifted);
   ExprId sum = b.reduce(ReduceKind::Sum, e);
   ExprId y = Log ? b.binary(IrOp::Sub, shifted, b.unary(IrOp::Log, sum))
                  : b.binary(IrOp::Div, e, sum);
-  return makeResult(y, a[0].dtype, {a[0]});
+  return makeResult(y, in.dtype, {in});
 }
 
 // (x - mean) * rsqrt(var + eps) * weight + bias, var biased; weight and bias are read in

@@ -472,3 +472,37 @@ def test_group_norm_weight_read_elsewhere_stays_correct() -> None:
     text = "def f(x, w, b):\n    return torch.group_norm(x, 2, w, b, 1e-5) + w\n"
     with fuser.enabled(True):
         compare(text, torch.randn(3, 4, 4), torch.randn(4), torch.randn(4))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.bool], ids=str)
+def test_integer_and_bool_sums_are_int64(device: str, dtype: torch.dtype) -> None:
+    """Eager sums integers and bools as int64: a mask's count per row, fused with the
+    comparison before it and the arithmetic after."""
+    text = "def f(x, y):\n    return (x > y).sum(-1, keepdim=True) * 2 + x.sum(-1, keepdim=True)\n"
+    x = torch.randint(0, 100, (5, 300), device=device).to(dtype)
+    y = torch.randint(0, 100, (5, 300), device=device).to(dtype)
+    with fuser.enabled(True):
+        fn = compare(text, x, y)
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2 and stats["cuda_cross_compile_failures"] == 0, stats
+    assert "aten::sum" in subgraph_kinds(fn, x, y)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_dtype_arguments_cast_first(device: str, dtype: torch.dtype) -> None:
+    """sum, mean, softmax and log_softmax given a dtype read their input in it, as
+    eager does (a float16 softmax computed and returned in float32)."""
+    x = torch.randn(6, 77, device=device).to(dtype)
+    for call in [
+        "torch.softmax(x * 2.0, -1, dtype=torch.float32)",
+        "torch.log_softmax(x + 1.0, -1, dtype=torch.float64)",
+        "(x * 2.0).sum(-1, keepdim=True, dtype=torch.float32) + 1.0",
+        "(x - 1.0).mean(-1, keepdim=True, dtype=torch.float64) * 2.0",
+        "(x * 3.0).sum(-1, keepdim=True, dtype=torch.float16) - 1.0",
+    ]:
+        with fuser.enabled(True):
+            compare(f"def f(x):\n    return {call}\n", x, dtype=torch.float16)
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 10 and stats["cuda_cross_compile_failures"] == 0, stats
