@@ -57,12 +57,15 @@ def main() -> None:
         f"{first['stats']['variant_timing_us'] / 1000:.1f} ms timing in all"
     )
     for r in first["log"]:
-        shape = r["key"].split("|")[-2]
+        parts = r["key"].split("|")
+        rows = next(p for p in parts if p.startswith("rows<="))
+        length = next(p for p in parts if p.startswith("n="))
+        shape = f"{rows} {length}"
         cells = ", ".join(
             f"{'*' if i == r['chosen'] else ''}{n} {us:.1f} us"
             for i, (n, us) in enumerate(zip(r["names"], r["us"], strict=True))
         )
-        print(f"  rows x length {shape}: {cells}; timing {r['timing_ms']:.1f} ms")
+        print(f"  {shape}: {cells}; timing {r['timing_ms']:.1f} ms")
     s = second["stats"]
     print(f"second process: {s['variants_timed']} timed, {s['variant_disk_hits']} read from disk")
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/batch_norm.h"
 #include "passes/chunks.h"
 #include "passes/concat.h"
 #include "passes/fusibility.h"
@@ -42,11 +43,15 @@ int64_t subgraphParamBytes(const Graph& g) {
       continue;
     }
     rank = std::max(rank, rankOf(in));
-    bool whole = false;
+    // The kernel reads a group input whole, per chunk, and per channel (batch_norm's
+    // statistics: a kernel input of their own, runtime/kernel_graph.h).
+    bool whole = false, per_channel = false;
     for (const torch::jit::Use& use : in->uses()) {
-      if (!isChunk(use.user)) whole = true;
+      const bool channel = ops::isBatchNorm(use.user) && use.offset >= 1 && use.offset <= 4;
+      per_channel = per_channel || channel;
+      if (!isChunk(use.user) && !channel) whole = true;
     }
-    tensors += whole ? 1 : 0;
+    tensors += (whole ? 1 : 0) + (per_channel ? 1 : 0);
   }
   for (const Node* node : g.nodes()) {
     if (!isChunk(node)) continue;

@@ -409,7 +409,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     }
     const Specialization& spec = specialize(shaped, accesses, zero_dim, per_row, outer_ndim,
                                             inner_ndim, row_shape, cross_shapes, p->device);
-    if (!spec.kernel) return nullptr;
+    // A variant that does not build is left out; without the heuristic's, the plan fails.
+    if (!spec.kernel) {
+      if (p->variants.empty()) return nullptr;
+      continue;
+    }
     p->out_dtypes = spec.out_dtypes;
     if (p->device.is_cuda()) {
       p->variants.push_back({spec.kernel, grains[0], "lanes=" + std::to_string(row_shape.lanes) +
@@ -422,12 +426,24 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   }
   p->kernel = p->variants[0].kernel;
   p->grain = p->variants[0].grain;
-  // The choice holds for this group, kernel and shape class on this device: the rows'
-  // count and length decide it, and on CPU the thread count.
+  // The choice holds for this group, kernel and shape class on this kind of device: the
+  // row length, the rows' count to the next power of two (a new batch size of the same
+  // class times nothing), the candidates themselves (their lanes follow the row's
+  // vector width, and so its alignment), and the machine: the GPU's architecture and
+  // multiprocessors, or the CPU threads.
   std::string k(key.begin(), key.end());
-  p->variant_key = subgraph_text_ + "|" + p->device.str() + "|" + k + "|" +
-                   std::to_string(p->rows) + "x" + std::to_string(p->row_size) + "|threads=" +
-                   std::to_string(p->device.is_cuda() ? 0 : at::get_num_threads());
+  int64_t rows_class = 1;
+  while (rows_class < p->rows) rows_class *= 2;
+  std::string candidates;
+  for (const auto& v : p->variants) candidates += v.name + ";";
+  std::string machine = "threads=" + std::to_string(at::get_num_threads());
+  if (p->device.is_cuda()) {
+    const cuda::DeviceInfo info = cuda::deviceInfo(p->device.index());
+    machine = "sm_" + std::to_string(info.arch.major) + std::to_string(info.arch.minor) + "x" +
+              std::to_string(info.sm_count);
+  }
+  p->variant_key = subgraph_text_ + "|" + k + "|rows<=" + std::to_string(rows_class) + "|n=" +
+                   std::to_string(p->row_size) + "|" + candidates + "|" + machine;
   p->signature = std::move(signature);
   return p;
 }

@@ -22,6 +22,14 @@ struct Memory {
   std::vector<VariantRecord> log;
 };
 
+// The log keeps the latest kMaxLogged records (a long run meets many shape classes).
+constexpr size_t kMaxLogged = 1024;
+
+void remember(Memory& m, VariantRecord r) {
+  if (m.log.size() >= kMaxLogged) m.log.erase(m.log.begin());
+  m.log.push_back(std::move(r));
+}
+
 Memory& memory() {
   static Memory* m = new Memory();  // never freed: used from static destructors
   return *m;
@@ -33,7 +41,8 @@ const DiskCache& diskCache() {
 }
 
 // "chosen=<i>\n<name> <us>\n..." : the choice and, for people, what was measured (the
-// disk cache checks the key itself).
+// entry is found by a hash of the key, whose candidate names make a stale index name
+// another candidate list's entry, never this one's).
 std::string serialize(const VariantRecord& r) {
   std::ostringstream s;
   s << "chosen=" << r.chosen << "\n";
@@ -101,7 +110,7 @@ size_t chooseVariant(const std::string& key, const std::vector<std::string>& nam
   Memory& m = memory();
   {
     std::lock_guard<std::mutex> lock(m.mutex);
-    if (auto it = m.chosen.find(key); it != m.chosen.end()) return it->second;
+    if (auto it = m.chosen.find(key); it != m.chosen.end() && it->second < n) return it->second;
   }
   const DiskCache& disk = diskCache();
   if (disk.enabled()) {
@@ -115,7 +124,7 @@ size_t chooseVariant(const std::string& key, const std::vector<std::string>& nam
         r.from_disk = true;
         std::lock_guard<std::mutex> lock(m.mutex);
         m.chosen.emplace(key, *i);
-        m.log.push_back(std::move(r));
+        remember(m, std::move(r));
         return *i;
       }
     }
@@ -127,7 +136,7 @@ size_t chooseVariant(const std::string& key, const std::vector<std::string>& nam
   const size_t chosen = r.chosen;
   std::lock_guard<std::mutex> lock(m.mutex);
   m.chosen.emplace(key, chosen);
-  m.log.push_back(std::move(r));
+  remember(m, std::move(r));
   return chosen;
 }
 

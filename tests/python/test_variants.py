@@ -67,8 +67,10 @@ def test_first_call_times_the_variants_and_keeps_the_fastest(
     # The chosen one is the fastest, or the heuristic's within the timing's noise.
     assert record["us"][chosen] == fastest or (chosen == 0 and fastest > 0.97 * record["us"][0])
     assert 0 < record["timing_ms"] < 200, record
-    # The same shape again times nothing; a new shape class is timed once more.
+    # The same shape again times nothing, nor does a batch of the same class (rows up to
+    # the next power of two); a new shape class is timed once more.
     run_layer_norm(inputs(4096, device))
+    run_layer_norm(inputs(3000, device))
     assert fuser.stats()["variants_timed"] == 1
     run_layer_norm(inputs(1000, device))
     assert fuser.stats()["variants_timed"] == 2
