@@ -4,6 +4,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +39,14 @@ Sizes expandedStrides(const at::Tensor& t, const Sizes& shape) {
     if (t.size(d) != 1) strides[lead + d] = t.stride(d);
   }
   return strides;
+}
+
+// The subgraph's ops and values without the profiled sizes and strides of its types
+// (the first call's shape): part of the variant keys, which take the shape class apart.
+std::string opsText(torch::jit::Graph& subgraph) {
+  auto copy = subgraph.copy();
+  torch::jit::removeTensorTypeSpecializations(copy->block());
+  return copy->toString(false);
 }
 
 // Whether a tensor walks a row (the dims from `outer_ndim` on) as one unit-stride run:
@@ -106,7 +115,7 @@ bool RowExecutor::reduces(const torch::jit::Graph& subgraph) {
 
 RowExecutor::RowExecutor(const torch::jit::Node* node)
     : subgraph_(node->g(c10::attr::Subgraph)),
-      subgraph_text_(subgraph_->toString(false)),
+      subgraph_text_(opsText(*subgraph_)),
       num_inputs_(node->inputs().size()),
       num_outputs_(node->outputs().size()),
       interpreted_(subgraph_) {
