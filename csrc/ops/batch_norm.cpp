@@ -3,6 +3,7 @@
 // bfloat16, whose statistics may be float16/bfloat16 or float, as eager accepts).
 #include "ops/batch_norm.h"
 
+#include <algorithm>
 #include <string>
 
 #include "ops/lowering_rules.h"
@@ -91,5 +92,10 @@ const RegisterOps kRegister({
 }  // namespace
 
 bool isBatchNorm(const Node* node) { return node->kind() == c10::aten::batch_norm; }
+
+bool isBatchNormChannelOperand(const Node* node, size_t input) {
+  const auto& slots = kBatchNormChannelOperands;
+  return isBatchNorm(node) && std::find(slots.begin(), slots.end(), input) != slots.end();
+}
 
 }  // namespace fuser::ops

@@ -16,9 +16,13 @@
 
 namespace fuser::ops {
 
-// Inputs of aten::batch_norm: x, then weight, bias, running_mean, running_var.
+// Inputs of aten::batch_norm: x, then weight, bias, running_mean, running_var, training.
 inline constexpr size_t kBatchNormInput = 0;
 inline constexpr std::array<size_t, 4> kBatchNormChannelOperands = {1, 2, 3, 4};
+inline constexpr size_t kBatchNormTraining = 5;
+
+// Whether input `input` of a batch_norm `node` is one of its per-channel operands.
+bool isBatchNormChannelOperand(const torch::jit::Node* node, size_t input);
 
 // Whether `node` is an aten::batch_norm (the table's entry decides whether it fuses).
 bool isBatchNorm(const torch::jit::Node* node);

@@ -295,6 +295,11 @@ const RegisterOps kRegister({
 
 }  // namespace
 
+bool isGroupNormAffine(const Node* node, size_t input) {
+  return node->kind() == c10::aten::group_norm &&
+         (input == kGroupNormWeight || input == kGroupNormBias);
+}
+
 bool isLayerNorm(const Node* node) {
   return node->kind() == c10::aten::layer_norm || node->kind() == c10::aten::native_layer_norm;
 }

@@ -30,6 +30,12 @@ struct RowReduction {
 // rstd, with the normalized dims kept as size 1: autodiff's forward saves them).
 bool isLayerNorm(const torch::jit::Node* node);
 
+// group_norm's weight and bias (inputs 2 and 3), read per channel by the row executor.
+inline constexpr size_t kGroupNormWeight = 2;
+inline constexpr size_t kGroupNormBias = 3;
+// Whether input `input` of `node` is a group_norm's weight or bias.
+bool isGroupNormAffine(const torch::jit::Node* node, size_t input);
+
 // What `node` reduces when it is a reduction of the table with constant trailing dims
 // and a profiled input rank; nullopt otherwise.
 std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);

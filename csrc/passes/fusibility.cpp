@@ -308,10 +308,9 @@ bool holdsBatchNorm(const Node* node) {
 
 bool readsFromOutsideItsGroup(const Node* user, size_t input) {
   // group_norm's weight and bias, read per channel by the row executor.
-  if (user->kind() == c10::aten::group_norm) return input == 2 || input == 3;
+  if (ops::isGroupNormAffine(user, input)) return true;
   if (!ops::isBatchNorm(user)) return false;
-  const auto& slots = ops::kBatchNormChannelOperands;
-  return input == ops::kBatchNormInput || std::find(slots.begin(), slots.end(), input) != slots.end();
+  return input == ops::kBatchNormInput || ops::isBatchNormChannelOperand(user, input);
 }
 
 FusionDecision checkOperandsFromOutside(const Node* consumer, const Node* producer) {

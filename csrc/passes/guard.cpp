@@ -85,7 +85,7 @@ std::optional<c10::ScalarType> dtypeOnlyOutput(const Value* out) {
 // normalizes with the running statistics; in training the fallback runs.
 bool onlyBatchNormTraining(const Value* param) {
   for (const auto& use : param->uses()) {
-    if (!ops::isBatchNorm(use.user) || use.offset != 5) return false;
+    if (!ops::isBatchNorm(use.user) || use.offset != ops::kBatchNormTraining) return false;
   }
   return true;
 }

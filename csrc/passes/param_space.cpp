@@ -47,7 +47,7 @@ int64_t subgraphParamBytes(const Graph& g) {
     // statistics: a kernel input of their own, runtime/kernel_graph.h).
     bool whole = false, per_channel = false;
     for (const torch::jit::Use& use : in->uses()) {
-      const bool channel = ops::isBatchNorm(use.user) && use.offset >= 1 && use.offset <= 4;
+      const bool channel = ops::isBatchNormChannelOperand(use.user, use.offset);
       per_channel = per_channel || channel;
       if (!isChunk(use.user) && !channel) whole = true;
     }

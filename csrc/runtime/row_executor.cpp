@@ -149,7 +149,7 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
   channel_tensors_.assign(subgraph_->inputs().size(), false);
   for (const torch::jit::Node* n : subgraph_->nodes()) {
     if (n->kind() != c10::aten::group_norm) continue;
-    for (size_t slot : {2, 3}) {
+    for (size_t slot : {ops::kGroupNormWeight, ops::kGroupNormBias}) {
       const torch::jit::Value* v = n->input(slot);
       if (v->type()->kind() == c10::TypeKind::NoneType) continue;
       if (v->node() != subgraph_->param_node() || v->uses().size() != 1) {
@@ -264,7 +264,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         // Eager raises for channels the groups do not split, and for a weight or bias
         // that is not one element per channel.
         if (in.size() < 2 || in[1] % groups_ != 0) return nullptr;
-        for (size_t w : {2, 3}) {
+        for (size_t w : {ops::kGroupNormWeight, ops::kGroupNormBias}) {
           auto it = shapes.find(node->input(w));
           if (it != shapes.end() && it->second != Sizes{in[1]}) return nullptr;
         }
