@@ -4,6 +4,7 @@
 #include "ops/batch_norm.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "ops/lowering_rules.h"
@@ -44,7 +45,8 @@ FusionDecision checkBatchNorm(const Node* node) {
       !c10::isFloatingType(*x->scalarType())) {
     return FusionDecision::no("batch_norm is fused for floating inputs of 2 or more dims");
   }
-  const auto channels = x->sizes().size() ? x->sizes()[1] : std::nullopt;
+  std::optional<int64_t> channels;
+  if (x->sizes().size()) channels = x->sizes()[1];
   for (size_t slot : kBatchNormChannelOperands) {
     const Value* v = node->input(slot);
     if (isNoneValue(v)) continue;
@@ -58,7 +60,8 @@ FusionDecision checkBatchNorm(const Node* node) {
                                 c10::toString(*t->scalarType()) + " beside an input of " +
                                 c10::toString(*x->scalarType()));
     }
-    const auto size = t->sizes().size() ? t->sizes()[0] : std::nullopt;
+    std::optional<int64_t> size;
+    if (t->sizes().size()) size = t->sizes()[0];
     if (channels && size && *channels != *size) {
       return FusionDecision::no("batch_norm's %" + v->debugName() + " does not hold one " +
                                 "element per channel");
