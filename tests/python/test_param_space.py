@@ -101,3 +101,29 @@ def test_split_groups_run_on_cuda_and_match_eager(fused) -> None:
     stats = fuser.stats()
     assert stats["groups_formed"] >= 2
     assert stats["compile_failures"] == 0 and stats["interpreted_runs"] == 0
+
+
+def test_a_batch_norm_statistic_read_elsewhere_counts_twice() -> None:
+    """The kernel reads a batch_norm statistic per channel through an input of its own;
+    read along the last dim as well, it is a second kernel input (runtime/kernel_graph.h)."""
+    t = "Float(2, 4, 4, strides=[16, 4, 1], requires_grad=0, device=cpu)"
+    s = "Float(4, strides=[1], requires_grad=0, device=cpu)"
+
+    def group_bytes(extra_use: bool) -> int:
+        tail = "aten::add(%y, %m, %one)" if extra_use else "aten::relu(%y)"
+        ir = (
+            f"graph(%x : {t}, %w : {s}, %b : {s}, %m : {s}, %v : {s}):\n"
+            "  %f : bool = prim::Constant[value=0]()\n"
+            "  %t : bool = prim::Constant[value=1]()\n"
+            "  %mo : float = prim::Constant[value=0.1]()\n"
+            "  %eps : float = prim::Constant[value=1e-05]()\n"
+            "  %one : int = prim::Constant[value=1]()\n"
+            f"  %y : {t} = aten::batch_norm(%x, %w, %b, %m, %v, %f, %mo, %eps, %t)\n"
+            f"  %z : {t} = {tail}\n"
+            "  return (%z)\n"
+        )
+        _, (group,) = fused_groups(ir)
+        return fuser._C.group_param_bytes(group)
+
+    # One more pointer (8 bytes) and its strides (8 bytes per dim, 3 dims) at most.
+    assert 8 <= group_bytes(True) - group_bytes(False) <= 8 + 3 * 8
