@@ -49,12 +49,15 @@ std::string rowLoad(const Kernel& k, const Expr& load, const std::string& e) {
   const TensorInput& in = k.inputs[load.index];
   const std::string n = std::to_string(load.index);
   std::string offset = "off" + n;
-  if (!in.inner_zero_stride) {
-    offset += in.inner_unit_stride ? " + " + e
-                                   : " + fx_row_offset(" + e + ", fx_sizes + " +
-                                         std::to_string(k.outer_ndim) + ", st" + n + " + " +
-                                         std::to_string(k.outer_ndim) + ", " +
-                                         std::to_string(k.inner_ndim) + ")";
+  if (in.inner_unit_stride) {
+    offset += " + " + e;
+  } else if (in.inner_zero_stride) {
+  } else if (k.inner_ndim == 1) {  // a row of one strided dim
+    offset += " + " + e + " * st" + n + "[" + std::to_string(k.outer_ndim) + "]";
+  } else {
+    offset += " + fx_row_offset(" + e + ", fx_sizes + " + std::to_string(k.outer_ndim) +
+              ", st" + n + " + " + std::to_string(k.outer_ndim) + ", " +
+              std::to_string(k.inner_ndim) + ")";
   }
   return loadConversion(in.dtype, load.type, "in" + n + "[" + offset + "]");
 }

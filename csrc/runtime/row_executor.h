@@ -94,6 +94,8 @@ class RowExecutor {
   int64_t reduced_ = 0;  // trailing dims a row spans
   int64_t groups_ = 0;   // group_norm: dim 1 splits into these groups (0: no split)
   std::vector<bool> channel_tensors_;  // per group input: group_norm's weight or bias
+  // Per group input: read only as the input of layer_norm, softmax or log_softmax.
+  std::vector<bool> normalized_only_;
   bool runnable_ = true;  // one rank and one row for every reduction
 
   std::mutex mutex_;

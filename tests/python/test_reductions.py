@@ -506,3 +506,39 @@ def test_dtype_arguments_cast_first(device: str, dtype: torch.dtype) -> None:
             compare(f"def f(x):\n    return {call}\n", x, dtype=torch.float16)
     stats = fuser.stats()
     assert stats["row_launches"] >= 10 and stats["cuda_cross_compile_failures"] == 0, stats
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_strided_inputs_of_normalizations_run_as_row_kernels(
+    device: str, dtype: torch.dtype
+) -> None:
+    """An input read only by layer_norm, softmax or log_softmax may be strided if its
+    rows are unit-stride runs (a slice of rows, a class token x[:, 0]): eager makes it
+    contiguous first, the row kernel reads it in place; results are contiguous as
+    eager's. Rows read across strides (a permuted NCHW activation) stay with eager,
+    which was faster."""
+    w, b = (torch.randn(8, device=device).to(dtype) for _ in range(2))
+    inputs = {
+        "row_slice": torch.randn(30, 16, device=device).to(dtype)[:, 4:12],
+        "class_token": torch.randn(3, 7, 8, device=device).to(dtype)[:, 0],
+        "outer_transposed": torch.randn(5, 4, 8, device=device).to(dtype).transpose(0, 1),
+    }
+    texts = [
+        "def f(x, w, b):\n    return torch.layer_norm(x, [8], w, b, 1e-5) * 2.0\n",
+        "def f(x, w, b):\n    return torch.log_softmax(x, -1) + torch.softmax(x, -1) * w\n",
+    ]
+    for name, x in inputs.items():
+        for text in texts:
+            fuser.reset_stats()
+            with fuser.enabled(True):
+                compare(text, x, w, b, dtype=dtype)
+            stats = fuser.stats()
+            assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, (name, stats)
+            assert stats["cuda_cross_compile_failures"] == 0, stats
+    permuted = torch.randn(2, 8, 5, 6, device=device).to(dtype).permute(0, 2, 3, 1)
+    for text in texts:
+        fuser.reset_stats()
+        with fuser.enabled(True):
+            compare(text, permuted, w, b, dtype=dtype)
+        assert fuser.stats()["row_launches"] == 0, fuser.stats()
