@@ -91,6 +91,12 @@ FusionDecision checkResultDtype(const Node* node) {
   }
   if (dtype && !dtype->isNone()) {
     const auto target = static_cast<ScalarType>(dtype->toInt());
+    // Eager's CPU mean sums a wider input in float and rounds once to a 16-bit dtype; its
+    // CUDA mean rounds the input first. Neither is fused.
+    if (node->kind() == c10::aten::mean && target != *type->scalarType() &&
+        (target == ScalarType::Half || target == ScalarType::BFloat16)) {
+      return FusionDecision::no("a mean into another 16-bit dtype is left to eager");
+    }
     if (c10::isFloatingType(target) || (sum && target == ScalarType::Long)) {
       return FusionDecision::yes();
     }

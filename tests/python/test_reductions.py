@@ -542,3 +542,13 @@ def test_strided_inputs_of_normalizations_run_as_row_kernels(
         with fuser.enabled(True):
             compare(text, permuted, w, b, dtype=dtype)
         assert fuser.stats()["row_launches"] == 0, fuser.stats()
+
+
+def test_mean_into_a_narrower_16_bit_dtype_stays_with_eager() -> None:
+    """Eager's CPU mean sums a float32 row in float and rounds once (1e5 / 4 is finite
+    in float16); rounding each element first would give inf."""
+    text = "def f(x):\n    return (x * 1.0).mean(-1, dtype=torch.float16) + 1.0\n"
+    x = torch.tensor([[1e5, 0.0, 0.0, 0.0]] * 4)
+    with fuser.enabled(True):
+        compare(text, x, dtype=torch.float16)
+    assert fuser.stats()["row_launches"] == 0
