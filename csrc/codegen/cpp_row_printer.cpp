@@ -131,12 +131,7 @@ class CppRowPrinter {
     printRowStores();
     openElementLoop("GCC ivdep");
     printExprs(s_.final_element, "      ", "fx_e");
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      const TensorOutput& out = k_.outputs[o];
-      if (out.per_row) continue;
-      out_ << "      out" << o << "[fx_r * fx_n + fx_e] = "
-           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
-    }
+    printElementStores(out_, k_, "      ");
     closeElementLoop();
   }
 

@@ -101,12 +101,7 @@ class CudaRowPrinter {
     printRowStores();
     out_ << "  for (int64_t fx_e = fx_lane; fx_e < fx_n; fx_e += " << lanes << ") {\n";
     printExprs(s_.final_element, "    ", "fx_e");
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      const TensorOutput& out = k_.outputs[o];
-      if (out.per_row) continue;
-      out_ << "    out" << o << "[fx_r * fx_n + fx_e] = "
-           << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
-    }
+    printElementStores(out_, k_, "    ");
     out_ << "  }\n}\n";
     return out_.str();
   }

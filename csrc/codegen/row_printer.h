@@ -72,6 +72,8 @@ void printRowExprs(std::ostream& out, const Kernel& kernel, const std::vector<Ex
 // A load in a CPU row of two inner dims walked as nested loops: fx_i0 over the first,
 // fx_i1 over the second, fx_e = fx_i0 * size1 + fx_i1 (no division per element).
 std::string rowLoadNested(const Kernel& kernel, const Expr& load);
+// outN[fx_r * fx_n + fx_e] = vI for the outputs of one element per row element.
+void printElementStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 // outN[fx_r] = vI for the per-row outputs.
 void printPerRowStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 

@@ -123,6 +123,15 @@ void printRowExprs(std::ostream& out, const Kernel& k, const std::vector<ExprId>
   }
 }
 
+void printElementStores(std::ostream& out, const Kernel& k, const std::string& indent) {
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const TensorOutput& output = k.outputs[o];
+    if (output.per_row) continue;
+    out << indent << "out" << o << "[fx_r * fx_n + fx_e] = "
+        << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
+  }
+}
+
 void printPerRowStores(std::ostream& out, const Kernel& k, const std::string& indent) {
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const TensorOutput& output = k.outputs[o];

@@ -183,8 +183,7 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
                                                               bool fix_shape) {
   auto spec = std::make_unique<Specialization>();
   spec->key = key;
-  const auto started = std::chrono::steady_clock::now();
-  try {
+  spec->kernel = buildOrRunUnfused([&]() -> std::shared_ptr<CompiledKernel> {
     std::vector<codegen::InputDesc> descs;
     size_t t = 0;
     for (size_t i = 0; i < is_tensor_.size(); ++i) {
@@ -231,18 +230,9 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
       spec->shape = kernel.fixed;
     }
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
-    spec->kernel = buildKernel(kernel, device);
-  } catch (const std::exception& e) {
-    stats().compile_failures++;
-    spec->kernel = nullptr;
-    if (!warned_) {
-      warned_ = true;
-      TORCH_WARN("fuser: a fusion group could not be compiled and runs unfused: ", e.what());
-    }
-  }
-  stats().kernel_build_us += std::chrono::duration_cast<std::chrono::microseconds>(
-                                 std::chrono::steady_clock::now() - started)
-                                 .count();
+    std::shared_ptr<CompiledKernel> built = buildKernel(kernel, device);
+    return built;
+  }, warned_);
   specializations_.push_back(std::move(spec));
   return *specializations_.back();
 }

@@ -1,5 +1,7 @@
 #include "runtime/kernel_builder.h"
 
+#include <chrono>
+
 #include <c10/util/Exception.h>
 
 #include <iostream>
@@ -31,6 +33,25 @@ void crossCompileForCuda(codegen::Kernel kernel) {
     stats().cuda_cross_compile_failures++;
     TORCH_WARN("fuser: FUSER_CROSS_COMPILE: the CUDA form of a kernel failed: ", e.what());
   }
+}
+
+std::shared_ptr<CompiledKernel> buildOrRunUnfused(
+    const std::function<std::shared_ptr<CompiledKernel>()>& make, bool& warned) {
+  const auto started = std::chrono::steady_clock::now();
+  std::shared_ptr<CompiledKernel> kernel;
+  try {
+    kernel = make();
+  } catch (const std::exception& e) {
+    stats().compile_failures++;
+    if (!warned) {
+      warned = true;
+      TORCH_WARN("fuser: a fusion group could not be compiled and runs unfused: ", e.what());
+    }
+  }
+  stats().kernel_build_us += std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count();
+  return kernel;
 }
 
 std::shared_ptr<CompiledKernel> buildKernel(const codegen::Kernel& kernel, c10::Device device) {

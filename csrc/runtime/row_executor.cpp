@@ -188,8 +188,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
   }
   auto spec = std::make_unique<Specialization>();
   spec->key = key;
-  const auto started = std::chrono::steady_clock::now();
-  try {
+  spec->kernel = buildOrRunUnfused([&]() -> std::shared_ptr<CompiledKernel> {
     std::vector<codegen::InputDesc> descs;
     size_t t = 0;
     for (size_t i = 0; i < is_tensor_.size(); ++i) {
@@ -216,7 +215,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     kernel.row_vector = row_shape.vector;
     for (size_t o = 0; o < kernel.outputs.size(); ++o) kernel.outputs[o].per_row = per_row[o];
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
-    spec->kernel = buildKernel(kernel, device);
+    std::shared_ptr<CompiledKernel> built = buildKernel(kernel, device);
     // The CUDA kernel's other variants (lane counts), checked too on a CPU machine.
     for (size_t v = 1; config().cross_compile_arch && v < cross_shapes.size(); ++v) {
       kernel.row_lanes = cross_shapes[v].lanes;
@@ -224,17 +223,8 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       kernel.row_vector = cross_shapes[v].vector;
       crossCompileForCuda(kernel);
     }
-  } catch (const std::exception& e) {
-    stats().compile_failures++;
-    spec->kernel = nullptr;
-    if (!warned_) {
-      warned_ = true;
-      TORCH_WARN("fuser: a fusion group could not be compiled and runs unfused: ", e.what());
-    }
-  }
-  stats().kernel_build_us += std::chrono::duration_cast<std::chrono::microseconds>(
-                                 std::chrono::steady_clock::now() - started)
-                                 .count();
+    return built;
+  }, warned_);
   specializations_.push_back(std::move(spec));
   return *specializations_.back();
 }
