@@ -92,6 +92,29 @@ c10::ScalarType scalarDtypeOf(const c10::TypePtr& type) {
 
 }  // namespace
 
+std::vector<InputDesc> inputDescs(const std::vector<bool>& is_tensor,
+                                  const std::vector<ScalarArgKind>& scalar_kinds,
+                                  c10::ArrayRef<c10::ScalarType> dtypes,
+                                  const std::vector<bool>& zero_dim,
+                                  c10::ArrayRef<TensorInput> accesses) {
+  std::vector<InputDesc> descs;
+  size_t t = 0;
+  for (size_t i = 0; i < is_tensor.size(); ++i) {
+    InputDesc d;
+    d.is_tensor = is_tensor[i];
+    if (d.is_tensor) {
+      d.dtype = dtypes[t];
+      d.zero_dim = zero_dim[t];
+      d.access = accesses[t];
+      ++t;
+    } else {
+      d.scalar_kind = scalar_kinds[i];
+    }
+    descs.push_back(d);
+  }
+  return descs;
+}
+
 ScalarArgKind scalarArgKindOf(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::FloatType) return ScalarArgKind::Double;
   if (type->kind() == c10::TypeKind::BoolType) return ScalarArgKind::Bool;

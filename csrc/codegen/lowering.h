@@ -23,6 +23,15 @@ struct InputDesc {
   ScalarArgKind scalar_kind = ScalarArgKind::Double;
 };
 
+// The descriptions of a kernel's inputs in order: per input whether it is a tensor
+// (`is_tensor`), the scalars' kinds (`scalar_kinds`, indexed like it), and the tensors'
+// dtypes, 0-dim flags and accesses, in tensor order.
+std::vector<InputDesc> inputDescs(const std::vector<bool>& is_tensor,
+                                  const std::vector<ScalarArgKind>& scalar_kinds,
+                                  c10::ArrayRef<c10::ScalarType> dtypes,
+                                  const std::vector<bool>& zero_dim,
+                                  c10::ArrayRef<TensorInput> accesses);
+
 // How a scalar of this JIT type reaches a kernel: float as double, bool, else int64.
 ScalarArgKind scalarArgKindOf(const c10::TypePtr& type);
 

@@ -184,21 +184,11 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
   auto spec = std::make_unique<Specialization>();
   spec->key = key;
   spec->kernel = buildOrRunUnfused([&]() -> std::shared_ptr<CompiledKernel> {
-    std::vector<codegen::InputDesc> descs;
-    size_t t = 0;
-    for (size_t i = 0; i < is_tensor_.size(); ++i) {
-      codegen::InputDesc d;
-      d.is_tensor = is_tensor_[i];
-      if (d.is_tensor) {
-        d.dtype = shape.tensors[t].dtype;
-        d.zero_dim = shape.zero_dim[t];
-        d.access = plan.inputs[t];
-        ++t;
-      } else {
-        d.scalar_kind = scalar_kinds_[i];
-      }
-      descs.push_back(d);
-    }
+    std::vector<c10::ScalarType> dtypes;
+    for (const TensorView& v : shape.tensors) dtypes.push_back(v.dtype);
+    const std::vector<codegen::InputDesc> descs = codegen::inputDescs(
+        is_tensor_, scalar_kinds_, dtypes,
+        std::vector<bool>(shape.zero_dim.begin(), shape.zero_dim.end()), plan.inputs);
     codegen::Kernel kernel =
         codegen::lowerSubgraph(*kernel_graph_.graph, descs, plan.flat ? 1 : plan.ndim, plan.flat,
                                device.type());

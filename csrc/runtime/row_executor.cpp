@@ -189,21 +189,10 @@ const RowExecutor::Specialization& RowExecutor::specialize(
   auto spec = std::make_unique<Specialization>();
   spec->key = key;
   spec->kernel = buildOrRunUnfused([&]() -> std::shared_ptr<CompiledKernel> {
-    std::vector<codegen::InputDesc> descs;
-    size_t t = 0;
-    for (size_t i = 0; i < is_tensor_.size(); ++i) {
-      codegen::InputDesc d;
-      d.is_tensor = is_tensor_[i];
-      if (d.is_tensor) {
-        d.dtype = accesses[t].dtype;
-        d.zero_dim = zero_dim[t];
-        d.access = accesses[t];
-        ++t;
-      } else {
-        d.scalar_kind = scalar_kinds_[i];
-      }
-      descs.push_back(d);
-    }
+    std::vector<c10::ScalarType> dtypes;
+    for (const auto& a : accesses) dtypes.push_back(a.dtype);
+    const std::vector<codegen::InputDesc> descs =
+        codegen::inputDescs(is_tensor_, scalar_kinds_, dtypes, zero_dim, accesses);
     codegen::Kernel kernel = codegen::lowerSubgraph(*subgraph_, descs, outer_ndim + inner_ndim,
                                                     /*flat=*/false, device.type());
     TORCH_CHECK(kernel.rows, "fuser: a reducing group lowered without reductions");

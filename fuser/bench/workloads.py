@@ -155,6 +155,18 @@ def _residual_layer_norm_inputs(
     )
 
 
+def _residual_layer_norm_source(name: str) -> str:
+    """h = x + bias + residual; h and layer_norm(h), as a function called `name` (its
+    inference row and its training-step row run the same source)."""
+    return _source(
+        f"""
+        def {name}(x, r, bias, w, b):
+            h = x + bias + r
+            return h, torch.layer_norm(h, [{NORM_WIDTH}], w, b, 1e-5)
+        """
+    )
+
+
 def _softmax_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -554,13 +566,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="residual_layer_norm",
             description="h = x + bias + residual; returns h and layer_norm(h)",
-            source=_source(
-                f"""
-                def residual_layer_norm(x, r, bias, w, b):
-                    h = x + bias + r
-                    return h, torch.layer_norm(h, [{NORM_WIDTH}], w, b, 1e-5)
-                """
-            ),
+            source=_residual_layer_norm_source("residual_layer_norm"),
             make_inputs=_residual_layer_norm_inputs,
             sizes=_NORMS,
             cuda_sizes=_NORMS_CUDA,
@@ -568,13 +574,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="residual_layer_norm_train",
             description="residual_layer_norm's training step: forward, then every gradient",
-            source=_source(
-                f"""
-                def residual_layer_norm_train(x, r, bias, w, b):
-                    h = x + bias + r
-                    return h, torch.layer_norm(h, [{NORM_WIDTH}], w, b, 1e-5)
-                """
-            ),
+            source=_residual_layer_norm_source("residual_layer_norm_train"),
             make_inputs=_residual_layer_norm_inputs,
             sizes=_NORMS,
             cuda_sizes=_NORMS_CUDA,
