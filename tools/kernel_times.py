@@ -2,7 +2,9 @@
 
 The benchmark times whole calls; for cells a call is mostly matmuls and per-call CPU
 work, so a slower fused kernel hides inside it. This reads the kernels' own device
-time from the profiler (kernels named fuser_kernel, NNC's fused_*, triton_*).
+time from the profiler (kernels named fuser_kernel, fuser_rows, NNC's fused_*,
+triton_*), and the device time per call of every kernel: a call slower than its
+kernels waits on the host.
 
 usage: python tools/kernel_times.py lstm_cell:large:float32,gru_cell:large:float16 \\
            [--modes fuser,nnc]
@@ -21,20 +23,25 @@ from fuser.bench.jit_flags import jit_flags
 from fuser.bench.modes import MODES
 from fuser.bench.timing import TimingBudget, time_calls, warm_up
 
-KERNEL_PREFIXES = ("fuser_kernel", "fused_", "triton_")
+KERNEL_PREFIXES = ("fuser_kernel", "fuser_rows", "fused_", "triton_")
 PROFILED_CALLS = 20
 
 
-def kernel_us(fn, inputs) -> float:
-    """Mean device time per launch of the fused kernels over PROFILED_CALLS calls."""
+def kernel_us(fn, inputs) -> tuple[float, float]:
+    """Mean device time per launch of the fused kernels, and device time per call of
+    every kernel (eager's own included), over PROFILED_CALLS calls."""
     activities = [torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(PROFILED_CALLS):
             fn(*inputs)
         torch.cuda.synchronize()
-    fused = [e for e in prof.key_averages() if e.key.startswith(KERNEL_PREFIXES)]
+    # Kernels hold their device time as their own; the ops that launched them, none.
+    events = [e for e in prof.key_averages() if e.self_device_time_total > 0]
+    fused = [e for e in events if e.key.startswith(KERNEL_PREFIXES)]
     launches = sum(e.count for e in fused)
-    return sum(e.device_time_total for e in fused) / launches if launches else float("nan")
+    mean = sum(e.self_device_time_total for e in fused) / launches if launches else float("nan")
+    kernels = [e for e in events if not e.key.startswith(("Memcpy", "Memset"))]
+    return mean, sum(e.self_device_time_total for e in kernels) / PROFILED_CALLS
 
 
 def main() -> None:
@@ -55,7 +62,7 @@ def main() -> None:
                 warm_up(fn, [inputs], 5)
                 torch.cuda.synchronize()
                 calls = [time_calls(fn, [inputs], device, budget).median_us for _ in range(2)]
-                kernel = kernel_us(fn, inputs)
+                kernel, device_per_call = kernel_us(fn, inputs)
             print(
                 json.dumps(
                     {
@@ -63,6 +70,7 @@ def main() -> None:
                         "mode": mode_name,
                         "call_us": round(statistics.median(calls), 1),
                         "kernel_us": round(kernel, 2),
+                        "device_us_per_call": round(device_per_call, 2),
                     }
                 ),
                 flush=True,

@@ -3,6 +3,8 @@
 // bfloat16, whose statistics may be float16/bfloat16 or float, as eager accepts).
 #include "ops/batch_norm.h"
 
+#include <ATen/native/Normalization.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -93,6 +95,16 @@ const RegisterOps kRegister({
 });
 
 }  // namespace
+
+bool batchNormAllocatesInSuggestedFormat(const at::Tensor& x, const at::Tensor& weight,
+                                         const at::Tensor& bias, const at::Tensor& running_mean,
+                                         const at::Tensor& running_var, double eps) {
+  if (!x.is_cuda()) return true;
+  // Eager's own choice (it reads the dtypes, sizes, eps and the cuDNN flags of now).
+  return at::native::_select_batch_norm_backend(x, weight, bias, running_mean, running_var,
+                                                /*training=*/false, eps) !=
+         at::native::BatchNormBackend::Native;
+}
 
 bool isBatchNorm(const Node* node) { return node->kind() == c10::aten::batch_norm; }
 

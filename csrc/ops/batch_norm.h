@@ -9,6 +9,7 @@
 // Batch statistics (training) reduce over every dim but 1: not fused yet.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <array>
@@ -23,6 +24,13 @@ inline constexpr size_t kBatchNormTraining = 5;
 
 // Whether input `input` of a batch_norm `node` is one of its per-channel operands.
 bool isBatchNormChannelOperand(const torch::jit::Node* node, size_t input);
+
+// Whether eager's inference batch_norm of these operands (undefined: None) allocates its
+// result in x's suggested memory format: on CPU, and on CUDA where it takes cuDNN; ATen's
+// own CUDA kernel allocates like x (memory_format=preserve).
+bool batchNormAllocatesInSuggestedFormat(const at::Tensor& x, const at::Tensor& weight,
+                                         const at::Tensor& bias, const at::Tensor& running_mean,
+                                         const at::Tensor& running_var, double eps);
 
 // Whether `node` is an aten::batch_norm (the table's entry decides whether it fuses).
 bool isBatchNorm(const torch::jit::Node* node);

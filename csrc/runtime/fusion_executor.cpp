@@ -7,11 +7,14 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <optional>
 
 #include "codegen/cuda_printer.h"
 #include "codegen/lowering.h"
 #include "config.h"
+#include "ops/batch_norm.h"
 #include "passes/chunks.h"
 #include "runtime/interpreted_group.h"
 #include "runtime/kernel_builder.h"
@@ -98,6 +101,33 @@ bool alongChannels(TensorView& channels, const c10::IValue& x) {
     channels.strides.push_back(1);
   }
   return true;
+}
+
+// Whether eager allocates batch_norm `site`'s result in x's suggested memory format (else
+// like x); nullopt when an operand is not a whole group input. Where the answer turns on
+// CUDA's backend choice, which reads cuDNN's flags as well as the inputs, the call is
+// not `repeatable`.
+std::optional<bool> batchNormSuggestedFormat(const BatchNormSite& site, const KernelGraph& kernel,
+                                             c10::ArrayRef<c10::IValue> inputs,
+                                             bool& repeatable) {
+  std::array<at::Tensor, 5> operands;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (site.inputs[i] < 0) continue;  // None
+    const KernelInputSource& source = kernel.sources[size_t(site.inputs[i])];
+    if (source.chunks != 0) return std::nullopt;
+    const c10::IValue& v = inputs[source.group_input];
+    if (v.isTensor()) operands[i] = v.toTensor();
+  }
+  const at::Tensor& x = operands[0];
+  if (!x.defined()) return std::nullopt;
+  if (!x.is_cuda()) return true;
+  Layout self;
+  self.sizes.assign(x.sizes().begin(), x.sizes().end());
+  self.strides.assign(x.strides().begin(), x.strides().end());
+  if (preservedLayout(self).strides == suggestedFormatLayout(self).strides) return true;
+  repeatable = false;
+  return ops::batchNormAllocatesInSuggestedFormat(x, operands[1], operands[2], operands[3],
+                                                  operands[4], site.eps);
 }
 
 // Chunk `source.index` of `whole`, sized as eager's chunk (ceil(size / chunks), the
@@ -334,7 +364,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
   // alignment repeats its preparation (views, layouts, plan, kernel). Groups that write
   // a cat plan their output slices too, so they always take the full path.
   InputSignature signature;
-  const bool repeatable = !writes_cat_ && signatureOf(inputs, signature);
+  bool repeatable = !writes_cat_ && signatureOf(inputs, signature);
   if (repeatable) {
     std::shared_ptr<const Prepared> last;
     {
@@ -390,8 +420,14 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
 
   // Eager's layout of every output. An input read only for its dtype is planned as a
   // 0-dim tensor: it takes no part in the shape (its kernel never loads it).
+  c10::SmallVector<bool, 2> suggested_format;
+  for (const BatchNormSite& site : layouts_.batchNorms()) {
+    auto suggested = batchNormSuggestedFormat(site, kernel_graph_, inputs, repeatable);
+    if (!suggested) return runInterpreted(stack);
+    suggested_format.push_back(*suggested);
+  }
   std::vector<Layout> out_layouts;
-  layouts_.run(views, out_layouts);
+  layouts_.run(views, out_layouts, suggested_format);
   c10::SmallVector<bool, 24> zero_dim;
   for (size_t t = 0; t < num_tensors; ++t) {
     zero_dim.push_back(views[t].dim() == 0);

@@ -3,6 +3,7 @@
 #include <ATen/ExpandUtils.h>
 #include <c10/core/MemoryFormat.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
 #include <numeric>
@@ -84,6 +85,23 @@ Dims sortDimensions(size_t ndim, Compare compare) {
     }
   }
   return perm;
+}
+
+// x, weight, bias, running_mean, running_var of a batch_norm `node` as positions among
+// the graph's inputs (-1: None), and its eps (a constant: ops/batch_norm.cpp fuses no
+// other).
+BatchNormSite batchNormSite(const torch::jit::Graph& graph, const torch::jit::Node* node) {
+  BatchNormSite site;
+  for (size_t i = 0; i < site.inputs.size(); ++i) {
+    const auto& inputs = graph.inputs();
+    auto it = std::find(inputs.begin(), inputs.end(), node->input(i));
+    site.inputs[i] = it == inputs.end() ? -1 : int32_t(it - inputs.begin());
+  }
+  const c10::optional<c10::IValue> eps = torch::jit::toIValue(node->input(7));
+  TORCH_INTERNAL_ASSERT(eps && (eps->isDouble() || eps->isInt()),
+                        "fuser: batch_norm's eps is not a constant number");
+  site.eps = eps->isDouble() ? eps->toDouble() : double(eps->toInt());
+  return site;
 }
 
 }  // namespace
@@ -244,7 +262,11 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
       step.rule = Rule::Preserve;
     }
     if (kind == masked_fill) step.rule = Rule::Contiguous;
-    if (kind == c10::aten::batch_norm) step.rule = Rule::SuggestedFormat;
+    if (kind == c10::aten::batch_norm) {
+      step.rule = Rule::BatchNorm;
+      step.batch_norm = int32_t(batch_norms_.size());
+      batch_norms_.push_back(batchNormSite(graph, node));
+    }
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       const torch::jit::Value* in = node->input(i);
       if (auto it = slot.find(in); it != slot.end()) {
@@ -286,8 +308,8 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
   reads_elements_.assign(needed.begin(), needed.begin() + long(num_tensor_inputs_));
 }
 
-void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs,
-                        std::vector<Layout>& outputs) const {
+void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Layout>& outputs,
+                        c10::ArrayRef<bool> suggested_format) const {
   TORCH_INTERNAL_ASSERT(tensor_inputs.size() == num_tensor_inputs_);
   std::vector<Layout> layouts(num_slots_);
   for (size_t i = 0; i < num_tensor_inputs_; ++i) {
@@ -306,10 +328,13 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs,
         result = preservedLayout(*operands[0]);
         break;
       case Rule::Contiguous: result = contiguousLayout(iteratorLayout(operands).sizes); break;
-      case Rule::SuggestedFormat:
+      case Rule::BatchNorm: {
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
-        result = suggestedFormatLayout(*operands[0]);
+        const size_t site = size_t(step.batch_norm);
+        const bool suggested = site >= suggested_format.size() || suggested_format[site];
+        result = suggested ? suggestedFormatLayout(*operands[0]) : preservedLayout(*operands[0]);
         break;
+      }
     }
   }
   outputs.clear();

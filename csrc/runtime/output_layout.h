@@ -17,8 +17,10 @@
 //   (memory_format=preserve); they never broadcast, and their `other` tensor is read
 //   for its dtype only;
 // - masked_fill clones self, broadcast to the mask, contiguously;
-// - batch_norm allocates like its input in its suggested memory format: channels-last
-//   (2-D or 3-D) when the input's strides are, else contiguous.
+// - batch_norm allocates in its input's suggested memory format (channels-last 2-D or
+//   3-D when the input's strides are, else contiguous) on CPU and where CUDA's eager
+//   takes cuDNN; ATen's own CUDA kernel allocates like its input (memory_format=
+//   preserve). The executor asks eager's backend choice per call (`BatchNormSite`).
 // Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
 // dense), the group returns a fresh dense tensor with the strides above.
 #pragma once
@@ -27,6 +29,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -47,31 +50,45 @@ Layout contiguousLayout(c10::IntArrayRef sizes);
 // are, else contiguous.
 Layout suggestedFormatLayout(const Layout& self);
 
+// A batch_norm of the kernel graph: the kernel-graph input positions of x, weight, bias,
+// running_mean and running_var (-1: None), and its eps; what eager's choice of backend
+// reads.
+struct BatchNormSite {
+  std::array<int32_t, 5> inputs{};
+  double eps = 0;
+};
+
 // The replay of one kernel graph, prepared once per group.
 class LayoutProgram {
  public:
   explicit LayoutProgram(const torch::jit::Graph& kernel_graph);
 
   // Layouts of the graph's outputs, given the views of its tensor inputs (in graph input
-  // order, scalars skipped).
-  void run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Layout>& outputs) const;
+  // order, scalars skipped) and, per batch-norm site, whether eager allocates its result
+  // in the suggested memory format (true where `suggested_format` is shorter).
+  void run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Layout>& outputs,
+           c10::ArrayRef<bool> suggested_format = {}) const;
+
+  const std::vector<BatchNormSite>& batchNorms() const { return batch_norms_; }
 
   // Per tensor input: whether some output's value depends on its elements. An input
   // read only for its dtype (type_as's `other`) takes no part in the iteration shape.
   const std::vector<bool>& readsElements() const { return reads_elements_; }
 
  private:
-  enum class Rule : uint8_t { Iterate, Preserve, Contiguous, SuggestedFormat };
+  enum class Rule : uint8_t { Iterate, Preserve, Contiguous, BatchNorm };
   struct Step {
     Rule rule;
     c10::SmallVector<int32_t, 4> operands;  // value slots; -1 for a wrapped scalar
     int32_t result;
+    int32_t batch_norm = -1;  // its site, for Rule::BatchNorm
   };
   size_t num_tensor_inputs_ = 0;
   size_t num_slots_ = 0;
   std::vector<Step> steps_;
   std::vector<int32_t> output_slots_;
   std::vector<bool> reads_elements_;
+  std::vector<BatchNormSite> batch_norms_;
 };
 
 }  // namespace fuser::runtime

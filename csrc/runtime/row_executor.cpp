@@ -361,8 +361,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   }
   // Variants (runtime/variant_timing.h): CUDA kernels of other lane counts, each its
   // own kernel; one CPU kernel run at other rows per task. The first is the heuristic's;
-  // with FUSER_AUTOTUNE=0 (and nothing forced) it is the only one.
-  const bool variants = config().autotune || config().force_variant >= 0;
+  // with FUSER_AUTOTUNE=0 (and nothing forced), or a small problem on CUDA, it is the
+  // only one.
+  const bool worth_timing =
+      !p->device.is_cuda() || p->rows * p->row_size >= kMinCudaElementsToTime;
+  const bool variants = (config().autotune && worth_timing) || config().force_variant >= 0;
   std::vector<codegen::CudaRowShape> row_shapes =
       p->device.is_cuda() && variants ? codegen::cudaRowShapeCandidates(p->row_size, widest, aligned)
                                       : std::vector<codegen::CudaRowShape>{

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ size_t chooseVariant(const std::string& key, const std::vector<std::string>& nam
                      const std::function<void(size_t)>& launch, const std::function<void()>& sync);
 
 inline constexpr double kTimingBudgetMs = 60.0;
+// On CUDA every candidate is a kernel of its own to compile (NVRTC, about 0.1 s each):
+// a problem of fewer elements, whose launch latency hides the candidates' difference,
+// builds the heuristic's alone.
+inline constexpr int64_t kMinCudaElementsToTime = int64_t(1) << 21;
 // Another variant replaces variant 0 only when its median is below kMinGain times 0's.
 inline constexpr double kMinGain = 0.97;
 

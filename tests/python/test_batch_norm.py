@@ -100,6 +100,30 @@ def test_batch_norm_relu_is_one_group(
         assert group_kinds(fn, x, *stats) == [{"aten::batch_norm", "aten::relu", "prim::Constant"}]
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="eager's CUDA backend choice")
+def test_cuda_layout_follows_eagers_backend_choice() -> None:
+    """On CUDA, eager's batch_norm allocates in the suggested format where it takes cuDNN
+    and like its input in ATen's own kernel: a BatchNorm1d input made by a transpose
+    (dense, not contiguous) tells them apart, and cuDNN switched off between calls of
+    the same function changes eager's answer, which the group follows."""
+    x = torch.randn(4, 9, 5, device="cuda").transpose(1, 2)  # [N, C, L], strides (45, 1, 5)
+    stats = statistics(5, torch.float32, "cuda")
+    fn, eager = script_from_source(BN_RELU), eager_from_source(BN_RELU)
+    strides = {}
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        for cudnn in (True, False, True):
+            with torch.backends.cudnn.flags(enabled=cudnn):
+                for _ in range(3):
+                    got = fn(x, *stats)
+                want = eager(x, *stats)
+            assert got.stride() == want.stride(), (cudnn, got.stride(), want.stride())
+            torch.testing.assert_close(got, want, **tolerance(torch.float32))
+            strides[cudnn] = want.stride()
+    assert strides[True] != strides[False], strides  # the case tells the backends apart
+    assert fuser.stats()["kernel_launches"] >= 6, fuser.stats()
+
+
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("affine", ["none", "weight", "bias"])
 def test_without_weight_or_bias(device: str, affine: str) -> None:

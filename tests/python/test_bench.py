@@ -318,9 +318,10 @@ def test_training_step_returns_the_gradient_of_every_input() -> None:
     x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)
     step = training_step(lambda a, b, scale: (a * b * scale, a.sum()))
     grad_x, grad_w = step(x, w, 2.0)
-    # Upstream gradients of ones on both outputs.
-    torch.testing.assert_close(grad_x, w.detach().expand(3, 4) * 2 + 1)
-    torch.testing.assert_close(grad_w, x.detach().sum(0) * 2)
+    # Upstream gradients of 1/sqrt(rows): 3 rows of the product, the sum's one.
+    up = 3**-0.5
+    torch.testing.assert_close(grad_x, w.detach().expand(3, 4) * 2 * up + 1)
+    torch.testing.assert_close(grad_w, x.detach().sum(0) * 2 * up)
 
 
 def test_every_workload_is_valid_torchscript_and_matches_its_eager_twin() -> None:

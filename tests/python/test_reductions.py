@@ -56,9 +56,12 @@ REDUCTION_NAMES = ["sum", "mean", "amax", "amin", "var", "std", "norm", "softmax
 def tolerance(dtype: torch.dtype, case: str = "") -> dict[str, float]:
     """Reductions accumulate in float, eager's in its own order: float16/bfloat16
     results may differ from eager's by a rounding step, and a float32 sum of a long row
-    by eager's own rounding error (test_long_sums_are_as_accurate_as_eager's)."""
+    by eager's own rounding error (test_long_sums_are_as_accurate_as_eager's). "rounds
+    once" (compare): 16-bit results are checked against a float64 reference instead."""
     if dtype == torch.float32 and case.startswith("sum"):
         return {"rtol": 1e-5, "atol": 1e-4}
+    if dtype == torch.float32:  # also for float64 results of float32 reductions
+        return {"rtol": 1.3e-6, "atol": 1e-5}
     if dtype == torch.float16:
         return {"rtol": 2e-3, "atol": 2e-3}
     if dtype == torch.bfloat16:
@@ -85,9 +88,22 @@ def compare(
     want = eager_from_source(text)(*args)
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
-    for g, w in zip(got, want, strict=True):
+    refs: tuple[torch.Tensor, ...] = ()
+    if case == "rounds once" and dtype in (torch.float16, torch.bfloat16):
+        wide = [a.double() if a.is_floating_point() else a for a in args]
+        ref = eager_from_source(text)(*wide)
+        refs = ref if isinstance(ref, tuple) else (ref,)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g.shape == w.shape and g.dtype == w.dtype, text
         assert g.stride() == w.stride(), (text, g.stride(), w.stride())
+        if refs:
+            # Eager rounds every op's result to 16 bits, the kernel only its output: it
+            # may differ from eager by more than a rounding step, never be less accurate.
+            ulp = torch.finfo(dtype).eps * refs[i].abs().max().item()
+            fused_error = (g.double() - refs[i]).abs().max().item()
+            eager_error = (w.double() - refs[i]).abs().max().item()
+            assert fused_error <= eager_error + ulp, (text, fused_error, eager_error)
+            continue
         torch.testing.assert_close(g, w, equal_nan=True, **tolerance(dtype, case))
     return fn
 
@@ -426,7 +442,7 @@ def test_group_norm_fuses_with_neighbours(
     w, b = (torch.randn(shape[1], device=device).to(dtype) for _ in range(2))
     text = GROUP_NORM.format(groups=groups)
     with fuser.enabled(True):
-        fn = compare(text, x, w, b, r, dtype=dtype)
+        fn = compare(text, x, w, b, r, dtype=dtype, case="rounds once")
     stats = fuser.stats()
     assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
     assert stats["cuda_cross_compile_failures"] == 0, stats

@@ -72,8 +72,19 @@ def test_first_call_times_the_variants_and_keeps_the_fastest(
     run_layer_norm(inputs(4096, device))
     run_layer_norm(inputs(3000, device))
     assert fuser.stats()["variants_timed"] == 1
-    run_layer_norm(inputs(1000, device))
+    run_layer_norm(inputs(8192, device))
     assert fuser.stats()["variants_timed"] == 2
+
+
+@pytest.mark.parametrize("device", devices())
+def test_small_problems_time_no_cuda_variants(device: str, variant_flags: None) -> None:
+    """On CUDA each candidate is a kernel to compile: a problem of fewer than 2**21
+    elements builds the heuristic's alone (on CPU the candidates share one kernel and are
+    timed at every size)."""
+    run_layer_norm(inputs(1000, device))
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2, stats
+    assert stats["variants_timed"] == (0 if device == "cuda" else 1), stats
 
 
 @pytest.mark.parametrize("device", devices())
