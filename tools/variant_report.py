@@ -21,7 +21,8 @@ device = sys.argv[1]
 cases = {
     "layer_norm": ("def f(x, w, b):\\n    return torch.layer_norm(x, [1024], w, b, 1e-5)\\n",
                    [(32768, 1024), (4096, 1024)]),
-    "softmax": ("def f(x, w, b):\\n    return torch.softmax(x, -1)\\n", [(65536, 256), (8192, 256)]),
+    "softmax": ("def f(x, w, b):\\n    return torch.softmax(x, -1)\\n",
+                [(65536, 256), (8192, 256)]),
 }
 for name, (src, shapes) in cases.items():
     for shape in shapes:
