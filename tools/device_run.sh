@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|profile|all] [extra fuser.bench arguments]
+#   profile: device time per call and the top kernels of PROFILE_ROWS in PROFILE_MODES.
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
 #   torch.compile, the lone-op rows again with single-op groups kept
@@ -30,12 +31,15 @@ python3 setup.py build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT
 nvidia-smi -L
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
+  # Files stay whole per worker (test_variants clears the shared variants cache).
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
+    --dist loadfile \
     tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_cuda_codegen.py \
     tests/python/test_rnn_cells.py tests/python/test_cat.py tests/python/test_projections.py \
     tests/python/test_output_layout.py tests/python/test_param_space.py \
     tests/python/test_epilogues.py tests/python/test_host_cost.py tests/python/test_report.py \
     tests/python/test_transpose_tiles.py tests/python/test_reductions.py \
+    tests/python/test_batch_norm.py tests/python/test_variants.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
@@ -91,6 +95,13 @@ if [ "$what" = reductions ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --workload gpt2_block,gpt2_block_autocast \
     --dtype float32,float16 --mode script,fuser,compile --out "$OUT/gpt2" 2>&1 \
     | tee "$OUT/gpt2.log" | tail -14
+fi
+if [ "$what" = profile ]; then
+  # Device time per call beside call time, and the kernels taking it (tools/kernel_times.py).
+  PYTHONPATH=. python3 tools/kernel_times.py \
+    "${PROFILE_ROWS:-softmax:large:float16,layer_norm:large:float16,groupnorm_silu:large:float32}" \
+    --modes "${PROFILE_MODES:-eager,fuser,compile}" --top "${PROFILE_TOP:-4}" 2>&1 \
+    | grep -v Warning | tee "$OUT/profile.log"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --out "$OUT/bench" "$@" 2>&1 | tee "$OUT/bench.log"

@@ -6,8 +6,11 @@ time from the profiler (kernels named fuser_kernel, fuser_rows, NNC's fused_*,
 triton_*), and the device time per call of every kernel: a call slower than its
 kernels waits on the host.
 
+Model rows (gpt2_block:medium:float16) work too; --top N lists each mode's N kernels
+of most device time per call.
+
 usage: python tools/kernel_times.py lstm_cell:large:float32,gru_cell:large:float16 \\
-           [--modes fuser,nnc]
+           [--modes fuser,nnc] [--top 8]
 """
 
 from __future__ import annotations
@@ -20,16 +23,19 @@ import torch
 
 from fuser.bench import workloads
 from fuser.bench.jit_flags import jit_flags
+from fuser.bench.models import placed
 from fuser.bench.modes import MODES
+from fuser.bench.runner import autograd_mode, build_call, workload_named
 from fuser.bench.timing import TimingBudget, time_calls, warm_up
 
 KERNEL_PREFIXES = ("fuser_kernel", "fuser_rows", "fused_", "triton_")
 PROFILED_CALLS = 20
 
 
-def kernel_us(fn, inputs) -> tuple[float, float]:
-    """Mean device time per launch of the fused kernels, and device time per call of
-    every kernel (eager's own included), over PROFILED_CALLS calls."""
+def kernel_us(fn, inputs) -> tuple[float, float, list[tuple[str, float]]]:
+    """Mean device time per launch of the fused kernels; device time per call of every
+    kernel (eager's own included); and per kernel name its device time per call, most
+    first; over PROFILED_CALLS calls."""
     activities = [torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(PROFILED_CALLS):
@@ -41,28 +47,34 @@ def kernel_us(fn, inputs) -> tuple[float, float]:
     launches = sum(e.count for e in fused)
     mean = sum(e.self_device_time_total for e in fused) / launches if launches else float("nan")
     kernels = [e for e in events if not e.key.startswith(("Memcpy", "Memset"))]
-    return mean, sum(e.self_device_time_total for e in kernels) / PROFILED_CALLS
+    per_call = sorted(
+        ((e.key[:60], e.self_device_time_total / PROFILED_CALLS) for e in kernels),
+        key=lambda item: -item[1],
+    )
+    return mean, sum(us for _, us in per_call), per_call
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", help="workload:size:dtype, comma-separated")
     parser.add_argument("--modes", default="fuser,nnc")
+    parser.add_argument("--top", type=int, default=0, help="kernels listed per mode")
     args = parser.parse_args()
     device = torch.device("cuda")
     budget = TimingBudget(seconds=0.4, min_reps=10, max_reps=4000)
     for row in args.rows.split(","):
         name, size, dtype_name = row.split(":")
-        workload = workloads.WORKLOADS[name]
-        inputs = workloads.make_inputs(workload, size, getattr(torch, dtype_name), device)
+        dtype = getattr(torch, dtype_name)
+        workload = placed(workload_named(name), size, device, dtype)
+        inputs = workloads.make_inputs(workload, size, dtype, device)
         for mode_name in args.modes.split(","):
             mode = MODES[mode_name]
-            with jit_flags(mode.flags(device)), torch.no_grad():
-                fn = mode.build(workload)
+            with jit_flags(mode.flags(device)), autograd_mode(workload.training):
+                fn, _ = build_call(mode, workload, device)
                 warm_up(fn, [inputs], 5)
                 torch.cuda.synchronize()
                 calls = [time_calls(fn, [inputs], device, budget).median_us for _ in range(2)]
-                kernel, device_per_call = kernel_us(fn, inputs)
+                kernel, device_per_call, per_call = kernel_us(fn, inputs)
             print(
                 json.dumps(
                     {
@@ -75,6 +87,8 @@ def main() -> None:
                 ),
                 flush=True,
             )
+            for kernel_name, us in per_call[: args.top]:
+                print(f"    {us:9.2f} us  {kernel_name}", flush=True)
 
 
 if __name__ == "__main__":
