@@ -40,6 +40,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_epilogues.py tests/python/test_host_cost.py tests/python/test_report.py \
     tests/python/test_transpose_tiles.py tests/python/test_reductions.py \
     tests/python/test_batch_norm.py tests/python/test_variants.py \
+    tests/python/test_matmul_operands.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
@@ -48,7 +49,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_cuda.py tests/python/test_runtime.py tests/python/test_rnn_cells.py \
     tests/python/test_cat.py 2>&1 | tee "$OUT/test_cuda_shared_kernels.log" | tail -5
   FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
-    tests/python/test_ops.py 2>&1 | tee "$OUT/test_ops_cuda.log" | tail -5
+    -n "${TEST_WORKERS:-4}" tests/python/test_ops.py 2>&1 | tee "$OUT/test_ops_cuda.log" | tail -5
 fi
 if [ "$what" = models ]; then
   PYTHONPATH=. python3 -m fuser.bench.host_cost --device cuda 2>&1 | tee "$OUT/host_cost.log"

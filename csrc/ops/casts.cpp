@@ -1,6 +1,6 @@
 // Dtype conversions that keep the device and the layout: type_as, the .to overloads,
-// _to_copy and the casts TorchScript's autocast pass inserts. The target dtype must be a
-// graph constant, another tensor's dtype, or an int that the guard pins to the result's
+// _to_copy and the casts TorchScript's autocast pass inserts; and contiguous, a copy.
+// The target dtype must be a graph constant, another tensor's dtype, or an int that the guard pins to the result's
 // profiled dtype (autodiff's `grad.to(self_dtype)`); a device argument must be the
 // input's own device; memory_format must be None/preserve. A conversion that eager would
 // answer with `self` itself (same dtype, copy=False) becomes a fresh tensor in the group:
@@ -149,6 +149,17 @@ FusionDecision checkConversion(const torch::jit::Node* node) {
   return FusionDecision::yes();
 }
 
+// x.contiguous(): a copy into row-major strides (or x itself where it already is, which
+// a group answers with a fresh tensor, as the conversions above). Other memory formats
+// stay with ATen.
+FusionDecision checkContiguous(const torch::jit::Node* node) {
+  std::optional<c10::IValue> format = constantInput(node, "memory_format");
+  if (!format || format->toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) {
+    return FusionDecision::no("aten::contiguous: memory_format other than contiguous_format");
+  }
+  return FusionDecision::yes();
+}
+
 // The flags and target dtypes are constants (the JIT autocast pass writes them so).
 FusionDecision checkAutocastCast(const torch::jit::Node* node) {
   for (const char* name : {"cuda_enabled", "cpu_enabled", "cuda_dtype", "cpu_dtype"}) {
@@ -169,6 +180,9 @@ FusionDecision checkAutocastCast(const torch::jit::Node* node) {
 
 static RegisterOps reg({
     {"aten::type_as(Tensor self, Tensor other) -> Tensor", lowerToOther},
+    {"aten::contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> "
+     "Tensor(a)",
+     lowerCopy, checkContiguous},
     {"aten::to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, "
      "MemoryFormat? memory_format=None) -> Tensor(a)",
      lowerToDtype, checkConversion},

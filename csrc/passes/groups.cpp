@@ -33,6 +33,20 @@ std::vector<Node*> collectFusionGroups(Block* block) {
   return groups;
 }
 
+namespace {
+
+// A contiguous() of a CUDA tensor profiled with other strides: a copy our kernels make
+// with 16-byte accesses where ATen's strided copy kernel reads element by element
+// (attention's q, k and v: passes/matmul_operands.cpp).
+bool isStridedCudaCopy(const Node* node) {
+  if (node->kind() != c10::aten::contiguous) return false;
+  auto type = node->input(0)->type()->cast<c10::TensorType>();
+  if (!type || !type->isComplete() || !type->device()->is_cuda()) return false;
+  return *type->strides().concrete_sizes() != *type->contiguous()->strides().concrete_sizes();
+}
+
+}  // namespace
+
 size_t countComputeNodes(const Node* group) {
   size_t count = 0;
   for (const Node* node : group->g(torch::jit::attr::Subgraph)->nodes()) {
@@ -44,7 +58,7 @@ size_t countComputeNodes(const Node* group) {
     // reductions alone stay with ATen (not measured).
     const c10::Symbol kind = node->kind();
     if (kind == c10::aten::layer_norm || kind == c10::aten::native_layer_norm ||
-        kind == c10::aten::softmax || kind == c10::aten::log_softmax) {
+        kind == c10::aten::softmax || kind == c10::aten::log_softmax || isStridedCudaCopy(node)) {
       ++count;
     }
   }

@@ -91,11 +91,38 @@ class GroupFormer {
     }
   }
 
+  // An op whose result may alias an input (`to` its own dtype, `contiguous` of a
+  // contiguous tensor) gives a fresh tensor in a group: only where nothing writes to
+  // that memory, else a write through one alias would no longer reach the other.
+  FusionDecision checkAliasesUnwritten(const Node* node) const {
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (!schema) return FusionDecision::yes();
+    const auto& returns = schema->returns();
+    if (std::none_of(returns.begin(), returns.end(),
+                     [](const c10::Argument& r) { return r.alias_info() != nullptr; })) {
+      return FusionDecision::yes();
+    }
+    for (auto values : {node->inputs(), node->outputs()}) {
+      for (const Value* v : values) {
+        if (v->type()->cast<c10::TensorType>() && alias_db_->hasWriters(v)) {
+          return FusionDecision::no("its result may alias %" + v->debugName() +
+                                    ", which an in-place op writes: a group's fresh result "
+                                    "would not see the write");
+        }
+      }
+    }
+    return FusionDecision::yes();
+  }
+
   // Makes a fusible `node` a group and merges producers into it until none fits.
   // Returns where the reverse scan goes on: the node before the (possibly new) group.
   torch::jit::graph_node_list_iterator growFrom(Node* node, bool& changed) {
     if (node->kind() == c10::aten::cat) return growFromCat(node, changed);
     if (!checkFusible(node)) return ++node->reverseIterator();
+    if (FusionDecision unwritten = checkAliasesUnwritten(node); !unwritten) {
+      refusals_[describeNode(node)] = unwritten.reason();
+      return ++node->reverseIterator();
+    }
     if (FusionDecision fits = checkArgLimit(countArgs(node)); !fits) {
       refusals_[describeNode(node)] = fits.reason();
       return ++node->reverseIterator();
@@ -166,6 +193,7 @@ class GroupFormer {
       }
       if (!checkFusible(producer)) continue;  // its own reason is logged at the end
       FusionDecision decision = canFuse(group, producer);
+      if (decision) decision = checkAliasesUnwritten(producer);
       if (decision) decision = checkCatStaysOutput(group, producer);
       if (decision && feedsChunkInside(group, producer)) {
         decision = FusionDecision::no(

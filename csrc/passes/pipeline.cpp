@@ -15,6 +15,7 @@ void fuseGraph(GraphPtr& graph) {
   bool onednn_next = markOneDnnPatterns(graph);  // what oneDNN fuses with a conv/matmul stays
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
   splitBiasEpilogues(graph);     // conv/linear bias becomes an add the next group takes
+  copyMatmulOperands(graph);     // batched matmul operands ATen would copy: copied in groups
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs

@@ -17,6 +17,7 @@ void prepareGraph(GraphPtr& graph);            // prepare.cpp
 // onednn_beside.h: markOneDnnPatterns
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
+void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp

@@ -261,7 +261,7 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
         kind == to_full) {
       step.rule = Rule::Preserve;
     }
-    if (kind == masked_fill) step.rule = Rule::Contiguous;
+    if (kind == masked_fill || kind == c10::aten::contiguous) step.rule = Rule::Contiguous;
     if (kind == c10::aten::batch_norm) {
       step.rule = Rule::BatchNorm;
       step.batch_norm = int32_t(batch_norms_.size());

@@ -16,7 +16,8 @@
 //   self is dense, else the dense strides in self's dimension order
 //   (memory_format=preserve); they never broadcast, and their `other` tensor is read
 //   for its dtype only;
-// - masked_fill clones self, broadcast to the mask, contiguously;
+// - masked_fill clones self, broadcast to the mask, contiguously; contiguous copies self
+//   into row-major strides (or answers self, which already has them);
 // - batch_norm allocates in its input's suggested memory format (channels-last 2-D or
 //   3-D when the input's strides are, else contiguous) on CPU and where CUDA's eager
 //   takes cuDNN; ATen's own CUDA kernel allocates like its input (memory_format=

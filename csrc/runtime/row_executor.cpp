@@ -348,16 +348,20 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   p->device = tensors[0].device();
   // How CUDA lanes share a row (CPU kernels ignore it; FUSER_CROSS_COMPILE prints the
   // CUDA form with it). Vectors need every streamed input aligned to 16 bytes with row
-  // offsets in whole vectors.
-  bool aligned = true;
+  // offsets in whole vectors (of at most 16 bytes of the widest element, and at most 8
+  // elements: cudaRowShape).
   int widest = 1;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    const auto& st = strides[t];
-    const bool streamed = oneRun(p->sizes, st, outer_ndim);
-    if (!streamed) continue;
+    if (!oneRun(p->sizes, strides[t], outer_ndim)) continue;
     widest = std::max(widest, static_cast<int>(tensors[t].element_size()));
+  }
+  const int64_t longest_vector = std::min(8, 16 / widest);
+  bool aligned = true;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const auto& st = strides[t];
+    if (!oneRun(p->sizes, st, outer_ndim)) continue;
     aligned = aligned && reinterpret_cast<uintptr_t>(tensors[t].data_ptr()) % 16 == 0;
-    for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % 8 == 0;
+    for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % longest_vector == 0;
   }
   // Variants (runtime/variant_timing.h): CUDA kernels of other lane counts, each its
   // own kernel; one CPU kernel run at other rows per task. The first is the heuristic's;
