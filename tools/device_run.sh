@@ -81,7 +81,7 @@ if [ "$what" = layouts ]; then
     --workload "$layout_rows" --mode fuser,nnc,compile --out "$OUT/layouts" "$@" 2>&1 | tee "$OUT/layouts.log" | tail -40
 fi
 if [ "$what" = reductions ]; then
-  rows=layer_norm,residual_layer_norm,softmax,batchnorm_relu,groupnorm_silu,residual_layer_norm_train
+  rows=layer_norm,residual_layer_norm,softmax,masked_softmax,batchnorm_relu,groupnorm_silu,residual_layer_norm_train
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_reductions.py tests/python/test_batch_norm.py \
     tests/python/test_variants.py 2>&1 | tee "$OUT/test_reductions.log" | tail -8

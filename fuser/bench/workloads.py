@@ -178,6 +178,15 @@ def _softmax_inputs(
     return (_randn(gen, dtype, device, dims["N"], dims["H"]),)
 
 
+def _masked_softmax_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """Attention scores and GPT-2's causal mask buffer (ones on and below the diagonal)."""
+    b, heads, t = dims["B"], dims["heads"], dims["T"]
+    mask = torch.tril(torch.ones(t, t, dtype=dtype, device=device)).view(1, 1, t, t)
+    return _randn(gen, dtype, device, b, heads, t, t), mask
+
+
 def _transpose_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -396,6 +405,17 @@ _SOFTMAXES = {
     "large": {"N": 16384, "H": 256},
 }
 _SOFTMAXES_CUDA = {"small": {"N": 256, "H": 256}, "large": {"N": 65536, "H": 256}}
+# GPT-2's attention scores [batch, heads, T, T]; CUDA "large" is the GPT-2 block row's.
+_ATTENTIONS = {
+    "tiny": {"B": 1, "heads": 2, "T": 16},
+    "small": {"B": 1, "heads": 12, "T": 64},
+    "medium": {"B": 1, "heads": 12, "T": 128},
+    "large": {"B": 4, "heads": 12, "T": 128},
+}
+_ATTENTIONS_CUDA = {
+    "small": {"B": 1, "heads": 12, "T": 64},
+    "large": {"B": 32, "heads": 12, "T": 256},
+}
 # CPU autocast computes in bfloat16; CUDA in float16 (the usual choice for inference).
 AUTOCAST_DTYPES = {"cpu": torch.bfloat16, "cuda": torch.float16}
 
@@ -597,6 +617,19 @@ WORKLOADS: dict[str, Workload] = {
             make_inputs=_softmax_inputs,
             sizes=_SOFTMAXES,
             cuda_sizes=_SOFTMAXES_CUDA,
+        ),
+        Workload(
+            name="masked_softmax",
+            description="GPT-2 attention's scale, causal mask and softmax over [B, heads, T, T]",
+            source=_source(
+                """
+                def masked_softmax(att, mask):
+                    return torch.softmax((att * 0.125).masked_fill(mask == 0, float("-inf")), -1)
+                """
+            ),
+            make_inputs=_masked_softmax_inputs,
+            sizes=_ATTENTIONS,
+            cuda_sizes=_ATTENTIONS_CUDA,
         ),
         Workload(
             name="lstm_cell_autocast",
