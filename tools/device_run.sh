@@ -101,7 +101,8 @@ if [ "$what" = profile ]; then
   # Device time per call beside call time, and the kernels taking it (tools/kernel_times.py).
   PYTHONPATH=. python3 tools/kernel_times.py \
     "${PROFILE_ROWS:-softmax:large:float16,layer_norm:large:float16,groupnorm_silu:large:float32}" \
-    --modes "${PROFILE_MODES:-eager,fuser,compile}" --top "${PROFILE_TOP:-4}" 2>&1 \
+    --modes "${PROFILE_MODES:-eager,fuser,compile}" --top "${PROFILE_TOP:-4}" \
+    ${PROFILE_SEQUENCE:+--sequence} 2>&1 \
     | grep -v Warning | tee "$OUT/profile.log"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then

@@ -7,7 +7,7 @@ triton_*), and the device time per call of every kernel: a call slower than its
 kernels waits on the host.
 
 Model rows (gpt2_block:medium:float16) work too; --top N lists each mode's N kernels
-of most device time per call.
+of most device time per call, --sequence one call's kernels in launch order.
 
 usage: python tools/kernel_times.py lstm_cell:large:float32,gru_cell:large:float16 \\
            [--modes fuser,nnc] [--top 8]
@@ -54,11 +54,27 @@ def kernel_us(fn, inputs) -> tuple[float, float, list[tuple[str, float]]]:
     return mean, sum(us for _, us in per_call), per_call
 
 
+def kernel_sequence(fn, inputs) -> list[tuple[str, float]]:
+    """The kernels of one call in launch order, each with its device time (us)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn(*inputs)
+        torch.cuda.synchronize()
+    kernels = [
+        e
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+        and not e.name.startswith(("Memcpy", "Memset"))
+    ]
+    kernels.sort(key=lambda e: e.time_range.start)
+    return [(e.name[:60], e.time_range.elapsed_us()) for e in kernels]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", help="workload:size:dtype, comma-separated")
     parser.add_argument("--modes", default="fuser,nnc")
     parser.add_argument("--top", type=int, default=0, help="kernels listed per mode")
+    parser.add_argument("--sequence", action="store_true", help="one call's kernels in order")
     args = parser.parse_args()
     device = torch.device("cuda")
     budget = TimingBudget(seconds=0.4, min_reps=10, max_reps=4000)
@@ -89,6 +105,10 @@ def main() -> None:
             )
             for kernel_name, us in per_call[: args.top]:
                 print(f"    {us:9.2f} us  {kernel_name}", flush=True)
+            if args.sequence:
+                with jit_flags(mode.flags(device)), autograd_mode(workload.training):
+                    for kernel_name, us in kernel_sequence(fn, inputs):
+                        print(f"    > {us:9.2f} us  {kernel_name}", flush=True)
 
 
 if __name__ == "__main__":
