@@ -362,6 +362,7 @@ class CudaPrinter {
 
   void printStrided() {
     if (k_.ndim >= 1) printStridedRows();
+    if (k_.ndim >= 1 && row_vec_ > 1) printShortRowVectors();
     out_ << "  for (idx_t i = fx_tid; i < fx_numel; i += fx_stride) {\n";
     printOffsets("i", k_.ndim - 1, "", "    ");
     printExprs(/*invariant=*/false, "    ");
@@ -767,8 +768,10 @@ class CudaPrinter {
   // row starts aligned (checked at run time: the row length, the outer strides of the
   // tensors read or written as vectors, and their pointers). Inputs broadcast along
   // the row are read per element.
-  void printRowVectors() {
-    const std::string v = std::to_string(row_vec_);
+  // Whether this launch moves row vectors: asked for (fx_vectors), rows of whole vectors,
+  // and every tensor read or written along the rows aligned to them (pointers and outer
+  // strides).
+  std::string rowVectorCondition() const {
     const int last = k_.ndim - 1;
     auto aligned = [&](const std::string& ptr, c10::ScalarType t) {
       return pointerAligned(ptr, row_vec_ * storageBytes(t));
@@ -776,7 +779,7 @@ class CudaPrinter {
     auto outerStridesAligned = [&](const std::string& strides, int slot) {
       return stridesDivisible(strides, slot, row_vec_, last);
     };
-    std::string cond = "fx_vectors > 0 && fx_inner % " + v + " == 0";
+    std::string cond = "fx_vectors > 0 && fx_inner % " + std::to_string(row_vec_) + " == 0";
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
       if (!readAlongRows(in)) continue;
@@ -791,8 +794,42 @@ class CudaPrinter {
         cond += outerStridesAligned("so" + std::to_string(o), k_.outputs[o].stride_slot);
       }
     }
+    return cond;
+  }
+
+  // Where input i's row vector k starts.
+  std::string rowVectorAt(size_t i) const {
+    const std::string base = k_.inputs[i].access == Access::Flat
+                                 ? "fx_row0"
+                                 : "base_off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
+    return base + " + fx_jk[fx_k]";
+  }
+
+  // Rows shorter than kRowPathMinInner (a head's 64 elements in attention's permuted
+  // q, k, v), when the launch asked for vectors: a thread takes one row vector per step
+  // of a grid-stride loop and finds its row's offsets once per vector, not once per
+  // element (the element loop's 64-bit div/mods per element held a float16 head
+  // permute to about a third of the copy bandwidth on the H100).
+  void printShortRowVectors() {
+    const std::string v = std::to_string(row_vec_);
+    out_ << "  if (" << rowVectorCondition() << ") {\n"
+         << "    const idx_t fx_row_vectors = fx_inner / " << v << ";\n"
+         << "    const idx_t fx_nvec = fx_numel / " << v << ";\n"
+         << "    for (idx_t fx_v = fx_tid; fx_v < fx_nvec; fx_v += fx_stride) {\n"
+         << "      const idx_t fx_row = fx_v / fx_row_vectors;\n"
+         << "      const bool fx_in[1] = {true};\n"
+         << "      const idx_t fx_jk[1] = {(fx_v - fx_row * fx_row_vectors) * " << v << "};\n";
+    printOffsets("fx_row", k_.ndim - 2, "base_", "      ");
+    out_ << "      const idx_t fx_row0 = fx_row * fx_inner;\n";
+    printVectorLoads(1, row_vec_, [&](size_t i) { return rowVectorAt(i); }, "      ");
+    printVectorBody(Lanes::Row, 1, row_vec_, "fx_row0 + fx_jk[fx_k]", "      ");
+    out_ << "    }\n    return;\n  }\n";
+  }
+
+  void printRowVectors() {
+    const std::string v = std::to_string(row_vec_);
     const std::string u = std::to_string(row_unroll_);
-    out_ << "    if (" << cond << ") {\n";
+    out_ << "    if (" << rowVectorCondition() << ") {\n";
     // Vector k of a thread lies a block's width of vectors after vector k - 1.
     out_ << "      idx_t fx_jk[" << u << "];\n      bool fx_in[" << u << "];\n"
          << "#pragma unroll\n      for (int fx_k = 0; fx_k < " << u << "; ++fx_k) {\n"
@@ -801,13 +838,7 @@ class CudaPrinter {
          << "      if (!fx_in[0]) return;\n";
     printRowLoopStart("      ");
     out_ << "        const idx_t fx_row0 = fx_row * fx_inner;\n";
-    auto at = [&](size_t i) {
-      const std::string base = k_.inputs[i].access == Access::Flat
-                                   ? "fx_row0"
-                                   : "base_off" + std::to_string(offsetsOf(k_, static_cast<int>(i)));
-      return base + " + fx_jk[fx_k]";
-    };
-    printVectorLoads(row_unroll_, row_vec_, at, "        ");
+    printVectorLoads(row_unroll_, row_vec_, [&](size_t i) { return rowVectorAt(i); }, "        ");
     printVectorBody(Lanes::Row, row_unroll_, row_vec_, "fx_row0 + fx_jk[fx_k]", "        ");
     printRowLoopEnd("      ");
     out_ << "    }\n";
@@ -935,8 +966,13 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
   }
   const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
   const int64_t inner = rows ? sizes[k.ndim - 1] : 0;
-  const int width = rows ? v.row_width : v.flat_width;
+  // Short rows of whole vectors take one row vector per thread and step
+  // (printShortRowVectors); the grid is sized as for flat vectors.
+  const bool short_rows = !k.flat && k.ndim >= 1 && !rows && v.row_width > 1 &&
+                          sizes[k.ndim - 1] % v.row_width == 0;
+  const int width = rows || short_rows ? v.row_width : v.flat_width;
   int vectors = width > 1 ? 1 : 0;
+  if (short_rows && numel / width < int64_t{kMinVectorThreadsPerSm} * sm_count) vectors = 0;
   if (rows && width > 1) {
     if (numel / width < int64_t{kMinVectorThreadsPerSm} * sm_count) {
       vectors = 0;

@@ -173,3 +173,28 @@ def test_an_alias_written_in_place_stays_out_of_groups(op: str) -> None:
         for n in node.g("Subgraph").nodes()
     }
     assert "aten::mul" in kinds and f"aten::{op}" not in kinds, kinds
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("head", [64, 24, 6])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_short_rows_copy_exactly(device: str, dtype: torch.dtype, head: int, offset: int) -> None:
+    """Permuted copies with rows shorter than the row path's (a head of 64 or fewer):
+    on CUDA a thread moves one row vector per step where the rows are whole, aligned
+    vectors (head 64 and 24 at offset 0), and elements otherwise."""
+    text = (
+        "def f(x, n: int, h: int):\n"
+        "    b, t, c = x.size()\n"
+        "    return x.view(b, t, n, h).transpose(1, 2).contiguous() * 2.0\n"
+    )
+    wide = torch.randn(3, 40, 4 * head + offset, device=device).to(dtype)
+    x = wide[:, :, offset:]
+    fn = script_from_source(text)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        got = run_optimized(fn, x, 4, head)
+    want = eager_from_source(text)(x, 4, head)
+    assert got.stride() == want.stride()
+    assert torch.equal(got, want)
+    assert fuser.stats()["kernel_launches"] >= 2, fuser.stats()
