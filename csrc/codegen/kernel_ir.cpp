@@ -107,10 +107,11 @@ ExprId IrBuilder::select(ExprId cond, ExprId a, ExprId b) {
   return add(Expr{IrOp::Select, typeOf(a), {cond, a, b}});
 }
 
-ExprId IrBuilder::reduce(ReduceKind kind, ExprId x) {
+ExprId IrBuilder::reduce(ReduceKind kind, ExprId x, bool sum_in_type) {
   k_.rows = true;
   Expr e{IrOp::Reduce, typeOf(x), {x}};
   e.index = static_cast<int32_t>(kind);
+  e.sum_in_type = sum_in_type;
   return add(std::move(e));
 }
 

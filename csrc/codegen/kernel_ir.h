@@ -65,6 +65,9 @@ struct Expr {
   int32_t index = -1;            // Load: input slot; Scalar: scalar slot; Reduce: ReduceKind
   double fvalue = 0;             // Constant of floating type
   int64_t ivalue = 0;            // Constant of integral/bool type
+  // Reduce of ReduceKind::Sum: accumulate in `type` on the CPU too, as eager's CPU
+  // softmax sums its exponentials (other float sums go through double there).
+  bool sum_in_type = false;
 };
 
 // How a tensor input is addressed by the kernel (part of the kernel's specialization).
@@ -172,7 +175,7 @@ class IrBuilder {
   ExprId binary(IrOp op, ExprId a, ExprId b);  // a and b must have equal types
   ExprId select(ExprId cond, ExprId a, ExprId b);
   // A row's elements of `x` combined by `kind`, in x's type; marks the kernel a row kernel.
-  ExprId reduce(ReduceKind kind, ExprId x);
+  ExprId reduce(ReduceKind kind, ExprId x, bool sum_in_type = false);
   ExprId rowSize(c10::ScalarType type);
   c10::ScalarType typeOf(ExprId e) const { return k_.exprs.at(e).type; }
   c10::DeviceType device() const { return k_.device; }

@@ -235,7 +235,7 @@ Operand lowerSoftmax(IrBuilder& b, const Args& a) {  // (self, dim, dtype)
   ExprId x = in.expr;
   ExprId shifted = b.binary(IrOp::Sub, x, b.reduce(ReduceKind::Max, x));
   ExprId e = b.unary(IrOp::Exp, shifted);
-  ExprId sum = b.reduce(ReduceKind::Sum, e);
+  ExprId sum = b.reduce(ReduceKind::Sum, e, /*sum_in_type=*/true);
   ExprId y = Log ? b.binary(IrOp::Sub, shifted, b.unary(IrOp::Log, sum))
                  : b.binary(IrOp::Mul, e, b.binary(IrOp::Div, b.constant(1.0, b.typeOf(e)), sum));
   return makeResult(y, in.dtype, {in});
