@@ -1,6 +1,7 @@
 // Reading the eager reference tables of tests/cpp/data (written by gen_eager_tables.py):
 // lines `specs | result`, specs like t:f32 (tensor), z:i64 (0-dim tensor), f:2.5, i:2,
-// b:True (Python scalars), n (None), s:floor, dt:f16 (a ScalarType), dev:cpu.
+// b:True (Python scalars), n (None), s:floor, dt:f16 (a ScalarType), dev:cpu,
+// mf:contiguous (a MemoryFormat).
 #pragma once
 
 #include <c10/core/ScalarType.h>

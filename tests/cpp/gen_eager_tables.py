@@ -12,6 +12,7 @@ Each op_dtypes line: `schema name | arguments | result`, the arguments separated
   t:<dtype>  tensor of rank 1      z:<dtype>  0-dim tensor
   f:<x> i:<x> b:<x>  Python float / int / bool scalar (a graph constant)
   n  None    s:<text>  string    dt:<dtype>  a ScalarType    dev:cpu  a device
+  mf:contiguous  a MemoryFormat
 and the result is a dtype or `error` (eager raised).
 """
 
@@ -90,6 +91,8 @@ def other_choices(arg: torch.Argument, schema: torch.FunctionSchema) -> list[str
         return choices + (["n"] if t.endswith("?") else [])
     if t in ("Device", "Device?"):
         return ["dev:cpu"]
+    if t == "MemoryFormat":  # contiguous's: the one the table fuses
+        return ["mf:contiguous"]
     if t in ("bool", "bool?", "MemoryFormat?", "Layout?"):
         return ["n"] if t.endswith("?") else ["b:False"]
     raise ValueError(f"no choices for {t} {arg.name} in {schema}")
@@ -115,6 +118,8 @@ def value(spec: str):
         return DTYPES[text]
     if kind == "dev":
         return torch.device(text)
+    if kind == "mf":
+        return getattr(torch, f"{text}_format")
     raise ValueError(spec)
 
 

@@ -70,6 +70,9 @@ struct OneNode {
           value = text;
         } else if (kind == "dev") {
           value = c10::Device(text);
+        } else if (kind == "mf") {
+          TORCH_CHECK(text == "contiguous", "unknown memory format ", spec);
+          value = static_cast<int64_t>(c10::MemoryFormat::Contiguous);
         } else {
           TORCH_CHECK(kind == "n", "unknown spec ", spec);
         }
