@@ -81,9 +81,8 @@ class CppRowPrinter {
   // in blocks; eager 564).
   void printReducingLoop(const std::vector<ExprId>& reduces,
                          const std::function<void(const std::string&)>& body) {
-    const bool blocked =
-        !nested_ && std::any_of(reduces.begin(), reduces.end(),
-                                [&](ExprId r) { return sumsInDouble(k_.exprs[r]); });
+    const bool blocked = std::any_of(reduces.begin(), reduces.end(),
+                                     [&](ExprId r) { return sumsInDouble(k_.exprs[r]); });
     auto sumVariable = [&](const Expr& e, const std::string& n) {
       return (blocked && sumsInDouble(e) ? "fx_part" : "fx_acc") + n;
     };
@@ -102,15 +101,25 @@ class CppRowPrinter {
       }
     }
     if (blocked) {
-      out_ << "    for (int64_t fx_blk = 0; fx_blk < fx_n; fx_blk += " << kSumBlock << ") {\n"
-           << "    const int64_t fx_blk_end = fx_blk + " << kSumBlock << " < fx_n ? fx_blk + "
-           << kSumBlock << " : fx_n;\n";
+      // Nested rows block their inner dim (fx_i1), each run of it within one fx_i0.
+      const std::string d1 = "fx_sizes[" + std::to_string(k_.outer_ndim + 1) + "]";
+      const std::string end = nested_ ? d1 : "fx_n";
+      const std::string index = nested_ ? "fx_i1" : "fx_e";
+      if (nested_) {
+        out_ << "    for (int64_t fx_i0 = 0; fx_i0 < fx_sizes[" << k_.outer_ndim
+             << "]; ++fx_i0) {\n";
+      }
+      out_ << "    for (int64_t fx_blk = 0; fx_blk < " << end << "; fx_blk += " << kSumBlock
+           << ") {\n"
+           << "    const int64_t fx_blk_end = fx_blk + " << kSumBlock << " < " << end
+           << " ? fx_blk + " << kSumBlock << " : " << end << ";\n";
       for (ExprId r : reduces) {
         if (!sumsInDouble(k_.exprs[r])) continue;
         out_ << "    float fx_part" << r << " = 0.0f;\n";
       }
-      out_ << "#pragma omp simd" << clauses
-           << "\n    for (int64_t fx_e = fx_blk; fx_e < fx_blk_end; ++fx_e) {\n";
+      out_ << "#pragma omp simd" << clauses << "\n    for (int64_t " << index << " = fx_blk; "
+           << index << " < fx_blk_end; ++" << index << ") {\n";
+      if (nested_) out_ << "      const int64_t fx_e = fx_i0 * " << d1 << " + fx_i1;\n";
     } else {
       openElementLoop("omp simd" + clauses);
     }
@@ -142,7 +151,7 @@ class CppRowPrinter {
       for (ExprId r : reduces) {
         if (sumsInDouble(k_.exprs[r])) out_ << "    fx_acc" << r << " += fx_part" << r << ";\n";
       }
-      out_ << "    }\n";
+      out_ << (nested_ ? "    }\n    }\n" : "    }\n");
     } else {
       closeElementLoop();
     }
