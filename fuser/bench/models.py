@@ -166,8 +166,10 @@ class ModelWorkload(Workload):
         return model.to(device=device, dtype=dtype).eval()
 
     def scripted_function(self) -> Any:
-        """A fresh module, scripted and frozen as deployed models are."""
-        return torch.jit.freeze(torch.jit.script(self.eager_function()).eval())
+        """A fresh module, scripted and frozen as deployed models are; a training row's
+        stays unfrozen, its weights parameters that the step differentiates."""
+        scripted = torch.jit.script(self.eager_function())
+        return scripted if self.training else torch.jit.freeze(scripted.eval())
 
 
 @functools.lru_cache(maxsize=4)
@@ -239,6 +241,17 @@ _MODELS = (
         cuda_sizes=_BLOCK_CUDA,
         make_model=_gpt2_block,
     ),
+    ModelWorkload(
+        name="gpt2_block_train",
+        description="GPT-2 block's training step: forward, then the gradients of its input "
+        "and every weight (dropout off, as in eval mode, so that results compare)",
+        source="",
+        make_inputs=_tokens,
+        sizes=_BLOCK,
+        cuda_sizes=_BLOCK_CUDA,
+        make_model=_gpt2_block,
+        training=True,
+    ),
 )
 
 
@@ -254,5 +267,5 @@ def _under_autocast(model: ModelWorkload) -> ModelWorkload:
 
 
 MODEL_WORKLOADS: dict[str, ModelWorkload] = {
-    w.name: w for w in (*_MODELS, *(_under_autocast(m) for m in _MODELS))
+    w.name: w for w in (*_MODELS, *(_under_autocast(m) for m in _MODELS if not m.training))
 }

@@ -126,7 +126,11 @@ def build_call(mode: Mode, workload: Workload, device: torch.device) -> tuple[An
     autocast workload's forward runs under autocast; a training step's backward not."""
     fn = mode.build(workload)
     forward = workload.under_autocast(fn, device)
-    return (training_step(forward) if workload.training else forward), fn
+    if not workload.training:
+        return forward, fn
+    # A model's training step differentiates its weights too.
+    parameters = list(fn.parameters()) if isinstance(fn, torch.nn.Module) else []
+    return training_step(forward, parameters), fn
 
 
 @dataclass
@@ -214,16 +218,21 @@ def time_interleaved(
 
 
 def record_call_costs(
-    modes: Sequence[PreparedMode], arg_sets: Sequence[Args], device: torch.device, preset: Preset
+    modes: Sequence[PreparedMode],
+    arg_sets: Sequence[Args],
+    device: torch.device,
+    preset: Preset,
+    training: bool = False,
 ) -> None:
     """Each timed mode's host time per call (on CPU, its time) and ATen elementwise
-    kernels per call, under its own switches, after it was timed."""
+    kernels per call, under its own switches (and gradients for a training step), after
+    it was timed."""
     for prepared in modes:
         if prepared.fn is None:
             continue
         result = prepared.result
         try:
-            with jit_flags(prepared.mode.flags(device)), torch.no_grad():
+            with jit_flags(prepared.mode.flags(device)), autograd_mode(training):
                 result.elementwise_kernels = elementwise_kernels_per_call(
                     prepared.fn, arg_sets, device
                 )
@@ -291,7 +300,7 @@ def run_row(
         time_interleaved(prepared, arg_sets, device, options.preset, workload.training)
         if isinstance(workload, ModelWorkload):
             progress.show(f"{label}: profiling")
-            record_call_costs(prepared, arg_sets, device, options.preset)
+            record_call_costs(prepared, arg_sets, device, options.preset, workload.training)
     fused = row.modes.get(FUSER)
     if fused is not None and fused.mismatch is not None:
         row.failure = f"fuser result differs from eager:\n{fused.mismatch}"

@@ -159,7 +159,8 @@ def model_row_lines(row: Row) -> list[list[str]]:
 def render_model_table(rows: list[Row]) -> list[str]:
     body = [line for row in rows for line in model_row_lines(row)]
     legend = [
-        "models: scripted and frozen (eager and compile: the module itself), under no_grad",
+        "models: scripted and frozen (eager and compile: the module itself), under no_grad; "
+        "_train rows: scripted unfrozen, forward then every gradient",
         "us: median per call (CUDA events on GPU); x: eager / mode; host us: host time per"
         " call, the device synchronized before each call outside the clock (CPU: = us)",
         "groups: the mode's own fusion groups in its optimized graph (- where it has none)",

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import math
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,10 +82,11 @@ class Workload:
         return getattr(torch.jit.CompilationUnit(self.source), self.name)
 
 
-def training_step(fn: Callable[..., Any]) -> Callable[..., Any]:
+def training_step(fn: Callable[..., Any], parameters: Sequence[Tensor] = ()) -> Callable[..., Any]:
     """`fn`'s forward and backward: returns the gradients of every input that requires
-    grad, for an upstream gradient on each output of 1/sqrt(its rows) everywhere (a
-    gradient summed over 32768 rows of ones overflows float16)."""
+    grad, then of `parameters` (a model's weights), for an upstream gradient on each
+    output of 1/sqrt(its rows) everywhere (a gradient summed over 32768 rows of ones
+    overflows float16)."""
 
     def upstream(o: Tensor) -> Tensor:
         rows = o.numel() // o.shape[-1] if o.dim() and o.shape[-1] else 1
@@ -95,6 +96,7 @@ def training_step(fn: Callable[..., Any]) -> Callable[..., Any]:
         outputs = fn(*args)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         needing = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+        needing += [p for p in parameters if p.requires_grad]
         return torch.autograd.grad(outputs, needing, [upstream(o) for o in outputs])
 
     return step

@@ -324,6 +324,16 @@ def test_training_step_returns_the_gradient_of_every_input() -> None:
     torch.testing.assert_close(grad_w, x.detach().sum(0) * 2 * up)
 
 
+def test_training_step_differentiates_the_parameters_it_is_given() -> None:
+    linear = torch.nn.Linear(4, 3)
+    x = torch.randn(5, 4, requires_grad=True)
+    grad_x, grad_w, grad_b = training_step(linear, list(linear.parameters()))(x)
+    up = torch.full((5, 3), 5**-0.5)  # 1/sqrt(rows) on every element
+    torch.testing.assert_close(grad_x, up @ linear.weight.detach())
+    torch.testing.assert_close(grad_w, up.t() @ x.detach())
+    torch.testing.assert_close(grad_b, up.sum(0))
+
+
 def test_every_workload_is_valid_torchscript_and_matches_its_eager_twin() -> None:
     for workload in WORKLOADS.values():
         inputs = make_inputs(workload, "tiny", torch.float32, torch.device("cpu"))
