@@ -13,6 +13,9 @@
 // Only where the profiled types say ATen copies: both operands have 3 or more dims and
 // equal batch sizes (broadcast batches expand first, another copy), the operand's batch
 // dims do not merge, and it records no gradient (autodiff's graphs keep their values).
+// CUDA only: there a strided copy stays a group of its own (groups.cpp); on the CPU it
+// would be dissolved again, and oneDNN Graph, which runs after us, reads strided matmul
+// operands itself.
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <c10/core/MemoryFormat.h>
@@ -28,9 +31,12 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-c10::TensorTypePtr completeType(const Value* v) {
+c10::TensorTypePtr completeCudaType(const Value* v) {
   auto type = v->type()->cast<c10::TensorType>();
-  if (!type || !type->isComplete() || type->requiresGrad().value_or(true)) return nullptr;
+  if (!type || !type->isComplete() || type->requiresGrad().value_or(true) ||
+      !type->device()->is_cuda()) {
+    return nullptr;
+  }
   return type;
 }
 
@@ -59,8 +65,8 @@ void copyIn(torch::jit::Block* block) {
   for (Node* node : block->nodes()) {
     for (torch::jit::Block* sub : node->blocks()) copyIn(sub);
     if (node->kind() != c10::aten::matmul || node->inputs().size() != 2) continue;
-    auto a = completeType(node->input(0));
-    auto b = completeType(node->input(1));
+    auto a = completeCudaType(node->input(0));
+    auto b = completeCudaType(node->input(1));
     if (!a || !b || *a->dim() < 3 || *b->dim() < 3 || batchSizes(*a) != batchSizes(*b)) continue;
     for (size_t i = 0; i < 2; ++i) {
       const auto& type = i == 0 ? a : b;

@@ -1,8 +1,10 @@
-"""Batched matmul operands that ATen would copy (their batch dims do not merge into one
-stride: attention's q, k and v) get an explicit aten::contiguous before the matmul
-(passes/matmul_operands.cpp), which groups take on CUDA; results are eager's, bit for
-bit. Also: aten::contiguous in groups, and alias-returning ops kept out of groups where
-an in-place op writes their memory."""
+"""Batched CUDA matmul operands that ATen would copy (their batch dims do not merge into
+one stride: attention's q, k and v) get an explicit aten::contiguous before the matmul
+(passes/matmul_operands.cpp), which groups take; results are eager's, bit for bit. On
+the CPU the operands are left to ATen (and oneDNN Graph). tests/cpp/test_matmul_operands
+checks the decision on CUDA-typed graphs without a GPU. Also: aten::contiguous in
+groups, and alias-returning ops kept out of groups where an in-place op writes their
+memory."""
 
 from __future__ import annotations
 
@@ -65,7 +67,7 @@ def test_attention_operands_are_copied_as_aten_would(device: str, dtype: torch.d
         got = run_optimized(fn, x)
     graph = torch.jit.last_executed_optimized_graph()
     # q, k transposed and v: their (batch, heads) dims do not merge.
-    assert copied_operands(graph) == 3, graph
+    assert copied_operands(graph) == (3 if device == "cuda" else 0), graph
     want = eager_from_source(ATTENTION)(x)
     assert got.stride() == want.stride()
     torch.testing.assert_close(got, want)
@@ -74,13 +76,14 @@ def test_attention_operands_are_copied_as_aten_would(device: str, dtype: torch.d
         assert fuser.stats()["kernel_launches"] >= 4 * 2, fuser.stats()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the copies are made on CUDA")
 def test_the_matmul_reads_what_eager_reads() -> None:
     """The copies are ATen's own reshape copies made early: the products are equal bit
     for bit."""
     text = ATTENTION.replace(
         "torch.softmax(q @ k.transpose(-2, -1) * 0.5, -1)", "(q @ k.transpose(-2, -1))"
     )
-    x = torch.randn(2, 8, 48)
+    x = torch.randn(2, 8, 48, device="cuda")
     fn = script_from_source(text)
     with fuser.enabled(True), torch.no_grad():
         got = run_optimized(fn, x)
@@ -88,25 +91,30 @@ def test_the_matmul_reads_what_eager_reads() -> None:
     assert torch.equal(got, eager_from_source(text)(x))
 
 
+@pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize(
     "case",
     ["batch_of_one", "contiguous", "broadcast", "grad", "two_dims"],
 )
-def test_no_copy_where_aten_makes_none(case: str) -> None:
+def test_no_copy_where_aten_makes_none(case: str, device: str) -> None:
     """A batch of one (the heads dim alone), contiguous operands, broadcast batches
     (ATen expands them first), operands recording gradients, and plain 2-D products
-    are left as they are."""
+    are left as they are (and every CPU product)."""
     text = ATTENTION
-    x = torch.randn(1 if case == "batch_of_one" else 2, 8, 48)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, device=device)
+
+    x = randn(1 if case == "batch_of_one" else 2, 8, 48)
     if case == "contiguous":
         text = "def f(x, y):\n    return (x * 2.0) @ y\n"
-        args: tuple[torch.Tensor, ...] = (torch.randn(2, 3, 4, 5), torch.randn(2, 3, 5, 6))
+        args: tuple[torch.Tensor, ...] = (randn(2, 3, 4, 5), randn(2, 3, 5, 6))
     elif case == "broadcast":
         text = "def f(x, y):\n    return x.transpose(0, 1) @ y\n"
-        args = (torch.randn(3, 1, 4, 5), torch.randn(2, 3, 5, 6))
+        args = (randn(3, 1, 4, 5), randn(2, 3, 5, 6))
     elif case == "two_dims":
         text = "def f(x, y):\n    return x.t() @ y\n"
-        args = (torch.randn(5, 4), torch.randn(5, 6))
+        args = (randn(5, 4), randn(5, 6))
     else:
         args = (x.requires_grad_(case == "grad"),)
     fn = script_from_source(text)
