@@ -13,7 +13,8 @@
 // `grad.to(self_dtype)`) is pinned: the guard also checks that it equals the dtype
 // profiled on those conversions' results (attribute `ints`, for inputs after the
 // tensors), and the group's subgraph reads that dtype as a constant instead. So is a
-// bool read only as batch_norm's `training` (a module's `self.training`), to False. The
+// bool read only as batch_norm's `training` or native_dropout's `train` (a module's
+// `self.training`), to False. The
 // fallback's subgraph is the group's ops, unmodified, with tensor types unspecialized:
 // the profiling executor turns it into a function that is profiled and optimized again. A group whose tensor inputs
 // lack a complete profiled type (dtype, device, rank) is unfused instead: its kernels
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "ops/batch_norm.h"
+#include "ops/dropout.h"
 #include "passes/chunks.h"
 #include "passes/fusibility.h"
 #include "passes/groups.h"
@@ -80,26 +82,31 @@ std::optional<c10::ScalarType> dtypeOnlyOutput(const Value* out) {
   return type ? type->scalarType() : std::nullopt;
 }
 
-// Whether every use of `param` is batch_norm's `training` argument: a module's
-// `self.training`, which the guard pins to False (inference), so that the kernel
-// normalizes with the running statistics; in training the fallback runs.
-bool onlyBatchNormTraining(const Value* param) {
+// Whether every use of `param` is batch_norm's `training` or native_dropout's `train`
+// argument: a module's `self.training`, which the guard pins to False (eval mode), so
+// that the kernel normalizes with the running statistics and drops nothing; in training
+// the fallback runs.
+bool onlyEvalSwitches(const Value* param) {
   for (const auto& use : param->uses()) {
-    if (!ops::isBatchNorm(use.user) || use.offset != ops::kBatchNormTraining) return false;
+    const bool batch_norm = ops::isBatchNorm(use.user) && use.offset == ops::kBatchNormTraining;
+    const bool dropout =
+        ops::isNativeDropout(use.user) && use.offset == ops::kNativeDropoutTrain;
+    if (!batch_norm && !dropout) return false;
   }
   return true;
 }
 
 // Subgraph inputs (by index) that the guard pins, with their value: ints read only as
 // the dtype argument of conversions whose results share one profiled dtype (that
-// dtype), and bools read only as batch_norm's `training` (False).
+// dtype), and bools read only as batch_norm's `training` or native_dropout's `train`
+// (False).
 std::vector<std::pair<size_t, c10::IValue>> pinnableInputs(const Node* group) {
   std::vector<std::pair<size_t, c10::IValue>> out;
   auto subgraph = group->g(Subgraph);
   for (size_t i = 0; i < subgraph->inputs().size(); ++i) {
     const Value* param = subgraph->inputs()[i];
     if (param->uses().empty()) continue;
-    if (param->type()->kind() == c10::TypeKind::BoolType && onlyBatchNormTraining(param)) {
+    if (param->type()->kind() == c10::TypeKind::BoolType && onlyEvalSwitches(param)) {
       out.emplace_back(i, c10::IValue(false));
       continue;
     }

@@ -90,6 +90,11 @@ Dims sortDimensions(size_t ndim, Compare compare) {
 // x, weight, bias, running_mean, running_var of a batch_norm `node` as positions among
 // the graph's inputs (-1: None), and its eps (a constant: ops/batch_norm.cpp fuses no
 // other).
+bool onCuda(const torch::jit::Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  return type && type->device() && type->device()->is_cuda();
+}
+
 BatchNormSite batchNormSite(const torch::jit::Graph& graph, const torch::jit::Node* node) {
   BatchNormSite site;
   for (size_t i = 0; i < site.inputs.size(); ++i) {
@@ -250,6 +255,15 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
   }
   num_tensor_inputs_ = num_slots_;
   for (const torch::jit::Node* node : graph.nodes()) {
+    // native_dropout in eval mode: input.clone() and ones_like(input), both like the input.
+    if (node->kind() == c10::aten::native_dropout && slot.count(node->input(0))) {
+      for (const torch::jit::Value* out : node->outputs()) {
+        Step step{Rule::Preserve, {slot[node->input(0)]}, int32_t(num_slots_++)};
+        slot[out] = step.result;
+        steps_.push_back(std::move(step));
+      }
+      continue;
+    }
     if (node->kind() == c10::prim::Constant || node->outputs().size() != 1 ||
         node->output()->type()->kind() != c10::TypeKind::TensorType) {
       continue;
@@ -262,6 +276,11 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
       step.rule = Rule::Preserve;
     }
     if (kind == masked_fill || kind == c10::aten::contiguous) step.rule = Rule::Contiguous;
+    // CUDA's native_dropout_backward allocates like its gradient's suggested format; the
+    // CPU's multiplies through TensorIterator.
+    if (kind == c10::aten::native_dropout_backward && onCuda(node->input(0))) {
+      step.rule = Rule::SuggestedFormat;
+    }
     if (kind == c10::aten::batch_norm) {
       step.rule = Rule::BatchNorm;
       step.batch_norm = int32_t(batch_norms_.size());
@@ -328,6 +347,10 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Lay
         result = preservedLayout(*operands[0]);
         break;
       case Rule::Contiguous: result = contiguousLayout(iteratorLayout(operands).sizes); break;
+      case Rule::SuggestedFormat:
+        TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
+        result = suggestedFormatLayout(*operands[0]);
+        break;
       case Rule::BatchNorm: {
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
         const size_t site = size_t(step.batch_norm);

@@ -21,7 +21,10 @@
 // - batch_norm allocates in its input's suggested memory format (channels-last 2-D or
 //   3-D when the input's strides are, else contiguous) on CPU and where CUDA's eager
 //   takes cuDNN; ATen's own CUDA kernel allocates like its input (memory_format=
-//   preserve). The executor asks eager's backend choice per call (`BatchNormSite`).
+//   preserve). The executor asks eager's backend choice per call (`BatchNormSite`);
+// - native_dropout (eval mode) gives a clone of its input and a mask of ones, both laid
+//   out like the input; CUDA's native_dropout_backward allocates in its gradient's
+//   suggested memory format.
 // Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
 // dense), the group returns a fresh dense tensor with the strides above.
 #pragma once
@@ -77,7 +80,7 @@ class LayoutProgram {
   const std::vector<bool>& readsElements() const { return reads_elements_; }
 
  private:
-  enum class Rule : uint8_t { Iterate, Preserve, Contiguous, BatchNorm };
+  enum class Rule : uint8_t { Iterate, Preserve, Contiguous, SuggestedFormat, BatchNorm };
   struct Step {
     Rule rule;
     c10::SmallVector<int32_t, 4> operands;  // value slots; -1 for a wrapped scalar

@@ -84,6 +84,10 @@ def other_choices(arg: torch.Argument, schema: torch.FunctionSchema) -> list[str
         return ["s:none", "s:tanh"]
     if arg.name in ("cuda_enabled", "cpu_enabled"):  # the autocast casts' flags
         return ["b:False", "b:True"]
+    if schema.name == "aten::native_dropout" and arg.name == "train":
+        return ["b:False"]  # eval mode, the one fused (ops/dropout.h)
+    if t == "float":
+        return ["f:0.5"]
     if t == "int" and arg.name == "decimals":
         return ["i:2", "i:-1"]
     if t in ("ScalarType", "int?", "ScalarType?"):
@@ -138,6 +142,8 @@ def eager_result(schema: torch.FunctionSchema, specs: list[str]) -> str:
         out = op(*args, **kwargs)
     except RuntimeError:
         return "error"
+    if isinstance(out, tuple):  # the first output's, which the entry's `lower` gives
+        out = out[0]
     return NAMES[out.dtype]
 
 
@@ -182,6 +188,8 @@ def main() -> None:
         types = [typename(a) for a in schema.arguments]
         tensor_positions = [i for i, t in enumerate(types) if t in ("Tensor", "Tensor?")]
         tensor_grid = tensor_specs(len(tensor_positions))
+        if schema.name == "aten::native_dropout_backward":  # fused for bool masks only
+            tensor_grid = [[f"t:{d}", "t:b"] for d in ("f16", "bf16", "f32", "f64")]
         for k, i in enumerate(tensor_positions):
             if types[i] == "Tensor?":  # the same grid with this argument None
                 tensor_grid += [g[:k] + ["n"] + g[k + 1 :] for g in tensor_grid]

@@ -854,16 +854,18 @@ def test_layouts(expr: str, layout: str, dtype: torch.dtype) -> None:
 
 def test_every_table_schema_is_exercised() -> None:
     """Each schema of the table appears in some case of this file, or of
-    test_reductions.py for reductions or test_batch_norm.py (by operator name)."""
+    test_reductions.py, test_batch_norm.py or test_dropout.py (by operator name)."""
     import inspect
     import sys
 
     import test_batch_norm
+    import test_dropout
     import test_reductions
 
-    # Reductions and batch_norm have their own files of tests.
+    # Reductions, batch_norm and autodiff's dropout have their own files of tests.
     text = inspect.getsource(sys.modules[__name__])
-    text += inspect.getsource(test_reductions) + inspect.getsource(test_batch_norm)
+    for other in (test_reductions, test_batch_norm, test_dropout):
+        text += inspect.getsource(other)
     aliases = {
         "__and__": "&",
         "__or__": "|",
