@@ -60,7 +60,11 @@ def group_kinds(fn: object, *args: object) -> list[set[str]]:
 
 def check(text: str, *args: torch.Tensor, dtype: torch.dtype, calls: int = 3) -> object:
     """Runs `text` scripted with the fuser and eagerly; every output equal in shape,
-    dtype, strides and values; returns the scripted function."""
+    dtype, strides and values; returns the scripted function. 16-bit values are held to
+    a float64 reference instead: eager's CPU kernel folds the statistics into a scale
+    and shift in the statistics' dtype, whose rounding a cancelling x * scale + shift
+    magnifies (0.0029 away at an output of 0.078 in float16); the kernel, computing in
+    float, must be at least as close, element by element, up to a rounding step."""
     fn = script_from_source(text)
     eager = eager_from_source(text)
     with fuser.enabled(True):
@@ -68,9 +72,22 @@ def check(text: str, *args: torch.Tensor, dtype: torch.dtype, calls: int = 3) ->
             got = fn(*args)
     want = eager(*args)
     got, want = (v if isinstance(v, tuple) else (v,) for v in (got, want))
-    for g, w in zip(got, want, strict=True):
+    refs: tuple[torch.Tensor, ...] = ()
+    if dtype in (torch.float16, torch.bfloat16):
+        ref = eager(*(a.double() if a.is_floating_point() else a for a in args))
+        refs = ref if isinstance(ref, tuple) else (ref,)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride()), text
-        torch.testing.assert_close(g, w, **tolerance(dtype))
+        if not refs:
+            torch.testing.assert_close(g, w, **tolerance(dtype))
+            continue
+        ref = refs[i]
+        step = torch.finfo(dtype).eps * ref.abs() + 1e-6
+        fused_error, eager_error = (g.double() - ref).abs(), (w.double() - ref).abs()
+        assert bool((fused_error <= eager_error + step).all()), (
+            text,
+            (fused_error - eager_error - step).max().item(),
+        )
     return fn
 
 
