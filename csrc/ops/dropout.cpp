@@ -73,8 +73,4 @@ const RegisterOps kRegister({
 
 bool isNativeDropout(const Node* node) { return node->kind() == c10::aten::native_dropout; }
 
-bool isNativeDropoutBackward(const Node* node) {
-  return node->kind() == c10::aten::native_dropout_backward;
-}
-
 }  // namespace fuser::ops

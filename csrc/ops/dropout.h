@@ -17,6 +17,5 @@ namespace fuser::ops {
 inline constexpr size_t kNativeDropoutTrain = 2;
 
 bool isNativeDropout(const torch::jit::Node* node);
-bool isNativeDropoutBackward(const torch::jit::Node* node);
 
 }  // namespace fuser::ops

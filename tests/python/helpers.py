@@ -62,6 +62,17 @@ def all_nodes(block: Any) -> Iterator[Any]:
             yield from all_nodes(sub)
 
 
+def fused_kinds(graph: Any) -> set[str]:
+    """What the fusion groups of `graph` compute, autodiff's subgraphs included."""
+    kinds: set[str] = set()
+    for node in all_nodes(graph):
+        if node.kind() == FUSION_GROUP:
+            kinds.update(inner.kind() for inner in node.g("Subgraph").nodes())
+        elif node.kind() == "prim::DifferentiableGraph":
+            kinds.update(fused_kinds(node.g("Subgraph")))
+    return kinds
+
+
 def in_loop(node: Any) -> bool:
     """Whether `node` sits in the body of some prim::Loop."""
     owner = node.owningBlock().owningNode()

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import fuser
-from helpers import FUSION_GROUP, all_nodes, devices
+from helpers import devices, fused_kinds
 
 
 class Block(nn.Module):
@@ -28,17 +28,6 @@ def step(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The forward result and the gradients of x and every weight."""
     out = module(x)
     return (out, *torch.autograd.grad(out.sum(), [x, *module.parameters()]))
-
-
-def fused_kinds(graph: torch._C.Graph) -> set[str]:
-    """What the fusion groups compute, autodiff's forward subgraphs included."""
-    kinds: set[str] = set()
-    for node in all_nodes(graph):
-        if node.kind() == FUSION_GROUP:
-            kinds.update(inner.kind() for inner in node.g("Subgraph").nodes())
-        elif node.kind() == "prim::DifferentiableGraph":
-            kinds.update(fused_kinds(node.g("Subgraph")))
-    return kinds
 
 
 @pytest.mark.parametrize("device", devices())

@@ -17,6 +17,7 @@ from helpers import (
     all_nodes,
     devices,
     eager_from_source,
+    fused_kinds,
     run_optimized,
     script_from_source,
 )
@@ -143,12 +144,7 @@ def test_contiguous_joins_groups(device: str) -> None:
     for g, w in zip(got, eager_from_source(text)(x), strict=True):
         assert (g.shape, g.stride()) == (w.shape, w.stride())
         torch.testing.assert_close(g, w)
-    kinds = {
-        n.kind()
-        for node in all_nodes(fn.graph_for(x))
-        if node.kind() == FUSION_GROUP
-        for n in node.g("Subgraph").nodes()
-    }
+    kinds = fused_kinds(fn.graph_for(x))
     assert "aten::contiguous" in kinds, kinds
     assert fuser.stats()["kernel_launches"] >= 2
 
@@ -174,12 +170,7 @@ def test_an_alias_written_in_place_stays_out_of_groups(op: str) -> None:
     want = eager_from_source(text)(x.clone())
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g, w)
-    kinds = {
-        n.kind()
-        for node in all_nodes(fn.graph_for(x))
-        if node.kind() == FUSION_GROUP
-        for n in node.g("Subgraph").nodes()
-    }
+    kinds = fused_kinds(fn.graph_for(x))
     assert "aten::mul" in kinds and f"aten::{op}" not in kinds, kinds
 
 
