@@ -20,6 +20,23 @@ inline c10::Symbol typeGuardSymbol() {
   return s;
 }
 
+// fuser::philox_state(Device device, float p) -> (int seed, int offset): a Philox state
+// drawn from torch's generator of `device` per call (runtime/philox_ops.cpp), for the
+// random dropout of the group after it; raises as eager's dropout does for p outside
+// [0, 1].
+inline c10::Symbol philoxStateSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::philox_state");
+  return s;
+}
+
+// fuser::philox_dropout(Tensor input, float p, int seed, int offset, bool
+// scale_in_input_dtype) -> (Tensor, Tensor): native_dropout in training with the mask
+// drawn from that state (ops/dropout.h).
+inline c10::Symbol philoxDropoutSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::philox_dropout");
+  return s;
+}
+
 inline c10::Symbol typeGuardIntsAttr() {
   static const c10::Symbol s = c10::Symbol::attr("ints");
   return s;

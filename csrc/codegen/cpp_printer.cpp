@@ -10,6 +10,7 @@
 #include "codegen/cpp_prelude.h"
 #include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
+#include "codegen/philox.h"
 
 namespace fuser::codegen {
 namespace {
@@ -25,7 +26,8 @@ class CppPrinter {
   explicit CppPrinter(const Kernel& k) : k_(k), facts_(analyzeExprs(k)) {}
 
   std::string print() {
-    out_ << kCppPrelude << kCommonPrelude << "\nextern \"C\" void " << k_.name
+    out_ << kCppPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
+         << "\nextern \"C\" void " << k_.name
          << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
          << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
          << "    int64_t fx_begin, int64_t fx_end) {\n";
@@ -212,6 +214,7 @@ class CppPrinter {
   }
 
   std::string loadExpr(const Expr& e) const {
+    if (e.op == IrOp::ElementIndex) return "i";  // every loop names its element i
     const TensorInput& in = k_.inputs[e.index];
     const std::string ref = "in" + std::to_string(e.index);
     const std::string off = "off" + std::to_string(e.index);

@@ -11,6 +11,7 @@
 #include "codegen/cpp_prelude.h"
 #include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
+#include "codegen/philox.h"
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
 
@@ -32,7 +33,8 @@ class CppRowPrinter {
   explicit CppRowPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)) {}
 
   std::string print() {
-    out_ << kCppPrelude << kCommonPrelude << kRowHelpers << "\nextern \"C\" void " << k_.name
+    out_ << kCppPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
+         << kRowHelpers << "\nextern \"C\" void " << k_.name
          << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
          << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
          << "    int64_t fx_begin, int64_t fx_end) {\n";
@@ -228,7 +230,7 @@ class CppRowPrinter {
     std::vector<bool> kept(n, false);
     for (size_t i = 0; i < n; ++i) {
       const Expr& e = k_.exprs[i];
-      if (!s_.element[i] || e.op == IrOp::Load) continue;
+      if (!s_.element[i] || e.op == IrOp::Load || e.op == IrOp::ElementIndex) continue;
       cost[i] = opCost(e.op);
       for (ExprId a : e.args) cost[i] = std::min(kKeepCost, cost[i] + cost[a]);
       kept[i] = s_.held[i] && cost[i] >= kKeepCost;

@@ -21,6 +21,7 @@
 #include "codegen/cuda_prelude.h"
 #include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
+#include "codegen/philox.h"
 
 namespace fuser::codegen {
 namespace {
@@ -209,7 +210,7 @@ class CudaPrinter {
   }
 
   std::string print() {
-    out_ << kCudaPrelude << kCommonPrelude << "\n";
+    out_ << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "") << "\n";
     printArgStruct();
     out_ << "extern \"C\" __global__ void __launch_bounds__(" << cudaBlockSize(k_) << ") "
          << k_.name
@@ -344,6 +345,7 @@ class CudaPrinter {
     }
     out_ << "#pragma unroll\n" << in << "for (int u = 0; u < " << width << "; ++u) {\n";
     lanes_ = lanes;
+    vector_at_ = at;
     printExprs(/*invariant=*/false, in + "  ");
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       out_ << in << "  s" << o << ".v[u] = " << store(o) << ";\n";
@@ -857,6 +859,7 @@ class CudaPrinter {
   }
 
   std::string loadExpr(const Expr& e) const {
+    if (e.op == IrOp::ElementIndex) return elementIndex();
     const TensorInput& in = k_.inputs[e.index];
     const std::string ref = inPtr(e.index);
     std::string elem;
@@ -896,6 +899,16 @@ class CudaPrinter {
     return loadConversion(in.dtype, e.type, elem);
   }
 
+  // The element's position in the iteration space: `i` in the element loops, lane u of
+  // the vector at vector_at_ in vector bodies. Tile kernels are not printed for kernels
+  // that draw random numbers (the executor plans none for them).
+  std::string elementIndex() const {
+    TORCH_CHECK(lanes_ != Lanes::Tile && lanes_ != Lanes::VectorTile,
+                "fuser: a transpose-tile kernel has no element index");
+    if (lanes_ == Lanes::Flat || lanes_ == Lanes::Row) return "(int64_t)(" + vector_at_ + " + u)";
+    return "(int64_t)i";
+  }
+
   void printExprs(bool invariant, const std::string& indent) {
     auto load = [this](const Expr& e) { return loadExpr(e); };
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
@@ -913,6 +926,7 @@ class CudaPrinter {
   int row_unroll_;  // most vectors per thread and tile of the row loop
   std::vector<WalkedTensor> walked_;  // strided inputs, then strided outputs
   Lanes lanes_ = Lanes::None;
+  std::string vector_at_;  // printVectorBody: where vector fx_k starts in the iteration space
   std::ostringstream out_;
 };
 

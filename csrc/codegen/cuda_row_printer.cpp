@@ -11,6 +11,7 @@
 #include "codegen/common_prelude.h"
 #include "codegen/cuda_prelude.h"
 #include "codegen/expr_printer.h"
+#include "codegen/philox.h"
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
 
@@ -64,7 +65,8 @@ class CudaRowPrinter {
   std::string print() {
     const int nd = k_.outer_ndim + k_.inner_ndim;
     const int block = cudaRowBlock(k_);
-    out_ << kCudaPrelude << kCommonPrelude << kRowHelpers << kCudaRowHelpers
+    out_ << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
+         << kRowHelpers << kCudaRowHelpers
          << "\nstruct FxRowArgs {\n"
          << "  void* ptrs[" << k_.inputs.size() + k_.outputs.size() << "];\n"
          << "  int64_t sizes[" << nd << "];\n"
@@ -237,8 +239,8 @@ class CudaRowPrinter {
            << heldSlot(static_cast<ExprId>(i)) << ";\n";
     }
     auto load = [&](const Expr& e) {
-      const TensorInput& in = k_.inputs[e.index];
-      if (vector_input[e.index]) {
+      if (e.op == IrOp::Load && vector_input[e.index]) {
+        const TensorInput& in = k_.inputs[e.index];
         return loadConversion(in.dtype, e.type, "fx_w" + std::to_string(e.index) + ".v[fx_u]");
       }
       return rowLoad(k_, e, "(fx_b + fx_u)");

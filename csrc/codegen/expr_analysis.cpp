@@ -14,6 +14,8 @@ ExprFacts analyzeExprs(const Kernel& k) {
     const Expr& e = k.exprs[i];
     if (e.op == IrOp::Load) {
       f.invariant[i] = k.inputs[e.index].access == Access::Broadcast1;
+    } else if (e.op == IrOp::ElementIndex) {
+      f.invariant[i] = false;
     } else if (e.op == IrOp::Scalar || e.op == IrOp::Constant) {
       f.invariant[i] = true;
     } else {
@@ -41,6 +43,7 @@ int opCost(IrOp op) {
     case IrOp::Acos: case IrOp::Atan: case IrOp::Sinh: case IrOp::Cosh: case IrOp::Tanh:
     case IrOp::Sigmoid: case IrOp::Erf: case IrOp::Erfc: case IrOp::Pow: case IrOp::Atan2:
       return 16;
+    case IrOp::PhiloxUniform: return 32;  // ten rounds of two 32-bit multiplies
     default: return 1;
   }
 }

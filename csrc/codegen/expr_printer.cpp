@@ -120,7 +120,8 @@ std::string formatExpr(const Kernel& k, const Expr& e,
   const Formatter f(k, e);
   const bool fp = f.fp_, f32 = f.f32_, is_bool = e.type == ScalarType::Bool;
   switch (e.op) {
-    case IrOp::Load: return load(e);
+    case IrOp::Load:
+    case IrOp::ElementIndex: return load(e);
     case IrOp::Scalar: return f.scalarArg();
     case IrOp::Constant: return literal(e);
     case IrOp::Cast: return is_bool ? "(" + f.a() + " != 0)" : f.wrap(f.a());
@@ -187,6 +188,9 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::Select: return "(" + f.arg(0) + " ? " + f.arg(1) + " : " + f.arg(2) + ")";
     case IrOp::RowSize: return f.wrap("fx_n");
     case IrOp::Reduce: return "fx_acc" + std::to_string(&e - k.exprs.data());
+    case IrOp::PhiloxUniform:
+      return "fx_philox_uniform((uint64_t)" + f.arg(0) + ", (uint64_t)" + f.arg(1) + ", (uint64_t)" +
+             f.arg(2) + ")";
   }
   TORCH_CHECK(false, "fuser: no printing rule for ", irOpName(e.op));
 }

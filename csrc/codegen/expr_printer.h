@@ -15,8 +15,9 @@ const char* computeTypeName(c10::ScalarType t);
 // C type name of a storage dtype (Half/BFloat16 are uint16_t bit patterns).
 const char* storageTypeName(c10::ScalarType t);
 
-// Formats `e`, whose operands are named v<ExprId>. `load` prints Load expressions,
-// which depend on the printer's loop structure.
+// Formats `e`, whose operands are named v<ExprId>. `load` prints the leaves that depend
+// on the printer's loop structure: Load, and ElementIndex (the element's position in
+// the iteration space).
 std::string formatExpr(const Kernel& k, const Expr& e,
                        const std::function<std::string(const Expr&)>& load);
 

@@ -26,6 +26,7 @@ const char* irOpName(IrOp op) {
     FUSER_IR_NAME(LogicalOr) FUSER_IR_NAME(LogicalXor) FUSER_IR_NAME(BitAnd)
     FUSER_IR_NAME(BitOr) FUSER_IR_NAME(BitXor) FUSER_IR_NAME(Select)
     FUSER_IR_NAME(Reduce) FUSER_IR_NAME(RowSize)
+    FUSER_IR_NAME(ElementIndex) FUSER_IR_NAME(PhiloxUniform)
 #undef FUSER_IR_NAME
   }
   return "?";
@@ -118,6 +119,22 @@ ExprId IrBuilder::reduce(ReduceKind kind, ExprId x, bool sum_in_type) {
 ExprId IrBuilder::rowSize(c10::ScalarType type) {
   k_.rows = true;
   return add(Expr{IrOp::RowSize, computeType(type), {}});
+}
+
+ExprId IrBuilder::elementIndex() { return add(Expr{IrOp::ElementIndex, c10::ScalarType::Long, {}}); }
+
+ExprId IrBuilder::philoxUniform(ExprId seed, ExprId offset) {
+  TORCH_INTERNAL_ASSERT(typeOf(seed) == c10::ScalarType::Long &&
+                            typeOf(offset) == c10::ScalarType::Long,
+                        "kernel IR: a Philox state is two Long values");
+  return add(Expr{IrOp::PhiloxUniform, c10::ScalarType::Float, {seed, offset, elementIndex()}});
+}
+
+bool drawsRandomNumbers(const Kernel& k) {
+  for (const Expr& e : k.exprs) {
+    if (e.op == IrOp::PhiloxUniform) return true;
+  }
+  return false;
 }
 
 }  // namespace fuser::codegen

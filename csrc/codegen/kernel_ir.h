@@ -48,6 +48,9 @@ enum class IrOp : uint8_t {
   // Row kernels (Kernel::rows) only
   Reduce,   // args[0] combined over the row's elements by ReduceKind `index`: one value per row
   RowSize,  // the number of elements a row reduces over, in `type`
+  // Random numbers (codegen/philox.h)
+  ElementIndex,   // Long: the element's position in the iteration space, row-major (a leaf)
+  PhiloxUniform,  // Float in [0, 1) drawn for element args[2] from (seed args[0], offset args[1])
 };
 
 // How a Reduce expression combines a row's elements; Max and Min propagate NaN.
@@ -177,6 +180,10 @@ class IrBuilder {
   // A row's elements of `x` combined by `kind`, in x's type; marks the kernel a row kernel.
   ExprId reduce(ReduceKind kind, ExprId x, bool sum_in_type = false);
   ExprId rowSize(c10::ScalarType type);
+  ExprId elementIndex();
+  // A uniform float in [0, 1) for this element from the Philox state (seed, offset),
+  // both Long expressions.
+  ExprId philoxUniform(ExprId seed, ExprId offset);
   c10::ScalarType typeOf(ExprId e) const { return k_.exprs.at(e).type; }
   c10::DeviceType device() const { return k_.device; }
 
@@ -184,6 +191,9 @@ class IrBuilder {
   ExprId add(Expr e);
   Kernel& k_;
 };
+
+// Whether the kernel draws random numbers (its source then needs kPhiloxPrelude).
+bool drawsRandomNumbers(const Kernel& k);
 
 // The type an element of `storage` is computed in.
 inline c10::ScalarType computeType(c10::ScalarType storage) {

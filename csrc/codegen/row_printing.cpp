@@ -46,6 +46,7 @@ std::string reduceIdentity(const Expr& e) {
 
 // An element load of a row kernel at element index `e` of the row.
 std::string rowLoad(const Kernel& k, const Expr& load, const std::string& e) {
+  if (load.op == IrOp::ElementIndex) return "(fx_r * fx_n + " + e + ")";
   const TensorInput& in = k.inputs[load.index];
   const std::string n = std::to_string(load.index);
   std::string offset = "off" + n;
@@ -95,6 +96,7 @@ void printRowOffsets(std::ostream& out, const Kernel& k, const std::string& inde
 }
 
 std::string rowLoadNested(const Kernel& k, const Expr& load) {
+  if (load.op == IrOp::ElementIndex) return "(fx_r * fx_n + fx_e)";
   const TensorInput& in = k.inputs[load.index];
   const std::string n = std::to_string(load.index);
   std::string offset = "off" + n;

@@ -5,6 +5,15 @@
 #include <algorithm>
 
 namespace fuser::codegen {
+namespace {
+
+// Loads and element indices: read where their first reader is, never held for later.
+bool isElementLeaf(const Kernel& k, ExprId id) {
+  const IrOp op = k.exprs[id].op;
+  return op == IrOp::Load || op == IrOp::ElementIndex;
+}
+
+}  // namespace
 
 RowSchedule scheduleRows(const Kernel& k) {
   const size_t n = k.exprs.size();
@@ -24,6 +33,10 @@ RowSchedule scheduleRows(const Kernel& k) {
     const Expr& e = k.exprs[i];
     if (e.op == IrOp::Load) {
       element[i] = !rowLevelInput(k.inputs[e.index]);
+      continue;
+    }
+    if (e.op == IrOp::ElementIndex) {
+      element[i] = true;
       continue;
     }
     if (e.op == IrOp::Scalar || e.op == IrOp::Constant || e.op == IrOp::RowSize) {
@@ -102,18 +115,18 @@ RowSchedule scheduleRows(const Kernel& k) {
   const int last = static_cast<int>(s.passes.size());
   s.loop.assign(s.ready.begin(), s.ready.end());
   for (size_t i = 0; i < n; ++i) {
-    if (k.exprs[i].op == IrOp::Load && s.element[i]) s.loop[i] = last;
+    if (isElementLeaf(k, static_cast<ExprId>(i)) && s.element[i]) s.loop[i] = last;
   }
   for (size_t i = 0; i < n; ++i) {
     if (!s.used[i]) continue;
     const int at = s.loopOf(k, static_cast<ExprId>(i));
     for (ExprId a : k.exprs[i].args) {
-      if (k.exprs[a].op == IrOp::Load && s.element[a]) s.loop[a] = std::min(s.loop[a], at);
+      if (isElementLeaf(k, a) && s.element[a]) s.loop[a] = std::min(s.loop[a], at);
     }
   }
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const ExprId value = k.outputs[o].value;
-    if (k.exprs[value].op == IrOp::Load && s.element[value] && !k.outputs[o].per_row) {
+    if (isElementLeaf(k, value) && s.element[value] && !k.outputs[o].per_row) {
       s.loop[value] = std::min(s.loop[value], last);
     }
   }

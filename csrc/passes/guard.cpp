@@ -90,7 +90,7 @@ bool onlyEvalSwitches(const Value* param) {
   for (const auto& use : param->uses()) {
     const bool batch_norm = ops::isBatchNorm(use.user) && use.offset == ops::kBatchNormTraining;
     const bool dropout =
-        ops::isNativeDropout(use.user) && use.offset == ops::kNativeDropoutTrain;
+        ops::isDropout(use.user) && use.offset == ops::kDropoutTrain;
     if (!batch_norm && !dropout) return false;
   }
   return true;

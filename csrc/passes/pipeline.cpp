@@ -21,6 +21,8 @@ void fuseGraph(GraphPtr& graph) {
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs
   cancelRoundTrips(graph);       // half -> float -> half in a group reads the half value
   buildShapeExpressions(graph);  // size-only outputs leave their groups
+  branchOnTrainingSwitches(graph);  // dropout's self.training: a group copy per value
+  drawPhiloxStates(graph);       // random dropout reads a Philox state drawn per call
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
   captureGraph(graph);           // fuser.report only: a typed copy, refusals attached
   cleanUpGraph(graph, onednn_next);  // DCE, CSE, peephole; types wiped unless oneDNN is next

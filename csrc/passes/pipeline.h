@@ -23,6 +23,8 @@ void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp
 void cancelRoundTrips(GraphPtr& graph);        // round_trips.cpp
 void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp
+void branchOnTrainingSwitches(GraphPtr& graph);  // dropout.cpp
+void drawPhiloxStates(GraphPtr& graph);        // dropout.cpp
 void guardFusionGroups(GraphPtr& graph);       // guard.cpp
 void cleanUpGraph(GraphPtr& graph, bool keep_types_for_onednn = false);  // cleanup.cpp
 

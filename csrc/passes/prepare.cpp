@@ -12,7 +12,10 @@
 // - a 0-dim CPU tensor constant read by a table op (torch.jit.trace's numbers) is a
 //   number, where eager's result is the same either way;
 // - `x.to(x.device, dtype, ...)` is `x.to(dtype, ...)`: the Device value, which no
-//   kernel can take as an argument, is gone.
+//   kernel can take as an argument, is gone;
+// - aten::dropout that eager answers with its input itself (train False, or p 0) is
+//   gone: a frozen model in eval mode keeps no dropout between its groups.
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
 #include <optional>
@@ -108,6 +111,23 @@ void dropOwnDeviceArguments(torch::jit::Block* block) {
   }
 }
 
+// Eager's aten::dropout returns `input` itself when train is False or p is 0 (after
+// checking p, so p must be a constant in [0, 1]).
+void dropIdentityDropouts(torch::jit::Block* block) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* node = *it++;
+    for (torch::jit::Block* sub : node->blocks()) dropIdentityDropouts(sub);
+    if (node->kind() != c10::aten::dropout || node->inputs().size() != 3) continue;
+    auto p = torch::jit::toIValue(node->input(1));
+    auto train = torch::jit::toIValue(node->input(2));
+    if (!p || !p->isDouble() || !train || !train->isBool()) continue;
+    const double prob = p->toDouble();
+    if (!(prob >= 0 && prob <= 1) || (train->toBool() && prob != 0)) continue;
+    node->output()->replaceAllUsesWith(node->input(0));
+    node->destroy();
+  }
+}
+
 }  // namespace
 
 void prepareGraph(GraphPtr& graph) {
@@ -116,6 +136,7 @@ void prepareGraph(GraphPtr& graph) {
   constantTensorsToNumbers(graph->block());
   makeInPlaceOpsFunctional(graph);   // inplace.cpp
   dropOwnDeviceArguments(graph->block());
+  dropIdentityDropouts(graph->block());
   completeTypesFromInputs(graph);    // and values the rewrites made
 }
 

@@ -20,6 +20,7 @@
 #include "runtime/kernel_builder.h"
 #include "runtime/output_allocation.h"
 #include "stats.h"
+#include "symbols.h"
 
 namespace fuser::runtime {
 namespace {
@@ -174,6 +175,9 @@ FusionExecutor::FusionExecutor(const torch::jit::Node* node)
       interpreted_(subgraph_) {
   for (const KernelOutputTarget& target : kernel_graph_.targets) {
     writes_cat_ = writes_cat_ || target.pieces > 0;
+  }
+  for (const torch::jit::Node* node : subgraph_->nodes()) {
+    draws_random_ = draws_random_ || node->kind() == philoxDropoutSymbol();
   }
   for (const torch::jit::Value* in : kernel_graph_.graph->inputs()) {
     const bool tensor = in->type()->kind() == c10::TypeKind::TensorType;
@@ -475,7 +479,9 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
 
   IterationPlan plan =
       planIteration(views, lead ? c10::IntArrayRef(lead->strides) : c10::IntArrayRef());
-  if (config().transpose_tiles) chooseTransposeTiles(plan, num_tensors, config().tile_side);
+  if (config().transpose_tiles && !(draws_random_ && device.is_cuda())) {
+    chooseTransposeTiles(plan, num_tensors, config().tile_side);
+  }
   if (device.is_cuda()) {
     shareEqualStrides(plan, num_tensors);
     for (size_t t = 0; t < num_tensors; ++t) {

@@ -98,6 +98,9 @@ class FusionExecutor {
   size_t num_inputs_;
   size_t num_outputs_;                           // of the group; the kernel may have more
   bool writes_cat_ = false;                      // some kernel outputs are cat slices
+  // Draws random numbers: CUDA kernels then walk no transpose tiles, whose lanes have no
+  // element index (codegen/philox.h).
+  bool draws_random_ = false;
   std::vector<codegen::ScalarArgKind> scalar_kinds_;  // per kernel input; tensors ignored
   std::vector<bool> is_tensor_;                       // per kernel input
 

@@ -9,6 +9,8 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "symbols.h"
+
 namespace fuser::runtime {
 namespace {
 
@@ -255,8 +257,11 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
   }
   num_tensor_inputs_ = num_slots_;
   for (const torch::jit::Node* node : graph.nodes()) {
-    // native_dropout in eval mode: input.clone() and ones_like(input), both like the input.
-    if (node->kind() == c10::aten::native_dropout && slot.count(node->input(0))) {
+    // native_dropout: in eval mode input.clone() and ones_like(input), in training (here
+    // fuser::philox_dropout) input * mask * scale and the mask, all like the input.
+    const bool dropout =
+        node->kind() == c10::aten::native_dropout || node->kind() == philoxDropoutSymbol();
+    if (dropout && slot.count(node->input(0))) {
       for (const torch::jit::Value* out : node->outputs()) {
         Step step{Rule::Preserve, {slot[node->input(0)]}, int32_t(num_slots_++)};
         slot[out] = step.result;

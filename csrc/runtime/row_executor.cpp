@@ -248,7 +248,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
           if (it != shapes.end()) out = at::infer_size(out, it->second);
           if (keeps_self) break;
         }
-        shapes.emplace(node->output(), std::move(out));
+        // Every output (native_dropout's result and mask) has the broadcast shape.
+        for (const torch::jit::Value* result : node->outputs()) shapes.emplace(result, out);
         continue;
       }
       const Sizes& in = shapes.at(node->input(0));

@@ -1,0 +1,165 @@
+// Dropout in training (ops/dropout.h): two rewrites of formed groups, before guarding.
+//
+// After branchOnTrainingSwitches, no group reads a bool input only as dropout's `train`
+// (a module's self.training): such a group became prim::If(flag) over two copies of
+// it, the flag a constant in each, so eval mode runs its copy kernel and training its
+// random one. A flag that batch_norm's `training` also reads stays for the guard to pin
+// False (batch statistics are not fused).
+//
+// After drawPhiloxStates, every dropout in a group whose `train` is True is a
+// fuser::philox_dropout reading two group inputs, the seed and offset of a
+// fuser::philox_state node just before the group: one state per dropout and call,
+// drawn from torch's generator, so torch.manual_seed reproduces the masks and the
+// backward reads the very mask the forward drew (it is a group output).
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <vector>
+
+#include "ops/dropout.h"
+#include "passes/groups.h"
+#include "passes/pipeline.h"
+#include "symbols.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+// A subgraph input of bool type that only dropout's `train` reads.
+int trainingSwitch(const Graph& subgraph) {
+  for (size_t i = 0; i < subgraph.inputs().size(); ++i) {
+    const Value* param = subgraph.inputs()[i];
+    if (param->type()->kind() != c10::TypeKind::BoolType || param->uses().empty()) continue;
+    bool only_dropout = true;
+    for (const auto& use : param->uses()) {
+      only_dropout = only_dropout && ops::isDropout(use.user) && use.offset == ops::kDropoutTrain;
+    }
+    if (only_dropout) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// A copy of `group` at the end of `block` whose subgraph reads input `index` as `value`.
+Node* copyWithConstantInput(Node* group, torch::jit::Block* block, size_t index, bool value) {
+  Graph* graph = group->owningGraph();
+  Node* copy = graph->createClone(group, [](Value* v) { return v; });
+  copy->g_(c10::attr::Subgraph, group->g(c10::attr::Subgraph)->copy());
+  block->appendNode(copy);
+  auto subgraph = copy->g(c10::attr::Subgraph);
+  Value* param = subgraph->inputs()[index];
+  torch::jit::WithInsertPoint at(subgraph->nodes().front());
+  param->replaceAllUsesWith(subgraph->insertConstant(value));
+  subgraph->eraseInput(index);
+  copy->removeInput(index);
+  for (size_t o = 0; o < group->outputs().size(); ++o) {
+    copy->output(o)->copyMetadata(group->output(o));
+    block->registerOutput(copy->output(o));
+  }
+  return copy;
+}
+
+void branchOnSwitch(Node* group, size_t index) {
+  Graph* graph = group->owningGraph();
+  Node* branch = graph->create(c10::prim::If, {group->input(index)}, 0);
+  branch->insertBefore(group);
+  torch::jit::Block* training = branch->addBlock();
+  torch::jit::Block* eval = branch->addBlock();
+  copyWithConstantInput(group, training, index, true);
+  copyWithConstantInput(group, eval, index, false);
+  for (Value* out : group->outputs()) {
+    Value* merged = branch->addOutput()->copyMetadata(out);
+    out->replaceAllUsesWith(merged);
+  }
+  group->destroy();
+}
+
+// The device a group's kernels run on: its first tensor input's.
+std::optional<c10::Device> groupDevice(const Node* group) {
+  for (const Value* in : group->inputs()) {
+    auto type = in->type()->cast<c10::TensorType>();
+    if (type && type->device()) return *type->device();
+  }
+  return std::nullopt;
+}
+
+// The outer graph's value for subgraph value `v`: a constant (copied out) or an input.
+Value* outerValue(Node* group, Value* v) {
+  if (auto constant = torch::jit::toIValue(v)) {
+    torch::jit::WithInsertPoint before(group);
+    return group->owningGraph()->insertConstant(*constant);
+  }
+  auto subgraph = group->g(c10::attr::Subgraph);
+  for (size_t i = 0; i < subgraph->inputs().size(); ++i) {
+    if (subgraph->inputs()[i] == v) return group->input(i);
+  }
+  TORCH_INTERNAL_ASSERT(false, "fuser: dropout's p is neither a constant nor a group input");
+}
+
+void drawStateFor(Node* group, Node* dropout, c10::Device device) {
+  Graph* graph = group->owningGraph();
+  auto subgraph = group->g(c10::attr::Subgraph);
+  Value* p = dropout->input(1);
+
+  torch::jit::WithInsertPoint before(group);
+  Node* state = graph->create(philoxStateSymbol(),
+                              {graph->insertConstant(device), outerValue(group, p)}, 2);
+  state->insertBefore(group);
+  std::vector<Value*> params;
+  for (Value* out : state->outputs()) {
+    out->setType(c10::IntType::get());
+    group->addInput(out);
+    params.push_back(subgraph->addInput()->setType(c10::IntType::get()));
+  }
+
+  // The CPU's aten::dropout rounds its scale to the input's dtype (ops/dropout.cpp).
+  const bool scale_in_input_dtype =
+      dropout->kind() == c10::aten::dropout && device.type() == c10::DeviceType::CPU;
+  torch::jit::WithInsertPoint at(dropout);
+  Node* drawn = subgraph->create(
+      philoxDropoutSymbol(),
+      {dropout->input(0), p, params[0], params[1], subgraph->insertConstant(scale_in_input_dtype)},
+      2);
+  drawn->insertBefore(dropout);
+  drawn->output(0)->copyMetadata(dropout->output(0));
+  if (dropout->outputs().size() == 2) {
+    drawn->output(1)->copyMetadata(dropout->output(1));
+    dropout->output(1)->replaceAllUsesWith(drawn->output(1));
+  } else {
+    auto x = dropout->input(0)->type()->expect<c10::TensorType>();
+    drawn->output(1)->setType(x->withScalarType(c10::ScalarType::Bool));
+  }
+  dropout->output(0)->replaceAllUsesWith(drawn->output(0));
+  dropout->destroy();
+}
+
+}  // namespace
+
+void branchOnTrainingSwitches(GraphPtr& graph) {
+  // A copy may still have another switch: repeat until none has.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Node* group : collectFusionGroups(graph->block())) {
+      const int index = trainingSwitch(*group->g(c10::attr::Subgraph));
+      if (index < 0) continue;
+      branchOnSwitch(group, static_cast<size_t>(index));
+      changed = true;
+    }
+  }
+}
+
+void drawPhiloxStates(GraphPtr& graph) {
+  for (Node* group : collectFusionGroups(graph->block())) {
+    std::vector<Node*> random;
+    for (Node* node : group->g(c10::attr::Subgraph)->nodes()) {
+      if (ops::isRandomDropout(node)) random.push_back(node);
+    }
+    if (random.empty()) continue;
+    auto device = groupDevice(group);
+    TORCH_INTERNAL_ASSERT(device, "fuser: a group with dropout has no profiled device");
+    for (Node* dropout : random) drawStateFor(group, dropout, *device);
+  }
+}
+
+}  // namespace fuser
