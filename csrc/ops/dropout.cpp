@@ -22,8 +22,12 @@ bool floatingInput(const Node* node) {
 }
 
 FusionDecision checkNativeDropout(const Node* node) {
-  // Random masks need a floating input (eager's bernoulli_ refuses others).
-  if (!floatingInput(node)) return FusionDecision::no("native_dropout of a non-floating input");
+  // Eval mode copies any dtype; eager's random masks refuse all but floating inputs.
+  auto train = constantInput(node, "train");
+  const bool eval = train && train->isBool() && !train->toBool();
+  if (!eval && !floatingInput(node)) {
+    return FusionDecision::no("native_dropout in training of a non-floating input");
+  }
   return FusionDecision::yes();
 }
 

@@ -56,6 +56,9 @@ void philoxDropout(torch::jit::Stack& stack) {
   const auto seed = static_cast<uint64_t>(torch::jit::pop(stack).toInt());
   const double p = torch::jit::pop(stack).toDouble();
   const at::Tensor input = torch::jit::pop(stack).toTensor();
+  // Eager's masks of the input's dtype cannot hold the scaled values of other dtypes.
+  TORCH_CHECK(at::isFloatingType(input.scalar_type()), "result type Float can't be cast to the ",
+              "desired output type ", input.scalar_type());
   checkKeepProbability(p);
   const double keep = 1 - p;
   const auto keep_below = static_cast<float>(keep);

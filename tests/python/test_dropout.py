@@ -1,8 +1,10 @@
-"""Dropout in training graphs (ops/dropout.h): TorchScript's autodiff writes a module's
-dropout as native_dropout(x, p, self.training) and its gradient as
-native_dropout_backward(grad, mask, scale). In eval mode the guard pins `training` to
-False and both join their neighbours' groups; in training mode the fallback runs eager's
-random dropout."""
+"""Dropout (ops/dropout.h): TorchScript's autodiff writes a module's dropout as
+native_dropout(x, p, self.training) and its gradient as native_dropout_backward(grad,
+mask, scale). Groups branch on self.training: in eval mode dropout is a copy and a mask
+of ones, in training a Philox mask (codegen/philox.h) drawn from torch's generator, the
+same in the kernels and in the interpreter's fuser::philox_dropout. Random masks differ
+from eager's, so training results are checked against eager's formula on the mask the
+kernel drew (recovered from its output) and against the interpreter's draw."""
 
 from __future__ import annotations
 
@@ -67,29 +69,6 @@ def test_the_forward_group_holds_the_dropout(device: str) -> None:
     assert {"aten::native_dropout", "aten::relu"} <= fused_kinds(forward), forward
 
 
-@pytest.mark.parametrize("device", devices())
-def test_training_mode_runs_eagers_random_dropout(device: str) -> None:
-    """After .train() the guard's pinned `training` fails: eager's dropout drops about p
-    of the elements, scales the rest by 1 / (1 - p), and the gradient sees the same
-    mask."""
-    torch.manual_seed(0)
-    module = torch.jit.script(Block(0.5).to(device).eval())
-    x = torch.randn(64, 16, device=device, requires_grad=True)
-    with fuser.enabled(True):
-        for _ in range(3):
-            step(module, x)
-        module.train()
-        out, grad_x, *_ = step(module, x)
-        out, grad_x, *_ = step(module, x)
-    with torch.no_grad():
-        kept_value = torch.relu(module.linear(x) * 2.0) * 2.0  # scaled by 1 / (1 - 0.5)
-    dropped = (out - x).abs() < 1e-6
-    live = kept_value.abs() > 1e-3
-    fraction = (dropped & live).sum().item() / live.sum().item()
-    assert 0.35 < fraction < 0.65, fraction
-    torch.testing.assert_close((out - x)[~dropped], kept_value[~dropped])
-
-
 def test_a_float_mask_stays_with_aten() -> None:
     """native_dropout_backward fuses a bool mask only (eager's CPU training masks have
     the input's dtype)."""
@@ -105,3 +84,255 @@ def test_a_float_mask_stays_with_aten() -> None:
         kinds = fused_kinds(fn.graph_for(g, mask, 2.0))
     torch.testing.assert_close(got, g * 2.0 * mask * 2.0 + 1.0)
     assert "aten::native_dropout_backward" not in kinds, kinds
+
+
+def kept_mask(out: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where a dropout's output kept its (nonzero) input, among the elements whose input
+    is not zero (`live`), so the mask can be read back from the output."""
+    live = value != 0
+    return (out != 0) & live, live
+
+
+def assert_keep_fraction(kept: torch.Tensor, live: torch.Tensor, p: float) -> None:
+    """The kept fraction of the live elements is 1 - p within 5 binomial deviations."""
+    n = live.sum().item()
+    fraction = kept.sum().item() / n
+    assert abs(fraction - (1 - p)) <= 5 * ((p * (1 - p) / n) ** 0.5) + 1e-9, (fraction, n)
+
+
+TRAIN_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+class TrainBlock(nn.Module):
+    """Without a residual, a kept element is nonzero in the output and the mask reads
+    back exactly in every dtype (x + a small kept value may round to x); without a
+    GEMM, 16-bit results are eager's to the rounding (CPU linear rounds once where
+    its bias epilogue, split off, rounds twice)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16))
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(torch.relu(x * self.weight * 2.0)) * 3.0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", TRAIN_DTYPES, ids=str)
+def test_training_step_fuses_random_dropout_and_its_gradient(
+    device: str, dtype: torch.dtype
+) -> None:
+    """In training mode the forward group draws the mask, the backward group multiplies
+    the gradient by that very mask: the output and every gradient equal eager's formula
+    on the mask read back from the output."""
+    torch.manual_seed(0)
+    eager = TrainBlock(0.5).to(device, dtype)
+    scripted = torch.jit.script(TrainBlock(0.5).to(device, dtype))
+    scripted.load_state_dict(eager.state_dict())
+    x = torch.randn(256, 16, device=device, dtype=dtype, requires_grad=True)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        for _ in range(4):
+            got = step(scripted, x)
+        backward = torch.jit.last_executed_optimized_graph()
+        forward = scripted.graph_for(x)
+    stats = fuser.stats()
+    assert stats["kernel_launches"] >= 4 and stats["interpreted_runs"] == 0, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats
+    assert "fuser::philox_dropout" in fused_kinds(forward), forward
+    assert "aten::native_dropout_backward" in fused_kinds(backward), backward
+
+    with torch.no_grad():
+        value = torch.relu(x * eager.weight * 2.0)
+    kept, live = kept_mask(got[0], value)
+    assert_keep_fraction(kept, live, 0.5)
+    # Eager's formula with that mask: relu(x * weight * 2) * mask * 2 * 3.
+    out = torch.relu(x * eager.weight * 2.0) * kept.to(dtype) * 2.0 * 3.0
+    want = (out, *torch.autograd.grad(out.sum(), [x, *eager.parameters()]))
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert (g.dtype, g.stride()) == (w.dtype, w.stride())
+        torch.testing.assert_close(g, w, msg=lambda m, i=i: f"result {i}: {m}")
+
+
+@pytest.mark.parametrize("device", devices())
+def test_eval_and_training_modes_switch_in_one_scripted_module(device: str) -> None:
+    """self.training is a branch between two groups: switching modes back and forth
+    runs both kernels, never the fallback."""
+    torch.manual_seed(0)
+    eager = Block(0.25).to(device)
+    scripted = torch.jit.script(Block(0.25).to(device))
+    scripted.load_state_dict(eager.state_dict())
+    x = torch.randn(64, 16, device=device, requires_grad=True)
+    with fuser.enabled(True):
+        for call, mode in enumerate([True, False] * 4):
+            scripted.train(mode)
+            eager.train(mode)
+            fuser.reset_stats()
+            got = step(scripted, x)
+            stats = fuser.stats()
+            assert stats["interpreted_runs"] == 0 and stats["guard_failures"] == 0, stats
+            if call >= 4:  # past profiling, each mode launches its kernels
+                assert stats["kernel_launches"] >= 2, (mode, stats)
+            if not mode:
+                for g, w in zip(got, step(eager, x), strict=True):
+                    torch.testing.assert_close(g, w)
+
+
+def random_dropout_fn() -> torch.jit.ScriptFunction:
+    """A fresh scripted copy (the executor caches per function)."""
+    unit = torch.jit.CompilationUnit(
+        "def g(x):\n    return torch.nn.functional.dropout(x * 2.0, 0.4, True)\n"
+    )
+    return unit.g
+
+
+def layouts(device: str) -> dict[str, torch.Tensor]:
+    torch.manual_seed(1)
+    x = torch.randn(4, 6, 8, 10, device=device)
+    return {
+        "contiguous": x,
+        "channels_last": x.to(memory_format=torch.channels_last),
+        "transposed": x.transpose(1, 3),
+    }
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "transposed"])
+def test_manual_seed_reproduces_the_mask_the_interpreter_draws(device: str, layout: str) -> None:
+    """The kernel's mask is a function of the state torch's generator gives: the same
+    seed gives the same output, the next call another, and fuser::philox_dropout in
+    the interpreter, given the state drawn after the same seed, the same output and
+    strides as eager's dropout."""
+    x = layouts(device)[layout]
+    fn = random_dropout_fn()
+    with fuser.enabled(True):
+        for _ in range(3):
+            fn(x)
+        kinds = fused_kinds(fn.graph_for(x))
+        fuser.reset_stats()
+        torch.manual_seed(7)
+        first = fn(x)
+        again = fn(x)
+        torch.manual_seed(7)
+        repeated = fn(x)
+    assert "fuser::philox_dropout" in kinds, kinds
+    assert fuser.stats()["interpreted_runs"] == 0, fuser.stats()
+    assert torch.equal(first, repeated)
+    assert not torch.equal(first, again)
+    assert first.stride() == torch.nn.functional.dropout(x * 2.0, 0.4, True).stride()
+
+    torch.manual_seed(7)
+    seed, offset = torch.ops.fuser.philox_state(x.device, 0.4)
+    cpu_scale_in_dtype = x.device.type == "cpu"  # aten::dropout's CPU formula
+    out, mask = torch.ops.fuser.philox_dropout(x * 2.0, 0.4, seed, offset, cpu_scale_in_dtype)
+    torch.testing.assert_close(first, out, rtol=0, atol=0)
+    kept, live = kept_mask(first, x)
+    assert torch.equal(kept, mask & live)
+    assert_keep_fraction(kept, live, 0.4)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", TRAIN_DTYPES, ids=str)
+def test_kept_elements_are_scaled_as_eager_scales_them(device: str, dtype: torch.dtype) -> None:
+    """aten::dropout keeps x * 1 / (1 - p): on the CPU eager rounds the scale to the
+    dtype first (a mask of x's dtype divided by 1 - p), on CUDA it scales in float."""
+    torch.manual_seed(2)
+    x = torch.randn(64, 257, device=device).to(dtype)
+    fn = random_dropout_fn()
+    with fuser.enabled(True):
+        for _ in range(3):
+            got = fn(x)
+    kept, live = kept_mask(got, x)
+    assert_keep_fraction(kept, live, 0.4)
+    doubled = x * 2.0
+    if device == "cpu":
+        scaled = doubled * kept.to(dtype).div_(0.6)
+    else:
+        scaled = doubled.mul(kept).mul_(1 / 0.6)
+    torch.testing.assert_close(got, scaled, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_p_zero_and_one(device: str) -> None:
+    """p = 1 drops every element (a mask of False, signed zeros like eager's x * 0);
+    p = 0 keeps every one."""
+    unit = torch.jit.CompilationUnit(
+        "def f(x):\n"
+        "    y, m = torch.native_dropout(x * 2.0, 1.0, True)\n"
+        "    z, n = torch.native_dropout(x + 1.0, 0.0, True)\n"
+        "    return y * 1.0, m, z * 1.0, n\n"
+    )
+    x = torch.randn(16, 33, device=device)
+    with fuser.enabled(True):
+        for _ in range(3):
+            y, m, z, n = unit.f(x)
+        kinds = fused_kinds(unit.f.graph_for(x))
+    assert "fuser::philox_dropout" in kinds, kinds
+    assert not m.any() and n.all()
+    assert torch.equal(torch.signbit(y), torch.signbit(x * 2.0 * 0.0)) and not y.any()
+    torch.testing.assert_close(z, x + 1.0, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_attention_dropout_joins_the_softmax_row_kernel(device: str) -> None:
+    """dropout(softmax(scores)) is one row kernel; kept probabilities are scaled."""
+    unit = torch.jit.CompilationUnit(
+        "def f(s):\n"
+        "    return torch.nn.functional.dropout(torch.softmax(s * 0.125, -1), 0.1, True)\n"
+    )
+    scores = torch.randn(8, 4, 64, 64, device=device)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        for _ in range(3):
+            got = unit.f(scores)
+        kinds = fused_kinds(unit.f.graph_for(scores))
+    assert {"aten::softmax", "fuser::philox_dropout"} <= kinds, kinds
+    assert fuser.stats()["row_launches"] >= 1 and fuser.stats()["interpreted_runs"] == 0
+    probs = torch.softmax(scores * 0.125, -1)
+    kept, live = kept_mask(got, probs)
+    assert_keep_fraction(kept, live, 0.1)
+    torch.testing.assert_close(got[kept], (probs / 0.9)[kept])
+
+
+class TunableDropout(nn.Module):
+    """p is an attribute, not a constant: the kernel reads it per call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = 0.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(x * 2.0, self.p, self.training) + 1.0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_probability_outside_0_1_raises_as_eager(device: str) -> None:
+    module = torch.jit.script(TunableDropout().to(device))
+    x = torch.randn(32, 8, device=device, requires_grad=True)
+    with fuser.enabled(True):
+        for _ in range(3):
+            module(x).sum().backward()
+        module.p = 1.5
+        # F.dropout checks p itself; a state drawn for native_dropout checks it as eager.
+        with pytest.raises(torch.jit.Error, match="dropout probability has to be between 0 and 1"):
+            module(x)
+    with pytest.raises(RuntimeError, match=r"bernoulli_ expects p to be in \[0, 1\]"):
+        torch.ops.fuser.philox_state(x.device, 1.5)
+
+
+def test_eval_dropout_of_a_frozen_model_is_its_input() -> None:
+    """aten::dropout(x, p, False) returns x itself in eager; a frozen eval model keeps
+    no dropout between its groups."""
+    torch.manual_seed(0)
+    model = Block(0.2).eval()
+    x = torch.randn(8, 16)
+    with torch.no_grad(), fuser.enabled(True):
+        state = Block(0.2).eval()
+        state.load_state_dict(model.state_dict())
+        frozen = torch.jit.freeze(torch.jit.script(state))
+        for _ in range(3):
+            got = frozen(x)
+        graph = torch.jit.last_executed_optimized_graph()
+    assert "aten::dropout" not in str(graph), graph
+    torch.testing.assert_close(got, model(x))
