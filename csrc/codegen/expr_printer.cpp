@@ -124,7 +124,11 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::ElementIndex: return load(e);
     case IrOp::Scalar: return f.scalarArg();
     case IrOp::Constant: return literal(e);
-    case IrOp::Cast: return is_bool ? "(" + f.a() + " != 0)" : f.wrap(f.a());
+    case IrOp::Cast:
+      if (is_bool) return "(" + f.a() + " != 0)";
+      // From bool a select: g++ 12 vectorizes no loop that converts a bool to a float.
+      if (k.exprs[e.args[0]].type == ScalarType::Bool) return "(" + f.a() + " ? " + f.wrap("1") + " : " + f.wrap("0") + ")";
+      return f.wrap(f.a());
     case IrOp::Neg: return f.wrap("-" + f.a());
     case IrOp::Abs:
       if (is_bool) return f.a();

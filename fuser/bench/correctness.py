@@ -96,6 +96,27 @@ def mismatch(
     return None
 
 
+def random_mismatch(actual: Any, expected: Any, dtype: torch.dtype, p: float) -> str | None:
+    """Results of a workload ending in dropout(p), each mode with its own mask: shapes,
+    dtypes and strides must be eager's, the elements both kept must equal eager's, and
+    the kept counts may differ by no more than chance allows (6 deviations of the
+    difference of two binomial counts)."""
+    for index, (a, e) in enumerate(zip(_tensors(actual), _tensors(expected), strict=True)):
+        if (a.shape, a.dtype, a.stride()) != (e.shape, e.dtype, e.stride()):
+            got_kind = f"{a.dtype}{list(a.shape)} strides {a.stride()}"
+            return f"item [{index}]: {got_kind}, expected {e.dtype}{list(e.shape)} {e.stride()}"
+        both = (a != 0) & (e != 0)
+        reason = mismatch(a[both], e[both], dtype)
+        if reason is not None:
+            return f"item [{index}], where both kept: {reason}"
+        live = int(((a != 0) | (e != 0)).sum())
+        allowed = 6 * (2 * live * p * (1 - p)) ** 0.5 + 1
+        kept_a, kept_e = int((a != 0).sum()), int((e != 0).sum())
+        if abs(kept_a - kept_e) > allowed:
+            return f"item [{index}]: {kept_a} kept, eager {kept_e} (chance allows {allowed:.0f})"
+    return None
+
+
 def short_reason(error: BaseException, limit: int = 160) -> str:
     """One line naming an exception, for an n/a cell's note."""
     first_line = next((line for line in str(error).splitlines() if line.strip()), "")

@@ -20,7 +20,7 @@ import torch
 
 import fuser
 from fuser.bench.bandwidth import copy_bandwidth_gbps
-from fuser.bench.correctness import mismatch, short_reason
+from fuser.bench.correctness import mismatch, random_mismatch, short_reason
 from fuser.bench.elementwise_count import elementwise_kernels_per_call
 from fuser.bench.graph_stats import count_groups, optimized_graph
 from fuser.bench.jit_flags import jit_flags
@@ -165,13 +165,16 @@ def prepare_mode(
             actual = warm_up(fn, arg_sets, preset.warmup_calls)
             synchronize(device)
             tolerance_dtype = workload.autocast_dtype(device) or dtype
-            result.mismatch = mismatch(
-                actual,
-                expected,
-                tolerance_dtype,
-                norm_wise=workload.training,
-                model=isinstance(workload, ModelWorkload),
-            )
+            if workload.dropout is not None:
+                result.mismatch = random_mismatch(actual, expected, dtype, workload.dropout)
+            else:
+                result.mismatch = mismatch(
+                    actual,
+                    expected,
+                    tolerance_dtype,
+                    norm_wise=workload.training,
+                    model=isinstance(workload, ModelWorkload),
+                )
             if mode.group_kind is not None:
                 with workload.autocast_context(device):
                     graph = optimized_graph(own_fn, arg_sets[0])

@@ -45,6 +45,9 @@ class Workload:
     # torch.autocast(device type, dtype=autocast[device type]); such rows run in float32
     # only, and are compared with eager at the autocast dtype's tolerance.
     autocast: dict[str, torch.dtype] | None = None
+    # Dropout in training with this probability: each mode draws its own mask, so
+    # results are compared by random_mismatch (fuser/bench/correctness.py), not by value.
+    dropout: float | None = None
 
     def autocast_dtype(self, device: torch.device) -> torch.dtype | None:
         return self.autocast.get(device.type) if self.autocast else None
@@ -458,6 +461,22 @@ WORKLOADS: dict[str, Workload] = {
             cuda_sizes=_ROWS_CUDA,
         ),
         Workload(
+            name="bias_gelu_dropout",
+            description="dropout(gelu(x + bias), 0.1) in training: a random mask per call",
+            source=_source(
+                """
+                def bias_gelu_dropout(x, bias):
+                    return torch.nn.functional.dropout(
+                        torch.nn.functional.gelu(x + bias), 0.1, True
+                    )
+                """
+            ),
+            make_inputs=_bias_inputs,
+            sizes=_ROWS,
+            cuda_sizes=_ROWS_CUDA,
+            dropout=0.1,
+        ),
+        Workload(
             name="norm_tail",
             description="(x - mean) * rstd * w + b; mean, rstd (N,1); w, b (H,)",
             source=_source(
@@ -632,6 +651,21 @@ WORKLOADS: dict[str, Workload] = {
             make_inputs=_masked_softmax_inputs,
             sizes=_ATTENTIONS,
             cuda_sizes=_ATTENTIONS_CUDA,
+        ),
+        Workload(
+            name="attention_dropout",
+            description="masked_softmax, then attention's dropout(0.1) in training",
+            source=_source(
+                """
+                def attention_dropout(att, mask):
+                    probs = torch.softmax((att * 0.125).masked_fill(mask == 0, float("-inf")), -1)
+                    return torch.nn.functional.dropout(probs, 0.1, True)
+                """
+            ),
+            make_inputs=_masked_softmax_inputs,
+            sizes=_ATTENTIONS,
+            cuda_sizes=_ATTENTIONS_CUDA,
+            dropout=0.1,
         ),
         Workload(
             name="lstm_cell_autocast",
