@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|profile|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|dropout|profile|all] [extra fuser.bench arguments]
 #   profile: device time per call and the top kernels of PROFILE_ROWS in PROFILE_MODES.
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
 #   torch.compile, the lone-op rows again with single-op groups kept
 #   (FUSER_MIN_GROUP_SIZE=1), and the GPT-2 block (float32, float16, autocast).
+#   dropout: the dropout tests on CUDA, then the random-dropout rows (bias + gelu +
+#   dropout, attention's masked softmax + dropout) at large size in float32 and float16
+#   beside NNC and torch.compile, and the GPT-2 training step.
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -40,7 +43,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_epilogues.py tests/python/test_host_cost.py tests/python/test_report.py \
     tests/python/test_transpose_tiles.py tests/python/test_reductions.py \
     tests/python/test_batch_norm.py tests/python/test_variants.py \
-    tests/python/test_matmul_operands.py \
+    tests/python/test_matmul_operands.py tests/python/test_dropout.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
@@ -96,6 +99,17 @@ if [ "$what" = reductions ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --workload gpt2_block,gpt2_block_autocast \
     --dtype float32,float16 --mode script,fuser,compile --out "$OUT/gpt2" 2>&1 \
     | tee "$OUT/gpt2.log" | tail -14
+fi
+if [ "$what" = dropout ]; then
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider tests/python/test_dropout.py \
+    2>&1 | tee "$OUT/test_dropout.log" | tail -6
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+    --workload bias_gelu_dropout,attention_dropout,gelu_bias,masked_softmax \
+    --dtype float32,float16 --mode fuser,nnc,compile --out "$OUT/dropout" "$@" 2>&1 \
+    | tee "$OUT/dropout.log" | tail -16
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --workload gpt2_block_train,gpt2_block_train_dropout \
+    --dtype float32,float16 --mode script,fuser,compile --out "$OUT/gpt2_train" 2>&1 \
+    | tee "$OUT/gpt2_train.log" | tail -8
 fi
 if [ "$what" = profile ]; then
   # Device time per call beside call time, and the kernels taking it (tools/kernel_times.py).

@@ -96,15 +96,23 @@ def mismatch(
     return None
 
 
-def random_mismatch(actual: Any, expected: Any, dtype: torch.dtype, p: float) -> str | None:
+def random_mismatch(
+    actual: Any, expected: Any, dtype: torch.dtype, p: float, *, training: bool = False
+) -> str | None:
     """Results of a workload ending in dropout(p), each mode with its own mask: shapes,
     dtypes and strides must be eager's, the elements both kept must equal eager's, and
     the kept counts may differ by no more than chance allows (6 deviations of the
-    difference of two binomial counts)."""
+    difference of two binomial counts). A training step's results (dropout inside,
+    gradients after it) share no element with eager's: shapes, dtypes, strides and
+    finiteness only; tests/python/test_dropout.py checks the values."""
     for index, (a, e) in enumerate(zip(_tensors(actual), _tensors(expected), strict=True)):
         if (a.shape, a.dtype, a.stride()) != (e.shape, e.dtype, e.stride()):
             got_kind = f"{a.dtype}{list(a.shape)} strides {a.stride()}"
             return f"item [{index}]: {got_kind}, expected {e.dtype}{list(e.shape)} {e.stride()}"
+        if training:
+            if not bool(torch.isfinite(a).all()):
+                return f"item [{index}]: not finite"
+            continue
         both = (a != 0) & (e != 0)
         reason = mismatch(a[both], e[both], dtype)
         if reason is not None:

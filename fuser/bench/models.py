@@ -155,15 +155,15 @@ class ModelWorkload(Workload):
     placement: tuple[tuple[tuple[str, int], ...], torch.device, torch.dtype] | None = None
 
     def eager_function(self) -> Any:
-        """A fresh module on the row's device and dtype, in eval mode, with the weights
-        every mode of the row shares."""
+        """A fresh module on the row's device and dtype, in eval mode (training mode for
+        a row with dropout), with the weights every mode of the row shares."""
         if self.placement is None:
             raise RuntimeError(f"model workload {self.name} was not placed on a row")
         dims_items, device, dtype = self.placement
         with torch.random.fork_rng(devices=[]):  # its initial weights are overwritten
             model = self.make_model(dict(dims_items))
         model.load_state_dict(_initial_state(self.name, dims_items))
-        return model.to(device=device, dtype=dtype).eval()
+        return model.to(device=device, dtype=dtype).train(self.dropout is not None)
 
     def scripted_function(self) -> Any:
         """A fresh module, scripted and frozen as deployed models are; a training row's
@@ -251,6 +251,18 @@ _MODELS = (
         cuda_sizes=_BLOCK_CUDA,
         make_model=_gpt2_block,
         training=True,
+    ),
+    ModelWorkload(
+        name="gpt2_block_train_dropout",
+        description="GPT-2 block's training step with its three dropouts (p 0.1) on: "
+        "each mode draws its own masks",
+        source="",
+        make_inputs=_tokens,
+        sizes=_BLOCK,
+        cuda_sizes=_BLOCK_CUDA,
+        make_model=_gpt2_block,
+        training=True,
+        dropout=0.1,
     ),
 )
 

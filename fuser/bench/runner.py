@@ -166,7 +166,9 @@ def prepare_mode(
             synchronize(device)
             tolerance_dtype = workload.autocast_dtype(device) or dtype
             if workload.dropout is not None:
-                result.mismatch = random_mismatch(actual, expected, dtype, workload.dropout)
+                result.mismatch = random_mismatch(
+                    actual, expected, dtype, workload.dropout, training=workload.training
+                )
             else:
                 result.mismatch = mismatch(
                     actual,
