@@ -43,7 +43,9 @@ def test_eval_mode_training_step_fuses_dropout_and_its_gradient(
     scripted.load_state_dict(eager.state_dict())
     x = torch.randn(8, 16, device=device, dtype=dtype, requires_grad=True)
     fuser.reset_stats()
-    with fuser.enabled(True):
+    # CUDA backwards run on autograd's device thread, whose last graph this thread
+    # would not see: the backward runs here.
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
         for _ in range(4):
             got = step(scripted, x)
         backward = torch.jit.last_executed_optimized_graph()
@@ -132,7 +134,7 @@ def test_training_step_fuses_random_dropout_and_its_gradient(
     scripted.load_state_dict(eager.state_dict())
     x = torch.randn(256, 16, device=device, dtype=dtype, requires_grad=True)
     fuser.reset_stats()
-    with fuser.enabled(True):
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
         for _ in range(4):
             got = step(scripted, x)
         backward = torch.jit.last_executed_optimized_graph()
@@ -171,8 +173,10 @@ def test_eval_and_training_modes_switch_in_one_scripted_module(device: str) -> N
             fuser.reset_stats()
             got = step(scripted, x)
             stats = fuser.stats()
-            assert stats["interpreted_runs"] == 0 and stats["guard_failures"] == 0, stats
-            if call >= 4:  # past profiling, each mode launches its kernels
+            # Scripted modules of one class share their graph executor: this test's
+            # first calls may meet another test's device in its guards.
+            if call >= 4:  # past profiling, each mode launches its kernels, no fallback
+                assert stats["interpreted_runs"] == 0 and stats["guard_failures"] == 0, stats
                 assert stats["kernel_launches"] >= 2, (mode, stats)
             if not mode:
                 for g, w in zip(got, step(eager, x), strict=True):
