@@ -168,8 +168,15 @@ class ModelWorkload(Workload):
     def scripted_function(self) -> Any:
         """A fresh module, scripted and frozen as deployed models are; a training row's
         stays unfrozen, its weights parameters that the step differentiates."""
-        scripted = torch.jit.script(self.eager_function())
-        return scripted if self.training else torch.jit.freeze(scripted.eval())
+        eager = self.eager_function()
+        if not self.training:
+            return torch.jit.freeze(torch.jit.script(eager).eval())
+        # Unfrozen, a scripted module shares its class's compiled methods, and with them
+        # the graph executors, with every module of that class: the previous mode's
+        # optimized graph would be timed. A type of its own gives this mode fresh ones.
+        return torch.jit._recursive.create_script_module(
+            eager, torch.jit._recursive.infer_methods_to_compile, share_types=False
+        )
 
 
 @functools.lru_cache(maxsize=4)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 
+import fuser
 from fuser.bench import chart, cli, models, runner
 from fuser.bench.correctness import mismatch, short_reason
 from fuser.bench.elementwise_count import count_elementwise, elementwise_kernels_per_call
@@ -491,6 +492,25 @@ def test_model_workloads_script_freeze_and_match_eager_on_cpu(name: str) -> None
         with torch.random.fork_rng(devices=[]):
             expected = eager(x)
         assert mismatch(frozen(x), expected, torch.float32, model=True) is None
+
+
+def test_a_training_row_scripts_a_module_with_executors_of_its_own() -> None:
+    """An unfrozen scripted module shares its class's graph executors: the first mode
+    to run would fix the optimized graph every later mode is timed with. Each call
+    scripts a type of its own, so a fuser mode after script mode still forms groups."""
+    workload = placed(MODEL_WORKLOADS["gpt2_block_train"], "tiny", CPU, torch.float32)
+    first, second = workload.scripted_function(), workload.scripted_function()
+    assert first._c._type() != second._c._type()
+    (x,) = make_inputs(workload, "tiny", torch.float32, CPU)
+    x.requires_grad_()
+    with jit_flags(NO_FUSION):
+        for _ in range(3):
+            first(x).sum().backward()
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        for _ in range(3):
+            second(x).sum().backward()
+    assert fuser.stats()["kernel_launches"] > 0, fuser.stats()
 
 
 def test_gpt2_block_through_every_mode_matches_eager_on_cpu() -> None:
