@@ -343,6 +343,7 @@ class CudaPrinter {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       out_ << in << vectorType(k_.outputs[o].dtype, width) << " s" << o << ";\n";
     }
+    printPhiloxBlocks(width, at, in);
     out_ << "#pragma unroll\n" << in << "for (int u = 0; u < " << width << "; ++u) {\n";
     lanes_ = lanes;
     vector_at_ = at;
@@ -899,6 +900,41 @@ class CudaPrinter {
     return loadConversion(in.dtype, e.type, elem);
   }
 
+  // A vector's lanes are consecutive elements from `at`, a multiple of `width`: each
+  // random draw of the kernel takes the Philox blocks of the vector once (one per four
+  // lanes, or one for the two lanes of 4-byte vectors), and lane u picks its word from
+  // them, instead of a block per lane (philox.h: the words are the same).
+  void printPhiloxBlocks(int width, const std::string& at, const std::string& ind) {
+    blocked_draws_.clear();
+    const int blocks = std::max(1, width / 4);
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      const Expr& e = k_.exprs[i];
+      if (e.op != IrOp::PhiloxUniform || !facts_.used[i] || facts_.invariant[i]) continue;
+      if (!facts_.invariant[e.args[0]] || !facts_.invariant[e.args[1]]) continue;
+      const std::string words = "fx_rw" + std::to_string(i);
+      out_ << ind << "uint32_t " << words << "[" << blocks << "][4];\n"
+           << "#pragma unroll\n"
+           << ind << "for (int fx_q = 0; fx_q < " << blocks << "; ++fx_q) fx_philox_block((uint64_t)v"
+           << e.args[0] << ", (uint64_t)v" << e.args[1] << ", ((uint64_t)(" << at
+           << ") >> 2) + fx_q, " << words << "[fx_q]);\n";
+      blocked_draws_.push_back(static_cast<ExprId>(i));
+    }
+    block_width_ = width;
+  }
+
+  // Lane u's draw from the blocks printPhiloxBlocks printed, or "" when it printed none.
+  std::string blockedDraw(const Expr& e) const {
+    if (lanes_ != Lanes::Flat && lanes_ != Lanes::Row) return "";
+    const auto id = static_cast<ExprId>(&e - k_.exprs.data());
+    if (std::find(blocked_draws_.begin(), blocked_draws_.end(), id) == blocked_draws_.end()) {
+      return "";
+    }
+    const std::string words = "fx_rw" + std::to_string(id);
+    if (block_width_ >= 4) return "fx_philox_to_uniform(" + words + "[u >> 2][u & 3])";
+    return "fx_philox_to_uniform(fx_philox_pick(" + words + "[0], ((uint32_t)(" + vector_at_ +
+           ") & 3) + (uint32_t)u))";
+  }
+
   // The element's position in the iteration space: `i` in the element loops, lane u of
   // the vector at vector_at_ in vector bodies. Tile kernels are not printed for kernels
   // that draw random numbers (the executor plans none for them).
@@ -914,8 +950,9 @@ class CudaPrinter {
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
       if (!facts_.used[i] || facts_.invariant[i] != invariant) continue;
       const Expr& e = k_.exprs[i];
+      const std::string blocked = e.op == IrOp::PhiloxUniform ? blockedDraw(e) : "";
       out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
-           << formatExpr(k_, e, load) << ";\n";
+           << (blocked.empty() ? formatExpr(k_, e, load) : blocked) << ";\n";
     }
   }
 
@@ -927,6 +964,8 @@ class CudaPrinter {
   std::vector<WalkedTensor> walked_;  // strided inputs, then strided outputs
   Lanes lanes_ = Lanes::None;
   std::string vector_at_;  // printVectorBody: where vector fx_k starts in the iteration space
+  std::vector<ExprId> blocked_draws_;  // printPhiloxBlocks: draws read from vector blocks
+  int block_width_ = 1;  // and the width of those vectors
   std::ostringstream out_;
 };
 

@@ -231,6 +231,26 @@ class CudaRowPrinter {
       out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> fx_o" << o
            << ";\n";
     }
+    // The random draws of this loop: the chunk's Philox blocks once (codegen/philox.h),
+    // the chunk starting at a multiple of v in the iteration space.
+    std::vector<bool> blocked(k_.exprs.size(), false);
+    const int blocks = std::max(1, v / 4);
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      const Expr& e = k_.exprs[i];
+      if (e.op != IrOp::PhiloxUniform || !s_.used[i] || !s_.element[i] || s_.loop[i] != l) continue;
+      blocked[i] = true;
+      const std::string words = "fx_rw" + std::to_string(i);
+      out_ << "    uint32_t " << words << "[" << blocks << "][4];\n"
+           << "    #pragma unroll\n    for (int fx_q = 0; fx_q < " << blocks
+           << "; ++fx_q) fx_philox_block((uint64_t)v" << e.args[0] << ", (uint64_t)v" << e.args[1]
+           << ", ((uint64_t)(fx_r * fx_n + fx_b) >> 2) + fx_q, " << words << "[fx_q]);\n";
+    }
+    auto draw = [&](ExprId id) {
+      const std::string words = "fx_rw" + std::to_string(id);
+      if (v >= 4) return "fx_philox_to_uniform(" + words + "[fx_u >> 2][fx_u & 3])";
+      return "fx_philox_to_uniform(fx_philox_pick(" + words +
+             "[0], ((uint32_t)(fx_r * fx_n + fx_b) & 3) + (uint32_t)fx_u))";
+    };
     out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) {\n";
     const std::vector<bool> read = s_.readsIn(k_, l);
     for (size_t i = 0; i < read.size(); ++i) {
@@ -250,7 +270,7 @@ class CudaRowPrinter {
       if (!s_.used[i] || !s_.element[i] || s_.loop[i] != l) continue;
       const Expr& e = k_.exprs[i];
       out_ << "      const " << computeTypeName(e.type) << " v" << i << " = "
-           << formatExpr(k_, e, load) << ";\n";
+           << (blocked[i] ? draw(id) : formatExpr(k_, e, load)) << ";\n";
       if (held[i]) out_ << "      " << heldSlot(id) << " = v" << i << ";\n";
     }
     for (ExprId r : reduces) {

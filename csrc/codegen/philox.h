@@ -8,6 +8,9 @@
 // offset reserved from torch's CUDA generator (4 per call) then never meets the
 // counters of ATen's own random kernels, which reserve theirs from the same generator.
 //
+// Kernels that hold consecutive elements in one thread (CUDA's vector bodies) draw a
+// block once for its four elements (fx_philox_block), the same words the others pick.
+//
 // One text for three compilers: FUSER_PHILOX_SOURCE expands to the functions (the host's
 // copy is in fuser::codegen::philox), kPhiloxPrelude is the same text for the generated
 // C++ and CUDA kernels, whose preludes define FX_INLINE and the fixed-width types.
@@ -17,9 +20,11 @@
 
 // Only /* */ comments inside: a // comment would swallow the continued lines.
 #define FUSER_PHILOX_SOURCE(INLINE)                                                      \
-  INLINE uint32_t fx_philox_word(uint64_t seed, uint64_t offset, uint64_t element) {    \
+  /* The four words of block `block` (elements 4 * block .. 4 * block + 3). */           \
+  INLINE void fx_philox_block(uint64_t seed, uint64_t offset, uint64_t block,            \
+                              uint32_t words[4]) {                                       \
     uint32_t c0 = (uint32_t)(offset >> 2), c1 = (uint32_t)(offset >> 34);                \
-    uint32_t c2 = (uint32_t)(element >> 2), c3 = (uint32_t)(element >> 34);              \
+    uint32_t c2 = (uint32_t)block, c3 = (uint32_t)(block >> 32);                         \
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);                           \
     for (int round = 0; round < 10; ++round) {                                           \
       const uint64_t p0 = (uint64_t)0xD2511F53u * c0;                                    \
@@ -31,12 +36,25 @@
       k0 += 0x9E3779B9u;                                                                 \
       k1 += 0xBB67AE85u;                                                                 \
     }                                                                                    \
-    const uint32_t w = (uint32_t)(element & 3);                                          \
-    return w == 0 ? c0 : w == 1 ? c1 : w == 2 ? c2 : c3;                                 \
+    words[0] = c0;                                                                       \
+    words[1] = c1;                                                                       \
+    words[2] = c2;                                                                       \
+    words[3] = c3;                                                                       \
+  }                                                                                      \
+  INLINE uint32_t fx_philox_pick(const uint32_t words[4], uint32_t w) {                  \
+    return w == 0 ? words[0] : w == 1 ? words[1] : w == 2 ? words[2] : words[3];         \
   }                                                                                      \
   /* Uniform on [0, 1): the word's top 24 bits, exact in a float. */                     \
+  INLINE float fx_philox_to_uniform(uint32_t word) {                                     \
+    return (float)(word >> 8) * 5.9604644775390625e-08f;                                 \
+  }                                                                                      \
+  INLINE uint32_t fx_philox_word(uint64_t seed, uint64_t offset, uint64_t element) {    \
+    uint32_t words[4];                                                                   \
+    fx_philox_block(seed, offset, element >> 2, words);                                  \
+    return fx_philox_pick(words, (uint32_t)(element & 3));                               \
+  }                                                                                      \
   INLINE float fx_philox_uniform(uint64_t seed, uint64_t offset, uint64_t element) {    \
-    return (float)(fx_philox_word(seed, offset, element) >> 8) * 5.9604644775390625e-08f; \
+    return fx_philox_to_uniform(fx_philox_word(seed, offset, element));                  \
   }
 
 #define FUSER_PHILOX_STRING_(...) #__VA_ARGS__
