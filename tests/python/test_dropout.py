@@ -163,7 +163,10 @@ def test_eval_and_training_modes_switch_in_one_scripted_module(device: str) -> N
     runs both kernels, never the fallback."""
     torch.manual_seed(0)
     eager = Block(0.25).to(device)
-    scripted = torch.jit.script(Block(0.25).to(device))
+    # Scripted modules of one class share their graph executors: a class of this
+    # test's own keeps another test's (another device's) graphs out of its guards.
+    own_class = type(f"SwitchBlock_{device}", (Block,), {})
+    scripted = torch.jit.script(own_class(0.25).to(device))
     scripted.load_state_dict(eager.state_dict())
     x = torch.randn(64, 16, device=device, requires_grad=True)
     with fuser.enabled(True):
@@ -173,8 +176,6 @@ def test_eval_and_training_modes_switch_in_one_scripted_module(device: str) -> N
             fuser.reset_stats()
             got = step(scripted, x)
             stats = fuser.stats()
-            # Scripted modules of one class share their graph executor: this test's
-            # first calls may meet another test's device in its guards.
             if call >= 4:  # past profiling, each mode launches its kernels, no fallback
                 assert stats["interpreted_runs"] == 0 and stats["guard_failures"] == 0, stats
                 assert stats["kernel_launches"] >= 2, (mode, stats)
