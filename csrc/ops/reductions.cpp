@@ -241,6 +241,50 @@ Operand lowerSoftmax(IrBuilder& b, const Args& a) {  // (self, dim, dtype)
   return makeResult(y, in.dtype, {in});
 }
 
+// Softmax's gradient from its output y: y * (g - sum(g * y)); log_softmax's from its
+// output: g - exp(y) * sum(g). Summed in the computation type, as eager's kernels sum
+// (float for 16-bit dtypes), and rounded once.
+template <bool Log>
+Operand lowerSoftmaxBackward(IrBuilder& b, const Args& a) {  // (grad, output, dim, dtype)
+  requireFloating(a[0], Log ? "_log_softmax_backward_data" : "_softmax_backward_data");
+  TORCH_CHECK(a[0].dtype == a[1].dtype, "fuser: softmax backward of mixed dtypes");
+  const ExprId g = a[0].expr, y = a[1].expr;
+  ExprId grad;
+  if (Log) {
+    ExprId sum = b.reduce(ReduceKind::Sum, g, /*sum_in_type=*/true);
+    grad = b.binary(IrOp::Sub, g, b.binary(IrOp::Mul, b.unary(IrOp::Exp, y), sum));
+  } else {
+    ExprId sum = b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, g, y), /*sum_in_type=*/true);
+    grad = b.binary(IrOp::Mul, y, b.binary(IrOp::Sub, g, sum));
+  }
+  return makeResult(grad, a[0].dtype, {a[0], a[1]});
+}
+
+// The gradient, the output and the recorded input dtype share one floating dtype: a
+// softmax taken with another dtype (half to float) is left to eager. Autodiff passes the
+// input dtype as a value of the forward; the guard pins it to the result's profiled
+// dtype (eager's result has the input dtype), which must then be the gradient's.
+FusionDecision checkSoftmaxBackward(const Node* node) {
+  auto grad = node->input(0)->type()->cast<c10::TensorType>();
+  auto out = node->input(1)->type()->cast<c10::TensorType>();
+  auto result = node->output()->type()->cast<c10::TensorType>();
+  std::optional<ScalarType> input_dtype;
+  if (auto dtype = constantInput(node, "input_dtype"); dtype && dtype->isInt()) {
+    input_dtype = static_cast<ScalarType>(dtype->toInt());
+  } else if (result && result->scalarType()) {
+    input_dtype = *result->scalarType();
+  }
+  if (!grad || !out || !grad->scalarType() || !out->scalarType() || !input_dtype ||
+      *grad->scalarType() != *out->scalarType() || *input_dtype != *grad->scalarType() ||
+      !c10::isFloatingType(*grad->scalarType())) {
+    return FusionDecision::no("softmax backward with mixed or non-floating dtypes");
+  }
+  if (!rowReductionOf(node)) {
+    return FusionDecision::no("it does not reduce over a constant trailing dim");
+  }
+  return FusionDecision::yes();
+}
+
 // (x - mean) * rsqrt(var + eps) * weight + bias, var biased; weight and bias are read in
 // the input's computation type, as eager's kernels read them. Returns the output, the
 // row mean and rstd (native_layer_norm's three results; layer_norm's is the first).
@@ -290,6 +334,10 @@ const RegisterOps kRegister({
      lowerSoftmax<false>, checkRowReduction, true},
     {"aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
      lowerSoftmax<true>, checkRowReduction, true},
+    {"aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType "
+     "input_dtype) -> Tensor", lowerSoftmaxBackward<false>, checkSoftmaxBackward, true},
+    {"aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType "
+     "input_dtype) -> Tensor", lowerSoftmaxBackward<true>, checkSoftmaxBackward, true},
     {"aten::layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? "
      "bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor",
      lowerLayerNorm, checkRowReduction, true},
@@ -328,7 +376,8 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
     return r;
   }
   const bool whole = node->kind() == c10::aten::softmax || node->kind() == c10::aten::log_softmax ||
-                     isLayerNorm(node);
+                     node->kind() == c10::aten::_softmax_backward_data ||
+                     node->kind() == c10::aten::_log_softmax_backward_data || isLayerNorm(node);
   std::optional<std::vector<int64_t>> dims;
   if (isLayerNorm(node)) {
     auto shape = constantIntList(node, "normalized_shape");

@@ -97,8 +97,8 @@ bool onlyEvalSwitches(const Value* param) {
 }
 
 // Subgraph inputs (by index) that the guard pins, with their value: ints read only as
-// the dtype argument of conversions whose results share one profiled dtype (that
-// dtype), and bools read only as batch_norm's `training` or native_dropout's `train`
+// the dtype argument of conversions (or softmax backward's input_dtype) whose results
+// share one profiled dtype (that dtype), and bools read only as batch_norm's `training` or native_dropout's `train`
 // (False).
 std::vector<std::pair<size_t, c10::IValue>> pinnableInputs(const Node* group) {
   std::vector<std::pair<size_t, c10::IValue>> out;
@@ -118,8 +118,11 @@ std::vector<std::pair<size_t, c10::IValue>> pinnableInputs(const Node* group) {
       auto result = use.user->outputs().size() == 1
                         ? use.user->output()->type()->cast<c10::TensorType>()
                         : nullptr;
-      if (!schema || use.offset >= schema->arguments().size() ||
-          schema->arguments()[use.offset].name() != "dtype" || !result ||
+      const bool dtype_argument =
+          schema && use.offset < schema->arguments().size() &&
+          (schema->arguments()[use.offset].name() == "dtype" ||
+           schema->arguments()[use.offset].name() == "input_dtype");
+      if (!dtype_argument || !result ||
           !result->scalarType() || (dtype && *dtype != *result->scalarType())) {
         pinnable = false;
         break;

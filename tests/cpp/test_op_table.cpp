@@ -167,8 +167,8 @@ TEST(OpTable, EveryEntryIsCovered) {
 
 // Every reduction of the table (ops/reductions.h) gives its floating input's dtype, as
 // eager does, computes in float for float16/bfloat16, and refuses integers and bool
-// (eager's mean, var, softmax and layer_norm raise for them), but for sum, which sums
-// them as int64, as eager's does.
+// (eager's mean, var, softmax, its backward and layer_norm raise for them), but for
+// sum, which sums them as int64, as eager's does.
 TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
   int reductions = 0;
   for (const std::string& schema_text : supportedSchemas()) {
@@ -186,6 +186,11 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
       args[0].dtype = dtype;
       args[0].category = Category::DimTensor;
       for (size_t i = 1; i < args.size(); ++i) args[i].constant = c10::IValue();  // None
+      // Softmax backward: the forward's output, of the gradient's dtype.
+      if (schema.arguments().size() > 1 && schema.arguments()[1].name() == "output") {
+        args[1] = args[0];
+        args[1].expr = b.load(1, codegen::computeType(dtype));
+      }
       if (!c10::isFloatingType(dtype) && schema.name() == "aten::sum") {
         const Operand r = entry->lower(b, args);
         EXPECT_EQ(r.dtype, ScalarType::Long) << dtype;
@@ -211,7 +216,7 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
       }
     }
   }
-  EXPECT_EQ(reductions, 14);
+  EXPECT_EQ(reductions, 16);
 }
 
 // Inference batch_norm (ops/batch_norm.h) gives x's dtype, computes in float for

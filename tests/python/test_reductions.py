@@ -16,6 +16,7 @@ from helpers import (
     all_nodes,
     devices,
     eager_from_source,
+    fused_kinds,
     run_optimized,
     script_from_source,
 )
@@ -589,3 +590,45 @@ def test_mean_into_a_narrower_16_bit_dtype_stays_with_eager() -> None:
     with fuser.enabled(True):
         compare(text, x, dtype=torch.float16)
     assert fuser.stats()["row_launches"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_backward_joins_the_gradients_around_it(
+    device: str, dtype: torch.dtype, op: str
+) -> None:
+    """Autodiff's _softmax_backward_data (_log_softmax_backward_data) is a row kernel
+    with the gradients before and after it: attention's masked fill and scale. Its
+    input_dtype, a value of the forward, is pinned by the guard."""
+    source = (
+        f"def f(s, mask):\n    return torch.{op}((s * 0.125).masked_fill(mask, -1e4), -1) * 2.0\n"
+    )
+    fn = script_from_source(source)
+    eager = script_from_source(source)
+    torch.manual_seed(0)
+    s = torch.randn(4, 3, 32, 64, device=device).to(dtype).requires_grad_()
+    mask = torch.rand(32, 64, device=device) > 0.7
+    upstream = torch.randn(4, 3, 32, 64, device=device).to(dtype)
+    fuser.reset_stats()
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
+        for _ in range(4):
+            (got,) = torch.autograd.grad(fn(s, mask), s, upstream)
+        backward = torch.jit.last_executed_optimized_graph()
+    with fuser.enabled(False):
+        (want,) = torch.autograd.grad(eager(s, mask), s, upstream)
+    assert f"aten::_{op}_backward_data" in fused_kinds(backward), backward
+    assert {"aten::masked_fill", "aten::mul"} & fused_kinds(backward), backward
+    assert fuser.stats()["interpreted_runs"] == 0, fuser.stats()
+    assert (got.dtype, got.stride()) == (want.dtype, want.stride())
+    if dtype in (torch.float16, torch.bfloat16):
+        # g - sum(g * y) cancels: eager and the kernel sum in float in other orders, and
+        # near-zero gradients differ by their rounding. Both against float64's.
+        s64 = s.detach().double().requires_grad_()
+        (exact,) = torch.autograd.grad(eager(s64, mask), s64, upstream.double())
+        fused_error = (got.double() - exact).abs().max().item()
+        eager_error = (want.double() - exact).abs().max().item()
+        step = torch.finfo(dtype).eps * exact.abs().max().item()
+        assert fused_error <= eager_error + step, (fused_error, eager_error, step)
+    else:
+        torch.testing.assert_close(got, want)
