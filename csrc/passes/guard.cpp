@@ -82,15 +82,15 @@ std::optional<c10::ScalarType> dtypeOnlyOutput(const Value* out) {
   return type ? type->scalarType() : std::nullopt;
 }
 
-// Whether every use of `param` is batch_norm's `training` or native_dropout's `train`
+// Whether every use of `param` is batch_norm's `training` or dropout's `train`
 // argument: a module's `self.training`, which the guard pins to False (eval mode), so
 // that the kernel normalizes with the running statistics and drops nothing; in training
-// the fallback runs.
+// the fallback runs. (A switch that only dropout reads was made a branch over two
+// groups before guarding, passes/dropout.cpp: one beside batch_norm's remains here.)
 bool onlyEvalSwitches(const Value* param) {
   for (const auto& use : param->uses()) {
     const bool batch_norm = ops::isBatchNorm(use.user) && use.offset == ops::kBatchNormTraining;
-    const bool dropout =
-        ops::isDropout(use.user) && use.offset == ops::kDropoutTrain;
+    const bool dropout = ops::isDropout(use.user) && use.offset == ops::kDropoutTrain;
     if (!batch_norm && !dropout) return false;
   }
   return true;
