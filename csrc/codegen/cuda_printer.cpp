@@ -210,7 +210,8 @@ class CudaPrinter {
   }
 
   std::string print() {
-    out_ << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "") << "\n";
+    out_ << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
+         << "\n";
     printArgStruct();
     out_ << "extern \"C\" __global__ void __launch_bounds__(" << cudaBlockSize(k_) << ") "
          << k_.name
@@ -914,8 +915,9 @@ class CudaPrinter {
       const std::string words = "fx_rw" + std::to_string(i);
       out_ << ind << "uint32_t " << words << "[" << blocks << "][4];\n"
            << "#pragma unroll\n"
-           << ind << "for (int fx_q = 0; fx_q < " << blocks << "; ++fx_q) fx_philox_block((uint64_t)v"
-           << e.args[0] << ", (uint64_t)v" << e.args[1] << ", ((uint64_t)(" << at
+           << ind << "for (int fx_q = 0; fx_q < " << blocks
+           << "; ++fx_q) fx_philox_block((uint64_t)v" << e.args[0] << ", (uint64_t)v" << e.args[1]
+           << ", ((uint64_t)(" << at
            << ") >> 2) + fx_q, " << words << "[fx_q]);\n";
       blocked_draws_.push_back(static_cast<ExprId>(i));
     }

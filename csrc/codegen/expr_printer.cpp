@@ -127,7 +127,9 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::Cast:
       if (is_bool) return "(" + f.a() + " != 0)";
       // From bool a select: g++ 12 vectorizes no loop that converts a bool to a float.
-      if (k.exprs[e.args[0]].type == ScalarType::Bool) return "(" + f.a() + " ? " + f.wrap("1") + " : " + f.wrap("0") + ")";
+      if (k.exprs[e.args[0]].type == ScalarType::Bool) {
+        return "(" + f.a() + " ? " + f.wrap("1") + " : " + f.wrap("0") + ")";
+      }
       return f.wrap(f.a());
     case IrOp::Neg: return f.wrap("-" + f.a());
     case IrOp::Abs:
