@@ -1,6 +1,7 @@
 // Dropout's op entries (ops/dropout.h).
 #include "ops/dropout.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "ops/lowering_rules.h"
@@ -31,12 +32,36 @@ FusionDecision checkNativeDropout(const Node* node) {
   return FusionDecision::yes();
 }
 
-// aten::dropout in eval mode returns its input itself (strides included), which
-// prepareGraph makes of a constant-False node; a switch would need that too.
+// Whether `t` has complete strides that cover its elements without gaps or overlaps
+// (a permutation of contiguous strides).
+bool denseStrides(const c10::TensorTypePtr& t) {
+  if (!t || !t->isComplete()) return false;
+  const auto sizes = *t->sizes().concrete_sizes();
+  const auto strides = *t->strides().concrete_sizes();
+  std::vector<size_t> order(sizes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expected = 1;
+  for (size_t d : order) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+// aten::dropout: in training (train True, or a module's self.training, which
+// passes/dropout.cpp branches on) with a constant p in [0, 1]. A constant-False one
+// returns its input itself in eager, strides and all, and prepareGraph has removed it;
+// the eval copy of a switched one has the input's strides where the input is dense.
 FusionDecision checkDropout(const Node* node) {
   auto train = constantInput(node, "train");
-  if (!train || !train->isBool() || !train->toBool()) {
+  if (train && (!train->isBool() || !train->toBool())) {
     return FusionDecision::no("aten::dropout outside training (it returns its input itself)");
+  }
+  if (!train && !denseStrides(tensorTypeOf(node->input(0)))) {
+    return FusionDecision::no("aten::dropout with a switch, of an input with gaps or overlaps "
+                              "(eager's eval mode returns that input itself)");
   }
   auto p = constantInput(node, "p");
   if (!p || !p->isDouble() || !(p->toDouble() >= 0 && p->toDouble() <= 1)) {

@@ -341,3 +341,71 @@ def test_eval_dropout_of_a_frozen_model_is_its_input() -> None:
         graph = torch.jit.last_executed_optimized_graph()
     assert "aten::dropout" not in str(graph), graph
     torch.testing.assert_close(got, model(x))
+
+
+class InferenceBlock(nn.Module):
+    """A transformer-style epilogue: dropout between elementwise ops, as a scripted (not
+    frozen) module runs it under no_grad: aten::dropout(x, p, self.training)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.drop(torch.nn.functional.gelu(x + y)) * 2.0 + y
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_modules_dropout_switch_fuses_under_no_grad(device: str) -> None:
+    """aten::dropout reading self.training joins its neighbours in both modes: in eval
+    mode a copy (eager's output equals its input), in training a random mask."""
+    own_class = type(f"NoGradBlock_{device}", (InferenceBlock,), {})
+    scripted = torch.jit.script(own_class().to(device))
+    eager = InferenceBlock().to(device)
+    x, y = torch.randn(64, 128, device=device), torch.randn(64, 128, device=device)
+    with torch.no_grad(), fuser.enabled(True):
+        for call, mode in enumerate([False, True] * 3):
+            scripted.train(mode)
+            eager.train(mode)
+            fuser.reset_stats()
+            got = scripted(x, y)
+            stats = fuser.stats()
+            if call < 2:  # profiling
+                continue
+            assert stats["kernel_launches"] == 1 and stats["interpreted_runs"] == 0, stats
+            assert stats["guard_failures"] == 0, stats
+            if mode:
+                kept, live = kept_mask(got - y, torch.nn.functional.gelu(x + y))
+                assert_keep_fraction(kept, live, 0.2)
+            else:
+                want = eager(x, y)
+                assert got.stride() == want.stride()
+                torch.testing.assert_close(got, want)
+        kinds = fused_kinds(scripted.graph_for(x, y))
+    assert {"aten::dropout", "aten::gelu"} <= kinds, kinds
+
+
+def test_a_switched_dropout_of_a_strided_view_stays_with_aten() -> None:
+    """Eager's eval-mode dropout returns its input itself: a view with gaps keeps its
+    strides, which a fused copy would not; such a dropout is not fused. A dense
+    transposed input keeps its strides in the fused copy too."""
+    source = (
+        "def f(x, training: bool):\n"
+        "    d = torch.nn.functional.dropout(VIEW, 0.3, training)\n"
+        "    return d, d * 2.0\n"
+    )
+    strided_fn = torch.jit.CompilationUnit(source.replace("VIEW", "x[:, ::2]")).f
+    transposed_fn = torch.jit.CompilationUnit(source.replace("VIEW", "x.t() * 1.0")).f
+    x = torch.randn(16, 10)
+    with torch.no_grad(), fuser.enabled(True):
+        for _ in range(3):
+            strided, _ = strided_fn(x, False)
+            transposed, _ = transposed_fn(x, False)
+        strided_kinds = fused_kinds(strided_fn.graph_for(x, False))
+        transposed_kinds = fused_kinds(transposed_fn.graph_for(x, False))
+    assert "aten::dropout" not in strided_kinds, strided_kinds
+    assert "aten::dropout" in transposed_kinds, transposed_kinds
+    assert strided.stride() == x[:, ::2].stride()
+    assert transposed.stride() == (x.t() * 1.0).stride()
+    torch.testing.assert_close(strided, x[:, ::2])
+    torch.testing.assert_close(transposed, x.t())
