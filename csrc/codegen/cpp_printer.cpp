@@ -2,6 +2,7 @@
 // that do not vary per element are printed before the loop.
 #include "codegen/cpp_printer.h"
 
+#include <algorithm>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -21,6 +22,12 @@ namespace {
 constexpr int kBandRows = 32;
 constexpr int kBandColumns = 64;
 
+// Kernels that draw random numbers walk their range in chunks of this many elements,
+// each chunk's draws first, one Philox block per four elements into a buffer, then the
+// element loop reading them (a draw per element recomputes each block four times): on
+// 2 cores, 2^20 floats kept with p 0.1 took 7.4 ms drawn per element, 2.3 ms by chunks.
+constexpr int kDrawChunk = 1024;
+
 class CppPrinter {
  public:
   explicit CppPrinter(const Kernel& k) : k_(k), facts_(analyzeExprs(k)) {}
@@ -33,16 +40,62 @@ class CppPrinter {
          << "    int64_t fx_begin, int64_t fx_end) {\n";
     printPointers();
     printExprs(/*invariant=*/true, "  ");
+    const bool chunks = printDrawChunkStart();
     if (k_.flat) {
       printFlatLoop();
     } else {
       printStridedLoop();
     }
+    if (chunks) out_ << "  }\n  }\n";
     out_ << "}\n";
     return out_.str();
   }
 
  private:
+  // The random draws of the kernel (drawn ahead by chunks when their state is the same
+  // for every element, as a kernel argument is).
+  std::vector<ExprId> chunkDraws() const {
+    std::vector<ExprId> draws;
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      const Expr& e = k_.exprs[i];
+      if (e.op != IrOp::PhiloxUniform || !facts_.used[i]) continue;
+      if (!facts_.invariant[e.args[0]] || !facts_.invariant[e.args[1]]) return {};
+      draws.push_back(static_cast<ExprId>(i));
+    }
+    return draws;
+  }
+
+  // Opens the chunk loop and fills each draw's buffer fx_uN for elements [fx_c0, fx_c1);
+  // the loops after it see fx_begin and fx_end as the chunk's. False when the kernel
+  // draws nothing.
+  bool printDrawChunkStart() {
+    draws_ = chunkDraws();
+    if (draws_.empty()) return false;
+    const std::string chunk = std::to_string(kDrawChunk);
+    out_ << "  for (int64_t fx_c0 = fx_begin; fx_c0 < fx_end; fx_c0 += " << chunk << ") {\n"
+         << "  const int64_t fx_c1 = fx_c0 + " << chunk << " < fx_end ? fx_c0 + " << chunk
+         << " : fx_end;\n"
+         << "  const int64_t fx_q0 = fx_c0 >> 2, fx_q1 = (fx_c1 + 3) >> 2;\n"
+         << "  const int64_t fx_ubase = fx_q0 << 2;\n";
+    for (ExprId id : draws_) {
+      const Expr& e = k_.exprs[id];
+      const std::string buf = "fx_u" + std::to_string(id);
+      out_ << "  float " << buf << "[" << kDrawChunk + 8 << "];\n"
+           << "#pragma GCC ivdep\n"
+           << "  for (int64_t fx_q = fx_q0; fx_q < fx_q1; ++fx_q) {\n"
+           << "    uint32_t fx_w[4];\n"
+           << "    fx_philox_block((uint64_t)v" << e.args[0] << ", (uint64_t)v" << e.args[1]
+           << ", (uint64_t)fx_q, fx_w);\n"
+           << "    float* fx_d = " << buf << " + ((fx_q - fx_q0) << 2);\n";
+      for (int w = 0; w < 4; ++w) {
+        out_ << "    fx_d[" << w << "] = fx_philox_to_uniform(fx_w[" << w << "]);\n";
+      }
+      out_ << "  }\n";
+    }
+    out_ << "  {\n  const int64_t fx_begin = fx_c0, fx_end = fx_c1;\n";
+    return true;
+  }
+
   void printPointers() {
     const int nin = static_cast<int>(k_.inputs.size());
     for (int i = 0; i < nin; ++i) {
@@ -243,13 +296,17 @@ class CppPrinter {
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
       if (!facts_.used[i] || facts_.invariant[i] != invariant) continue;
       const Expr& e = k_.exprs[i];
+      const bool drawn = std::find(draws_.begin(), draws_.end(), static_cast<ExprId>(i)) !=
+                         draws_.end();
       out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
-           << formatExpr(k_, e, load) << ";\n";
+           << (drawn ? "fx_u" + std::to_string(i) + "[i - fx_ubase]" : formatExpr(k_, e, load))
+           << ";\n";
     }
   }
 
   const Kernel& k_;
   ExprFacts facts_;
+  std::vector<ExprId> draws_;  // drawn ahead by chunks (printDrawChunkStart)
   bool in_buffer_ = false;  // printing printBand's rows: transposed inputs are in fx_bufN
   std::ostringstream out_;
 };
