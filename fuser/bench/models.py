@@ -218,7 +218,7 @@ _BLOCK_CUDA = {
     "medium": {"B": 32, "T": 256, "D": 768, "heads": 12},
 }
 
-_MODELS = (
+_MODELS: tuple[ModelWorkload, ...] = (
     ModelWorkload(
         name="resnet50",
         description="torchvision resnet50, scripted and frozen",
@@ -259,16 +259,14 @@ _MODELS = (
         make_model=_gpt2_block,
         training=True,
     ),
-    ModelWorkload(
+)
+# The training step again with the block's three dropouts (p 0.1) on.
+_MODELS += (
+    dataclasses.replace(
+        _MODELS[-1],
         name="gpt2_block_train_dropout",
         description="GPT-2 block's training step with its three dropouts (p 0.1) on: "
         "each mode draws its own masks",
-        source="",
-        make_inputs=_tokens,
-        sizes=_BLOCK,
-        cuda_sizes=_BLOCK_CUDA,
-        make_model=_gpt2_block,
-        training=True,
         dropout=0.1,
     ),
 )

@@ -8,6 +8,8 @@ kernel drew (recovered from its output) and against the interpreter's draw."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -32,6 +34,17 @@ def step(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (out, *torch.autograd.grad(out.sum(), [x, *module.parameters()]))
 
 
+def fused_steps(module: nn.Module, x: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], Any]:
+    """Four training steps of `module` with the fuser on, stats reset first: the last
+    step's results and the backward's optimized graph. CUDA backwards run on autograd's
+    device thread, whose last graph this thread would not see: they run here."""
+    fuser.reset_stats()
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
+        for _ in range(4):
+            got = step(module, x)
+        return got, torch.jit.last_executed_optimized_graph()
+
+
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_eval_mode_training_step_fuses_dropout_and_its_gradient(
@@ -42,13 +55,7 @@ def test_eval_mode_training_step_fuses_dropout_and_its_gradient(
     scripted = torch.jit.script(Block(0.1).to(device, dtype).eval())
     scripted.load_state_dict(eager.state_dict())
     x = torch.randn(8, 16, device=device, dtype=dtype, requires_grad=True)
-    fuser.reset_stats()
-    # CUDA backwards run on autograd's device thread, whose last graph this thread
-    # would not see: the backward runs here.
-    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
-        for _ in range(4):
-            got = step(scripted, x)
-        backward = torch.jit.last_executed_optimized_graph()
+    got, backward = fused_steps(scripted, x)
     for g, w in zip(got, step(eager, x), strict=True):
         assert (g.dtype, g.stride()) == (w.dtype, w.stride())
         torch.testing.assert_close(g, w)
@@ -133,11 +140,8 @@ def test_training_step_fuses_random_dropout_and_its_gradient(
     scripted = torch.jit.script(TrainBlock(0.5).to(device, dtype))
     scripted.load_state_dict(eager.state_dict())
     x = torch.randn(256, 16, device=device, dtype=dtype, requires_grad=True)
-    fuser.reset_stats()
-    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
-        for _ in range(4):
-            got = step(scripted, x)
-        backward = torch.jit.last_executed_optimized_graph()
+    got, backward = fused_steps(scripted, x)
+    with fuser.enabled(True):
         forward = scripted.graph_for(x)
     stats = fuser.stats()
     assert stats["kernel_launches"] >= 4 and stats["interpreted_runs"] == 0, stats
