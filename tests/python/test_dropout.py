@@ -34,6 +34,14 @@ def step(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (out, *torch.autograd.grad(out.sum(), [x, *module.parameters()]))
 
 
+def script_own_class(cls: type[nn.Module], device: str, *args: Any) -> Any:
+    """cls(*args) on `device`, scripted as a subclass of its own: scripted modules of one
+    class share their graph executors, so another test's (another device's) graphs
+    would meet this one's calls in their guards."""
+    own_class = type(f"{cls.__name__}_{device}", (cls,), {})
+    return torch.jit.script(own_class(*args).to(device))
+
+
 def fused_steps(module: nn.Module, x: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], Any]:
     """Four training steps of `module` with the fuser on, stats reset first: the last
     step's results and the backward's optimized graph. CUDA backwards run on autograd's
@@ -167,10 +175,7 @@ def test_eval_and_training_modes_switch_in_one_scripted_module(device: str) -> N
     runs both kernels, never the fallback."""
     torch.manual_seed(0)
     eager = Block(0.25).to(device)
-    # Scripted modules of one class share their graph executors: a class of this
-    # test's own keeps another test's (another device's) graphs out of its guards.
-    own_class = type(f"SwitchBlock_{device}", (Block,), {})
-    scripted = torch.jit.script(own_class(0.25).to(device))
+    scripted = script_own_class(Block, device, 0.25)
     scripted.load_state_dict(eager.state_dict())
     x = torch.randn(64, 16, device=device, requires_grad=True)
     with fuser.enabled(True):
@@ -363,8 +368,7 @@ class InferenceBlock(nn.Module):
 def test_a_modules_dropout_switch_fuses_under_no_grad(device: str) -> None:
     """aten::dropout reading self.training joins its neighbours in both modes: in eval
     mode a copy (eager's output equals its input), in training a random mask."""
-    own_class = type(f"NoGradBlock_{device}", (InferenceBlock,), {})
-    scripted = torch.jit.script(own_class().to(device))
+    scripted = script_own_class(InferenceBlock, device)
     eager = InferenceBlock().to(device)
     x, y = torch.randn(64, 128, device=device), torch.randn(64, 128, device=device)
     with torch.no_grad(), fuser.enabled(True):
