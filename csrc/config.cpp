@@ -160,6 +160,7 @@ Config* readConfig() {
   c->autotune = readBool("FUSER_AUTOTUNE", true);
   c->force_variant = readInt("FUSER_FORCE_VARIANT", -1, -1, 1024,
                              "an integer from -1 to 1024 (-1: chosen)");
+  c->row_splits = readInt("FUSER_ROW_SPLITS", 0, 0, 4096, "an integer from 0 to 4096 (0: chosen)");
   return c;
 }
 

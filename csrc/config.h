@@ -53,6 +53,10 @@ struct Config {
   // (the last one where a kernel has fewer); -1 (default): chosen.
   bool autotune = true;
   int force_variant = -1;
+  // FUSER_ROW_SPLITS=S: every reducing group's rows are cut in S slices, each row's
+  // reductions done in stages of several kernels (codegen/split_rows.h); 1: never cut;
+  // 0 (default): cut where rows are too few to fill the machine.
+  int row_splits = 0;
 };
 
 // The process-wide settings; the environment is read on first use.

@@ -29,6 +29,11 @@ struct Stats {
   std::atomic<int64_t> variants_timed{0};      // kernel variant choices made by timing them
   std::atomic<int64_t> variant_disk_hits{0};   // ... read from FUSER_CACHE_DIR instead
   std::atomic<int64_t> variant_timing_us{0};   // time spent timing variants
+  // Reducing group calls run as several kernels (rows cut in slices), the workspace
+  // bytes they allocated, and what one allocation per buffer would have taken.
+  std::atomic<int64_t> staged_calls{0};
+  std::atomic<int64_t> workspace_bytes{0};
+  std::atomic<int64_t> workspace_buffer_bytes{0};
 };
 
 Stats& stats();

@@ -46,6 +46,8 @@ PYBIND11_MODULE(_C, m) {
     fuser::config().force_variant = force_variant;
   });
   m.def("_forget_variant_choices", &fuser::runtime::forgetVariantChoices);
+  // Tests: FUSER_ROW_SPLITS for this process (groups planned later follow it).
+  m.def("_set_row_splits", [](int splits) { fuser::config().row_splits = splits; });
   m.def("cache_dir", [] { return fuser::config().cache_dir; });
   // Every kernel variant choice this process made: timed, or read from the disk cache.
   m.def("variant_log", [] {

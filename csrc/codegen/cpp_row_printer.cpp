@@ -14,6 +14,7 @@
 #include "codegen/philox.h"
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
+#include "codegen/split_rows.h"
 
 namespace fuser::codegen {
 namespace {
@@ -40,6 +41,11 @@ class CppRowPrinter {
          << "    int64_t fx_begin, int64_t fx_end) {\n";
     printPointers();
     printExprs(s_.constants, "  ", "0");
+    if (k_.row_stage >= 0) {
+      printStage();
+      out_ << "}\n";
+      return out_.str();
+    }
     const std::vector<bool> kept = keptValues();
     const bool held = printsHeldRow(kept);
     if (held) printHeldBuffers(kept);
@@ -60,6 +66,39 @@ class CppRowPrinter {
   void printPointers() {
     printRowPointers(out_, k_, "fx_ptrs", "fx_strides");
     out_ << "  (void)fx_dargs; (void)fx_iargs; (void)fx_error;\n";
+  }
+
+  // A stage of rows cut in slices (split_rows.h): the range counts units, each one
+  // slice of one row, walked as a streaming row is.
+  void printStage() {
+    const int passes = static_cast<int>(s_.passes.size());
+    printSplitBufferPointers(out_, k_, "fx_ptrs");
+    out_ << "  for (int64_t fx_u = fx_begin; fx_u < fx_end; ++fx_u) {\n";
+    printSplitUnit(out_, k_, "    ");
+    printRowOffsets(out_, k_, "    ");
+    printExprs(s_.row_start, "    ", "0");
+    printFinishedPasses(out_, k_, s_, "    ", "fx_s == 0");
+    if (k_.row_stage < passes) {
+      const RowSchedule::Pass& pass = s_.passes[k_.row_stage];
+      printReducingLoop(pass.reduces, [&](const std::string& indent) {
+        printExprs(pass.element, indent, "fx_e");
+      });
+      // The slice's sums as accumulated (a float sum's double), the others as reduced.
+      printPartialStores(out_, k_, s_, "    ", "true", [&](ExprId r) {
+        const auto kind = static_cast<ReduceKind>(k_.exprs[r].index);
+        return (kind == ReduceKind::Sum ? "fx_acc" : "v") + std::to_string(r);
+      });
+      out_ << "  }\n";
+      return;
+    }
+    out_ << "    if (fx_s == 0) {\n";
+    printPerRowStores(out_, k_, "      ");
+    out_ << "    }\n";
+    openElementLoop("GCC ivdep");
+    printExprs(s_.final_element, "      ", "fx_e");
+    printElementStores(out_, k_, "      ");
+    closeElementLoop();
+    out_ << "  }\n";
   }
 
   // Float sums accumulate in double: a float accumulator would lose
@@ -105,13 +144,14 @@ class CppRowPrinter {
     if (blocked) {
       // Nested rows block their inner dim (fx_i1), each run of it within one fx_i0.
       const std::string d1 = "fx_sizes[" + std::to_string(k_.outer_ndim + 1) + "]";
-      const std::string end = nested_ ? d1 : "fx_n";
+      const std::string end = nested_ ? d1 : hi_;
       const std::string index = nested_ ? "fx_i1" : "fx_e";
       if (nested_) {
         out_ << "    for (int64_t fx_i0 = 0; fx_i0 < fx_sizes[" << k_.outer_ndim
              << "]; ++fx_i0) {\n";
       }
-      out_ << "    for (int64_t fx_blk = 0; fx_blk < " << end << "; fx_blk += " << kSumBlock
+      out_ << "    for (int64_t fx_blk = " << (nested_ ? "0" : lo_) << "; fx_blk < " << end
+           << "; fx_blk += " << kSumBlock
            << ") {\n"
            << "    const int64_t fx_blk_end = fx_blk + " << kSumBlock << " < " << end
            << " ? fx_blk + " << kSumBlock << " : " << end << ";\n";
@@ -192,7 +232,8 @@ class CppRowPrinter {
   // two nested loops, so that no load divides fx_e by a size.
   void openElementLoop(const std::string& pragma) {
     if (!nested_) {
-      out_ << "#pragma " << pragma << "\n    for (int64_t fx_e = 0; fx_e < fx_n; ++fx_e) {\n";
+      out_ << "#pragma " << pragma << "\n    for (int64_t fx_e = " << lo_ << "; fx_e < " << hi_
+           << "; ++fx_e) {\n";
       return;
     }
     const std::string d0 = std::to_string(k_.outer_ndim), d1 = std::to_string(k_.outer_ndim + 1);
@@ -313,7 +354,10 @@ class CppRowPrinter {
   }
 
   const Kernel& k_;
-  const bool nested_ = k_.inner_ndim == 2;
+  // Stages walk a slice of the row, as one flat loop.
+  const bool nested_ = k_.inner_ndim == 2 && k_.row_stage < 0;
+  const std::string lo_ = k_.row_stage < 0 ? "0" : "fx_lo";
+  const std::string hi_ = k_.row_stage < 0 ? "fx_n" : "fx_hi";
   RowSchedule s_;
   std::ostringstream out_;
 };

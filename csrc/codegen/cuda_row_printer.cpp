@@ -14,6 +14,7 @@
 #include "codegen/philox.h"
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
+#include "codegen/split_rows.h"
 
 namespace fuser::codegen {
 namespace {
@@ -49,6 +50,13 @@ FX_INLINE T fx_row_reduce(T v, F combine, T* part) {
 
 int nonEmpty(int64_t n) { return static_cast<int>(std::max<int64_t>(n, 1)); }
 
+// Inputs, outputs, and a stage kernel's workspace buffers.
+int64_t rowPointers(const Kernel& k) {
+  int64_t n = static_cast<int64_t>(k.inputs.size() + k.outputs.size());
+  if (k.row_stage >= 0) n += static_cast<int64_t>(splitBuffers(k, scheduleRows(k)).size());
+  return n;
+}
+
 int countScalars(const Kernel& k, bool doubles) {
   int n = 0;
   for (ScalarArgKind s : k.scalars) n += (s == ScalarArgKind::Double) == doubles;
@@ -68,11 +76,11 @@ class CudaRowPrinter {
     out_ << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
          << kRowHelpers << kCudaRowHelpers
          << "\nstruct FxRowArgs {\n"
-         << "  void* ptrs[" << k_.inputs.size() + k_.outputs.size() << "];\n"
+         << "  void* ptrs[" << rowPointers(k_) << "];\n"
          << "  int64_t sizes[" << nd << "];\n"
          << "  int64_t strides[" << nonEmpty(static_cast<int64_t>(k_.inputs.size()) * nd) << "];\n"
          << "  double dargs[" << nonEmpty(countScalars(k_, true)) << "];\n"
-         << "  int64_t iargs[" << nonEmpty(countScalars(k_, false)) << "];\n"
+         << "  int64_t iargs[" << nonEmpty(rowIntArgs(k_)) << "];\n"
          << "  int64_t rows;\n};\n\n"
          << "extern \"C\" __global__ void __launch_bounds__(" << block << ") " << k_.name
          << "(const FxRowArgs a) {\n"
@@ -85,6 +93,11 @@ class CudaRowPrinter {
     }
     printRowPointers(out_, k_, "a.ptrs", "a.strides");
     printExprs(s_.constants, "  ", "0");
+    if (k_.row_stage >= 0) {
+      printStage();
+      out_ << "}\n";
+      return out_.str();
+    }
     const int lanes = k_.row_lanes;
     out_ << "  const int fx_lane = threadIdx.x % " << lanes << ";\n"
          << "  int64_t fx_r = (int64_t)blockIdx.x * " << block / lanes << " + threadIdx.x / "
@@ -109,13 +122,52 @@ class CudaRowPrinter {
   }
 
  private:
+  // A stage of rows cut in slices (split_rows.h): unit fx_u is one slice of one row,
+  // row_lanes threads per unit; threads past the last unit compute the last one again
+  // and store nothing.
+  void printStage() {
+    const int lanes = k_.row_lanes;
+    const int passes = static_cast<int>(s_.passes.size());
+    printSplitBufferPointers(out_, k_, "a.ptrs");
+    out_ << "  const int fx_lane = threadIdx.x % " << lanes << ";\n"
+         << "  int64_t fx_u = (int64_t)blockIdx.x * " << cudaRowBlock(k_) / lanes
+         << " + threadIdx.x / " << lanes << ";\n"
+         << "  const bool fx_live = fx_u < a.rows;\n"
+         << "  if (!fx_live) fx_u = a.rows - 1;\n";
+    printSplitUnit(out_, k_, "  ");
+    printRowOffsets(out_, k_, "  ");
+    printExprs(s_.row_start, "  ", "0");
+    printFinishedPasses(out_, k_, s_, "  ", "fx_live && fx_s == 0 && fx_lane == 0");
+    if (k_.row_stage < passes) {
+      printPass(s_.passes[k_.row_stage]);
+      printPartialStores(out_, k_, s_, "  ", "fx_live && fx_lane == 0",
+                         [](ExprId r) { return "v" + std::to_string(r); });
+      return;
+    }
+    out_ << "  if (!fx_live) return;\n";
+    if (std::any_of(k_.outputs.begin(), k_.outputs.end(),
+                    [](const TensorOutput& o) { return o.per_row; })) {
+      out_ << "  if (fx_s == 0 && fx_lane == 0) {\n";
+      printPerRowStores(out_, k_, "    ");
+      out_ << "  }\n";
+    }
+    out_ << "  for (int64_t fx_e = fx_lo + fx_lane; fx_e < fx_hi; fx_e += " << lanes << ") {\n";
+    printExprs(s_.final_element, "    ", "fx_e");
+    printElementStores(out_, k_, "    ");
+    out_ << "  }\n";
+  }
+
+  // One pass over the row (a stage: over its slice), its reductions combined over the
+  // lanes; whole rows then compute what the reductions let them.
   void printPass(const RowSchedule::Pass& pass) {
+    const bool stage = k_.row_stage >= 0;
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       out_ << "  " << computeTypeName(e.type) << " fx_acc" << r << " = " << reduceIdentity(e)
            << ";\n";
     }
-    out_ << "  for (int64_t fx_e = fx_lane; fx_e < fx_n; fx_e += " << k_.row_lanes << ") {\n";
+    out_ << "  for (int64_t fx_e = " << (stage ? "fx_lo + fx_lane" : "fx_lane") << "; fx_e < "
+         << (stage ? "fx_hi" : "fx_n") << "; fx_e += " << k_.row_lanes << ") {\n";
     printExprs(pass.element, "    ", "fx_e");
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
@@ -123,12 +175,12 @@ class CudaRowPrinter {
            << ">(fx_acc" << r << ", v" << e.args[0] << ");\n";
     }
     out_ << "  }\n";
-    printRowReduces(pass);
+    printRowReduces(pass, !stage);
   }
 
   // The lanes' partial results of the pass's reductions combined; then what they let the
   // row compute.
-  void printRowReduces(const RowSchedule::Pass& pass) {
+  void printRowReduces(const RowSchedule::Pass& pass, bool then_after = true) {
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const char* t = computeTypeName(e.type);
@@ -140,7 +192,7 @@ class CudaRowPrinter {
            << r << ", [](" << t << " x, " << t << " y) { return " << reduceCombiner(e) << "<" << t
            << ">(x, y); }, (" << t << "*)" << (k_.row_lanes > 32 ? part : "nullptr") << ");\n";
     }
-    printExprs(pass.after, "  ", "0");
+    if (then_after) printExprs(pass.after, "  ", "0");
   }
 
   void printRowStores() {
@@ -311,9 +363,8 @@ int cudaRowBlock(const Kernel& kernel) { return std::max(kMinBlock, kernel.row_l
 
 int64_t cudaRowArgWords(const Kernel& k) {
   const int64_t nd = k.outer_ndim + k.inner_ndim;
-  return static_cast<int64_t>(k.inputs.size() + k.outputs.size()) + nd +
-         nonEmpty(static_cast<int64_t>(k.inputs.size()) * nd) + nonEmpty(countScalars(k, true)) +
-         nonEmpty(countScalars(k, false)) + 1;
+  return rowPointers(k) + nd + nonEmpty(static_cast<int64_t>(k.inputs.size()) * nd) +
+         nonEmpty(countScalars(k, true)) + nonEmpty(rowIntArgs(k)) + 1;
 }
 
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned) {

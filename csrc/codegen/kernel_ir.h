@@ -163,6 +163,8 @@ struct Kernel {
   // (0: each pass loads again from memory, for rows too long to hold).
   int row_chunks = 0;
   int row_vector = 1;
+  // Rows cut in slices (split_rows.h): the stage this kernel computes; -1: whole rows.
+  int row_stage = -1;
 };
 
 // Builds expressions, folding nothing: printers and the C/CUDA compilers do that.

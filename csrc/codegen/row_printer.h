@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "codegen/row_schedule.h"
 
 namespace fuser::codegen {
 
@@ -76,5 +77,26 @@ std::string rowLoadNested(const Kernel& kernel, const Expr& load);
 void printElementStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 // outN[fx_r] = vI for the per-row outputs.
 void printPerRowStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
+
+// ---- Stages of rows cut in slices (split_rows.h) -------------------------------------
+
+// fx_bufB, buffer B's pointer, from the pointer array `ptrs` (after the outputs').
+void printSplitBufferPointers(std::ostream& out, const Kernel& kernel, const std::string& ptrs);
+// From unit fx_u: its row fx_r, slice fx_s of fx_splits (read from the integer
+// arguments) and the slice's elements [fx_lo, fx_hi).
+void printSplitUnit(std::ostream& out, const Kernel& kernel, const std::string& indent);
+// The reductions of the passes before this stage, each combined from the previous
+// stage's partials or read from its row values, and what they let the row compute; the
+// combined values a later stage reads are stored where `store_guard` holds.
+void printFinishedPasses(std::ostream& out, const Kernel& kernel, const RowSchedule& schedule,
+                         const std::string& indent, const std::string& store_guard);
+// bufB[fx_u] = `value(reduce)` for the partials this stage writes, where `guard` holds.
+void printPartialStores(std::ostream& out, const Kernel& kernel, const RowSchedule& schedule,
+                        const std::string& indent, const std::string& guard,
+                        const std::function<std::string(ExprId)>& value);
+// The index of the slice count among a stage kernel's integer arguments, and the
+// count of those arguments.
+int splitCountArg(const Kernel& kernel);
+int rowIntArgs(const Kernel& kernel);
 
 }  // namespace fuser::codegen

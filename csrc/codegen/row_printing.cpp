@@ -3,6 +3,7 @@
 // loads and expressions, per-row stores.
 #include "codegen/expr_printer.h"
 #include "codegen/row_printer.h"
+#include "codegen/split_rows.h"
 
 #include <functional>
 
@@ -141,6 +142,84 @@ void printPerRowStores(std::ostream& out, const Kernel& k, const std::string& in
     out << indent << "out" << o << "[fx_r] = "
         << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
   }
+}
+
+int splitCountArg(const Kernel& k) {
+  int ints = 0;
+  for (ScalarArgKind s : k.scalars) ints += s != ScalarArgKind::Double;
+  return ints;
+}
+
+int rowIntArgs(const Kernel& k) { return splitCountArg(k) + (k.row_stage >= 0 ? 1 : 0); }
+
+void printSplitBufferPointers(std::ostream& out, const Kernel& k, const std::string& ptrs) {
+  const std::vector<SplitBuffer> buffers = splitBuffers(k, scheduleRows(k));
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const char* t = computeTypeName(buffers[b].type);
+    out << "  " << t << "* __restrict__ fx_buf" << b << " = (" << t << "*)" << ptrs << "["
+        << k.inputs.size() + k.outputs.size() + b << "];\n  (void)fx_buf" << b << ";\n";
+  }
+}
+
+void printSplitUnit(std::ostream& out, const Kernel& k, const std::string& indent) {
+  out << indent << "const int64_t fx_splits = fx_iargs[" << splitCountArg(k) << "];\n"
+      << indent << "const int64_t fx_r = fx_u / fx_splits;\n"
+      << indent << "const int64_t fx_s = fx_u - fx_r * fx_splits;\n"
+      << indent << "const int64_t fx_len = (fx_n + fx_splits - 1) / fx_splits;\n"
+      << indent << "const int64_t fx_lo = fx_s * fx_len < fx_n ? fx_s * fx_len : fx_n;\n"
+      << indent << "const int64_t fx_hi = fx_lo + fx_len < fx_n ? fx_lo + fx_len : fx_n;\n"
+      << indent << "(void)fx_s; (void)fx_lo; (void)fx_hi;\n";
+}
+
+namespace {
+// The buffer of `kind` holding reduction `r`'s values; -1 when there is none.
+int bufferOf(const std::vector<SplitBuffer>& buffers, SplitBuffer::Kind kind, ExprId r) {
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (buffers[b].kind == kind && buffers[b].reduce == r) return static_cast<int>(b);
+  }
+  return -1;
+}
+}  // namespace
+
+void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& s,
+                         const std::string& indent, const std::string& store_guard) {
+  const std::vector<SplitBuffer> buffers = splitBuffers(k, s);
+  for (int p = 0; p < k.row_stage; ++p) {
+    for (ExprId r : s.passes[p].reduces) {
+      const Expr& e = k.exprs[r];
+      const char* t = computeTypeName(e.type);
+      const std::string v = "v" + std::to_string(r);
+      const int values = bufferOf(buffers, SplitBuffer::Kind::RowValues, r);
+      if (p + 1 < k.row_stage) {
+        out << indent << "const " << t << " " << v << " = fx_buf" << values << "[fx_r];\n";
+        continue;
+      }
+      const int partials = bufferOf(buffers, SplitBuffer::Kind::Partials, r);
+      const char* acc = computeTypeName(partialType(k, e));
+      out << indent << acc << " fx_fin" << r << " = " << reduceIdentity(e) << ";\n"
+          << indent << "for (int64_t fx_q = 0; fx_q < fx_splits; ++fx_q) fx_fin" << r << " = "
+          << reduceCombiner(e) << "<" << acc << ">(fx_fin" << r << ", fx_buf" << partials
+          << "[fx_r * fx_splits + fx_q]);\n"
+          << indent << "const " << t << " " << v << " = (" << t << ")fx_fin" << r << ";\n";
+      if (values >= 0) {
+        out << indent << "if (" << store_guard << ") fx_buf" << values << "[fx_r] = " << v
+            << ";\n";
+      }
+    }
+    printRowExprs(out, k, s.passes[p].after, indent, "0");
+  }
+}
+
+void printPartialStores(std::ostream& out, const Kernel& k, const RowSchedule& s,
+                        const std::string& indent, const std::string& guard,
+                        const std::function<std::string(ExprId)>& value) {
+  const std::vector<SplitBuffer> buffers = splitBuffers(k, s);
+  out << indent << "if (" << guard << ") {\n";
+  for (ExprId r : s.passes[k.row_stage].reduces) {
+    out << indent << "  fx_buf" << bufferOf(buffers, SplitBuffer::Kind::Partials, r)
+        << "[fx_u] = " << value(r) << ";\n";
+  }
+  out << indent << "}\n";
 }
 
 }  // namespace fuser::codegen

@@ -27,6 +27,13 @@ using Sizes = std::vector<int64_t>;
 
 // Rows of fewer elements than this share a CPU thread with others.
 constexpr int64_t kCpuElementsPerThread = 32768;
+// Rows cut in slices (codegen/split_rows.h): a slice's least elements (CUDA, CPU), the
+// units of work wanted per multiprocessor or thread, and the CUDA lanes per unit.
+constexpr int64_t kMinCudaSlice = 4096;
+constexpr int64_t kMinCpuSlice = kCpuElementsPerThread;
+constexpr int64_t kCudaUnitsPerSm = 4;
+constexpr int64_t kCpuUnitsPerThread = 2;
+constexpr int kSliceLanes = 256;
 
 bool isTensor(const torch::jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
@@ -103,6 +110,20 @@ int collapse(const Sizes& shape, const std::vector<Sizes>& tensor_strides, int64
   return static_cast<int>(sizes.size() - first);
 }
 
+// The slices each of `rows` rows of `n` elements is cut in; 1: whole rows. Rows fewer
+// than the multiprocessors (CPU threads) leave some idle: their rows are cut so that
+// each has kCudaUnitsPerSm units (kCpuUnitsPerThread), slices of a least length.
+int64_t rowSplits(int64_t rows, int64_t n, c10::Device device) {
+  if (config().row_splits > 0) return std::min<int64_t>(config().row_splits, std::max<int64_t>(n, 1));
+  const bool cuda = device.is_cuda();
+  const int64_t workers =
+      cuda ? cuda::deviceInfo(device.index()).sm_count : at::get_num_threads();
+  if (rows >= workers) return 1;
+  const int64_t wanted = (cuda ? kCudaUnitsPerSm : kCpuUnitsPerThread) * workers;
+  const int64_t longest = n / (cuda ? kMinCudaSlice : kMinCpuSlice);
+  return std::max<int64_t>(1, std::min((wanted + rows - 1) / rows, longest));
+}
+
 }  // namespace
 
 bool RowExecutor::reduces(const torch::jit::Graph& subgraph) {
@@ -122,6 +143,7 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
   for (const torch::jit::Value* in : subgraph_->inputs()) {
     is_tensor_.push_back(isTensor(in));
     scalar_kinds_.push_back(codegen::scalarArgKindOf(in->type()));
+    num_int_args_ += !is_tensor_.back() && scalar_kinds_.back() != codegen::ScalarArgKind::Double;
   }
   // What the partition guarantees (fusibility.h: checkRowGroup), checked again: a
   // kernel that broke it would compute something else than the graph.
@@ -181,7 +203,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     const c10::SmallVector<uint8_t, 32>& key, const std::vector<codegen::TensorInput>& accesses,
     const std::vector<bool>& zero_dim, const std::vector<bool>& per_row, int outer_ndim,
     int inner_ndim, const codegen::CudaRowShape& row_shape,
-    const std::vector<codegen::CudaRowShape>& cross_shapes, c10::Device device) {
+    const std::vector<codegen::CudaRowShape>& cross_shapes, c10::Device device, bool staged) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& s : specializations_) {
     if (s->key == key) return *s;
@@ -204,6 +226,18 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     kernel.row_vector = row_shape.vector;
     for (size_t o = 0; o < kernel.outputs.size(); ++o) kernel.outputs[o].per_row = per_row[o];
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
+    if (staged) {
+      const codegen::RowSchedule schedule = codegen::scheduleRows(kernel);
+      spec->buffers = codegen::splitBuffers(kernel, schedule);
+      kernel.row_lanes = kSliceLanes;
+      kernel.row_chunks = 0;
+      kernel.row_vector = 1;
+      for (int stage = 0; stage < codegen::splitStages(schedule); ++stage) {
+        kernel.row_stage = stage;
+        spec->stages.push_back(buildKernel(kernel, device));
+      }
+      return spec->stages.back();
+    }
     std::shared_ptr<CompiledKernel> built = buildKernel(kernel, device);
     // The CUDA kernel's other variants (lane counts), checked too on a CPU machine.
     for (size_t v = 1; config().cross_compile_arch && v < cross_shapes.size(); ++v) {
@@ -390,6 +424,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     }
   }
 
+  // Rows too few to fill the machine are cut in slices: that variant first, the whole
+  // rows' as candidates beside it (none where FUSER_ROW_SPLITS forces the cut).
+  const int64_t splits = rowSplits(p->rows, p->row_size, p->device);
+  if (splits > 1 && (!variants || config().row_splits > 1)) {
+    row_shapes.clear();
+    grains.resize(1);
+  }
+
   c10::SmallVector<uint8_t, 32> key;
   key.push_back(static_cast<uint8_t>(p->device.type()));
   key.push_back(static_cast<uint8_t>(p->device.index() + 1));
@@ -419,30 +461,57 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->strides.append(st.begin(), st.end());
   }
   for (bool r : per_row) key.push_back(r);
+  if (splits > 1) {
+    c10::SmallVector<uint8_t, 32> staged = key;
+    staged.push_back(0xff);
+    const Specialization& spec =
+        specialize(staged, accesses, zero_dim, per_row, outer_ndim, inner_ndim,
+                   codegen::CudaRowShape{}, {}, p->device, /*staged=*/true);
+    if (!spec.kernel) return nullptr;
+    Plan::Variant v;
+    v.stages = spec.stages;
+    v.splits = splits;
+    std::vector<BufferNeed> needs;
+    for (const codegen::SplitBuffer& b : spec.buffers) {
+      const int64_t count =
+          b.kind == codegen::SplitBuffer::Kind::Partials ? p->rows * splits : p->rows;
+      needs.push_back({count * static_cast<int64_t>(c10::elementSize(b.type)), b.written,
+                       b.last_read});
+    }
+    v.workspace = planWorkspace(needs);
+    v.name = "slices=" + std::to_string(splits);
+    p->out_dtypes = spec.out_dtypes;
+    p->variants.push_back(std::move(v));
+  }
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;
     for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks, row_shape.vector}) {
       shaped.push_back(static_cast<uint8_t>(v));
     }
     const Specialization& spec = specialize(shaped, accesses, zero_dim, per_row, outer_ndim,
-                                            inner_ndim, row_shape, cross_shapes, p->device);
+                                            inner_ndim, row_shape, cross_shapes, p->device,
+                                            /*staged=*/false);
     // A variant that does not build is left out; without the heuristic's, the plan fails.
     if (!spec.kernel) {
       if (p->variants.empty()) return nullptr;
       continue;
     }
     p->out_dtypes = spec.out_dtypes;
+    Plan::Variant v;
+    v.kernel = spec.kernel;
     if (p->device.is_cuda()) {
-      p->variants.push_back({spec.kernel, grains[0], "lanes=" + std::to_string(row_shape.lanes) +
-                                                         (row_shape.chunks ? " held" : " looped")});
+      v.grain = grains[0];
+      v.name = "lanes=" + std::to_string(row_shape.lanes) + (row_shape.chunks ? " held" : " looped");
+      p->variants.push_back(v);
     } else {
       for (int64_t g : grains) {
-        p->variants.push_back({spec.kernel, g, "rows_per_task=" + std::to_string(g)});
+        v.grain = g;
+        v.name = "rows_per_task=" + std::to_string(g);
+        p->variants.push_back(v);
       }
     }
   }
-  p->kernel = p->variants[0].kernel;
-  p->grain = p->variants[0].grain;
+  if (p->variants.empty()) return nullptr;
   // The choice holds for this group, kernel and shape class on this kind of device: the
   // row length, the rows' count to the next power of two (a new batch size of the same
   // class times nothing), the candidates themselves (their lanes follow the row's
@@ -468,17 +537,43 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
 void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args) const {
   std::vector<std::string> names;
   for (const auto& v : p.variants) names.push_back(v.name);
-  auto launch = [&](size_t i) {
-    LaunchArgs a = args;
-    a.grain = p.variants[i].grain;
-    p.variants[i].kernel->launch(a);
-  };
+  auto launch = [&](size_t i) { launchVariant(p, p.variants[i], args); };
   auto sync = [&] {
     if (p.device.is_cuda()) cuda::checkCu(cuda::driver().ctxSynchronize(), "synchronizing");
   };
-  const size_t i = chooseVariant(p.variant_key, names, launch, sync);
-  p.kernel = p.variants[i].kernel;
-  p.grain = p.variants[i].grain;
+  p.chosen = chooseVariant(p.variant_key, names, launch, sync);
+}
+
+void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args) const {
+  args.grain = v.grain;
+  if (v.stages.empty()) {
+    v.kernel->launch(args);
+    stats().kernel_launches++;
+    stats().row_launches++;
+    return;
+  }
+  // The stages read the inputs and write the outputs as the whole-row kernel does, the
+  // workspace's buffers after the outputs, the slice count after the integer scalars.
+  // (The workspace goes back to the allocator at the end: CUDA's caching allocator
+  // orders its reuse after these launches on the stream.)
+  const at::Tensor workspace =
+      at::empty({v.workspace.bytes}, at::TensorOptions().dtype(at::kByte).device(p.device));
+  auto* base = static_cast<uint8_t*>(workspace.data_ptr());
+  c10::SmallVector<void*, 24> ptrs(args.ptrs, args.ptrs + args.num_inputs + args.num_outputs);
+  for (int64_t offset : v.workspace.offsets) ptrs.push_back(base + offset);
+  c10::SmallVector<int64_t, 8> iargs(args.iargs, args.iargs + num_int_args_);
+  iargs.push_back(v.splits);
+  args.ptrs = ptrs.data();
+  args.iargs = iargs.data();
+  args.num_outputs += static_cast<int>(v.workspace.offsets.size());
+  args.numel = p.rows * v.splits;
+  args.grain = 1;
+  for (const auto& stage : v.stages) stage->launch(args);
+  stats().kernel_launches += static_cast<int64_t>(v.stages.size());
+  stats().row_launches += static_cast<int64_t>(v.stages.size());
+  stats().staged_calls++;
+  stats().workspace_bytes += v.workspace.bytes;
+  stats().workspace_buffer_bytes += v.workspace.sum_of_buffers;
 }
 
 void RowExecutor::run(torch::jit::Stack& stack) {
@@ -532,7 +627,7 @@ void RowExecutor::run(torch::jit::Stack& stack) {
     }
     p = fresh;
   }
-  if (!p->kernel) {
+  if (p->variants.empty()) {
     if (fresh) {
       std::lock_guard<std::mutex> lock(last_mutex_);
       last_ = fresh;
@@ -556,16 +651,13 @@ void RowExecutor::run(torch::jit::Stack& stack) {
                   static_cast<int>(num_outputs_),
                   p->rows,
                   p->device,
-                  p->grain};
+                  1};
   if (fresh) {
     if (fresh->variants.size() > 1) chooseVariantOf(*fresh, args);
-    args.grain = fresh->grain;
     std::lock_guard<std::mutex> lock(last_mutex_);
     last_ = fresh;
   }
-  p->kernel->launch(args);
-  stats().kernel_launches++;
-  stats().row_launches++;
+  launchVariant(*p, p->variants[p->chosen], args);
   torch::jit::drop(stack, num_inputs_);
   for (auto& out : outputs) stack.emplace_back(std::move(out));
 }

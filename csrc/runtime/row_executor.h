@@ -1,6 +1,8 @@
 // Runs a fuser::FusionGroup whose subgraph reduces (ops/reductions.h) through one row
 // kernel (codegen/row_printer.h): rows are the leading dims of the iteration shape (the
-// shape the reductions read), a row's elements its trailing dims. Each call works out
+// shape the reductions read), a row's elements its trailing dims. Rows too few to fill
+// the machine are cut in slices and run as one kernel per stage (codegen/split_rows.h),
+// their partial results in one workspace per call (runtime/workspace_plan.h). Each call works out
 // every value's shape from the inputs' sizes; a call the row kernel cannot serve as
 // eager would runs the subgraph through the TorchScript interpreter instead, which gives
 // eager's results and errors: inputs that are not contiguous (eager's outputs might not
@@ -25,7 +27,9 @@
 #include "codegen/row_printer.h"
 #include "ops/reductions.h"
 #include "runtime/compiled_kernel.h"
+#include "codegen/split_rows.h"
 #include "runtime/interpreted_group.h"
+#include "runtime/workspace_plan.h"
 
 namespace fuser::runtime {
 
@@ -48,23 +52,28 @@ class RowExecutor {
     int64_t row_size = 0;
     std::vector<std::vector<int64_t>> out_sizes;
     std::vector<std::vector<int64_t>> out_strides;  // contiguous
-    std::shared_ptr<CompiledKernel> kernel;  // null: such calls run interpreted
-    int64_t grain = 1;  // CPU: rows per task
     std::vector<c10::ScalarType> out_dtypes;
     c10::Device device{c10::kCPU};
     // The candidates (runtime/variant_timing.h): the first call of the plan times them
-    // and sets `kernel` and `grain` to the fastest.
+    // and sets `chosen` to the fastest. None: such calls run interpreted.
     struct Variant {
-      std::shared_ptr<CompiledKernel> kernel;
-      int64_t grain = 1;
+      std::shared_ptr<CompiledKernel> kernel;  // whole rows
+      int64_t grain = 1;                       // CPU: rows per task
+      // Rows cut in `splits` slices: the stage kernels, and where their buffers lie.
+      std::vector<std::shared_ptr<CompiledKernel>> stages;
+      int64_t splits = 1;
+      WorkspacePlan workspace;
       std::string name;
     };
     std::vector<Variant> variants;
+    size_t chosen = 0;
     std::string variant_key;
   };
   struct Specialization {
     c10::SmallVector<uint8_t, 32> key;
     std::shared_ptr<CompiledKernel> kernel;  // null: could not be built
+    std::vector<std::shared_ptr<CompiledKernel>> stages;  // rows cut in slices
+    std::vector<codegen::SplitBuffer> buffers;            // ... and their buffers
     std::vector<c10::ScalarType> out_dtypes;
   };
 
@@ -73,13 +82,16 @@ class RowExecutor {
                              c10::SmallVector<int64_t, 32> signature);
   // Picks the plan's variant on this call's arguments (outputs included).
   void chooseVariantOf(Plan& p, const LaunchArgs& args) const;
+  // Runs one variant: its kernel, or its stages over a fresh workspace.
+  void launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args) const;
+  // `staged`: the kernels of rows cut in slices, one per stage.
   const Specialization& specialize(const c10::SmallVector<uint8_t, 32>& key,
                                    const std::vector<codegen::TensorInput>& accesses,
                                    const std::vector<bool>& zero_dim,
                                    const std::vector<bool>& per_row, int outer_ndim,
                                    int inner_ndim, const codegen::CudaRowShape& row_shape,
                                    const std::vector<codegen::CudaRowShape>& cross_shapes,
-                                   c10::Device device);
+                                   c10::Device device, bool staged);
   void runInterpreted(torch::jit::Stack& stack);
 
   std::shared_ptr<torch::jit::Graph> subgraph_;
@@ -88,6 +100,7 @@ class RowExecutor {
   size_t num_outputs_;
   std::vector<bool> is_tensor_;  // per group input
   std::vector<codegen::ScalarArgKind> scalar_kinds_;  // per group input; tensors ignored
+  int num_int_args_ = 0;  // integer and bool scalars among the inputs
   // Per subgraph node, what it reduces (nullopt: elementwise or a constant).
   std::vector<std::optional<ops::RowReduction>> reductions_;
   int64_t rank_ = 0;     // of the iteration shape

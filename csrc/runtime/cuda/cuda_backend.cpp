@@ -76,9 +76,9 @@ class CudaRowKernel final : public CompiledKernel {
         rows_per_block_(codegen::cudaRowBlock(ir) / ir.row_lanes),
         words_(codegen::cudaRowArgWords(ir)),
         num_doubles_(0),
-        num_ints_(0) {
+        num_ints_(codegen::rowIntArgs(ir)) {  // a stage's slice count included
     for (codegen::ScalarArgKind kind : ir.scalars) {
-      (kind == codegen::ScalarArgKind::Double ? num_doubles_ : num_ints_)++;
+      num_doubles_ += kind == codegen::ScalarArgKind::Double;
     }
   }
 
