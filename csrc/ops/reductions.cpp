@@ -37,6 +37,19 @@ std::optional<int64_t> trailingCount(const std::vector<int64_t>& dims, int64_t r
   return k;
 }
 
+// Whether a reduction takes every dim: sum(self) and mean(self), or a `dim` of None or
+// [] (eager's sum, mean, var, std, amax and amin then reduce the whole tensor).
+bool reducesEveryDim(const Node* node) {
+  if (!node->schema().argumentIndexWithName("dim")) {
+    return node->kind() == c10::aten::sum || node->kind() == c10::aten::mean;
+  }
+  static const c10::Symbol kinds[] = {c10::aten::sum, c10::aten::mean, c10::aten::var,
+                                      c10::aten::std, c10::aten::amax, c10::aten::amin};
+  if (std::find(std::begin(kinds), std::end(kinds), node->kind()) == std::end(kinds)) return false;
+  auto dim = constantInput(node, "dim");
+  return dim && (dim->isNone() || (dim->isIntList() && dim->toIntVector().empty()));
+}
+
 std::optional<std::vector<int64_t>> constantIntList(const Node* node, const char* name) {
   auto v = constantInput(node, name);
   if (!v) return std::nullopt;
@@ -204,6 +217,14 @@ Operand lowerMean(IrBuilder& b, const Args& a) {  // (self, dim, keepdim, dtype)
   return makeResult(rowMean(b, x.expr), x.dtype, {x});
 }
 
+// The whole-tensor forms (self, dtype): the same with every dim reduced.
+Operand lowerWholeSum(IrBuilder& b, const Args& a) {
+  return lowerSum(b, {a[0], Operand{}, Operand{}, a[1]});
+}
+Operand lowerWholeMean(IrBuilder& b, const Args& a) {
+  return lowerMean(b, {a[0], Operand{}, Operand{}, a[1]});
+}
+
 template <ReduceKind Kind>
 Operand lowerExtreme(IrBuilder& b, const Args& a) {
   requireFloating(a[0], Kind == ReduceKind::Max ? "amax" : "amin");
@@ -312,6 +333,10 @@ std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
 Operand lowerLayerNorm(IrBuilder& b, const Args& a) { return lowerLayerNormOutputs(b, a)[0]; }
 
 const RegisterOps kRegister({
+    {"aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", lowerWholeSum,
+     checkRowReduction, true},
+    {"aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", lowerWholeMean,
+     checkRowReduction, true},
     {"aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? "
      "dtype=None) -> Tensor", lowerSum, checkRowReduction, true},
     {"aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) "
@@ -388,6 +413,9 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
     for (int64_t d = *rank - static_cast<int64_t>(shape->size()); d < *rank; ++d) {
       dims->push_back(d);
     }
+  } else if (reducesEveryDim(node)) {
+    dims.emplace();
+    for (int64_t d = 0; d < *rank; ++d) dims->push_back(d);
   } else {
     dims = constantIntList(node, "dim");
   }
@@ -398,7 +426,9 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
   if (whole) {
     r.result = RowReduction::Result::Whole;
   } else {
-    auto keepdim = constantInput(node, "keepdim");
+    // sum(self) and mean(self) drop every dim.
+    std::optional<c10::IValue> keepdim = false;
+    if (node->schema().argumentIndexWithName("keepdim")) keepdim = constantInput(node, "keepdim");
     if (!keepdim || !keepdim->isBool()) return std::nullopt;
     r.result = keepdim->toBool() ? RowReduction::Result::KeepDims : RowReduction::Result::DropDims;
   }

@@ -48,6 +48,11 @@ CASES = {
     "softmax": fn_of("return torch.softmax(x * 0.5, -1) * 2.0"),
     "log_softmax": fn_of("return torch.log_softmax(x + 1.0, -1) - 1.0"),
     "two_outputs": fn_of("y = x * 2.0", "m = y.mean(-1, keepdim=True)", "return y - m, m"),
+    # The whole tensor: sum(self), mean(self) (its epilogue on the 0-dim result stays
+    # out), and a dim of None.
+    "sum_whole": fn_of("return ((x - 1.0) * x).sum()"),
+    "mean_whole": fn_of("return (x * x).mean() + 1.0"),
+    "var_whole": fn_of("return torch.var(x + 1.0, dim=None, keepdim=True)"),
 }
 
 
