@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|dropout|profile|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|splits|dropout|profile|all] [extra fuser.bench arguments]
 #   profile: device time per call and the top kernels of PROFILE_ROWS in PROFILE_MODES.
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
 #   torch.compile, the lone-op rows again with single-op groups kept
 #   (FUSER_MIN_GROUP_SIZE=1), and the GPT-2 block (float32, float16, autocast).
+#   splits: the tests of rows cut in slices, reductions, dropout and variants on CUDA,
+#   the slices variants chosen, then the few-long-rows rows (softmax over long rows,
+#   batch-1 GroupNorm, a whole-tensor mean) beside NNC and torch.compile, and again as
+#   whole rows (FUSER_ROW_SPLITS=1).
 #   dropout: the dropout tests on CUDA, then the random-dropout rows (bias + gelu +
 #   dropout, attention's masked softmax + dropout) at large size in float32 and float16
 #   beside NNC and torch.compile, and the GPT-2 training step.
@@ -99,6 +103,21 @@ if [ "$what" = reductions ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --workload gpt2_block,gpt2_block_autocast \
     --dtype float32,float16 --mode script,fuser,compile --out "$OUT/gpt2" 2>&1 \
     | tee "$OUT/gpt2.log" | tail -14
+fi
+if [ "$what" = splits ]; then
+  rows=softmax_long_rows,groupnorm_silu_batch1,squared_error_mean
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
+    --dist loadfile tests/python/test_split_rows.py tests/python/test_reductions.py \
+    tests/python/test_dropout.py tests/python/test_variants.py 2>&1 \
+    | tee "$OUT/test_splits.log" | tail -8
+  PYTHONPATH=. python3 tools/variant_report.py cuda 2>&1 | tee "$OUT/variants.log" | tail -20
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$rows" \
+    --dtype float32,float16 --mode eager,fuser,nnc,compile --out "$OUT/splits" "$@" 2>&1 \
+    | tee "$OUT/splits.log" | tail -12
+  # The same rows as whole rows, one kernel each (no slices).
+  FUSER_ROW_SPLITS=1 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+    --workload "$rows" --dtype float32,float16 --mode fuser --out "$OUT/splits_whole_rows" \
+    2>&1 | tee "$OUT/splits_whole_rows.log" | tail -10
 fi
 if [ "$what" = dropout ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider tests/python/test_dropout.py \

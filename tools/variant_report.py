@@ -1,6 +1,6 @@
 """The kernel variants row kernels choose at first run (runtime/variant_timing.h), with
-their timings (* marks the chosen one), for two shapes of layer_norm and of softmax
-(CPU: a sixteenth of the rows); then a second process on the same cache, which reads
+their timings (* marks the chosen one), for two shapes of layer_norm, of softmax and
+of softmax over a few long rows (CPU: a sixteenth of the rows); then a second process on the same cache, which reads
 every choice from disk and times nothing.
 
     python tools/variant_report.py [cpu|cuda]
@@ -23,6 +23,9 @@ cases = {
                    [(32768, 1024), (4096, 1024)]),
     "softmax": ("def f(x, w, b):\\n    return torch.softmax(x, -1)\\n",
                 [(65536, 256), (8192, 256)]),
+    # Few long rows: cut in slices (several kernels) beside whole rows.
+    "softmax_long_rows": ("def f(x, w, b):\\n    return torch.softmax(x, -1)\\n",
+                          [(16, 262144), (4, 262144)]),
 }
 for name, (src, shapes) in cases.items():
     for shape in shapes:

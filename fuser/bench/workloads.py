@@ -410,6 +410,26 @@ _SOFTMAXES = {
     "large": {"N": 16384, "H": 256},
 }
 _SOFTMAXES_CUDA = {"small": {"N": 256, "H": 256}, "large": {"N": 65536, "H": 256}}
+# Few long rows (a language model's logits over its vocabulary for a few tokens): fewer
+# rows than the machine has multiprocessors or threads.
+_LONG_ROWS = {
+    "tiny": {"N": 2, "H": 1024},
+    "small": {"N": 2, "H": 65536},
+    "medium": {"N": 4, "H": 262144},
+    "large": {"N": 8, "H": 524288},
+}
+_LONG_ROWS_CUDA = {"small": {"N": 4, "H": 8192}, "large": {"N": 16, "H": 262144}}
+# Batch-1 NCHW activations (a diffusion UNet at inference): GroupNorm's rows are its groups.
+_IMAGES_BATCH1 = {
+    "tiny": {"N": 1, "C": 8, "H": 4, "W": 4},
+    "small": {"N": 1, "C": 32, "H": 32, "W": 32},
+    "medium": {"N": 1, "C": 64, "H": 64, "W": 64},
+    "large": {"N": 1, "C": 128, "H": 64, "W": 64},
+}
+_IMAGES_BATCH1_CUDA = {
+    "small": {"N": 1, "C": 64, "H": 16, "W": 16},
+    "large": {"N": 1, "C": 256, "H": 128, "W": 128},
+}
 # GPT-2's attention scores [batch, heads, T, T]; CUDA "large" is the GPT-2 block row's.
 _ATTENTIONS = {
     "tiny": {"B": 1, "heads": 2, "T": 16},
@@ -555,6 +575,32 @@ WORKLOADS: dict[str, Workload] = {
             cuda_sizes=_IMAGES_CUDA,
         ),
         Workload(
+            name="groupnorm_silu_batch1",
+            description="GroupNorm (8 groups) then SiLU at batch 1: 8 rows",
+            source=_source(
+                """
+                def groupnorm_silu_batch1(x, w, b):
+                    return torch.nn.functional.silu(torch.group_norm(x, 8, w, b, 1e-5))
+                """
+            ),
+            make_inputs=_group_norm_inputs,
+            sizes=_IMAGES_BATCH1,
+            cuda_sizes=_IMAGES_BATCH1_CUDA,
+        ),
+        Workload(
+            name="squared_error_mean",
+            description="((x - y) * (x - y)).mean(): a loss, the whole tensor one row",
+            source=_source(
+                """
+                def squared_error_mean(x, y):
+                    return ((x - y) * (x - y)).mean()
+                """
+            ),
+            make_inputs=_rows_inputs,
+            sizes=_ROWS,
+            cuda_sizes=_ROWS_CUDA,
+        ),
+        Workload(
             name="expand_leading",
             description="(x.expand(N, H) * y + 1).relu(): x (1, H) expanded",
             source=_source(
@@ -638,6 +684,19 @@ WORKLOADS: dict[str, Workload] = {
             make_inputs=_softmax_inputs,
             sizes=_SOFTMAXES,
             cuda_sizes=_SOFTMAXES_CUDA,
+        ),
+        Workload(
+            name="softmax_long_rows",
+            description="softmax over a few rows of a vocabulary's length",
+            source=_source(
+                """
+                def softmax_long_rows(x):
+                    return torch.softmax(x, -1)
+                """
+            ),
+            make_inputs=_softmax_inputs,
+            sizes=_LONG_ROWS,
+            cuda_sizes=_LONG_ROWS_CUDA,
         ),
         Workload(
             name="masked_softmax",
