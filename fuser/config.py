@@ -23,7 +23,7 @@
 | FUSER_TILE_GROUP=G     | CUDA: blocks take G tiles down before the next column (0: auto) |
 | FUSER_AUTOTUNE=0       | no timing of kernel variants at first run: the heuristic's variant |
 | FUSER_FORCE_VARIANT=i  | always variant i of a kernel (the last if fewer; -1: chosen)   |
-| FUSER_ROW_SPLITS=S     | reductions cut each row in S slices, run as several kernels (1: never; 0: chosen) |
+| FUSER_ROW_SPLITS=S     | reductions cut rows in S slices, several kernels (1: never; 0: chosen) |
 
 A bad value never raises: it gives one warning naming the variable and the accepted
 values, and the default is used.

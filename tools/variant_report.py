@@ -1,7 +1,7 @@
 """The kernel variants row kernels choose at first run (runtime/variant_timing.h), with
 their timings (* marks the chosen one), for two shapes of layer_norm, of softmax and
-of softmax over a few long rows (CPU: a sixteenth of the rows); then a second process on the same cache, which reads
-every choice from disk and times nothing.
+of softmax over a few long rows (CPU: a sixteenth of the rows); then a second process
+on the same cache, which reads every choice from disk and times nothing.
 
     python tools/variant_report.py [cpu|cuda]
 """

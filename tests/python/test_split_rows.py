@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from helpers import devices, eager_from_source, run_optimized, script_from_source
 from test_reductions import CASES, DTYPES, compare
 
 import fuser
+from helpers import devices, eager_from_source, run_optimized, script_from_source
 
 
 @pytest.fixture
