@@ -151,10 +151,84 @@ class CudaRowPrinter {
       printPerRowStores(out_, k_, "    ");
       out_ << "  }\n";
     }
-    out_ << "  for (int64_t fx_e = fx_lo + fx_lane; fx_e < fx_hi; fx_e += " << lanes << ") {\n";
-    printExprs(s_.final_element, "    ", "fx_e");
-    printElementStores(out_, k_, "    ");
+    printStageLoop(s_.final_element, {}, /*store=*/true);
+  }
+
+  // A stage's loop over its slice: `ids` per element, the `reduces` accumulated, the
+  // whole outputs stored. Rows of vectors (Kernel::row_vector > 1: every contiguous
+  // input aligned, slices of whole vectors) load each contiguous input as one vector per
+  // lane and step, and store outputs as vectors.
+  void printStageLoop(const std::vector<ExprId>& ids, const std::vector<ExprId>& reduces,
+                      bool store) {
+    const int v = k_.row_vector, lanes = k_.row_lanes;
+    auto accumulate = [&](const std::string& indent) {
+      for (ExprId r : reduces) {
+        const Expr& e = k_.exprs[r];
+        const std::string a = accumulatorType(e, /*walked=*/true);
+        out_ << indent << "fx_acc" << r << " = " << reduceCombiner(e) << "<" << a << ">(fx_acc"
+             << r << ", (" << a << ")v" << e.args[0] << ");\n";
+      }
+    };
+    if (v == 1) {
+      out_ << "  for (int64_t fx_e = fx_lo + fx_lane; fx_e < fx_hi; fx_e += " << lanes << ") {\n";
+      printExprs(ids, "    ", "fx_e");
+      accumulate("    ");
+      if (store) printElementStores(out_, k_, "    ");
+      out_ << "  }\n";
+      return;
+    }
+    out_ << "  for (int64_t fx_b = fx_lo + (int64_t)fx_lane * " << v << "; fx_b < fx_hi; fx_b += "
+         << lanes * v << ") {\n";
+    std::vector<bool> vector_input(k_.inputs.size(), false);
+    for (ExprId id : ids) {
+      const Expr& e = k_.exprs[id];
+      if (e.op != IrOp::Load || !k_.inputs[e.index].inner_unit_stride) continue;
+      if (vector_input[e.index]) continue;
+      vector_input[e.index] = true;
+      const std::string n = std::to_string(e.index);
+      const std::string vec = "FxVec<" + std::string(storageTypeName(k_.inputs[e.index].dtype)) +
+                              ", " + std::to_string(v) + ">";
+      out_ << "    const " << vec << " fx_w" << n << " = *(const " << vec << "*)(in" << n
+           << " + off" << n << " + fx_b);\n";
+    }
+    for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
+      if (k_.outputs[o].per_row) continue;
+      out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> fx_o" << o
+           << ";\n";
+    }
+    out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) {\n";
+    printRowExprs(out_, k_, ids, "      ", [&](const Expr& e) {
+      if (e.op == IrOp::Load && vector_input[e.index]) {
+        return loadConversion(k_.inputs[e.index].dtype, e.type,
+                              "fx_w" + std::to_string(e.index) + ".v[fx_u]");
+      }
+      return rowLoad(k_, e, "(fx_b + fx_u)");
+    });
+    accumulate("      ");
+    for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
+      const TensorOutput& output = k_.outputs[o];
+      if (output.per_row) continue;
+      out_ << "      fx_o" << o << ".v[fx_u] = "
+           << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
+    }
+    out_ << "    }\n";
+    for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
+      if (k_.outputs[o].per_row) continue;
+      const std::string vec = "FxVec<" + std::string(storageTypeName(k_.outputs[o].dtype)) +
+                              ", " + std::to_string(v) + ">";
+      out_ << "    *(" << vec << "*)(out" << o << " + fx_r * fx_n + fx_b) = fx_o" << o << ";\n";
+    }
     out_ << "  }\n";
+  }
+
+  // What a lane accumulates reduction `e` in. A float sum walked along a row (or a
+  // slice) in double: a lane may add tens of thousands of elements (in float, a whole-row
+  // mean of 2^26 floats came 7e-6 away from eager's). Softmax's sum of exponentials and
+  // the values a lane holds in registers, a few dozen, in their own type.
+  static std::string accumulatorType(const Expr& e, bool walked) {
+    const bool wide = walked && e.type == c10::ScalarType::Float && !e.sum_in_type &&
+                      static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
+    return wide ? "double" : computeTypeName(e.type);
   }
 
   // One pass over the row (a stage: over its slice), its reductions combined over the
@@ -163,34 +237,41 @@ class CudaRowPrinter {
     const bool stage = k_.row_stage >= 0;
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
-      out_ << "  " << computeTypeName(e.type) << " fx_acc" << r << " = " << reduceIdentity(e)
-           << ";\n";
+      out_ << "  " << accumulatorType(e, /*walked=*/true) << " fx_acc" << r << " = "
+           << reduceIdentity(e) << ";\n";
     }
-    out_ << "  for (int64_t fx_e = " << (stage ? "fx_lo + fx_lane" : "fx_lane") << "; fx_e < "
-         << (stage ? "fx_hi" : "fx_n") << "; fx_e += " << k_.row_lanes << ") {\n";
-    printExprs(pass.element, "    ", "fx_e");
-    for (ExprId r : pass.reduces) {
-      const Expr& e = k_.exprs[r];
-      out_ << "    fx_acc" << r << " = " << reduceCombiner(e) << "<" << computeTypeName(e.type)
-           << ">(fx_acc" << r << ", v" << e.args[0] << ");\n";
+    if (stage) {
+      printStageLoop(pass.element, pass.reduces, /*store=*/false);
+    } else {
+      out_ << "  for (int64_t fx_e = fx_lane; fx_e < fx_n; fx_e += " << k_.row_lanes << ") {\n";
+      printExprs(pass.element, "    ", "fx_e");
+      for (ExprId r : pass.reduces) {
+        const Expr& e = k_.exprs[r];
+        const std::string a = accumulatorType(e, /*walked=*/true);
+        out_ << "    fx_acc" << r << " = " << reduceCombiner(e) << "<" << a << ">(fx_acc" << r
+             << ", (" << a << ")v" << e.args[0] << ");\n";
+      }
+      out_ << "  }\n";
     }
-    out_ << "  }\n";
-    printRowReduces(pass, !stage);
+    printRowReduces(pass, !stage, /*walked=*/true);
   }
 
   // The lanes' partial results of the pass's reductions combined; then what they let the
   // row compute.
-  void printRowReduces(const RowSchedule::Pass& pass, bool then_after = true) {
+  void printRowReduces(const RowSchedule::Pass& pass, bool then_after = true,
+                       bool walked = false) {
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const char* t = computeTypeName(e.type);
+      const std::string a = accumulatorType(e, walked);
       // The block's per-warp partials: 4-byte types in fx_partf, 8-byte ones (double,
       // an int64 sum) in fx_partd.
-      const bool four_bytes = c10::elementSize(e.type) == 4;
+      const bool four_bytes = a != "double" && c10::elementSize(e.type) == 4;
       const std::string part = four_bytes ? "fx_partf" : "fx_partd";
-      out_ << "  const " << t << " v" << r << " = fx_row_reduce<" << k_.row_lanes << ">(fx_acc"
-           << r << ", [](" << t << " x, " << t << " y) { return " << reduceCombiner(e) << "<" << t
-           << ">(x, y); }, (" << t << "*)" << (k_.row_lanes > 32 ? part : "nullptr") << ");\n";
+      out_ << "  const " << t << " v" << r << " = (" << t << ")fx_row_reduce<" << k_.row_lanes
+           << ">(fx_acc" << r << ", [](" << a << " x, " << a << " y) { return "
+           << reduceCombiner(e) << "<" << a << ">(x, y); }, (" << a << "*)"
+           << (k_.row_lanes > 32 ? part : "nullptr") << ");\n";
     }
     if (then_after) printExprs(pass.after, "  ", "0");
   }

@@ -165,7 +165,8 @@ void printSplitUnit(std::ostream& out, const Kernel& k, const std::string& inden
   out << indent << "const int64_t fx_splits = fx_iargs[" << splitCountArg(k) << "];\n"
       << indent << "const int64_t fx_r = fx_u / fx_splits;\n"
       << indent << "const int64_t fx_s = fx_u - fx_r * fx_splits;\n"
-      << indent << "const int64_t fx_len = (fx_n + fx_splits - 1) / fx_splits;\n"
+      << indent << "const int64_t fx_len = ((fx_n + fx_splits - 1) / fx_splits + "
+      << k.row_vector - 1 << ") / " << k.row_vector << " * " << k.row_vector << ";\n"
       << indent << "const int64_t fx_lo = fx_s * fx_len < fx_n ? fx_s * fx_len : fx_n;\n"
       << indent << "const int64_t fx_hi = fx_lo + fx_len < fx_n ? fx_lo + fx_len : fx_n;\n"
       << indent << "(void)fx_s; (void)fx_lo; (void)fx_hi;\n";

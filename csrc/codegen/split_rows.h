@@ -7,7 +7,8 @@
 //
 // Kernel::row_stage names the stage (-1: a whole row per unit, no stages). The slice
 // count is the stage kernel's last integer argument, so one build serves every count;
-// slice s of a row of n elements is [s * len, min(n, (s + 1) * len)), len = ceil(n / S).
+// slice s of a row of n elements is [s * len, min(n, (s + 1) * len)), len = ceil(n / S)
+// rounded up to whole vectors of Kernel::row_vector elements (CUDA's vector loads).
 // The buffers' pointers follow the outputs' in every stage kernel's pointer array.
 #pragma once
 

@@ -231,7 +231,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       spec->buffers = codegen::splitBuffers(kernel, schedule);
       kernel.row_lanes = kSliceLanes;
       kernel.row_chunks = 0;
-      kernel.row_vector = 1;
+      kernel.row_vector = row_shape.vector;
       for (int stage = 0; stage < codegen::splitStages(schedule); ++stage) {
         kernel.row_stage = stage;
         spec->stages.push_back(buildKernel(kernel, device));
@@ -462,11 +462,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   }
   for (bool r : per_row) key.push_back(r);
   if (splits > 1) {
+    // Slices load vectors of the row's vector width (its alignment allowing).
+    const codegen::CudaRowShape slice_shape = codegen::cudaRowShape(p->row_size, widest, aligned);
     c10::SmallVector<uint8_t, 32> staged = key;
     staged.push_back(0xff);
-    const Specialization& spec =
-        specialize(staged, accesses, zero_dim, per_row, outer_ndim, inner_ndim,
-                   codegen::CudaRowShape{}, {}, p->device, /*staged=*/true);
+    staged.push_back(static_cast<uint8_t>(slice_shape.vector));
+    const Specialization& spec = specialize(staged, accesses, zero_dim, per_row, outer_ndim,
+                                            inner_ndim, slice_shape, {}, p->device,
+                                            /*staged=*/true);
     if (!spec.kernel) return nullptr;
     Plan::Variant v;
     v.stages = spec.stages;
