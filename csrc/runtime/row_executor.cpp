@@ -471,20 +471,29 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                                             inner_ndim, slice_shape, {}, p->device,
                                             /*staged=*/true);
     if (!spec.kernel) return nullptr;
-    Plan::Variant v;
-    v.stages = spec.stages;
-    v.splits = splits;
-    std::vector<BufferNeed> needs;
-    for (const codegen::SplitBuffer& b : spec.buffers) {
-      const int64_t count =
-          b.kind == codegen::SplitBuffer::Kind::Partials ? p->rows * splits : p->rows;
-      needs.push_back({count * static_cast<int64_t>(c10::elementSize(b.type)), b.written,
-                       b.last_read});
-    }
-    v.workspace = planWorkspace(needs);
-    v.name = "slices=" + std::to_string(splits);
     p->out_dtypes = spec.out_dtypes;
-    p->variants.push_back(std::move(v));
+    // Twice the slices as a candidate (slices of a quarter of the least length at
+    // least): more bytes in flight, more partials to combine.
+    const int64_t least = (p->device.is_cuda() ? kMinCudaSlice : kMinCpuSlice) / 4;
+    std::vector<int64_t> counts = {splits};
+    if (variants && config().row_splits == 0 && 2 * splits * least <= p->row_size) {
+      counts.push_back(2 * splits);
+    }
+    for (int64_t count : counts) {
+      Plan::Variant v;
+      v.stages = spec.stages;
+      v.splits = count;
+      std::vector<BufferNeed> needs;
+      for (const codegen::SplitBuffer& b : spec.buffers) {
+        const int64_t elements =
+            b.kind == codegen::SplitBuffer::Kind::Partials ? p->rows * count : p->rows;
+        needs.push_back({elements * static_cast<int64_t>(c10::elementSize(b.type)), b.written,
+                         b.last_read});
+      }
+      v.workspace = planWorkspace(needs);
+      v.name = "slices=" + std::to_string(count);
+      p->variants.push_back(std::move(v));
+    }
   }
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;
