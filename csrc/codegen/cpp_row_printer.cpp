@@ -148,13 +148,10 @@ class CppRowPrinter {
     if (blocked) {
       // Nested rows block their inner dim (fx_i1), each run of it within one fx_i0.
       const std::string d1 = "fx_sizes[" + std::to_string(k_.outer_ndim + 1) + "]";
-      const std::string end = nested_ ? d1 : hi_;
+      const std::string end = nested_ ? inner_hi_ : hi_;
       const std::string index = nested_ ? "fx_i1" : "fx_e";
-      if (nested_) {
-        out_ << "    for (int64_t fx_i0 = 0; fx_i0 < fx_sizes[" << k_.outer_ndim
-             << "]; ++fx_i0) {\n";
-      }
-      out_ << "    for (int64_t fx_blk = " << (nested_ ? "0" : lo_) << "; fx_blk < " << end
+      if (nested_) openOuterLoop();
+      out_ << "    for (int64_t fx_blk = " << (nested_ ? inner_lo_ : lo_) << "; fx_blk < " << end
            << "; fx_blk += " << kSumBlock
            << ") {\n"
            << "    const int64_t fx_blk_end = fx_blk + " << kSumBlock << " < " << end
@@ -240,10 +237,28 @@ class CppRowPrinter {
            << "; ++fx_e) {\n";
       return;
     }
-    const std::string d0 = std::to_string(k_.outer_ndim), d1 = std::to_string(k_.outer_ndim + 1);
-    out_ << "    for (int64_t fx_i0 = 0; fx_i0 < fx_sizes[" << d0 << "]; ++fx_i0) {\n"
-         << "#pragma " << pragma << "\n    for (int64_t fx_i1 = 0; fx_i1 < fx_sizes[" << d1
-         << "]; ++fx_i1) {\n      const int64_t fx_e = fx_i0 * fx_sizes[" << d1 << "] + fx_i1;\n";
+    const std::string d1 = std::to_string(k_.outer_ndim + 1);
+    openOuterLoop();
+    out_ << "#pragma " << pragma << "\n    for (int64_t fx_i1 = " << inner_lo_ << "; fx_i1 < "
+         << inner_hi_ << "; ++fx_i1) {\n      const int64_t fx_e = fx_i0 * fx_sizes[" << d1
+         << "] + fx_i1;\n";
+  }
+
+  // The first of a nested row's loops: over its first dim (a stage: the part its slice
+  // covers, fx_i1 then ranging over [fx_i1_lo, fx_i1_hi) in each).
+  void openOuterLoop() {
+    const std::string d0 = "fx_sizes[" + std::to_string(k_.outer_ndim) + "]";
+    const std::string d1 = "fx_sizes[" + std::to_string(k_.outer_ndim + 1) + "]";
+    if (k_.row_stage < 0) {
+      out_ << "    for (int64_t fx_i0 = 0; fx_i0 < " << d0 << "; ++fx_i0) {\n";
+      return;
+    }
+    out_ << "    for (int64_t fx_i0 = fx_lo / " << d1 << "; fx_i0 < " << d0 << " && fx_i0 * " << d1
+         << " < fx_hi; ++fx_i0) {\n"
+         << "    const int64_t fx_i1_lo = fx_i0 * " << d1 << " < fx_lo ? fx_lo - fx_i0 * " << d1
+         << " : 0;\n"
+         << "    const int64_t fx_i1_hi = (fx_i0 + 1) * " << d1 << " > fx_hi ? fx_hi - fx_i0 * "
+         << d1 << " : " << d1 << ";\n";
   }
 
   void closeElementLoop() { out_ << (nested_ ? "    }\n    }\n" : "    }\n"); }
@@ -378,10 +393,13 @@ class CppRowPrinter {
   }
 
   const Kernel& k_;
-  // Stages walk a slice of the row, as one flat loop.
-  const bool nested_ = k_.inner_ndim == 2 && k_.row_stage < 0;
+  // Stages walk a slice of the row: [fx_lo, fx_hi), or its part of each inner run.
+  const bool nested_ = k_.inner_ndim == 2;
   const std::string lo_ = k_.row_stage < 0 ? "0" : "fx_lo";
   const std::string hi_ = k_.row_stage < 0 ? "fx_n" : "fx_hi";
+  const std::string inner_lo_ = k_.row_stage < 0 ? "0" : "fx_i1_lo";
+  const std::string inner_hi_ =
+      k_.row_stage < 0 ? "fx_sizes[" + std::to_string(k_.outer_ndim + 1) + "]" : "fx_i1_hi";
   RowSchedule s_;
   std::ostringstream out_;
 };

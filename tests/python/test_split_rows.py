@@ -71,10 +71,11 @@ def test_nan_and_inf_in_one_slice_reach_the_row(device: str, splits: int) -> Non
 
 
 @pytest.mark.parametrize("device", devices())
-@pytest.mark.parametrize("splits", [3], indirect=True)
+@pytest.mark.parametrize("splits", [2, 3, 7, 200], indirect=True)
 def test_group_norm_and_layer_norm_in_slices(device: str, splits: int) -> None:
-    """group_norm's rows span two dims (a group's channels and the pixels); layer_norm
-    reads its weight and bias along the row."""
+    """group_norm's rows span two dims (a group's channels, read per channel, and the
+    pixels): slices start and end inside a channel's run, span several, or hold one
+    element; layer_norm reads its weight and bias along the row."""
     text = (
         "def f(x, w, b, y, lw, lb):\n"
         "    g = torch.nn.functional.silu(torch.group_norm(x, 4, w, b, 1e-5))\n"
