@@ -162,9 +162,12 @@ void printSplitBufferPointers(std::ostream& out, const Kernel& k, const std::str
 }
 
 void printSplitUnit(std::ostream& out, const Kernel& k, const std::string& indent) {
+  // A last stage storing per-row outputs only runs one unit per row (slice 0).
+  const bool per_row = lastStagePerRow(k, scheduleRows(k));
   out << indent << "const int64_t fx_splits = fx_iargs[" << splitCountArg(k) << "];\n"
-      << indent << "const int64_t fx_r = fx_u / fx_splits;\n"
-      << indent << "const int64_t fx_s = fx_u - fx_r * fx_splits;\n"
+      << indent << "const int64_t fx_r = fx_u / " << (per_row ? "1" : "fx_splits") << ";\n"
+      << indent << "const int64_t fx_s = fx_u - fx_r * " << (per_row ? "1" : "fx_splits")
+      << ";\n"
       << indent << "const int64_t fx_len = ((fx_n + fx_splits - 1) / fx_splits + "
       << k.row_vector - 1 << ") / " << k.row_vector << " * " << k.row_vector << ";\n"
       << indent << "const int64_t fx_lo = fx_s * fx_len < fx_n ? fx_s * fx_len : fx_n;\n"

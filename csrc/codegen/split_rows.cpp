@@ -8,6 +8,14 @@ c10::ScalarType partialType(const Kernel& k, const Expr& e) {
   return float_sum && k.device == c10::DeviceType::CPU ? c10::ScalarType::Double : e.type;
 }
 
+bool lastStagePerRow(const Kernel& k, const RowSchedule& s) {
+  if (k.row_stage != splitStages(s) - 1) return false;
+  for (const TensorOutput& o : k.outputs) {
+    if (!o.per_row) return false;
+  }
+  return true;
+}
+
 std::vector<SplitBuffer> splitBuffers(const Kernel& k, const RowSchedule& s) {
   std::vector<SplitBuffer> out;
   const int last = splitStages(s) - 1;

@@ -40,6 +40,10 @@ inline int splitStages(const RowSchedule& s) { return static_cast<int>(s.passes.
 // combined values when a later stage needs them.
 std::vector<SplitBuffer> splitBuffers(const Kernel& kernel, const RowSchedule& schedule);
 
+// Whether `kernel` is the last stage and its outputs are all per row: it then runs one
+// unit per row (LaunchArgs::numel = rows), the first slice's.
+bool lastStagePerRow(const Kernel& kernel, const RowSchedule& schedule);
+
 // What a reduction's slices accumulate in: the CPU sums float in double (as its whole
 // rows do), everything else in the reduction's own type.
 c10::ScalarType partialType(const Kernel& kernel, const Expr& reduce);

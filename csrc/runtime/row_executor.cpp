@@ -483,6 +483,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       Plan::Variant v;
       v.stages = spec.stages;
       v.splits = count;
+      v.last_stage_per_row = std::all_of(per_row.begin(), per_row.end(), [](bool r) { return r; });
       std::vector<BufferNeed> needs;
       for (const codegen::SplitBuffer& b : spec.buffers) {
         const int64_t elements =
@@ -580,7 +581,10 @@ void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArg
   args.num_outputs += static_cast<int>(v.workspace.offsets.size());
   args.numel = p.rows * v.splits;
   args.grain = 1;
-  for (const auto& stage : v.stages) stage->launch(args);
+  for (size_t s = 0; s < v.stages.size(); ++s) {
+    if (s + 1 == v.stages.size() && v.last_stage_per_row) args.numel = p.rows;
+    v.stages[s]->launch(args);
+  }
   stats().kernel_launches += static_cast<int64_t>(v.stages.size());
   stats().row_launches += static_cast<int64_t>(v.stages.size());
   stats().staged_calls++;

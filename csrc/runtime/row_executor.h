@@ -62,6 +62,7 @@ class RowExecutor {
       // Rows cut in `splits` slices: the stage kernels, and where their buffers lie.
       std::vector<std::shared_ptr<CompiledKernel>> stages;
       int64_t splits = 1;
+      bool last_stage_per_row = false;  // codegen::lastStagePerRow: one unit per row
       WorkspacePlan workspace;
       std::string name;
     };
