@@ -177,10 +177,7 @@ class CudaRowPrinter {
       out_ << "  }\n";
       return;
     }
-    // Unrolled, so that each lane has several vectors in flight (a whole-tensor mean
-    // over 2^26 floats reached 92% of copy bandwidth with one).
-    out_ << "  #pragma unroll 4\n"
-         << "  for (int64_t fx_b = fx_lo + (int64_t)fx_lane * " << v << "; fx_b < fx_hi; fx_b += "
+    out_ << "  for (int64_t fx_b = fx_lo + (int64_t)fx_lane * " << v << "; fx_b < fx_hi; fx_b += "
          << lanes * v << ") {\n";
     std::vector<bool> vector_input(k_.inputs.size(), false);
     for (ExprId id : ids) {
