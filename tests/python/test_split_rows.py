@@ -190,3 +190,15 @@ def test_one_long_whole_row_sums_as_accurately_as_eager(device: str, splits: int
         compare("def f(x):\n    return (x - 0.5).sum([0, 1], keepdim=True) * 0.5", x, case="sum")
     stats = fuser.stats()
     assert stats["row_launches"] >= 4 and stats["staged_calls"] == 0, stats
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("splits", [3], indirect=True)
+def test_integer_sums_in_slices(device: str, splits: int) -> None:
+    """Sums of integers and bools are int64 in every slice's partial, exact as eager's."""
+    # Row sums past int32 (999 x 2^21), products within it.
+    x = torch.randint(2**19, 2**20, (5, 999), device=device, dtype=torch.int32)
+    with fuser.enabled(True):
+        compare("def f(x):\n    return (x * 2).sum(-1)", x)
+        compare("def f(x):\n    return (x > 0).sum(-1, keepdim=True) + 1", x)
+    stages_ran(fuser.stats())
