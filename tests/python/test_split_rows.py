@@ -196,8 +196,8 @@ def test_one_long_whole_row_sums_as_accurately_as_eager(device: str, splits: int
 @pytest.mark.parametrize("splits", [3], indirect=True)
 def test_integer_sums_in_slices(device: str, splits: int) -> None:
     """Sums of integers and bools are int64 in every slice's partial, exact as eager's."""
-    # Row sums past int32 (999 x 2^21), products within it.
-    x = torch.randint(2**19, 2**20, (5, 999), device=device, dtype=torch.int32)
+    # Row sums past int32 (1999 x at least 2^21), products within it.
+    x = torch.randint(2**20, 2**21, (5, 1999), device=device, dtype=torch.int32)
     with fuser.enabled(True):
         compare("def f(x):\n    return (x * 2).sum(-1)", x)
         compare("def f(x):\n    return (x > 0).sum(-1, keepdim=True) + 1", x)
