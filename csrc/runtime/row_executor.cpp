@@ -229,9 +229,8 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     if (staged) {
       const codegen::RowSchedule schedule = codegen::scheduleRows(kernel);
       spec->buffers = codegen::splitBuffers(kernel, schedule);
-      kernel.row_lanes = kSliceLanes;
+      kernel.row_lanes = kSliceLanes;  // the slice's vector width: row_shape's
       kernel.row_chunks = 0;
-      kernel.row_vector = row_shape.vector;
       for (int stage = 0; stage < codegen::splitStages(schedule); ++stage) {
         kernel.row_stage = stage;
         spec->stages.push_back(buildKernel(kernel, device));
