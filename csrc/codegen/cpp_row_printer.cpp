@@ -21,12 +21,12 @@ namespace {
 
 // Rows up to kHeldCapacity elements keep their values in local buffers, of at most
 // kMaxHeldBytes in all (within the L1 and L2 caches of a core); rows up to
-// kHeapHeldCapacity in buffers each thread allocates once per kernel and keeps (a
-// softmax over 4 rows of 262144 computed exp twice per element streaming, 1.5x eager's
-// time on 2 cores).
+// kHeapHeldCapacity (a vocabulary's logits) in buffers each thread allocates once per
+// kernel and keeps, 1 MB per float value at most (a softmax over 4 rows of 262144
+// computed exp twice per element streaming, 1.5x eager's time on 2 cores).
 constexpr int64_t kHeldCapacity = 4096;
 constexpr int64_t kMaxHeldBytes = 128 * 1024;
-constexpr int64_t kHeapHeldCapacity = int64_t{1} << 20;
+constexpr int64_t kHeapHeldCapacity = int64_t{1} << 18;
 // Elements a float sum adds in float before its double accumulator takes the block's sum.
 constexpr int64_t kSumBlock = 256;
 // Values costing this much (expr_analysis.h's units: an exp is 16) are kept, not redone.
