@@ -5,6 +5,7 @@
 // OpenMP's max and min do not propagate NaN.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "codegen/common_prelude.h"
@@ -51,13 +52,19 @@ class CppRowPrinter {
       return out_.str();
     }
     const std::vector<bool> kept = keptValues();
+    const std::vector<int> holders = heldInOutputs(kept);
     const bool held = printsHeldRow(kept);
-    if (held) printHeldBuffers(kept);
+    if (held) printHeldBuffers(kept, holders);
     out_ << "  for (int64_t fx_r = fx_begin; fx_r < fx_end; ++fx_r) {\n";
     printRowOffsets(out_, k_, "    ");
     printExprs(s_.row_start, "    ", "0");
     if (held) {
-      out_ << "    if (fx_n <= " << heldCapacity(kept) << ") {\n";
+      out_ << "    if (fx_n <= " << heldCapacity(kept, holders) << ") {\n";
+      for (size_t i = 0; i < holders.size(); ++i) {
+        if (holders[i] < 0) continue;
+        out_ << "    if (fx_n > " << kHeldCapacity << ") fx_held" << i << " = out" << holders[i]
+             << " + fx_r * fx_n;\n";
+      }
       printHeldRow(kept);
       out_ << "    continue;\n    }\n";
     }
@@ -274,21 +281,52 @@ class CppRowPrinter {
     return bytes <= kMaxHeldBytes;
   }
 
-  // The longest row held: kHeapHeldCapacity where values are kept (in the heap past
-  // kHeldCapacity); longer rows stream.
-  static int64_t heldCapacity(const std::vector<bool>& kept) {
-    const bool any = std::any_of(kept.begin(), kept.end(), [](bool k) { return k; });
-    return any ? kHeapHeldCapacity : kHeldCapacity;
+  // Per expression, the whole output whose row holds it past kHeldCapacity (-1: none):
+  // an output of the value's own type stored only by the last loop, which reads a held
+  // element before storing that element, so the output's row can hold the value until
+  // then (eager's softmax keeps its exp in its result the same way). One value each.
+  std::vector<int> heldInOutputs(const std::vector<bool>& kept) const {
+    std::vector<int> holder(kept.size(), -1);
+    std::vector<bool> taken(k_.outputs.size(), false);
+    const int last = static_cast<int>(s_.passes.size());
+    for (size_t i = 0; i < kept.size(); ++i) {
+      if (!kept[i]) continue;
+      for (size_t o = 0; o < k_.outputs.size(); ++o) {
+        const TensorOutput& out = k_.outputs[o];
+        if (taken[o] || out.per_row || out.dtype != k_.exprs[i].type ||
+            s_.storeLoop(k_, o) != last) {
+          continue;
+        }
+        taken[o] = true;
+        holder[i] = static_cast<int>(o);
+        break;
+      }
+    }
+    return holder;
   }
 
-  void printHeldBuffers(const std::vector<bool>& kept) {
+  // The longest row held: any where every kept value has an output to hold it,
+  // kHeapHeldCapacity where some are kept in the heap past kHeldCapacity, kHeldCapacity
+  // where none is kept; longer rows stream.
+  static int64_t heldCapacity(const std::vector<bool>& kept, const std::vector<int>& holders) {
+    bool any = false, heap = false;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      any = any || kept[i];
+      heap = heap || (kept[i] && holders[i] < 0);
+    }
+    if (!any) return kHeldCapacity;
+    return heap ? kHeapHeldCapacity : std::numeric_limits<int64_t>::max();
+  }
+
+  void printHeldBuffers(const std::vector<bool>& kept, const std::vector<int>& holders) {
     for (size_t i = 0; i < kept.size(); ++i) {
       if (!kept[i]) continue;
       const char* t = computeTypeName(k_.exprs[i].type);
       const std::string n = std::to_string(i);
       out_ << "  " << t << " fx_stack" << n << "[" << kHeldCapacity << "];\n"
-           << "  " << t << "* fx_held" << n << " = fx_stack" << n << ";\n"
-           << "  static thread_local " << t << "* fx_heap" << n << " = nullptr;\n"
+           << "  " << t << "* fx_held" << n << " = fx_stack" << n << ";\n";
+      if (holders[i] >= 0) continue;  // past kHeldCapacity, in its output (per row)
+      out_ << "  static thread_local " << t << "* fx_heap" << n << " = nullptr;\n"
            << "  static thread_local int64_t fx_heap_n" << n << " = 0;\n"
            << "  if (fx_n > " << kHeldCapacity << " && fx_n <= " << kHeapHeldCapacity << ") {\n"
            << "    if (fx_heap_n" << n << " < fx_n) {\n"

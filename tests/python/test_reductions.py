@@ -160,6 +160,20 @@ def test_row_lengths(device: str, row: int) -> None:
 
 
 @pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+@pytest.mark.parametrize("row", [5000, 70000, 300000])
+def test_long_rows_keep_their_exponentials(device: str, dtype: torch.dtype, row: int) -> None:
+    """CPU rows past 4096 elements keep softmax's exp in the row of an output of its own
+    type (float32, float64: any length) or in a per-thread buffer (float16's float exp,
+    rows up to 2^18; longer rows compute it twice); two outputs read the kept values."""
+    x = torch.randn(3, row, device=device).to(dtype)
+    text = "def f(x):\n    y = torch.softmax(x, -1)\n    return y, y * 2.0 + x"
+    with fuser.enabled(True):
+        compare(text, x, dtype=dtype)
+    assert fuser.stats()["row_launches"] >= 2
+
+
+@pytest.mark.parametrize("device", devices())
 def test_new_shapes_reuse_the_kernel(device: str) -> None:
     """Kernels are not specialized on sizes: after each shape class was met once, new
     sizes of the same classes compile nothing. A new rank goes through the guard to the
