@@ -83,9 +83,9 @@ class CppRowPrinter {
   // slice of one row, walked as a streaming row is.
   void printStage() {
     const int passes = static_cast<int>(s_.passes.size());
-    printSplitBufferPointers(out_, k_, "fx_ptrs");
+    printSplitBufferPointers(out_, k_, s_, "fx_ptrs");
     out_ << "  for (int64_t fx_u = fx_begin; fx_u < fx_end; ++fx_u) {\n";
-    printSplitUnit(out_, k_, "    ");
+    printSplitUnit(out_, k_, s_, "    ");
     printRowOffsets(out_, k_, "    ");
     printExprs(s_.row_start, "    ", "0");
     printFinishedPasses(out_, k_, s_, "    ", "fx_s == 0");

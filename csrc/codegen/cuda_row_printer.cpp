@@ -128,13 +128,13 @@ class CudaRowPrinter {
   void printStage() {
     const int lanes = k_.row_lanes;
     const int passes = static_cast<int>(s_.passes.size());
-    printSplitBufferPointers(out_, k_, "a.ptrs");
+    printSplitBufferPointers(out_, k_, s_, "a.ptrs");
     out_ << "  const int fx_lane = threadIdx.x % " << lanes << ";\n"
          << "  int64_t fx_u = (int64_t)blockIdx.x * " << cudaRowBlock(k_) / lanes
          << " + threadIdx.x / " << lanes << ";\n"
          << "  const bool fx_live = fx_u < a.rows;\n"
          << "  if (!fx_live) fx_u = a.rows - 1;\n";
-    printSplitUnit(out_, k_, "  ");
+    printSplitUnit(out_, k_, s_, "  ");
     printRowOffsets(out_, k_, "  ");
     printExprs(s_.row_start, "  ", "0");
     printFinishedPasses(out_, k_, s_, "  ", "fx_live && fx_s == 0 && fx_lane == 0");

@@ -81,11 +81,13 @@ void printPerRowStores(std::ostream& out, const Kernel& kernel, const std::strin
 // ---- Stages of rows cut in slices (split_rows.h) -------------------------------------
 
 // fx_bufB, buffer B's pointer, from the pointer array `ptrs` (after the outputs').
-void printSplitBufferPointers(std::ostream& out, const Kernel& kernel, const std::string& ptrs);
+void printSplitBufferPointers(std::ostream& out, const Kernel& kernel, const RowSchedule& schedule,
+                              const std::string& ptrs);
 // From unit fx_u: its row fx_r, slice fx_s of fx_splits (read from the integer
 // arguments) and the slice's elements [fx_lo, fx_hi), slices of whole vectors of
 // Kernel::row_vector elements.
-void printSplitUnit(std::ostream& out, const Kernel& kernel, const std::string& indent);
+void printSplitUnit(std::ostream& out, const Kernel& kernel, const RowSchedule& schedule,
+                    const std::string& indent);
 // The reductions of the passes before this stage, each combined from the previous
 // stage's partials or read from its row values, and what they let the row compute; the
 // combined values a later stage reads are stored where `store_guard` holds.

@@ -152,8 +152,9 @@ int splitCountArg(const Kernel& k) {
 
 int rowIntArgs(const Kernel& k) { return splitCountArg(k) + (k.row_stage >= 0 ? 1 : 0); }
 
-void printSplitBufferPointers(std::ostream& out, const Kernel& k, const std::string& ptrs) {
-  const std::vector<SplitBuffer> buffers = splitBuffers(k, scheduleRows(k));
+void printSplitBufferPointers(std::ostream& out, const Kernel& k, const RowSchedule& s,
+                              const std::string& ptrs) {
+  const std::vector<SplitBuffer> buffers = splitBuffers(k, s);
   for (size_t b = 0; b < buffers.size(); ++b) {
     const char* t = computeTypeName(buffers[b].type);
     out << "  " << t << "* __restrict__ fx_buf" << b << " = (" << t << "*)" << ptrs << "["
@@ -161,9 +162,10 @@ void printSplitBufferPointers(std::ostream& out, const Kernel& k, const std::str
   }
 }
 
-void printSplitUnit(std::ostream& out, const Kernel& k, const std::string& indent) {
+void printSplitUnit(std::ostream& out, const Kernel& k, const RowSchedule& s,
+                    const std::string& indent) {
   // A last stage storing per-row outputs only runs one unit per row (slice 0).
-  const bool per_row = lastStagePerRow(k, scheduleRows(k));
+  const bool per_row = lastStagePerRow(k, s);
   out << indent << "const int64_t fx_splits = fx_iargs[" << splitCountArg(k) << "];\n"
       << indent << "const int64_t fx_r = fx_u / " << (per_row ? "1" : "fx_splits") << ";\n"
       << indent << "const int64_t fx_s = fx_u - fx_r * " << (per_row ? "1" : "fx_splits")
