@@ -37,6 +37,14 @@ inline c10::Symbol philoxDropoutSymbol() {
   return s;
 }
 
+// fuser::layer_norm_input_grad(Tensor grad_out, Tensor input, int[] normalized_shape,
+// Tensor mean, Tensor rstd, Tensor? weight) -> Tensor: native_layer_norm_backward's
+// input gradient alone (passes/layer_norm_backward.cpp), a row reduction groups fuse.
+inline c10::Symbol layerNormInputGradSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::layer_norm_input_grad");
+  return s;
+}
+
 inline c10::Symbol typeGuardIntsAttr() {
   static const c10::Symbol s = c10::Symbol::attr("ints");
   return s;

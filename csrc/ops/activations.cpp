@@ -92,6 +92,52 @@ FusionDecision checkGeluApproximate(const torch::jit::Node* node) {
   return FusionDecision::no("gelu: unknown approximate '" + s + "'");  // eager raises
 }
 
+// gelu's derivative times the gradient, with eager's formulas (autodiff's backward of
+// gelu): 'none': g * (cdf + x * pdf), cdf = 0.5 * (1 + erf(x / sqrt(2))), pdf =
+// exp(-x^2 / 2) / sqrt(2 pi); 'tanh': g * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) * beta *
+// (1 + 3 * kappa * x^2)), t = tanh(beta * (x + kappa * x^3)). (grad, self, approximate)
+Operand lowerGeluBackward(IrBuilder& b, const Args& a) {
+  requireFloating(a[1], "gelu_backward");
+  TORCH_CHECK(a[0].dtype == a[1].dtype, "fuser: gelu_backward of mixed dtypes");
+  const ScalarType t = a[1].dtype;
+  const ExprId x = a[1].expr;
+  const ExprId half = literal(b, 0.5, t), one = literal(b, 1, t);
+  const ExprId square = b.binary(IrOp::Mul, x, x);
+  ExprId slope;
+  if (constantString(a[2]) != "tanh") {
+    const ExprId erf = b.unary(IrOp::Erf, b.binary(IrOp::Mul, x, literal(b, M_SQRT1_2, t)));
+    const ExprId cdf = b.binary(IrOp::Mul, half, b.binary(IrOp::Add, one, erf));
+    const ExprId pdf = b.binary(IrOp::Mul, literal(b, M_2_SQRTPI * M_SQRT1_2 * 0.5, t),
+                                b.unary(IrOp::Exp, b.binary(IrOp::Mul, square, literal(b, -0.5, t))));
+    slope = b.binary(IrOp::Add, cdf, b.binary(IrOp::Mul, x, pdf));
+  } else {
+    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
+    const ExprId cube = b.binary(IrOp::Mul, square, x);
+    const ExprId inner = b.binary(IrOp::Mul, literal(b, kBeta, t),
+                                  b.binary(IrOp::Add, x, b.binary(IrOp::Mul, literal(b, kKappa, t), cube)));
+    const ExprId tanh = b.unary(IrOp::Tanh, inner);
+    const ExprId left = b.binary(IrOp::Mul, half, x);
+    const ExprId left_slope = b.binary(IrOp::Mul, half, b.binary(IrOp::Add, one, tanh));
+    const ExprId tanh_slope = b.binary(IrOp::Sub, one, b.binary(IrOp::Mul, tanh, tanh));
+    const ExprId inner_slope = b.binary(
+        IrOp::Mul, literal(b, kBeta, t),
+        b.binary(IrOp::Add, one, b.binary(IrOp::Mul, literal(b, 3 * kKappa, t), square)));
+    const ExprId right_slope =
+        b.binary(IrOp::Mul, b.binary(IrOp::Mul, left, tanh_slope), inner_slope);
+    slope = b.binary(IrOp::Add, left_slope, right_slope);
+  }
+  return makeResult(b.binary(IrOp::Mul, a[0].expr, slope), t, {a[0], a[1]});
+}
+
+FusionDecision checkGeluBackward(const torch::jit::Node* node) {
+  auto grad = node->input(0)->type()->cast<c10::TensorType>();
+  auto self = node->input(1)->type()->cast<c10::TensorType>();
+  if (!grad || !self || !grad->scalarType() || grad->scalarType() != self->scalarType()) {
+    return FusionDecision::no("gelu_backward of mixed or unprofiled dtypes");
+  }
+  return checkGeluApproximate(node);
+}
+
 // x / (1 + exp(-x)), as eager writes it.
 Operand lowerSilu(IrBuilder& b, const Args& a) {
   return floatActivation(b, a, "silu", [&](ExprId x, ScalarType t) {
@@ -149,6 +195,8 @@ static RegisterOps reg({
      lowerElu},
     {"aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor", lowerGelu,
      checkGeluApproximate},
+    {"aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate=\"none\") -> "
+     "Tensor", lowerGeluBackward, checkGeluBackward},
     {"aten::silu(Tensor self) -> Tensor", lowerSilu},
     {"aten::mish(Tensor self) -> Tensor", lowerMish},
     {"aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", lowerHardtanh},

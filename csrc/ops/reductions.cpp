@@ -5,6 +5,7 @@
 #include "ops/reductions.h"
 
 #include "ops/lowering_rules.h"
+#include "symbols.h"
 
 namespace fuser::ops {
 namespace {
@@ -332,6 +333,54 @@ std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
 
 Operand lowerLayerNorm(IrBuilder& b, const Args& a) { return lowerLayerNormOutputs(b, a)[0]; }
 
+// layer_norm's input gradient (passes/layer_norm_backward.cpp) from the forward's row
+// mean and rstd: with gw = grad * weight and xhat = (x - mean) * rstd,
+//   (gw - mean(gw) - xhat * mean(gw * xhat)) * rstd,
+// both row means in one pass, in the input's computation type (float for 16-bit
+// dtypes), rounded once as eager's kernels round. Eager sums gw * x and subtracts
+// mean * sum(gw) afterwards; centring first loses less where the mean is large.
+// (grad_out, input, normalized_shape, mean, rstd, weight)
+Operand lowerLayerNormInputGrad(IrBuilder& b, const Args& a) {
+  requireFloating(a[1], "layer_norm_input_grad");
+  const ScalarType t = b.typeOf(a[1].expr);
+  const ExprId x = a[1].expr;
+  const ExprId rstd = b.cast(a[4].expr, t);
+  const ExprId xhat = b.binary(IrOp::Mul, b.binary(IrOp::Sub, x, b.cast(a[3].expr, t)), rstd);
+  ExprId gw = b.cast(a[0].expr, t);
+  if (!isNone(a[5])) gw = b.binary(IrOp::Mul, gw, b.cast(a[5].expr, t));
+  const ExprId centred = b.binary(IrOp::Sub, gw, rowMean(b, gw));
+  const ExprId projection = b.binary(IrOp::Mul, xhat, rowMean(b, b.binary(IrOp::Mul, gw, xhat)));
+  const ExprId grad = b.binary(IrOp::Mul, b.binary(IrOp::Sub, centred, projection), rstd);
+  return makeResult(grad, a[1].dtype, {a[0], a[1]});
+}
+
+// The gradient, the input and the weight share one floating dtype (eager requires it);
+// the mean and rstd are floating (float for a 16-bit input on CUDA).
+FusionDecision checkLayerNormInputGrad(const Node* node) {
+  auto dtypeOf = [&](size_t i) -> std::optional<ScalarType> {
+    auto type = node->input(i)->type()->cast<c10::TensorType>();
+    if (!type) return std::nullopt;
+    return type->scalarType();
+  };
+  const std::optional<ScalarType> x = dtypeOf(1);
+  if (!x || !c10::isFloatingType(*x) || dtypeOf(0) != x) {
+    return FusionDecision::no("layer_norm_input_grad of mixed or non-floating dtypes");
+  }
+  for (size_t i : {3, 4}) {
+    if (!dtypeOf(i) || !c10::isFloatingType(*dtypeOf(i))) {
+      return FusionDecision::no("layer_norm_input_grad's mean or rstd is not floating");
+    }
+  }
+  if (auto d = requireKnownPresence(node, "weight"); !d) return d;
+  if (node->input(5)->type()->kind() != c10::TypeKind::NoneType && dtypeOf(5) != x) {
+    return FusionDecision::no("layer_norm_input_grad's weight is not of the input's dtype");
+  }
+  if (!rowReductionOf(node)) {
+    return FusionDecision::no("its normalized_shape is not a constant naming trailing dims");
+  }
+  return FusionDecision::yes();
+}
+
 const RegisterOps kRegister({
     {"aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", lowerWholeSum,
      checkRowReduction, true},
@@ -369,6 +418,9 @@ const RegisterOps kRegister({
     {"aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? "
      "bias, float eps) -> (Tensor, Tensor, Tensor)",
      lowerLayerNorm, checkRowReduction, true, lowerLayerNormOutputs},
+    {"fuser::layer_norm_input_grad(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor "
+     "mean, Tensor rstd, Tensor? weight) -> Tensor",
+     lowerLayerNormInputGrad, checkLayerNormInputGrad, true},
     {"aten::group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
      "float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor",
      lowerLayerNorm, checkRowReduction, true},
@@ -384,6 +436,8 @@ bool isGroupNormAffine(const Node* node, size_t input) {
 bool isLayerNorm(const Node* node) {
   return node->kind() == c10::aten::layer_norm || node->kind() == c10::aten::native_layer_norm;
 }
+
+bool isLayerNormInputGrad(const Node* node) { return node->kind() == layerNormInputGradSymbol(); }
 
 std::optional<RowReduction> rowReductionOf(const Node* node) {
   const OpEntry* entry = findOp(node);
@@ -402,9 +456,10 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
   }
   const bool whole = node->kind() == c10::aten::softmax || node->kind() == c10::aten::log_softmax ||
                      node->kind() == c10::aten::_softmax_backward_data ||
-                     node->kind() == c10::aten::_log_softmax_backward_data || isLayerNorm(node);
+                     node->kind() == c10::aten::_log_softmax_backward_data || isLayerNorm(node) ||
+                     isLayerNormInputGrad(node);
   std::optional<std::vector<int64_t>> dims;
-  if (isLayerNorm(node)) {
+  if (isLayerNorm(node) || isLayerNormInputGrad(node)) {
     auto shape = constantIntList(node, "normalized_shape");
     if (!shape || shape->empty() || static_cast<int64_t>(shape->size()) > *rank) {
       return std::nullopt;

@@ -29,6 +29,13 @@ struct RowReduction {
 // aten::layer_norm or aten::native_layer_norm (which also returns the row mean and
 // rstd, with the normalized dims kept as size 1: autodiff's forward saves them).
 bool isLayerNorm(const torch::jit::Node* node);
+// fuser::layer_norm_input_grad (symbols.h): (grad_out, input, normalized_shape, mean,
+// rstd, weight), one element per element of grad_out.
+bool isLayerNormInputGrad(const torch::jit::Node* node);
+inline constexpr size_t kInputGradInput = 1;
+inline constexpr size_t kInputGradMean = 3;
+inline constexpr size_t kInputGradRstd = 4;
+inline constexpr size_t kInputGradWeight = 5;
 
 // group_norm's weight and bias (inputs 2 and 3), read per channel by the row executor.
 inline constexpr size_t kGroupNormWeight = 2;

@@ -18,6 +18,7 @@ void prepareGraph(GraphPtr& graph);            // prepare.cpp
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp
+void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp

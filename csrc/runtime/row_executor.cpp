@@ -308,6 +308,23 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
           if (it != shapes.end() && it->second != row) return nullptr;  // eager raises
         }
       }
+      if (ops::isLayerNormInputGrad(node)) {
+        // The kernel broadcasts what eager reads flat: the input must be the gradient's
+        // shape, the mean and rstd one per row (the forward's, normalized dims kept),
+        // the weight the row's.
+        const Sizes row(in.end() - reduced_, in.end());
+        auto normalized = torch::jit::toIValue(node->namedInput("normalized_shape"));
+        if (!normalized || normalized->toIntVector() != row) return nullptr;
+        const Sizes per_row = ops::reducedSizes(in, {rank_, reduced_, ops::RowReduction::Result::KeepDims});
+        const std::pair<size_t, const Sizes*> expected[] = {{ops::kInputGradInput, &in},
+                                                            {ops::kInputGradMean, &per_row},
+                                                            {ops::kInputGradRstd, &per_row},
+                                                            {ops::kInputGradWeight, &row}};
+        for (const auto& [input, sizes] : expected) {
+          auto it = shapes.find(node->input(input));
+          if (it != shapes.end() && it->second != *sizes) return nullptr;
+        }
+      }
       shapes.emplace(node->output(0), ops::reducedSizes(in, *reduction));
       // native_layer_norm's mean and rstd: one per row, the normalized dims kept.
       for (size_t o = 1; o < node->outputs().size(); ++o) {
