@@ -338,6 +338,27 @@ def test_activation_special_values(op: str, dtype: torch.dtype) -> None:
     check(body, x)
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=ids(FLOATS))
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_backward(approximate: str, dtype: torch.dtype) -> None:
+    """Autodiff's backward of gelu: the gradient times gelu's derivative at self."""
+    body = f"return torch.ops.aten.gelu_backward(a, b, approximate={approximate!r})"
+    check(body, make(dtype), make(dtype, seed=1))
+    if dtype == F32:
+        with torch.backends.mkldnn.flags(enabled=False):  # ATen's kernel, as for gelu
+            check(body, make(dtype), make(dtype, domain="specials", seed=2))
+        check(body, make(dtype), torch.tensor([-100.0, -30.0, -5.0, 0.0, 5.0, 30.0]).expand(4, 6))
+
+
+def test_gelu_backward_of_mixed_dtypes_is_not_fused() -> None:
+    check(
+        "return torch.ops.aten.gelu_backward(a, b)",
+        make(F32),
+        make(F64, seed=1),
+        fused=False,
+    )
+
+
 def test_activation_large_inputs() -> None:
     # The branches of softplus / elu / silu / mish away from zero.
     x = torch.tensor([-100.0, -30.0, -5.0, 0.0, 5.0, 19.0, 21.0, 30.0, 100.0])
@@ -854,17 +875,19 @@ def test_layouts(expr: str, layout: str, dtype: torch.dtype) -> None:
 
 def test_every_table_schema_is_exercised() -> None:
     """Each schema of the table appears in some case of this file, or of
-    test_reductions.py, test_batch_norm.py or test_dropout.py (by operator name)."""
+    test_reductions.py, test_batch_norm.py, test_dropout.py or
+    test_layer_norm_backward.py (by operator name)."""
     import inspect
     import sys
 
     import test_batch_norm
     import test_dropout
+    import test_layer_norm_backward
     import test_reductions
 
-    # Reductions, batch_norm and autodiff's dropout have their own files of tests.
+    # Reductions, batch_norm and autodiff's dropout and layer_norm have their own files.
     text = inspect.getsource(sys.modules[__name__])
-    for other in (test_reductions, test_batch_norm, test_dropout):
+    for other in (test_reductions, test_batch_norm, test_dropout, test_layer_norm_backward):
         text += inspect.getsource(other)
     aliases = {
         "__and__": "&",
