@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|splits|dropout|profile|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|splits|dropout|training|profile|all] [extra fuser.bench arguments]
 #   profile: device time per call and the top kernels of PROFILE_ROWS in PROFILE_MODES.
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
@@ -14,6 +14,9 @@
 #   dropout: the dropout tests on CUDA, then the random-dropout rows (bias + gelu +
 #   dropout, attention's masked softmax + dropout) at large size in float32 and float16
 #   beside NNC and torch.compile, and the GPT-2 training step.
+#   training: layer_norm's backward, dropout and reduction tests on CUDA and gelu_backward's
+#   parity, then the training-step rows (residual + layer_norm at large size, the GPT-2
+#   block with and without dropout) beside torch.compile, and their top kernels.
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -48,6 +51,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_transpose_tiles.py tests/python/test_reductions.py \
     tests/python/test_batch_norm.py tests/python/test_variants.py \
     tests/python/test_matmul_operands.py tests/python/test_dropout.py \
+    tests/python/test_layer_norm_backward.py tests/python/test_split_rows.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
@@ -129,6 +133,23 @@ if [ "$what" = dropout ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --workload gpt2_block_train,gpt2_block_train_dropout \
     --dtype float32,float16 --mode script,fuser,compile --out "$OUT/gpt2_train" 2>&1 \
     | tee "$OUT/gpt2_train.log" | tail -8
+fi
+if [ "$what" = training ]; then
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
+    --dist loadfile tests/python/test_layer_norm_backward.py tests/python/test_dropout.py \
+    tests/python/test_reductions.py 2>&1 | tee "$OUT/test_training.log" | tail -6
+  FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_ops.py -k "gelu or every_table" 2>&1 | tee "$OUT/test_ops_gelu.log" | tail -4
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+    --workload residual_layer_norm_train --dtype float32,float16 --mode eager,fuser,nnc,compile \
+    --out "$OUT/ln_train" "$@" 2>&1 | tee "$OUT/ln_train.log" | tail -10
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --workload gpt2_block_train,gpt2_block_train_dropout \
+    --dtype float32,float16 --mode script,fuser,compile --out "$OUT/gpt2_train" 2>&1 \
+    | tee "$OUT/gpt2_train.log" | tail -12
+  PYTHONPATH=. python3 tools/kernel_times.py \
+    "${PROFILE_ROWS:-gpt2_block_train:medium:float32,residual_layer_norm_train:large:float32}" \
+    --modes eager,fuser,compile --top "${PROFILE_TOP:-8}" 2>&1 | grep -v Warning \
+    | tee "$OUT/profile_training.log"
 fi
 if [ "$what" = profile ]; then
   # Device time per call beside call time, and the kernels taking it (tools/kernel_times.py).
