@@ -9,8 +9,9 @@
 #   (FUSER_MIN_GROUP_SIZE=1), and the GPT-2 block (float32, float16, autocast).
 #   splits: the tests of rows cut in slices, reductions, dropout and variants on CUDA,
 #   the slices variants chosen, then the few-long-rows rows (softmax over long rows,
-#   batch-1 GroupNorm, a whole-tensor mean) beside NNC and torch.compile, and again as
-#   whole rows (FUSER_ROW_SPLITS=1).
+#   batch-1 and batch-32 GroupNorm, a whole-tensor mean; SPLIT_ROWS) beside NNC and
+#   torch.compile, with slice counts forced (SPLIT_SWEEP="2 4"), and again as whole rows
+#   (FUSER_ROW_SPLITS=1).
 #   dropout: the dropout tests on CUDA, then the random-dropout rows (bias + gelu +
 #   dropout, attention's masked softmax + dropout) at large size in float32 and float16
 #   beside NNC and torch.compile, and the GPT-2 training step.
@@ -109,7 +110,7 @@ if [ "$what" = reductions ]; then
     | tee "$OUT/gpt2.log" | tail -14
 fi
 if [ "$what" = splits ]; then
-  rows=softmax_long_rows,groupnorm_silu_batch1,squared_error_mean
+  rows=${SPLIT_ROWS:-softmax_long_rows,groupnorm_silu_batch1,squared_error_mean,groupnorm_silu}
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
     --dist loadfile tests/python/test_split_rows.py tests/python/test_reductions.py \
     tests/python/test_dropout.py tests/python/test_variants.py 2>&1 \
@@ -118,6 +119,13 @@ if [ "$what" = splits ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$rows" \
     --dtype float32,float16 --mode eager,fuser,nnc,compile --out "$OUT/splits" "$@" 2>&1 \
     | tee "$OUT/splits.log" | tail -12
+  # Slice counts forced (SPLIT_SWEEP="2 4 8"), fuser alone.
+  for splits in ${SPLIT_SWEEP:-}; do
+    echo "== FUSER_ROW_SPLITS=$splits"
+    FUSER_ROW_SPLITS=$splits PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+      --workload "$rows" --dtype float32,float16 --mode fuser --out "$OUT/splits_$splits" 2>&1 \
+      | grep -E "^(softmax|groupnorm|squared)"
+  done 2>&1 | tee "$OUT/splits_sweep.log"
   # The same rows as whole rows, one kernel each (no slices).
   FUSER_ROW_SPLITS=1 PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
     --workload "$rows" --dtype float32,float16 --mode fuser --out "$OUT/splits_whole_rows" \

@@ -137,7 +137,13 @@ class CudaRowPrinter {
     printSplitUnit(out_, k_, s_, "  ");
     printRowOffsets(out_, k_, "  ");
     printExprs(s_.row_start, "  ", "0");
-    printFinishedPasses(out_, k_, s_, "  ", "fx_live && fx_s == 0 && fx_lane == 0");
+    // The lanes share the walk over the partials (a whole-tensor mean's last stage
+    // reads 528 of them on the H100).
+    const LaneSpread spread{"fx_lane", lanes, [&](const Expr& e, const std::string& acc,
+                                                   const std::string& value) {
+                              return laneCombine(e, acc, value);
+                            }};
+    printFinishedPasses(out_, k_, s_, "  ", "fx_live && fx_s == 0 && fx_lane == 0", &spread);
     if (k_.row_stage < passes) {
       printPass(s_.passes[k_.row_stage]);
       printPartialStores(out_, k_, s_, "  ", "fx_live && fx_lane == 0",
@@ -256,6 +262,17 @@ class CudaRowPrinter {
     printRowReduces(pass, !stage, /*walked=*/true);
   }
 
+  // `value` (of accumulator type `acc`) combined over the row's lanes.
+  std::string laneCombine(const Expr& e, const std::string& acc, const std::string& value) const {
+    // The block's per-warp partials: 4-byte types in fx_partf, 8-byte ones (double,
+    // an int64 sum) in fx_partd.
+    const bool four_bytes = acc != "double" && c10::elementSize(e.type) == 4;
+    const std::string part = four_bytes ? "fx_partf" : "fx_partd";
+    return "fx_row_reduce<" + std::to_string(k_.row_lanes) + ">(" + value + ", [](" + acc +
+           " x, " + acc + " y) { return " + reduceCombiner(e) + "<" + acc + ">(x, y); }, (" + acc +
+           "*)" + (k_.row_lanes > 32 ? part : "nullptr") + ")";
+  }
+
   // The lanes' partial results of the pass's reductions combined; then what they let the
   // row compute.
   void printRowReduces(const RowSchedule::Pass& pass, bool then_after = true,
@@ -263,15 +280,8 @@ class CudaRowPrinter {
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const char* t = computeTypeName(e.type);
-      const std::string a = accumulatorType(e, walked);
-      // The block's per-warp partials: 4-byte types in fx_partf, 8-byte ones (double,
-      // an int64 sum) in fx_partd.
-      const bool four_bytes = a != "double" && c10::elementSize(e.type) == 4;
-      const std::string part = four_bytes ? "fx_partf" : "fx_partd";
-      out_ << "  const " << t << " v" << r << " = (" << t << ")fx_row_reduce<" << k_.row_lanes
-           << ">(fx_acc" << r << ", [](" << a << " x, " << a << " y) { return "
-           << reduceCombiner(e) << "<" << a << ">(x, y); }, (" << a << "*)"
-           << (k_.row_lanes > 32 ? part : "nullptr") << ");\n";
+      out_ << "  const " << t << " v" << r << " = (" << t << ")"
+           << laneCombine(e, accumulatorType(e, walked), "fx_acc" + std::to_string(r)) << ";\n";
     }
     if (then_after) printExprs(pass.after, "  ", "0");
   }

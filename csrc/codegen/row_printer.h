@@ -88,11 +88,21 @@ void printSplitBufferPointers(std::ostream& out, const Kernel& kernel, const Row
 // Kernel::row_vector elements.
 void printSplitUnit(std::ostream& out, const Kernel& kernel, const RowSchedule& schedule,
                     const std::string& indent);
+// How a unit's lanes share the walk over a row's partials (CUDA): lane `lane` of
+// `lanes` takes every lanes-th partial, and `combine(reduce, type, value)` is the
+// expression combining the lanes' values (every lane gets the result).
+struct LaneSpread {
+  std::string lane;
+  int lanes = 1;
+  std::function<std::string(const Expr&, const std::string&, const std::string&)> combine;
+};
 // The reductions of the passes before this stage, each combined from the previous
-// stage's partials or read from its row values, and what they let the row compute; the
-// combined values a later stage reads are stored where `store_guard` holds.
+// stage's partials (by one thread, or spread over the unit's lanes) or read from its
+// row values, and what they let the row compute; the combined values a later stage
+// reads are stored where `store_guard` holds.
 void printFinishedPasses(std::ostream& out, const Kernel& kernel, const RowSchedule& schedule,
-                         const std::string& indent, const std::string& store_guard);
+                         const std::string& indent, const std::string& store_guard,
+                         const LaneSpread* spread = nullptr);
 // bufB[fx_u] = `value(reduce)` for the partials this stage writes, where `guard` holds.
 void printPartialStores(std::ostream& out, const Kernel& kernel, const RowSchedule& schedule,
                         const std::string& indent, const std::string& guard,

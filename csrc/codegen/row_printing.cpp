@@ -188,7 +188,8 @@ int bufferOf(const std::vector<SplitBuffer>& buffers, SplitBuffer::Kind kind, Ex
 }  // namespace
 
 void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& s,
-                         const std::string& indent, const std::string& store_guard) {
+                         const std::string& indent, const std::string& store_guard,
+                         const LaneSpread* spread) {
   const std::vector<SplitBuffer> buffers = splitBuffers(k, s);
   for (int p = 0; p < k.row_stage; ++p) {
     for (ExprId r : s.passes[p].reduces) {
@@ -202,11 +203,17 @@ void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& 
       }
       const int partials = bufferOf(buffers, SplitBuffer::Kind::Partials, r);
       const char* acc = computeTypeName(partialType(k, e));
+      const std::string first = spread ? spread->lane : "0";
+      const std::string step = spread ? std::to_string(spread->lanes) : "1";
       out << indent << acc << " fx_fin" << r << " = " << reduceIdentity(e) << ";\n"
-          << indent << "for (int64_t fx_q = 0; fx_q < fx_splits; ++fx_q) fx_fin" << r << " = "
-          << reduceCombiner(e) << "<" << acc << ">(fx_fin" << r << ", fx_buf" << partials
-          << "[fx_r * fx_splits + fx_q]);\n"
-          << indent << "const " << t << " " << v << " = (" << t << ")fx_fin" << r << ";\n";
+          << indent << "for (int64_t fx_q = " << first << "; fx_q < fx_splits; fx_q += " << step
+          << ") fx_fin" << r << " = " << reduceCombiner(e) << "<" << acc << ">(fx_fin" << r
+          << ", fx_buf" << partials << "[fx_r * fx_splits + fx_q]);\n";
+      if (spread) {
+        out << indent << "fx_fin" << r << " = " << spread->combine(e, acc, "fx_fin" + std::to_string(r))
+            << ";\n";
+      }
+      out << indent << "const " << t << " " << v << " = (" << t << ")fx_fin" << r << ";\n";
       if (values >= 0) {
         out << indent << "if (" << store_guard << ") fx_buf" << values << "[fx_r] = " << v
             << ";\n";
