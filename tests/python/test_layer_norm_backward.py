@@ -38,9 +38,7 @@ def backward_of(fn, args, weights, calls: int = 4):
         for _ in range(calls):
             ours = [a.clone().requires_grad_() if a is not None else None for a in args]
             out = fn(*ours)
-            grads = torch.autograd.grad(
-                (out * weights).sum(), [a for a in ours if a is not None]
-            )
+            grads = torch.autograd.grad((out * weights).sum(), [a for a in ours if a is not None])
         return out, grads, torch.jit.last_executed_optimized_graph()
 
 
