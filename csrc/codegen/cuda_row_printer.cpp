@@ -111,13 +111,13 @@ class CudaRowPrinter {
       out_ << "}\n";
       return out_.str();
     }
+    // Rows too long to hold: every pass walks the whole row, as a stage walks its slice.
+    out_ << "  const int64_t fx_lo = 0, fx_hi = fx_n;\n";
     for (const RowSchedule::Pass& pass : s_.passes) printPass(pass);
     out_ << "  if (!fx_live) return;\n";
     printRowStores();
-    out_ << "  for (int64_t fx_e = fx_lane; fx_e < fx_n; fx_e += " << lanes << ") {\n";
-    printExprs(s_.final_element, "    ", "fx_e");
-    printElementStores(out_, k_, "    ");
-    out_ << "  }\n}\n";
+    printStageLoop(s_.final_element, {}, /*store=*/true);
+    out_ << "}\n";
     return out_.str();
   }
 
@@ -160,10 +160,12 @@ class CudaRowPrinter {
     printStageLoop(s_.final_element, {}, /*store=*/true);
   }
 
-  // A stage's loop over its slice: `ids` per element, the `reduces` accumulated, the
-  // whole outputs stored. Rows of vectors (Kernel::row_vector > 1: every contiguous
-  // input aligned, slices of whole vectors) load each contiguous input as one vector per
-  // lane and step, and store outputs as vectors.
+  // A loop over elements [fx_lo, fx_hi) of the row (a stage's slice, or a whole row
+  // too long to hold): `ids` per element, the `reduces` accumulated, the whole outputs
+  // stored. Rows of vectors (Kernel::row_vector > 1: every contiguous input aligned,
+  // slices of whole vectors) load each contiguous input as one vector per lane and
+  // step, and store outputs as vectors: a walk of one element per lane and step kept
+  // too few bytes in flight.
   void printStageLoop(const std::vector<ExprId>& ids, const std::vector<ExprId>& reduces,
                       bool store) {
     const int v = k_.row_vector, lanes = k_.row_lanes;
@@ -246,19 +248,7 @@ class CudaRowPrinter {
       out_ << "  " << accumulatorType(e, /*walked=*/true) << " fx_acc" << r << " = "
            << reduceIdentity(e) << ";\n";
     }
-    if (stage) {
-      printStageLoop(pass.element, pass.reduces, /*store=*/false);
-    } else {
-      out_ << "  for (int64_t fx_e = fx_lane; fx_e < fx_n; fx_e += " << k_.row_lanes << ") {\n";
-      printExprs(pass.element, "    ", "fx_e");
-      for (ExprId r : pass.reduces) {
-        const Expr& e = k_.exprs[r];
-        const std::string a = accumulatorType(e, /*walked=*/true);
-        out_ << "    fx_acc" << r << " = " << reduceCombiner(e) << "<" << a << ">(fx_acc" << r
-             << ", (" << a << ")v" << e.args[0] << ");\n";
-      }
-      out_ << "  }\n";
-    }
+    printStageLoop(pass.element, pass.reduces, /*store=*/false);
     printRowReduces(pass, !stage, /*walked=*/true);
   }
 
