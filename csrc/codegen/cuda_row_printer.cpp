@@ -204,12 +204,18 @@ class CudaRowPrinter {
       out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> fx_o" << o
            << ";\n";
     }
+    std::vector<bool> loaded(k_.inputs.size(), false);
+    for (ExprId id : ids) {
+      if (k_.exprs[id].op == IrOp::Load) loaded[k_.exprs[id].index] = true;
+    }
+    const std::vector<bool> based = printVectorBases(loaded, vector_input, "    ");
     out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) {\n";
     printRowExprs(out_, k_, ids, "      ", [&](const Expr& e) {
       if (e.op == IrOp::Load && vector_input[e.index]) {
         return loadConversion(k_.inputs[e.index].dtype, e.type,
                               "fx_w" + std::to_string(e.index) + ".v[fx_u]");
       }
+      if (e.op == IrOp::Load && based[e.index]) return basedLoad(e);
       return rowLoad(k_, e, "(fx_b + fx_u)");
     });
     accumulate("      ");
@@ -357,6 +363,12 @@ class CudaRowPrinter {
              << " + off" << n << " + fx_b);\n";
       }
     }
+    std::vector<bool> loaded(k_.inputs.size(), false);
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      const Expr& e = k_.exprs[i];
+      if (e.op == IrOp::Load && s_.used[i] && s_.element[i] && s_.loop[i] == l) loaded[e.index] = true;
+    }
+    const std::vector<bool> based = printVectorBases(loaded, vector_input, "    ");
     std::vector<bool> outputs_here(k_.outputs.size(), false);
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       if (k_.outputs[o].per_row || s_.storeLoop(k_, o) != l) continue;
@@ -396,6 +408,7 @@ class CudaRowPrinter {
         const TensorInput& in = k_.inputs[e.index];
         return loadConversion(in.dtype, e.type, "fx_w" + std::to_string(e.index) + ".v[fx_u]");
       }
+      if (e.op == IrOp::Load && based[e.index]) return basedLoad(e);
       return rowLoad(k_, e, "(fx_b + fx_u)");
     };
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
@@ -426,6 +439,39 @@ class CudaRowPrinter {
            << o << " + fx_r * fx_n + fx_b) = fx_o" << o << ";\n";
     }
     out_ << "    }\n  }\n";
+  }
+
+  // The first element's offset of the vector at fx_b, per strided input `loaded` in
+  // this loop (not read as a vector), where the vector's elements share all but their
+  // last-dim index (Kernel::row_vector_in_last_dim): one fx_row_offset per vector, not
+  // per element (group_norm's per-channel weight and bias, whose divisions made a
+  // batch-32 GroupNorm issue-bound). Returns which inputs have one.
+  std::vector<bool> printVectorBases(const std::vector<bool>& loaded,
+                                     const std::vector<bool>& vector_input,
+                                     const std::string& indent) {
+    std::vector<bool> based(k_.inputs.size(), false);
+    if (!k_.row_vector_in_last_dim || k_.row_vector == 1 || k_.inner_ndim < 2) return based;
+    const std::string outer = std::to_string(k_.outer_ndim);
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      const TensorInput& in = k_.inputs[i];
+      if (!loaded[i] || vector_input[i] || in.inner_unit_stride || in.inner_zero_stride) continue;
+      based[i] = true;
+      const std::string n = std::to_string(i);
+      out_ << indent << "const int64_t fx_vb" << n << " = off" << n << " + fx_row_offset(fx_b, fx_sizes + "
+           << outer << ", st" << n << " + " << outer << ", " << k_.inner_ndim << ");\n";
+    }
+    return based;
+  }
+
+  // A load of element fx_u of the vector from its base (printVectorBases).
+  std::string basedLoad(const Expr& e) const {
+    const TensorInput& in = k_.inputs[e.index];
+    const std::string n = std::to_string(e.index);
+    std::string at = "fx_vb" + n;
+    if (!in.row_last_zero_stride) {
+      at += " + fx_u * st" + n + "[" + std::to_string(k_.outer_ndim + k_.inner_ndim - 1) + "]";
+    }
+    return loadConversion(in.dtype, e.type, "in" + n + "[" + at + "]");
   }
 
   void printExprs(const std::vector<ExprId>& ids, const std::string& indent,

@@ -163,6 +163,10 @@ struct Kernel {
   // (0: each pass loads again from memory, for rows too long to hold).
   int row_chunks = 0;
   int row_vector = 1;
+  // The row's last dim holds whole vectors of row_vector elements: the elements of one
+  // vector differ in their last-dim index only, so a strided load finds the vector's
+  // first element once and steps along that dim for the rest.
+  bool row_vector_in_last_dim = false;
   // Rows cut in slices (split_rows.h): the stage this kernel computes; -1: whole rows.
   int row_stage = -1;
 };

@@ -37,6 +37,7 @@ struct CudaRowShape {
   int lanes = 32;  // a power of two; rows of fewer than 32 lanes share a warp
   int chunks = 0;
   int vector = 1;
+  bool vector_in_last_dim = false;  // Kernel::row_vector_in_last_dim (set by the runtime)
 };
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned);
 // The same with `lanes` (a power of two from 8 to 1024) instead of the chosen count;

@@ -239,6 +239,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     kernel.row_lanes = row_shape.lanes;
     kernel.row_chunks = row_shape.chunks;
     kernel.row_vector = row_shape.vector;
+    kernel.row_vector_in_last_dim = row_shape.vector_in_last_dim;
     for (size_t o = 0; o < kernel.outputs.size(); ++o) kernel.outputs[o].per_row = per_row[o];
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
     if (staged) {
@@ -258,6 +259,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       kernel.row_lanes = cross_shapes[v].lanes;
       kernel.row_chunks = cross_shapes[v].chunks;
       kernel.row_vector = cross_shapes[v].vector;
+      kernel.row_vector_in_last_dim = cross_shapes[v].vector_in_last_dim;
       crossCompileForCuda(kernel);
     }
     return built;
@@ -441,10 +443,16 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                                       : std::vector<codegen::CudaRowShape>{
                                             codegen::cudaRowShape(p->row_size, widest, aligned)};
   // On CPU, FUSER_CROSS_COMPILE compiles the CUDA form of every lane variant.
-  const std::vector<codegen::CudaRowShape> cross_shapes =
+  std::vector<codegen::CudaRowShape> cross_shapes =
       p->device.is_cuda() || !config().cross_compile_arch
           ? std::vector<codegen::CudaRowShape>{}
           : codegen::cudaRowShapeCandidates(p->row_size, widest, aligned);
+  // Whether each shape's vectors lie within the row's last dim (its size a multiple).
+  auto mark_last_dim = [&](std::vector<codegen::CudaRowShape>& shapes) {
+    for (auto& shape : shapes) shape.vector_in_last_dim = p->sizes.back() % shape.vector == 0;
+  };
+  mark_last_dim(row_shapes);
+  mark_last_dim(cross_shapes);
   std::vector<int64_t> grains = {
       std::max<int64_t>(1, kCpuElementsPerThread / std::max<int64_t>(p->row_size, 1))};
   if (!p->device.is_cuda() && variants) {
@@ -498,10 +506,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // The staged variant (split_rows.h); false when it does not build.
   auto add_slices = [&]() -> bool {
     // Slices load vectors of the row's vector width (its alignment allowing).
-    const codegen::CudaRowShape slice_shape = codegen::cudaRowShape(p->row_size, widest, aligned);
+    codegen::CudaRowShape slice_shape = codegen::cudaRowShape(p->row_size, widest, aligned);
+    slice_shape.vector_in_last_dim = p->sizes.back() % slice_shape.vector == 0;
     c10::SmallVector<uint8_t, 32> staged = key;
     staged.push_back(0xff);
-    staged.push_back(static_cast<uint8_t>(slice_shape.vector));
+    staged.push_back(static_cast<uint8_t>(slice_shape.vector | slice_shape.vector_in_last_dim << 7));
     const Specialization& spec = specialize(staged, accesses, zero_dim, per_row, outer_ndim,
                                             inner_ndim, slice_shape, {}, p->device,
                                             /*staged=*/true);
@@ -530,7 +539,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   if (splits > 1 && !slices_last && !add_slices()) return nullptr;
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;
-    for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks, row_shape.vector}) {
+    for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks,
+                  row_shape.vector | row_shape.vector_in_last_dim << 7}) {
       shaped.push_back(static_cast<uint8_t>(v));
     }
     const Specialization& spec = specialize(shaped, accesses, zero_dim, per_row, outer_ndim,
