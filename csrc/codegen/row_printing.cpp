@@ -14,9 +14,7 @@ namespace fuser::codegen {
 const char* const kRowHelpers = R"FUSER(
 // Offset of element e (< the row's size) of a row whose dims are not one unit-stride
 // run: one division per dim after the first, in 32 bits where the operands fit (a
-// 64-bit division is several times slower on a GPU; a batch-32 GroupNorm reading its
-// per-channel weight and bias by four 64-bit divisions per element ran at half the
-// memory bandwidth).
+// 64-bit division is several times slower on a GPU).
 FX_INLINE int64_t fx_row_offset(int64_t e, const int64_t* sizes, const int64_t* strides, int nd) {
   int64_t off = 0;
   for (int d = nd - 1; d > 0; --d) {

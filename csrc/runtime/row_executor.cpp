@@ -124,21 +124,6 @@ int64_t rowSplits(int64_t rows, int64_t n, c10::Device device) {
   return std::max<int64_t>(1, std::min((wanted + rows - 1) / rows, longest));
 }
 
-// Rows that fill the multiprocessors only a few times over may still run faster cut:
-// a batch-32 GroupNorm has 256 rows of 131072 elements on 132 multiprocessors, each
-// block walking its row once per pass. Below this many rows per multiprocessor, the
-// variant timing tries the slices of rowSplits' rule beside the whole rows (CUDA).
-constexpr int64_t kCandidateRowsPerSm = 4;
-
-// The slices such rows are timed cut in; 1: no such candidate.
-int64_t candidateSplits(int64_t rows, int64_t n, c10::Device device) {
-  if (!device.is_cuda() || config().row_splits > 0) return 1;
-  const int64_t sms = cuda::deviceInfo(device.index()).sm_count;
-  if (rows < sms || rows >= kCandidateRowsPerSm * sms) return 1;
-  const int64_t wanted = kCudaUnitsPerSm * sms;
-  return std::max<int64_t>(1, std::min((wanted + rows - 1) / rows, n / kMinCudaSlice));
-}
-
 }  // namespace
 
 bool RowExecutor::reduces(const torch::jit::Graph& subgraph) {
@@ -447,12 +432,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       p->device.is_cuda() || !config().cross_compile_arch
           ? std::vector<codegen::CudaRowShape>{}
           : codegen::cudaRowShapeCandidates(p->row_size, widest, aligned);
-  // Whether each shape's vectors lie within the row's last dim (its size a multiple).
-  auto mark_last_dim = [&](std::vector<codegen::CudaRowShape>& shapes) {
-    for (auto& shape : shapes) shape.vector_in_last_dim = p->sizes.back() % shape.vector == 0;
+  // Whether a shape's vectors lie within the row's last dim (its size a multiple).
+  auto mark_last_dim = [&](codegen::CudaRowShape& shape) {
+    shape.vector_in_last_dim = p->sizes.back() % shape.vector == 0;
   };
-  mark_last_dim(row_shapes);
-  mark_last_dim(cross_shapes);
+  for (auto* shapes : {&row_shapes, &cross_shapes}) {
+    for (auto& shape : *shapes) mark_last_dim(shape);
+  }
   std::vector<int64_t> grains = {
       std::max<int64_t>(1, kCpuElementsPerThread / std::max<int64_t>(p->row_size, 1))};
   if (!p->device.is_cuda() && variants) {
@@ -464,11 +450,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   }
 
   // Rows too few to fill the machine are cut in slices: that variant first, the whole
-  // rows' as candidates beside it (none where FUSER_ROW_SPLITS forces the cut). Rows
-  // that fill it a few times over time the slices after the whole rows.
-  int64_t splits = rowSplits(p->rows, p->row_size, p->device);
-  const bool slices_last = splits == 1 && variants;
-  if (slices_last) splits = candidateSplits(p->rows, p->row_size, p->device);
+  // rows' as candidates beside it (none where FUSER_ROW_SPLITS forces the cut). (Rows
+  // that fill the machine a few times over gain little cut: a batch-32 GroupNorm, 256
+  // rows on 132 multiprocessors, took 242 us whole and 231-246 at 2 to 8 slices.)
+  const int64_t splits = rowSplits(p->rows, p->row_size, p->device);
   if (splits > 1 && (!variants || config().row_splits > 1)) {
     row_shapes.clear();
     grains.resize(1);
@@ -503,18 +488,17 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->strides.append(st.begin(), st.end());
   }
   for (bool r : per_row) key.push_back(r);
-  // The staged variant (split_rows.h); false when it does not build.
-  auto add_slices = [&]() -> bool {
+  if (splits > 1) {
     // Slices load vectors of the row's vector width (its alignment allowing).
     codegen::CudaRowShape slice_shape = codegen::cudaRowShape(p->row_size, widest, aligned);
-    slice_shape.vector_in_last_dim = p->sizes.back() % slice_shape.vector == 0;
+    mark_last_dim(slice_shape);
     c10::SmallVector<uint8_t, 32> staged = key;
     staged.push_back(0xff);
     staged.push_back(static_cast<uint8_t>(slice_shape.vector | slice_shape.vector_in_last_dim << 7));
     const Specialization& spec = specialize(staged, accesses, zero_dim, per_row, outer_ndim,
                                             inner_ndim, slice_shape, {}, p->device,
                                             /*staged=*/true);
-    if (!spec.kernel) return false;
+    if (!spec.kernel) return nullptr;
     p->out_dtypes = spec.out_dtypes;
     // The heuristic's count alone. On the H100 it timed best of the counts tried (a
     // whole-tensor mean: 198 us at its 528 slices, 215 at 264, 223 at 1056; batch-1
@@ -534,9 +518,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     v.workspace = planWorkspace(needs);
     v.name = "slices=" + std::to_string(splits);
     p->variants.push_back(std::move(v));
-    return true;
-  };
-  if (splits > 1 && !slices_last && !add_slices()) return nullptr;
+  }
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;
     for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks,
@@ -566,7 +548,6 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       }
     }
   }
-  if (splits > 1 && slices_last) add_slices();
   if (p->variants.empty()) return nullptr;
   // The choice holds for this group, kernel and shape class on this kind of device: the
   // row length, the rows' count to the next power of two (a new batch size of the same

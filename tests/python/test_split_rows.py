@@ -203,17 +203,3 @@ def test_integer_sums_in_slices(device: str, splits: int) -> None:
         compare("def f(x):\n    return (x > 0).sum(-1, keepdim=True) + 1", x)
     stages_ran(fuser.stats())
 
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_rows_filling_the_gpu_a_few_times_time_slices_last() -> None:
-    """Rows between the multiprocessors' count and 4 times it, long enough to cut: the
-    variant timing tries the slices after the whole rows (the heuristic's whole-row
-    choice stays first), and whichever it keeps gives eager's values."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    x = torch.randn(2 * sms, 16384, device="cuda")
-    fuser._C._forget_variant_choices()
-    with fuser.enabled(True):
-        compare(CASES["std"], x)
-    [record] = [r for r in fuser._C.variant_log() if "slices=" in ";".join(r["names"])]
-    assert record["names"][0].startswith("lanes="), record
-    assert record["names"][-1].startswith("slices="), record
