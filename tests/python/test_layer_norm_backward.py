@@ -150,17 +150,22 @@ def scripted_backward_args(device: str, mean_shape: tuple[int, ...]):
     return [g, x, mean.reshape(mean_shape), rstd.reshape(mean_shape), w, b]
 
 
-@pytest.mark.parametrize("device", devices())
-def test_called_directly_with_every_gradient(device: str) -> None:
-    fn, eager = script_from_source(SCRIPTED_BACKWARD), eager_from_source(SCRIPTED_BACKWARD)
-    args = scripted_backward_args(device, (5, 1))
+def compare_called(text: str, args: list) -> object:
+    """Three calls of `text` scripted, with the fuser on and its stats reset first;
+    each result equal to eager's. Returns the optimized graph."""
+    fn, eager = script_from_source(text), eager_from_source(text)
     fuser.reset_stats()
     with fuser.enabled(True):
         for _ in range(3):
             got = fn(*args)
     for g, w in zip(got, eager(*args), strict=True):
         torch.testing.assert_close(g, w)
-    graph = torch.jit.last_executed_optimized_graph()
+    return torch.jit.last_executed_optimized_graph()
+
+
+@pytest.mark.parametrize("device", devices())
+def test_called_directly_with_every_gradient(device: str) -> None:
+    graph = compare_called(SCRIPTED_BACKWARD, scripted_backward_args(device, (5, 1)))
     assert INPUT_GRAD in fused_kinds(graph), graph
     assert fuser.stats()["row_launches"] >= 1, fuser.stats()
 
@@ -169,14 +174,7 @@ def test_called_directly_with_every_gradient(device: str) -> None:
 def test_flat_statistics_run_the_subgraph(device: str) -> None:
     """A mean and rstd given flat, one per row: eager reads them so, the kernel would
     broadcast them along the wrong dim, so the call runs the group's subgraph."""
-    fn, eager = script_from_source(SCRIPTED_BACKWARD), eager_from_source(SCRIPTED_BACKWARD)
-    args = scripted_backward_args(device, (5,))
-    fuser.reset_stats()
-    with fuser.enabled(True):
-        for _ in range(3):
-            got = fn(*args)
-    for g, w in zip(got, eager(*args), strict=True):
-        torch.testing.assert_close(g, w)
+    compare_called(SCRIPTED_BACKWARD, scripted_backward_args(device, (5,)))
     assert fuser.stats()["interpreted_runs"] >= 1, fuser.stats()
 
 
@@ -188,14 +186,7 @@ def test_non_constant_mask_is_left_alone(device: str) -> None:
         "        g * 2.0, x, [16], mean, rstd, w, b, [True, want_w, True])\n"
         "    return gi + 1.0, gb\n"
     )
-    fn, eager = script_from_source(text), eager_from_source(text)
-    args = scripted_backward_args(device, (5, 1)) + [True]
-    with fuser.enabled(True):
-        for _ in range(3):
-            got = fn(*args)
-    for g, w in zip(got, eager(*args), strict=True):
-        torch.testing.assert_close(g, w)
-    graph = torch.jit.last_executed_optimized_graph()
+    graph = compare_called(text, scripted_backward_args(device, (5, 1)) + [True])
     assert INPUT_GRAD not in {n.kind() for n in all_nodes(graph)}, graph
 
 
@@ -208,12 +199,5 @@ def test_lone_backward_stays_one_aten_call(device: str) -> None:
         "    return torch.ops.aten.native_layer_norm_backward(\n"
         "        g, x, [16], mean, rstd, w, b, [True, True, True])\n"
     )
-    fn, eager = script_from_source(text), eager_from_source(text)
-    args = scripted_backward_args(device, (5, 1))
-    with fuser.enabled(True):
-        for _ in range(3):
-            got = fn(*args)
-    for g, w in zip(got, eager(*args), strict=True):
-        torch.testing.assert_close(g, w)
-    graph = torch.jit.last_executed_optimized_graph()
+    graph = compare_called(text, scripted_backward_args(device, (5, 1)))
     assert INPUT_GRAD not in {n.kind() for n in all_nodes(graph)}, graph

@@ -202,4 +202,3 @@ def test_integer_sums_in_slices(device: str, splits: int) -> None:
         compare("def f(x):\n    return (x * 2).sum(-1)", x)
         compare("def f(x):\n    return (x > 0).sum(-1, keepdim=True) + 1", x)
     stages_ran(fuser.stats())
-
