@@ -471,7 +471,18 @@ GROUP_NORM = (
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize(
     ("shape", "groups"),
-    [((2, 8, 5, 5), 4), ((3, 12, 7), 3), ((2, 6, 3, 4, 2), 6), ((5, 4), 1), ((2, 8, 33, 33), 2)],
+    # (2, 8, 4, 4) and (1, 8, 128, 128): rows of several channels whose last dim holds
+    # whole CUDA vectors (each vector finds its weight and bias once), held in registers
+    # and walked.
+    [
+        ((2, 8, 5, 5), 4),
+        ((3, 12, 7), 3),
+        ((2, 6, 3, 4, 2), 6),
+        ((5, 4), 1),
+        ((2, 8, 33, 33), 2),
+        ((2, 8, 4, 4), 2),
+        ((1, 8, 128, 128), 2),
+    ],
     ids=str,
 )
 def test_group_norm_fuses_with_neighbours(
