@@ -116,7 +116,7 @@ class CudaRowPrinter {
     for (const RowSchedule::Pass& pass : s_.passes) printPass(pass);
     out_ << "  if (!fx_live) return;\n";
     printRowStores();
-    printStageLoop(s_.final_element, {}, /*store=*/true);
+    printRowWalk(s_.final_element, {}, /*store=*/true);
     out_ << "}\n";
     return out_.str();
   }
@@ -157,7 +157,7 @@ class CudaRowPrinter {
       printPerRowStores(out_, k_, "    ");
       out_ << "  }\n";
     }
-    printStageLoop(s_.final_element, {}, /*store=*/true);
+    printRowWalk(s_.final_element, {}, /*store=*/true);
   }
 
   // A loop over elements [fx_lo, fx_hi) of the row (a stage's slice, or a whole row
@@ -166,7 +166,7 @@ class CudaRowPrinter {
   // slices of whole vectors) load each contiguous input as one vector per lane and
   // step, and store outputs as vectors: a walk of one element per lane and step kept
   // too few bytes in flight.
-  void printStageLoop(const std::vector<ExprId>& ids, const std::vector<ExprId>& reduces,
+  void printRowWalk(const std::vector<ExprId>& ids, const std::vector<ExprId>& reduces,
                       bool store) {
     const int v = k_.row_vector, lanes = k_.row_lanes;
     auto accumulate = [&](const std::string& indent) {
@@ -210,14 +210,8 @@ class CudaRowPrinter {
     }
     const std::vector<bool> based = printVectorBases(loaded, vector_input, "    ");
     out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) {\n";
-    printRowExprs(out_, k_, ids, "      ", [&](const Expr& e) {
-      if (e.op == IrOp::Load && vector_input[e.index]) {
-        return loadConversion(k_.inputs[e.index].dtype, e.type,
-                              "fx_w" + std::to_string(e.index) + ".v[fx_u]");
-      }
-      if (e.op == IrOp::Load && based[e.index]) return basedLoad(e);
-      return rowLoad(k_, e, "(fx_b + fx_u)");
-    });
+    printRowExprs(out_, k_, ids, "      ",
+                  [&](const Expr& e) { return vectorElement(e, vector_input, based); });
     accumulate("      ");
     for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
       const TensorOutput& output = k_.outputs[o];
@@ -254,7 +248,7 @@ class CudaRowPrinter {
       out_ << "  " << accumulatorType(e, /*walked=*/true) << " fx_acc" << r << " = "
            << reduceIdentity(e) << ";\n";
     }
-    printStageLoop(pass.element, pass.reduces, /*store=*/false);
+    printRowWalk(pass.element, pass.reduces, /*store=*/false);
     printRowReduces(pass, !stage, /*walked=*/true);
   }
 
@@ -403,14 +397,7 @@ class CudaRowPrinter {
       out_ << "      const " << computeTypeName(k_.exprs[i].type) << " v" << i << " = "
            << heldSlot(static_cast<ExprId>(i)) << ";\n";
     }
-    auto load = [&](const Expr& e) {
-      if (e.op == IrOp::Load && vector_input[e.index]) {
-        const TensorInput& in = k_.inputs[e.index];
-        return loadConversion(in.dtype, e.type, "fx_w" + std::to_string(e.index) + ".v[fx_u]");
-      }
-      if (e.op == IrOp::Load && based[e.index]) return basedLoad(e);
-      return rowLoad(k_, e, "(fx_b + fx_u)");
-    };
+    auto load = [&](const Expr& e) { return vectorElement(e, vector_input, based); };
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
       const auto id = static_cast<ExprId>(i);
       if (!s_.used[i] || !s_.element[i] || s_.loop[i] != l) continue;
@@ -463,10 +450,15 @@ class CudaRowPrinter {
     return based;
   }
 
-  // A load of element fx_u of the vector from its base (printVectorBases).
-  std::string basedLoad(const Expr& e) const {
+  // Load `e` at element fx_u of the vector at fx_b: from the input's vector fx_wN where
+  // it was read as one, from its base (printVectorBases), else at its own offset.
+  std::string vectorElement(const Expr& e, const std::vector<bool>& vector_input,
+                            const std::vector<bool>& based) const {
+    if (e.op != IrOp::Load) return rowLoad(k_, e, "(fx_b + fx_u)");
     const TensorInput& in = k_.inputs[e.index];
     const std::string n = std::to_string(e.index);
+    if (vector_input[e.index]) return loadConversion(in.dtype, e.type, "fx_w" + n + ".v[fx_u]");
+    if (!based[e.index]) return rowLoad(k_, e, "(fx_b + fx_u)");
     std::string at = "fx_vb" + n;
     if (!in.row_last_zero_stride) {
       at += " + fx_u * st" + n + "[" + std::to_string(k_.outer_ndim + k_.inner_ndim - 1) + "]";
