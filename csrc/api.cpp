@@ -36,8 +36,8 @@ Registration& registration() {
 // In-place variants of our operators (add_, relu_, ...) are profiled through the
 // profiling registry instead, so that inplace.cpp knows every operand's type: in NNC's
 // set they would be claimed by NNC, which has no lowering for them, once we are off.
-// So is native_layer_norm_backward, whose input gradient layer_norm_backward.cpp makes a
-// table op.
+// So are native_layer_norm_backward, whose input gradient layer_norm_backward.cpp makes a
+// table op, and autodiff's _batch_norm_impl_index, which batch_norm_training.cpp splits.
 void requestProfilingOfFusibleOps() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -47,7 +47,8 @@ void requestProfilingOfFusibleOps() {
     torch::jit::RegisterProfilingNode(
         [](const torch::jit::Node* node) {
           return functionalEntryOf(node) != nullptr ||
-                 node->kind() == c10::aten::native_layer_norm_backward;
+                 node->kind() == c10::aten::native_layer_norm_backward ||
+                 node->kind() == c10::aten::_batch_norm_impl_index;
         });
   });
 }

@@ -45,6 +45,37 @@ inline c10::Symbol layerNormInputGradSymbol() {
   return s;
 }
 
+// fuser::batch_norm_batch_stats(Tensor row_mean, Tensor row_var, Tensor input,
+// Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) ->
+// (Tensor mean, Tensor var): batch_norm's batch statistics per channel from its rows'
+// (passes/batch_norm_training.cpp), the running statistics updated in place. The
+// _for_backward form also returns the inverse standard deviation and an empty reserve,
+// as autodiff's backward reads them; fuser::batch_norm_eval_saves(Tensor running_mean)
+// gives eval mode's empty ones.
+inline c10::Symbol batchNormBatchStatsSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::batch_norm_batch_stats");
+  return s;
+}
+inline c10::Symbol batchNormBatchStatsForBackwardSymbol() {
+  static const c10::Symbol s =
+      c10::Symbol::fromQualString("fuser::batch_norm_batch_stats_for_backward");
+  return s;
+}
+inline c10::Symbol batchNormEvalSavesSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::batch_norm_eval_saves");
+  return s;
+}
+
+// fuser::batch_norm_with_stats(...): aten::batch_norm's schema and, with `training`
+// False, its inference formula over the given statistics, differentiable in every operand
+// (passes/batch_norm_training.cpp gives it batch statistics, which autograd must see
+// through where a fallback runs with gradients on; ATen's op refuses gradients for
+// running statistics). The table fuses it as it fuses aten::batch_norm.
+inline c10::Symbol batchNormWithStatsSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::batch_norm_with_stats");
+  return s;
+}
+
 inline c10::Symbol typeGuardIntsAttr() {
   static const c10::Symbol s = c10::Symbol::attr("ints");
   return s;

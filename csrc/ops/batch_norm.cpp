@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ops/lowering_rules.h"
+#include "symbols.h"
 
 namespace fuser::ops {
 namespace {
@@ -92,6 +93,9 @@ const RegisterOps kRegister({
      "Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> "
      "Tensor",
      lowerBatchNorm, checkBatchNorm},
+    {"fuser::batch_norm_with_stats(Tensor input, Tensor? weight, Tensor? bias, Tensor? mean, "
+     "Tensor? var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor",
+     lowerBatchNorm, checkBatchNorm},
 });
 
 }  // namespace
@@ -106,7 +110,9 @@ bool batchNormAllocatesInSuggestedFormat(const at::Tensor& x, const at::Tensor& 
          at::native::BatchNormBackend::Native;
 }
 
-bool isBatchNorm(const Node* node) { return node->kind() == c10::aten::batch_norm; }
+bool isBatchNorm(const Node* node) {
+  return node->kind() == c10::aten::batch_norm || node->kind() == batchNormWithStatsSymbol();
+}
 
 bool isBatchNormChannelOperand(const Node* node, size_t input) {
   const auto& slots = kBatchNormChannelOperands;

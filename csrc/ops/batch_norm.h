@@ -32,7 +32,8 @@ bool batchNormAllocatesInSuggestedFormat(const at::Tensor& x, const at::Tensor& 
                                          const at::Tensor& bias, const at::Tensor& running_mean,
                                          const at::Tensor& running_var, double eps);
 
-// Whether `node` is an aten::batch_norm (the table's entry decides whether it fuses).
+// Whether `node` is an aten::batch_norm or a fuser::batch_norm_with_stats, which shares
+// its schema (the table's entry decides whether it fuses).
 bool isBatchNorm(const torch::jit::Node* node);
 
 }  // namespace fuser::ops

@@ -17,6 +17,7 @@ void fuseGraph(GraphPtr& graph) {
   splitBiasEpilogues(graph);     // conv/linear bias becomes an add the next group takes
   copyMatmulOperands(graph);     // batched matmul operands ATen would copy: copied in groups
   splitLayerNormBackward(graph); // layer_norm's input gradient: an op a row group takes
+  splitBatchNormTraining(graph); // batch statistics: a row group, then an inference batch_norm
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs

@@ -19,6 +19,7 @@ void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp
 void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp
+void splitBatchNormTraining(GraphPtr& graph);  // batch_norm_training.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp

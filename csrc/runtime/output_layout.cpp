@@ -9,6 +9,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "ops/batch_norm.h"
 #include "symbols.h"
 
 namespace fuser::runtime {
@@ -286,7 +287,7 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
     if (kind == c10::aten::native_dropout_backward && onCuda(node->input(0))) {
       step.rule = Rule::SuggestedFormat;
     }
-    if (kind == c10::aten::batch_norm) {
+    if (ops::isBatchNorm(node)) {
       step.rule = Rule::BatchNorm;
       step.batch_norm = int32_t(batch_norms_.size());
       batch_norms_.push_back(batchNormSite(graph, node));

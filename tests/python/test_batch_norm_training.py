@@ -1,0 +1,271 @@
+"""batch_norm with batch statistics (passes/batch_norm_training.cpp): the per-sample,
+per-channel means and variances are one row group over the trailing dims,
+fuser::batch_norm_batch_stats combines them over the batch and updates the running
+statistics in place, and the normalization is an inference batch_norm
+(fuser::batch_norm_with_stats) that the elementwise group after it fuses. Outputs,
+running statistics, num_batches_tracked and gradients equal eager's, in training and
+eval mode, with and without gradients; what the row kernel cannot read well
+(channels-last inputs), a batch_norm nothing fusible reads, and missing running
+statistics stay with ATen."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import fuser
+from helpers import FUSION_GROUP, all_nodes, devices, eager_from_source, script_from_source
+
+BATCH_STATS = "fuser::batch_norm_batch_stats"
+BATCH_STATS_FOR_BACKWARD = "fuser::batch_norm_batch_stats_for_backward"
+WITH_STATS = "fuser::batch_norm_with_stats"
+
+TOLERANCE = {
+    torch.float16: {"rtol": 5e-3, "atol": 5e-3},
+    torch.bfloat16: {"rtol": 3e-2, "atol": 3e-2},
+    torch.float32: {"rtol": 2e-5, "atol": 2e-5},
+    torch.float64: {"rtol": 1e-10, "atol": 1e-10},
+}
+
+FUNCTIONAL = """
+def f(x, w, b, mean, var):
+    return torch.batch_norm(x, w, b, mean, var, True, 0.1, 1e-5, True).relu()
+"""
+
+
+def kinds_of(graph: torch._C.Graph) -> set[str]:
+    """Node kinds of `graph`, autodiff's subgraphs included, and "group:" + the kinds
+    its fusion groups hold."""
+    kinds = set()
+    for node in all_nodes(graph):
+        kinds.add(node.kind())
+        if node.kind() == FUSION_GROUP:
+            kinds |= {"group:" + k for k in kinds_of(node.g("Subgraph"))}
+        elif node.kind() == "prim::DifferentiableGraph":
+            kinds |= kinds_of(node.g("Subgraph"))
+    return kinds
+
+
+def affine(c: int, dtype: torch.dtype, device: str) -> list[torch.Tensor]:
+    """weight, bias, running mean, running variance (positive)."""
+    g = torch.Generator().manual_seed(1)
+    w = torch.rand(c, generator=g) + 0.5
+    b = torch.randn(c, generator=g)
+    mean = torch.randn(c, generator=g)
+    var = torch.rand(c, generator=g) + 0.5
+    return [t.to(device, dtype) for t in (w, b, mean, var)]
+
+
+def inputs(shape: tuple[int, ...], dtype: torch.dtype, device: str, seed: int) -> torch.Tensor:
+    """Far from zero mean, with channels of different scales: the centring matters."""
+    g = torch.Generator().manual_seed(seed)
+    scale = torch.rand(shape[1], generator=g) * 3 + 0.5
+    shift = torch.randn(shape[1], generator=g) * 4
+    view = [1, shape[1]] + [1] * (len(shape) - 2)
+    x = torch.randn(shape, generator=g) * scale.view(view) + shift.view(view)
+    return x.to(device, dtype)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "dtype,stats_dtype",
+    [
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+        (torch.bfloat16, torch.float32),
+        (torch.float16, torch.float32),
+    ],
+)
+@pytest.mark.parametrize("shape", [(4, 8, 5, 5), (3, 6, 17), (2, 4, 3, 5, 6), (16, 8, 1, 1)])
+def test_functional_training_matches_eager(
+    device: str, dtype: torch.dtype, stats_dtype: torch.dtype, shape: tuple[int, ...]
+) -> None:
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("eager's CPU batch_norm takes no float16 input beside float statistics")
+    fn = script_from_source(FUNCTIONAL)
+    ref = eager_from_source(FUNCTIONAL)
+    w, b, mean, var = affine(shape[1], stats_dtype, device)
+    ours_mean, ours_var = mean.clone(), var.clone()
+    with fuser.enabled(True):
+        for call in range(4):
+            x = inputs(shape, dtype, device, seed=call)
+            got = fn(x, w, b, ours_mean, ours_var)
+            want = ref(x, w, b, mean, var)
+            assert got.dtype == want.dtype and got.stride() == want.stride()
+            torch.testing.assert_close(got, want, **TOLERANCE[dtype])
+            torch.testing.assert_close(ours_mean, mean, **TOLERANCE[stats_dtype])
+            torch.testing.assert_close(ours_var, var, **TOLERANCE[stats_dtype])
+    kinds = kinds_of(fn.graph_for(x, w, b, ours_mean, ours_var))
+    assert BATCH_STATS in kinds
+    assert {"group:aten::mean", "group:" + WITH_STATS, "group:aten::relu"} <= kinds
+    assert "aten::batch_norm" not in kinds
+
+
+def block(bn: torch.nn.Module, device: str) -> torch.nn.Module:
+    """BatchNorm, a residual add and ReLU (both readers of the batch_norm fuse), of a
+    class of its own: torch.jit.script keeps one executor per class and method, which
+    would carry plans from one test to the next."""
+
+    class BnBlock(torch.nn.Module):
+        def __init__(self, bn: torch.nn.Module) -> None:
+            super().__init__()
+            self.bn = bn
+
+        def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.bn(x) + r)
+
+    model = BnBlock(bn).to(device)
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+        if model.bn.weight is not None:
+            model.bn.weight.uniform_(0.5, 1.5)
+            model.bn.bias.uniform_(-1, 1)
+    return model
+
+
+def assert_same_state(scripted: torch.nn.Module, model: torch.nn.Module) -> None:
+    for (name, ours), (_, theirs) in zip(scripted.state_dict().items(), model.state_dict().items()):
+        torch.testing.assert_close(ours, theirs, msg=name, rtol=2e-5, atol=2e-5)
+
+
+BN_MODULES = {
+    "bn2d": lambda: torch.nn.BatchNorm2d(6),
+    "bn1d_3d": lambda: torch.nn.BatchNorm1d(6),
+    "bn3d": lambda: torch.nn.BatchNorm3d(6),
+    "no_affine": lambda: torch.nn.BatchNorm2d(6, affine=False),
+    "cumulative": lambda: torch.nn.BatchNorm2d(6, momentum=None),
+}
+SHAPES = {"bn2d": (4, 6, 7, 7), "bn1d_3d": (5, 6, 9), "bn3d": (2, 6, 3, 4, 5)}
+
+
+def shape_of(kind: str) -> tuple[int, ...]:
+    return SHAPES.get(kind, SHAPES["bn2d"])
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("kind", list(BN_MODULES))
+def test_module_without_gradients_in_training_then_eval(device: str, kind: str) -> None:
+    """Under no_grad: training mode normalizes with the batch's statistics and updates
+    the running ones (momentum None: the cumulative average over num_batches_tracked);
+    eval mode then reads the running ones, and training again the batch's."""
+    model = block(BN_MODULES[kind](), device).train()
+    scripted = torch.jit.script(copy.deepcopy(model))
+    shape = shape_of(kind)
+    with torch.no_grad(), fuser.enabled(True):
+        for mode in ["train", "eval", "train"]:
+            model.train(mode == "train")
+            scripted.train(mode == "train")
+            for call in range(3):
+                x, r = inputs(shape, torch.float32, device, call), inputs(shape, torch.float32, device, 9)
+                torch.testing.assert_close(scripted(x, r), model(x, r), **TOLERANCE[torch.float32])
+                assert_same_state(scripted, model)
+        graph = torch.jit.last_executed_optimized_graph()
+    assert BATCH_STATS in kinds_of(graph)
+    assert fuser.stats()["kernel_launches"] > 0
+
+
+def grads_of(fn, x: torch.Tensor, r: torch.Tensor, params: list[torch.Tensor], weights):
+    """fn's output, the gradients of (out * weights).sum() and the forward's graph."""
+    out = fn(x, r)
+    forward = torch.jit.last_executed_optimized_graph()
+    grads = torch.autograd.grad((out * weights).sum(), [x, r, *params])
+    return out, grads, forward
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("kind", ["bn2d", "bn1d_3d", "no_affine"])
+def test_training_step_gradients_match_eager(device: str, kind: str) -> None:
+    """With gradients: autodiff's _batch_norm_impl_index becomes the row group, the
+    statistics op (which also gives the backward its saved mean and inverse standard
+    deviation) and the normalization fused with the add and ReLU; the backward is
+    ATen's native one. Outputs, every gradient and the running statistics match eager
+    over several steps, and again in eval mode."""
+    model = block(BN_MODULES[kind](), device).train()
+    scripted = torch.jit.script(copy.deepcopy(model))
+    shape = shape_of(kind)
+    g = torch.Generator().manual_seed(5)
+    weights = torch.randn(shape, generator=g).to(device)
+    fuser._C._set_report_capture(True)  # the pass's graphs, autodiff's forward included
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
+        for mode in ["train", "eval"]:
+            model.train(mode == "train")
+            scripted.train(mode == "train")
+            for call in range(4):
+                x = inputs(shape, torch.float32, device, call)
+                r = inputs(shape, torch.float32, device, 7)
+                xs = [t.clone().requires_grad_() for t in (x, r)]
+                xe = [t.clone().requires_grad_() for t in (x, r)]
+                out, grads, _ = grads_of(scripted, *xs, list(scripted.parameters()), weights)
+                want, want_grads, _ = grads_of(model, *xe, list(model.parameters()), weights)
+                torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
+                for ours, theirs in zip(grads, want_grads):
+                    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
+                assert_same_state(scripted, model)
+    graphs = fuser._C._take_captured_graphs()
+    fuser._C._set_report_capture(False)
+    kinds = set().union(*(kinds_of(g) for g in graphs))
+    assert {BATCH_STATS_FOR_BACKWARD, "group:" + WITH_STATS, "group:aten::relu"} <= kinds
+
+
+@pytest.mark.parametrize("device", devices())
+def test_plan_profiled_without_gradients_then_run_with_them(device: str) -> None:
+    """A plan optimized under no_grad whose guards fail once gradients are on runs the
+    fallbacks: the batch statistics are differentiable there (ATen ops), so the input's
+    gradient sees them as eager's does."""
+    model = block(torch.nn.BatchNorm2d(6), device).train()
+    scripted = torch.jit.script(copy.deepcopy(model))
+    shape = shape_of("bn2d")
+    weights = torch.randn(shape, device=device)
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
+        with torch.no_grad():
+            for call in range(3):
+                x, r = inputs(shape, torch.float32, device, call), inputs(shape, torch.float32, device, 9)
+                scripted(x, r), model(x, r)
+        x, r = inputs(shape, torch.float32, device, 3), inputs(shape, torch.float32, device, 4)
+        xs = [t.clone().requires_grad_() for t in (x, r)]
+        xe = [t.clone().requires_grad_() for t in (x, r)]
+        out, grads, _ = grads_of(scripted, *xs, list(scripted.parameters()), weights)
+        want, want_grads, _ = grads_of(model, *xe, list(model.parameters()), weights)
+    torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
+    for ours, theirs in zip(grads, want_grads):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
+    assert_same_state(scripted, model)
+
+
+LONE = """
+def f(x, w, b, mean, var):
+    return torch.batch_norm(x, w, b, mean, var, True, 0.1, 1e-5, True)
+"""
+CHANNELS_LAST = FUNCTIONAL
+NO_RUNNING = """
+def f(x, w, b):
+    return torch.batch_norm(x, w, b, None, None, True, 0.1, 1e-5, True).relu()
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("case", ["lone", "channels_last", "no_running"])
+def test_left_to_aten(device: str, case: str) -> None:
+    """Nothing fusible reads it; a channels-last input (its rows are strided); no
+    running statistics: ATen's batch_norm stays, with eager's results."""
+    x = inputs((4, 6, 5, 5), torch.float32, device, 0)
+    w, b, mean, var = affine(6, torch.float32, device)
+    text = {"lone": LONE, "channels_last": CHANNELS_LAST, "no_running": NO_RUNNING}[case]
+    if case == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    args = [x, w, b] if case == "no_running" else [x, w, b, mean, var]
+    ours = [a.clone() for a in args]
+    fn = script_from_source(text)
+    with fuser.enabled(True):
+        for _ in range(3):
+            got = fn(*ours)
+            want = eager_from_source(text)(*args)
+            torch.testing.assert_close(got, want, **TOLERANCE[torch.float32])
+            assert got.stride() == want.stride()
+        for a, b_ in zip(ours, args):
+            torch.testing.assert_close(a, b_)
+    kinds = kinds_of(fn.graph_for(*ours))
+    assert "aten::batch_norm" in kinds and BATCH_STATS not in kinds
