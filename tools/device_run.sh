@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|splits|dropout|training|profile|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|splits|dropout|training|batchnorm|profile|all] [extra fuser.bench arguments]
 #   profile: device time per call and the top kernels of PROFILE_ROWS in PROFILE_MODES.
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
@@ -18,6 +18,9 @@
 #   training: layer_norm's backward, dropout and reduction tests on CUDA and gelu_backward's
 #   parity, then the training-step rows (residual + layer_norm at large size, the GPT-2
 #   block with and without dropout) beside torch.compile, and their top kernels.
+#   batchnorm: the batch_norm tests on CUDA (batch statistics and inference), the
+#   BatchNorm + ReLU rows in training and eval mode beside NNC and torch.compile, a
+#   convnet's training step (BN_MODELS, default resnet18_train) and the top kernels.
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -158,6 +161,23 @@ if [ "$what" = training ]; then
     "${PROFILE_ROWS:-gpt2_block_train:medium:float32,residual_layer_norm_train:large:float32}" \
     --modes eager,fuser,compile --top "${PROFILE_TOP:-8}" 2>&1 | grep -v Warning \
     | tee "$OUT/profile_training.log"
+fi
+if [ "$what" = batchnorm ]; then
+  # BatchNorm with batch statistics: its tests on CUDA, the kernel-level rows, a convnet's
+  # training step, and the kernels each mode runs.
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
+    --dist loadfile tests/python/test_batch_norm_training.py tests/python/test_batch_norm.py \
+    2>&1 | tee "$OUT/test_batchnorm.log" | tail -6
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
+    --workload batchnorm_relu_train,batchnorm_relu --dtype float32,float16 \
+    --mode eager,fuser,nnc,compile --out "$OUT/bn_rows" "$@" 2>&1 | tee "$OUT/bn_rows.log" | tail -10
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --workload "${BN_MODELS:-resnet18_train}" \
+    --dtype float32 --mode "${BN_MODEL_MODES:-eager,script,fuser,compile}" --out "$OUT/bn_models" \
+    2>&1 | tee "$OUT/bn_models.log" | tail -8
+  PYTHONPATH=. python3 tools/kernel_times.py \
+    "${PROFILE_ROWS:-batchnorm_relu_train:large:float32}" \
+    --modes eager,fuser,compile --top "${PROFILE_TOP:-6}" 2>&1 | grep -v Warning \
+    | tee "$OUT/profile_batchnorm.log"
 fi
 if [ "$what" = profile ]; then
   # Device time per call beside call time, and the kernels taking it (tools/kernel_times.py).

@@ -156,14 +156,15 @@ class ModelWorkload(Workload):
 
     def eager_function(self) -> Any:
         """A fresh module on the row's device and dtype, in eval mode (training mode for
-        a row with dropout), with the weights every mode of the row shares."""
+        a row with dropout or train_mode), with the weights every mode of the row shares."""
         if self.placement is None:
             raise RuntimeError(f"model workload {self.name} was not placed on a row")
         dims_items, device, dtype = self.placement
         with torch.random.fork_rng(devices=[]):  # its initial weights are overwritten
             model = self.make_model(dict(dims_items))
         model.load_state_dict(_initial_state(self.name, dims_items))
-        return model.to(device=device, dtype=dtype).train(self.dropout is not None)
+        training = self.dropout is not None or self.train_mode
+        return model.to(device=device, dtype=dtype).train(training)
 
     def scripted_function(self) -> Any:
         """A fresh module, scripted and frozen as deployed models are; a training row's
@@ -268,6 +269,24 @@ _MODELS += (
         description="GPT-2 block's training step with its three dropouts (p 0.1) on: "
         "each mode draws its own masks",
         dropout=0.1,
+    ),
+)
+
+# A convnet's training step in training mode: every BatchNorm normalizes with its
+# batch's statistics.
+_MODELS += (
+    ModelWorkload(
+        name="resnet18_train",
+        description="torchvision resnet18's training step in training mode (BatchNorm "
+        "with batch statistics): forward, then the gradients of the input and every weight",
+        source="",
+        make_inputs=_images,
+        sizes=_IMAGES,
+        cuda_sizes=_IMAGES_CUDA,
+        make_model=_torchvision_model("resnet18"),
+        unavailable_reason=torchvision_unavailable,
+        training=True,
+        train_mode=True,
     ),
 )
 

@@ -48,6 +48,9 @@ class Workload:
     # Dropout in training with this probability: each mode draws its own mask, so
     # results are compared by random_mismatch (fuser/bench/correctness.py), not by value.
     dropout: float | None = None
+    # Model rows: the module in training mode (BatchNorm normalizes with each batch's
+    # statistics and updates its running ones; outputs do not depend on the latter).
+    train_mode: bool = False
 
     def autocast_dtype(self, device: torch.device) -> torch.dtype | None:
         return self.autocast.get(device.type) if self.autocast else None
@@ -555,6 +558,20 @@ WORKLOADS: dict[str, Workload] = {
                 """
                 def batchnorm_relu(x, w, b, mean, var):
                     return torch.batch_norm(x, w, b, mean, var, False, 0.1, 1e-5, True).relu()
+                """
+            ),
+            make_inputs=_batch_norm_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="batchnorm_relu_train",
+            description="BatchNorm with batch statistics (training mode, no gradients) "
+            "then ReLU: the running statistics updated per call",
+            source=_source(
+                """
+                def batchnorm_relu_train(x, w, b, mean, var):
+                    return torch.batch_norm(x, w, b, mean, var, True, 0.1, 1e-5, True).relu()
                 """
             ),
             make_inputs=_batch_norm_inputs,

@@ -166,7 +166,10 @@ TEST(OpTable, EveryEntryIsCovered) {
     // Reductions and batch_norm take lists, floats and [C] operands the table's grid
     // does not make: checked below.
     const OpEntry* entry = findOpByName(torch::jit::parseSchema(schema).operator_name());
-    if ((entry && entry->reduces) || name == "aten::batch_norm") continue;
+    if ((entry && entry->reduces) || name == "aten::batch_norm" ||
+        name == "fuser::batch_norm_with_stats") {
+      continue;
+    }
     EXPECT_TRUE(covered.count(name)) << "no dtype cases for " << schema;
   }
 }
@@ -233,38 +236,41 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
   EXPECT_EQ(reductions, 19);  // sum and mean in their dim and whole-tensor forms, ...
 }
 
-// Inference batch_norm (ops/batch_norm.h) gives x's dtype, computes in float for
-// float16/bfloat16 x beside statistics of x's dtype or float, and refuses integers (eager
+// Inference batch_norm (ops/batch_norm.h), and fuser::batch_norm_with_stats which batch
+// statistics give their normalization to, give x's dtype, compute in float for
+// float16/bfloat16 x beside statistics of x's dtype or float, and refuse integers (eager
 // raises for them).
 TEST(OpTable, BatchNormKeepsItsInputDtype) {
-  const OpEntry* entry = findOpByName({"aten::batch_norm", ""});
-  ASSERT_NE(entry, nullptr);
-  for (ScalarType dtype : {ScalarType::Float, ScalarType::Double, ScalarType::Half,
-                           ScalarType::BFloat16, ScalarType::Int}) {
-    for (bool float_stats : {false, true}) {
-      codegen::Kernel k;
-      codegen::IrBuilder b(k);
-      std::vector<Operand> args(9);
-      const ScalarType stats = float_stats ? ScalarType::Float : dtype;
-      for (int i = 0; i < 5; ++i) {
-        const ScalarType t = i == 0 ? dtype : stats;
-        args[i].expr = b.load(i, codegen::computeType(t));
-        args[i].dtype = t;
-        args[i].category = Category::DimTensor;
-      }
-      args[5].constant = c10::IValue(false);
-      args[6].constant = c10::IValue(0.1);
-      args[7].constant = c10::IValue(1e-5);
-      args[8].constant = c10::IValue(true);
-      if (!c10::isFloatingType(dtype)) {
+  for (const char* name : {"aten::batch_norm", "fuser::batch_norm_with_stats"}) {
+    const OpEntry* entry = findOpByName({name, ""});
+    ASSERT_NE(entry, nullptr) << name;
+    for (ScalarType dtype : {ScalarType::Float, ScalarType::Double, ScalarType::Half,
+                             ScalarType::BFloat16, ScalarType::Int}) {
+      for (bool float_stats : {false, true}) {
+        codegen::Kernel k;
+        codegen::IrBuilder b(k);
+        std::vector<Operand> args(9);
+        const ScalarType stats = float_stats ? ScalarType::Float : dtype;
+        for (int i = 0; i < 5; ++i) {
+          const ScalarType t = i == 0 ? dtype : stats;
+          args[i].expr = b.load(i, codegen::computeType(t));
+          args[i].dtype = t;
+          args[i].category = Category::DimTensor;
+        }
+        args[5].constant = c10::IValue(false);
+        args[6].constant = c10::IValue(0.1);
+        args[7].constant = c10::IValue(1e-5);
+        args[8].constant = c10::IValue(true);
+        if (!c10::isFloatingType(dtype)) {
+          EXPECT_THROW(entry->lower(b, args), c10::Error) << dtype;
+          continue;
+        }
+        const Operand r = entry->lower(b, args);
+        EXPECT_EQ(r.dtype, dtype);
+        EXPECT_EQ(k.exprs.at(r.expr).type, codegen::computeType(dtype)) << dtype;
+        args[5].constant = c10::IValue(true);  // batch statistics: never lowered
         EXPECT_THROW(entry->lower(b, args), c10::Error) << dtype;
-        continue;
       }
-      const Operand r = entry->lower(b, args);
-      EXPECT_EQ(r.dtype, dtype);
-      EXPECT_EQ(k.exprs.at(r.expr).type, codegen::computeType(dtype)) << dtype;
-      args[5].constant = c10::IValue(true);  // batch statistics: never lowered
-      EXPECT_THROW(entry->lower(b, args), c10::Error) << dtype;
     }
   }
 }

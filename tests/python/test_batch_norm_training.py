@@ -127,7 +127,9 @@ def block(bn: torch.nn.Module, device: str) -> torch.nn.Module:
 
 
 def assert_same_state(scripted: torch.nn.Module, model: torch.nn.Module) -> None:
-    for (name, ours), (_, theirs) in zip(scripted.state_dict().items(), model.state_dict().items()):
+    for (name, ours), (_, theirs) in zip(
+        scripted.state_dict().items(), model.state_dict().items(), strict=True
+    ):
         torch.testing.assert_close(ours, theirs, msg=name, rtol=2e-5, atol=2e-5)
 
 
@@ -159,7 +161,8 @@ def test_module_without_gradients_in_training_then_eval(device: str, kind: str) 
             model.train(mode == "train")
             scripted.train(mode == "train")
             for call in range(3):
-                x, r = inputs(shape, torch.float32, device, call), inputs(shape, torch.float32, device, 9)
+                x = inputs(shape, torch.float32, device, call)
+                r = inputs(shape, torch.float32, device, 9)
                 torch.testing.assert_close(scripted(x, r), model(x, r), **TOLERANCE[torch.float32])
                 assert_same_state(scripted, model)
         graph = torch.jit.last_executed_optimized_graph()
@@ -201,7 +204,7 @@ def test_training_step_gradients_match_eager(device: str, kind: str) -> None:
                 out, grads, _ = grads_of(scripted, *xs, list(scripted.parameters()), weights)
                 want, want_grads, _ = grads_of(model, *xe, list(model.parameters()), weights)
                 torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
-                for ours, theirs in zip(grads, want_grads):
+                for ours, theirs in zip(grads, want_grads, strict=True):
                     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
                 assert_same_state(scripted, model)
     graphs = fuser._C._take_captured_graphs()
@@ -222,7 +225,8 @@ def test_plan_profiled_without_gradients_then_run_with_them(device: str) -> None
     with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
         with torch.no_grad():
             for call in range(3):
-                x, r = inputs(shape, torch.float32, device, call), inputs(shape, torch.float32, device, 9)
+                x = inputs(shape, torch.float32, device, call)
+                r = inputs(shape, torch.float32, device, 9)
                 scripted(x, r), model(x, r)
         x, r = inputs(shape, torch.float32, device, 3), inputs(shape, torch.float32, device, 4)
         xs = [t.clone().requires_grad_() for t in (x, r)]
@@ -230,7 +234,7 @@ def test_plan_profiled_without_gradients_then_run_with_them(device: str) -> None
         out, grads, _ = grads_of(scripted, *xs, list(scripted.parameters()), weights)
         want, want_grads, _ = grads_of(model, *xe, list(model.parameters()), weights)
     torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
-    for ours, theirs in zip(grads, want_grads):
+    for ours, theirs in zip(grads, want_grads, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
     assert_same_state(scripted, model)
 
@@ -265,7 +269,7 @@ def test_left_to_aten(device: str, case: str) -> None:
             want = eager_from_source(text)(*args)
             torch.testing.assert_close(got, want, **TOLERANCE[torch.float32])
             assert got.stride() == want.stride()
-        for a, b_ in zip(ours, args):
+        for a, b_ in zip(ours, args, strict=True):
             torch.testing.assert_close(a, b_)
     kinds = kinds_of(fn.graph_for(*ours))
     assert "aten::batch_norm" in kinds and BATCH_STATS not in kinds
