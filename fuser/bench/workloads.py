@@ -91,12 +91,15 @@ class Workload:
 def training_step(fn: Callable[..., Any], parameters: Sequence[Tensor] = ()) -> Callable[..., Any]:
     """`fn`'s forward and backward: returns the gradients of every input that requires
     grad, then of `parameters` (a model's weights), for an upstream gradient on each
-    output of 1/sqrt(its rows) everywhere (a gradient summed over 32768 rows of ones
-    overflows float16)."""
+    output of 1/sqrt(its rows) (a gradient summed over 32768 rows of ones overflows
+    float16) times 0.5 to 1.5 in a fixed pattern: a gradient equal along the batch would
+    make BatchNorm's input gradient zero but for rounding, which no comparison can
+    judge."""
 
     def upstream(o: Tensor) -> Tensor:
         rows = o.numel() // o.shape[-1] if o.dim() and o.shape[-1] else 1
-        return torch.full_like(o, max(rows, 1) ** -0.5)
+        pattern = torch.arange(o.numel(), device=o.device).remainder_(11).to(o.dtype)
+        return (pattern * 0.1 + 0.5).mul_(max(rows, 1) ** -0.5).view_as(o)
 
     def step(*args: Any) -> tuple[Tensor, ...]:
         outputs = fn(*args)

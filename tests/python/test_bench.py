@@ -315,21 +315,31 @@ def test_jit_flags_are_restored_even_on_error() -> None:
     assert current_flags() == before
 
 
+def pattern(shape: tuple[int, ...], rows: int) -> torch.Tensor:
+    """training_step's upstream gradient: 0.5 to 1.5 by element index, over sqrt(rows)."""
+    n = 1
+    for s in shape:
+        n *= s
+    return ((torch.arange(n) % 11) * 0.1 + 0.5).view(shape) * rows**-0.5
+
+
 def test_training_step_returns_the_gradient_of_every_input() -> None:
     x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)
     step = training_step(lambda a, b, scale: (a * b * scale, a.sum()))
     grad_x, grad_w = step(x, w, 2.0)
-    # Upstream gradients of 1/sqrt(rows): 3 rows of the product, the sum's one.
-    up = 3**-0.5
-    torch.testing.assert_close(grad_x, w.detach().expand(3, 4) * 2 * up + 1)
-    torch.testing.assert_close(grad_w, x.detach().sum(0) * 2 * up)
+    # 3 rows of the product, the sum's one (its gradient: the pattern's first value).
+    up = pattern((3, 4), 3)
+    torch.testing.assert_close(grad_x, w.detach().expand(3, 4) * 2 * up + 0.5)
+    torch.testing.assert_close(grad_w, (x.detach() * up).sum(0) * 2)
+    # Not equal along the batch: BatchNorm's input gradient would vanish.
+    assert not torch.equal(up[0], up[1])
 
 
 def test_training_step_differentiates_the_parameters_it_is_given() -> None:
     linear = torch.nn.Linear(4, 3)
     x = torch.randn(5, 4, requires_grad=True)
     grad_x, grad_w, grad_b = training_step(linear, list(linear.parameters()))(x)
-    up = torch.full((5, 3), 5**-0.5)  # 1/sqrt(rows) on every element
+    up = pattern((5, 3), 5)
     torch.testing.assert_close(grad_x, up @ linear.weight.detach())
     torch.testing.assert_close(grad_w, up.t() @ x.detach())
     torch.testing.assert_close(grad_b, up.sum(0))
