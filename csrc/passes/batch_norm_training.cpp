@@ -13,7 +13,7 @@
 //         (combines the rows over the batch, updates the running statistics in place)
 //   else:
 //     mean, var = running_mean, running_var
-//   y = batch_norm(x, weight, bias, mean, var, training=False, momentum, eps)
+//   y = batch_norm_with_stats(x, weight, bias, mean, var, training=False, momentum, eps)
 // so that y is the inference batch_norm the elementwise group after it fuses (with the
 // ReLU or residual add that reads it): eager's training forward reads x twice and
 // writes y, and so do these kernels, while the activation after it no longer reads y
@@ -21,13 +21,12 @@
 // Autodiff's form also returns what its backward reads: the batch mean and inverse
 // standard deviation (empty in eval mode, as ATen's native kernel returns them), an
 // empty reserve and backend index 0 (ATen's native backward).
+// The three fuser:: operators run in the interpreter (runtime/batch_norm_statistics.h).
 // Left alone: `training` a constant False (the inference path takes it), channels-last
 // or other strided inputs (the row kernel reads rows of contiguous trailing dims),
 // missing running statistics, 16-bit statistics, and a batch_norm no fusible node reads
 // (ATen's own training kernels are as good there).
-#include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/constants.h>
-#include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <optional>
 #include <vector>
@@ -223,100 +222,6 @@ void rewriteIn(torch::jit::Block* block) {
     if (isTrainingCandidate(node)) rewrite(node);
   }
 }
-
-// The operators, run by the interpreter (they are never fused).
-
-// Per channel: the mean of the row means, and the mean of the row variances plus the
-// variance of the row means (every row holds as many elements), both over the batch.
-std::pair<at::Tensor, at::Tensor> combineRows(const at::Tensor& row_mean,
-                                              const at::Tensor& row_var, int64_t samples,
-                                              int64_t channels) {
-  auto means = row_mean.reshape({samples, channels});
-  auto [between, mean] = at::var_mean(means, {0}, /*correction=*/0, /*keepdim=*/false);
-  at::Tensor var = row_var.reshape({samples, channels}).mean(0).add_(between);
-  return {mean, var};
-}
-
-// Eager's update: running = (1 - momentum) * running + momentum * batch, the variance
-// unbiased over the batch's elements per channel.
-void updateRunning(at::Tensor& running_mean, at::Tensor& running_var, const at::Tensor& mean,
-                   const at::Tensor& var, double momentum, int64_t count) {
-  at::NoGradGuard no_grad;
-  const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
-  running_mean.mul_(1.0 - momentum).add_(mean, momentum);
-  running_var.mul_(1.0 - momentum).add_(var, momentum * unbias);
-}
-
-void batchStatistics(torch::jit::Stack& stack, bool for_backward) {
-  const double eps = torch::jit::pop(stack).toDouble();
-  const double momentum = torch::jit::pop(stack).toDouble();
-  at::Tensor running_var = torch::jit::pop(stack).toTensor();
-  at::Tensor running_mean = torch::jit::pop(stack).toTensor();
-  const at::Tensor x = torch::jit::pop(stack).toTensor();
-  const at::Tensor row_var = torch::jit::pop(stack).toTensor();
-  const at::Tensor row_mean = torch::jit::pop(stack).toTensor();
-  const int64_t samples = x.size(0);
-  const int64_t channels = x.size(1);
-  auto [mean, var] = combineRows(row_mean.to(running_mean.scalar_type()),
-                                 row_var.to(running_mean.scalar_type()), samples, channels);
-  updateRunning(running_mean, running_var, mean, var, momentum, x.numel() / channels);
-  torch::jit::push(stack, mean, var);
-  if (for_backward) {
-    torch::jit::push(stack, (var + eps).rsqrt(), at::empty({0}, x.options().dtype(at::kByte)));
-  }
-}
-
-// The inference formula over the given statistics, in ATen ops that autograd sees
-// through (a fallback that runs with gradients on differentiates the batch statistics).
-void normalizeWithStats(torch::jit::Stack& stack) {
-  torch::jit::drop(stack, 1);  // cudnn_enabled
-  const double eps = torch::jit::pop(stack).toDouble();
-  torch::jit::drop(stack, 1);  // momentum
-  const bool training = torch::jit::pop(stack).toBool();
-  const std::optional<at::Tensor> var = torch::jit::pop(stack).toOptional<at::Tensor>();
-  const std::optional<at::Tensor> mean = torch::jit::pop(stack).toOptional<at::Tensor>();
-  const std::optional<at::Tensor> bias = torch::jit::pop(stack).toOptional<at::Tensor>();
-  const std::optional<at::Tensor> weight = torch::jit::pop(stack).toOptional<at::Tensor>();
-  const at::Tensor x = torch::jit::pop(stack).toTensor();
-  TORCH_CHECK(!training && mean && var,
-              "fuser::batch_norm_with_stats takes statistics, with training False");
-  std::vector<int64_t> per_channel(static_cast<size_t>(x.dim()), 1);
-  per_channel[1] = x.size(1);
-  auto channels = [&](const at::Tensor& t) { return t.reshape(per_channel); };
-  at::Tensor y = (x - channels(*mean)) * channels((*var + eps).rsqrt());
-  if (weight) y = y * channels(*weight);
-  if (bias) y = y + channels(*bias);
-  torch::jit::push(stack, y.to(x.scalar_type()));
-}
-
-void evalSaves(torch::jit::Stack& stack) {
-  const at::Tensor running_mean = torch::jit::pop(stack).toTensor();
-  torch::jit::push(stack, at::empty({0}, running_mean.options()),
-                   at::empty({0}, running_mean.options()),
-                   at::empty({0}, running_mean.options().dtype(at::kByte)));
-}
-
-torch::jit::RegisterOperators registration({
-    torch::jit::Operator(
-        "fuser::batch_norm_batch_stats(Tensor row_mean, Tensor row_var, Tensor input, "
-        "Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> "
-        "(Tensor, Tensor)",
-        [](torch::jit::Stack& stack) { batchStatistics(stack, false); },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
-        "fuser::batch_norm_batch_stats_for_backward(Tensor row_mean, Tensor row_var, "
-        "Tensor input, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, "
-        "float eps) -> (Tensor, Tensor, Tensor, Tensor)",
-        [](torch::jit::Stack& stack) { batchStatistics(stack, true); },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
-        "fuser::batch_norm_with_stats(Tensor input, Tensor? weight, Tensor? bias, Tensor? mean, "
-        "Tensor? var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor",
-        normalizeWithStats, c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator("fuser::batch_norm_eval_saves(Tensor running_mean) -> "
-                         "(Tensor, Tensor, Tensor)",
-                         evalSaves, c10::AliasAnalysisKind::FROM_SCHEMA),
-});
 
 }  // namespace
 

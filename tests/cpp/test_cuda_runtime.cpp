@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/batch_norm_statistics.h"
 #include "runtime/cuda/cuda_kernel.h"
 #include "runtime/cuda/driver_library.h"
 #include "runtime/cuda/library_search.h"
@@ -86,6 +87,19 @@ TEST(Nvrtc, CompilesSmallKernelToSm90Cubin) {
   ASSERT_GT(image.size(), 4u);
   EXPECT_TRUE(isCubin(image)) << "a cubin is an ELF image";
   EXPECT_NE(log, "unset");
+}
+
+// The kernel combining batch_norm's per-sample rows (runtime/batch_norm_statistics.h),
+// which no generated kernel covers: it compiles for both dtypes it takes.
+TEST(Nvrtc, BatchNormCombineKernelCompiles) {
+  SKIP_WITHOUT_NVRTC();
+  for (c10::ScalarType dtype : {c10::ScalarType::Float, c10::ScalarType::Double}) {
+    const std::string image =
+        compileToCubin(runtime::batchNormCombineSource(dtype), Arch{9, 0});
+    EXPECT_TRUE(isCubin(image)) << dtype;
+    EXPECT_NE(image.find(runtime::kBatchNormCombineKernel), std::string::npos) << dtype;
+  }
+  EXPECT_THROW(runtime::batchNormCombineSource(c10::ScalarType::Half), c10::Error);
 }
 
 TEST(Nvrtc, SyntaxErrorThrowsWithLogAndSourceLine) {

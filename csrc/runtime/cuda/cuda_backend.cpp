@@ -113,6 +113,23 @@ class CudaRowKernel final : public CompiledKernel {
   int num_ints_;
 };
 
+// A kernel written as source (not printed from kernel IR): launched with its own grid,
+// block and arguments through launchCudaSource.
+class CudaSourceKernel final : public CompiledKernel {
+ public:
+  explicit CudaSourceKernel(std::unique_ptr<cuda::LoadedKernel> loaded)
+      : loaded_(std::move(loaded)) {}
+  void launch(const LaunchArgs&) const override {
+    TORCH_CHECK(false, "fuser: a source kernel takes its own arguments (launchCudaSource)");
+  }
+  void launch(unsigned grid, unsigned block, void** params, c10::Device device) const {
+    loaded_->launch(grid, 1, block, params, currentStream(device));
+  }
+
+ private:
+  std::unique_ptr<cuda::LoadedKernel> loaded_;
+};
+
 struct Registry {
   std::mutex mutex;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<CompiledKernel>> by_source_and_device;
@@ -126,7 +143,7 @@ Registry& registry() {
 // The kernel printed as `source`, compiled (or read from the disk cache) for `device`
 // and loaded once per process; `wrap` makes the launcher.
 std::shared_ptr<CompiledKernel> loadCudaKernel(
-    const std::string& source, const codegen::Kernel& kernel, c10::Device device,
+    const std::string& source, const std::string& name, c10::Device device,
     const std::function<std::shared_ptr<CompiledKernel>(std::unique_ptr<cuda::LoadedKernel>)>&
         wrap) {
   const int index = device.index() < 0 ? 0 : device.index();
@@ -154,7 +171,7 @@ std::shared_ptr<CompiledKernel> loadCudaKernel(
   recordKernelSource(source);
   if (config().dump_kernels) std::cerr << "[fuser] CUDA kernel:\n" << source << std::endl;
 
-  auto compiled = wrap(std::make_unique<cuda::LoadedKernel>(index, image, kernel.name));
+  auto compiled = wrap(std::make_unique<cuda::LoadedKernel>(index, image, name));
   r.by_source_and_device.emplace(key, compiled);
   return compiled;
 }
@@ -173,7 +190,7 @@ std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::D
     kernel.fixed.vectors = launch.vectors;
   }
   const std::string source = codegen::printCudaKernel(kernel);
-  return loadCudaKernel(source, kernel, device, [&](std::unique_ptr<cuda::LoadedKernel> loaded) {
+  return loadCudaKernel(source, kernel.name, device, [&](std::unique_ptr<cuda::LoadedKernel> loaded) {
     return std::make_shared<CudaKernel>(kernel, std::move(loaded), info.sm_count);
   });
 }
@@ -183,10 +200,17 @@ std::shared_ptr<CompiledKernel> compileCudaRowKernel(const codegen::Kernel& kern
   TORCH_CHECK(codegen::cudaRowArgWords(kernel) * 8 <= kCudaParamBytes,
               "fuser: a row kernel's arguments exceed CUDA's parameter space");
   const std::string source = codegen::printCudaRowKernel(kernel);
-  return loadCudaKernel(source, kernel, device, [&](std::unique_ptr<cuda::LoadedKernel> loaded) {
+  return loadCudaKernel(source, kernel.name, device, [&](std::unique_ptr<cuda::LoadedKernel> loaded) {
     return std::make_shared<CudaRowKernel>(kernel, std::move(loaded));
   });
 }
 
+void launchCudaSource(const std::string& source, const std::string& name, c10::Device device,
+                      unsigned grid, unsigned block, void** params) {
+  const auto kernel = loadCudaKernel(source, name, device, [](auto loaded) {
+    return std::make_shared<CudaSourceKernel>(std::move(loaded));
+  });
+  static_cast<const CudaSourceKernel&>(*kernel).launch(grid, block, params, device);
+}
 
 }  // namespace fuser::runtime

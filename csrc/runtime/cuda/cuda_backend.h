@@ -5,6 +5,7 @@
 #include <c10/core/Device.h>
 
 #include <memory>
+#include <string>
 
 #include "codegen/kernel_ir.h"
 #include "runtime/compiled_kernel.h"
@@ -19,5 +20,11 @@ std::shared_ptr<CompiledKernel> compileCudaKernel(codegen::Kernel kernel, c10::D
 // arguments do not fit CUDA's parameter space.
 std::shared_ptr<CompiledKernel> compileCudaRowKernel(const codegen::Kernel& kernel,
                                                      c10::Device device);
+
+// Launches extern "C" kernel `name` of self-contained CUDA `source` (compiled, or read
+// from the disk cache, once per process and device) as `grid` blocks of `block` threads
+// on PyTorch's current stream; `params` is cuLaunchKernel's array of argument pointers.
+void launchCudaSource(const std::string& source, const std::string& name, c10::Device device,
+                      unsigned grid, unsigned block, void** params);
 
 }  // namespace fuser::runtime
