@@ -53,7 +53,8 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_output_layout.py tests/python/test_param_space.py \
     tests/python/test_epilogues.py tests/python/test_host_cost.py tests/python/test_report.py \
     tests/python/test_transpose_tiles.py tests/python/test_reductions.py \
-    tests/python/test_batch_norm.py tests/python/test_variants.py \
+    tests/python/test_batch_norm.py tests/python/test_batch_norm_training.py \
+    tests/python/test_variants.py \
     tests/python/test_matmul_operands.py tests/python/test_dropout.py \
     tests/python/test_layer_norm_backward.py tests/python/test_split_rows.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
