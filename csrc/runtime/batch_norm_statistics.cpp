@@ -86,7 +86,11 @@ BatchStatistics combineOnCuda(const at::Tensor& row_mean, const at::Tensor& row_
                     &invstd, &n,     &c,        &momentum, &unbias, &epsilon};
   const int64_t per_block = kCombineBlock / 32;
   const auto grid = static_cast<unsigned>((channels + per_block - 1) / per_block);
-  launchCudaSource(batchNormCombineSource(running_mean.scalar_type()), kBatchNormCombineKernel,
+  // Built once per dtype (the launch looks the kernel up by its source).
+  static const std::string float_source = batchNormCombineSource(c10::ScalarType::Float);
+  static const std::string double_source = batchNormCombineSource(c10::ScalarType::Double);
+  const bool is_float = running_mean.scalar_type() == c10::ScalarType::Float;
+  launchCudaSource(is_float ? float_source : double_source, kBatchNormCombineKernel,
                    running_mean.device(), grid, kCombineBlock, params);
   return out;
 }
