@@ -123,6 +123,15 @@ void batchStatistics(torch::jit::Stack& stack, bool for_backward) {
     TORCH_CHECK(t->numel() == x.size(1), "running_mean should contain ", x.size(1),
                 " elements not ", t->numel());
   }
+  if (x.numel() == 0) {
+    // As eager: an empty batch normalizes nothing and leaves the running statistics be.
+    torch::jit::push(stack, running_mean.clone(), running_var.clone());
+    if (for_backward) {
+      torch::jit::push(stack, (running_var + eps).rsqrt(),
+                       at::empty({0}, x.options().dtype(at::kByte)));
+    }
+    return;
+  }
   const int64_t count = x.numel() / std::max<int64_t>(x.size(1), 1);
   BatchStatistics s = combineBatchStatistics(row_mean, row_var, running_mean, running_var, count,
                                              momentum, for_backward ? std::optional(eps)

@@ -277,3 +277,26 @@ def test_left_to_aten(device: str, case: str) -> None:
             torch.testing.assert_close(a, b_)
     kinds = kinds_of(fn.graph_for(*ours))
     assert "aten::batch_norm" in kinds and BATCH_STATS not in kinds
+
+
+@pytest.mark.parametrize("device", devices())
+def test_zero_size_and_single_value_batches(device: str) -> None:
+    """Between ordinary calls: an empty batch (eager normalizes nothing and leaves the
+    running statistics be) and one value per channel (eager's unbiased variance divides
+    by zero: NaN running variance, as ours)."""
+    fn = script_from_source(FUNCTIONAL)
+    ref = eager_from_source(FUNCTIONAL)
+    w, b, mean, var = affine(3, torch.float32, device)
+    ours_mean, ours_var = mean.clone(), var.clone()
+    shapes = [(4, 3, 5, 5)] * 3 + [(0, 3, 5, 5), (4, 3, 0, 5), (4, 3, 5, 5), (1, 3, 1, 1)]
+    with fuser.enabled(True):
+        for call, shape in enumerate(shapes):
+            x = inputs(shape, torch.float32, device, seed=call) if 0 not in shape else None
+            x = torch.empty(shape, device=device) if x is None else x
+            got = fn(x, w, b, ours_mean, ours_var)
+            want = ref(x, w, b, mean, var)
+            assert got.shape == want.shape and got.stride() == want.stride()
+            torch.testing.assert_close(got, want, **TOLERANCE[torch.float32], equal_nan=True)
+            torch.testing.assert_close(ours_mean, mean, equal_nan=True)
+            torch.testing.assert_close(ours_var, var, equal_nan=True)
+    assert fuser.stats()["kernel_launches"] > 0
