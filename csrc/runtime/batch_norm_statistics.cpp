@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "ops/batch_norm.h"
 #include "runtime/cuda/cuda_backend.h"
 
 namespace fuser::runtime {
@@ -162,7 +163,13 @@ void normalizeWithStats(torch::jit::Stack& stack) {
   at::Tensor y = (x - channels(*mean)) * channels((*var + eps).rsqrt());
   if (weight) y = y * channels(*weight);
   if (bias) y = y + channels(*bias);
-  torch::jit::push(stack, y.to(x.scalar_type()));
+  y = y.to(x.scalar_type());
+  // Laid out as eager's inference batch_norm lays out its result (ops/batch_norm.h).
+  if (ops::batchNormAllocatesInSuggestedFormat(x, weight.value_or(at::Tensor()),
+                                               bias.value_or(at::Tensor()), *mean, *var, eps)) {
+    y = y.contiguous(x.suggest_memory_format());
+  }
+  torch::jit::push(stack, y);
 }
 
 void evalSaves(torch::jit::Stack& stack) {

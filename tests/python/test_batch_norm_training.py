@@ -300,3 +300,36 @@ def test_zero_size_and_single_value_batches(device: str) -> None:
             torch.testing.assert_close(ours_mean, mean, equal_nan=True)
             torch.testing.assert_close(ours_var, var, equal_nan=True)
     assert fuser.stats()["kernel_launches"] > 0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "channels_last"])
+def test_normalization_op_called_directly(device: str, layout: str) -> None:
+    """fuser::batch_norm_with_stats as the interpreter runs it (fallbacks): eager's
+    inference batch_norm's values and strides, and gradients through the statistics too
+    (which eager's op refuses), as the formula in ATen ops gives them."""
+    x = inputs((4, 3, 5, 6), torch.float32, device, 0)
+    if layout == "transposed":
+        x = x.transpose(2, 3)
+    elif layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    w, b, mean, var = affine(3, torch.float32, device)
+    got = torch.ops.fuser.batch_norm_with_stats(x, w, b, mean, var, False, 0.1, 1e-5, True)
+    want = torch.batch_norm(x, w, b, mean, var, False, 0.1, 1e-5, True)
+    torch.testing.assert_close(got, want, **TOLERANCE[torch.float32])
+    assert got.stride() == want.stride()
+
+    leaves = [t.clone().requires_grad_() for t in (x, mean, var)]
+    out = torch.ops.fuser.batch_norm_with_stats(
+        leaves[0], w, b, leaves[1], leaves[2], False, 0.1, 1e-5, True
+    )
+    c = [1, 3, 1, 1]
+    ref = [t.clone().requires_grad_() for t in (x, mean, var)]
+    formula = (ref[0] - ref[1].view(c)) * (ref[2].view(c) + 1e-5).rsqrt() * w.view(c) + b.view(c)
+    g = torch.randn(out.shape, device=device)
+    ours = torch.autograd.grad((out * g).sum(), leaves)
+    theirs = torch.autograd.grad((formula * g).sum(), ref)
+    for a, e in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="training False"):
+        torch.ops.fuser.batch_norm_with_stats(x, w, b, mean, var, True, 0.1, 1e-5, True)
