@@ -95,13 +95,16 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
   Value* x = bn->input(kX);
   const std::vector<int64_t> sizes = *x_type->sizes().concrete_sizes();
   const ScalarType dtype = statisticsDtype(*x_type->scalarType());
+  auto op = [&](c10::Symbol kind, std::vector<Value*> inputs, c10::TypePtr type) {
+    return typed(graph.insertNode(graph.create(kind, inputs))->output(), std::move(type));
+  };
+  auto whole = x_type->withScalarType(dtype);
   Value* read = x;
   if (dtype != *x_type->scalarType()) {
-    Node* cast = graph.insertNode(graph.create(
-        c10::aten::to, {x, graph.insertConstant(static_cast<int64_t>(dtype)),
-                        graph.insertConstant(false), graph.insertConstant(false),
-                        graph.insertConstant(c10::IValue())}));
-    read = typed(cast->output(), x_type->withScalarType(dtype));
+    read = op(c10::aten::to,
+              {x, graph.insertConstant(static_cast<int64_t>(dtype)), graph.insertConstant(false),
+               graph.insertConstant(false), graph.insertConstant(c10::IValue())},
+              whole);
   }
   std::vector<int64_t> dims;
   std::vector<int64_t> row_sizes = {sizes[0], sizes[1]};
@@ -109,21 +112,15 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
     dims.push_back(static_cast<int64_t>(d));
     row_sizes.push_back(1);
   }
-  auto whole = x_type->withScalarType(dtype);
   auto per_row = whole->withSizes(row_sizes);
   Value* dim_list = graph.insertConstant(c10::IValue(dims));
   Value* keep = graph.insertConstant(true);
   Value* none = graph.insertConstant(c10::IValue());
-  auto mean_of = [&](Value* v) {
-    return typed(graph.insertNode(graph.create(c10::aten::mean, {v, dim_list, keep, none}))->output(),
-                 per_row);
-  };
-  Value* row_mean = mean_of(read);
+  Value* row_mean = op(c10::aten::mean, {read, dim_list, keep, none}, per_row);
   Value* one = graph.insertConstant(static_cast<int64_t>(1));
-  Value* centred =
-      typed(graph.insertNode(graph.create(c10::aten::sub, {read, row_mean, one}))->output(), whole);
-  Value* row_var = mean_of(
-      typed(graph.insertNode(graph.create(c10::aten::mul, {centred, centred}))->output(), whole));
+  Value* centred = op(c10::aten::sub, {read, row_mean, one}, whole);
+  Value* squares = op(c10::aten::mul, {centred, centred}, whole);
+  Value* row_var = op(c10::aten::mean, {squares, dim_list, keep, none}, per_row);
 
   Node* stats = graph.insertNode(graph.create(
       for_backward ? batchNormBatchStatsForBackwardSymbol() : batchNormBatchStatsSymbol(),
@@ -131,13 +128,9 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
        bn->input(kMomentum), bn->input(kEps)},
       for_backward ? 4 : 2));
   const c10::TypePtr channels = bn->input(kRunningMean)->type();
-  typed(stats->output(0), channels);
-  typed(stats->output(1), channels);
-  if (for_backward) {
-    typed(stats->output(2), channels);
-    typed(stats->output(3), c10::TensorType::get());
-  }
+  for (Value* v : stats->outputs()) typed(v, channels);
   if (!for_backward) return {stats->output(0), stats->output(1)};
+  typed(stats->output(3), c10::TensorType::get());  // the reserve
   // What autodiff's backward reads: the saved mean, inverse standard deviation, reserve.
   return {stats->output(0), stats->output(1), stats->output(0), stats->output(2),
           stats->output(3)};
@@ -153,6 +146,32 @@ std::vector<Value*> emitRunningStatistics(Graph& graph, Node* bn, bool for_backw
     for (Value* v : saves->outputs()) out.push_back(typed(v, c10::TensorType::get()));
   }
   return out;
+}
+
+// The statistics the normalization reads, inserted before `before`: the batch's where
+// `training` is a constant True, else a branch on it between the batch's and the
+// running ones.
+std::vector<Value*> emitStatistics(Graph& graph, Node* bn, Node* before,
+                                   const c10::TensorTypePtr& x_type, bool constant_training,
+                                   bool for_backward) {
+  torch::jit::WithInsertPoint at(before);
+  if (constant_training) return emitBatchStatistics(graph, bn, x_type, for_backward);
+  Node* branch = graph.insertNode(graph.create(c10::prim::If, {bn->input(kTraining)}, 0));
+  torch::jit::Block* batch = branch->addBlock();
+  torch::jit::Block* running = branch->addBlock();
+  {
+    torch::jit::WithInsertPoint in(batch);
+    for (Value* v : emitBatchStatistics(graph, bn, x_type, for_backward)) {
+      batch->registerOutput(v);
+    }
+  }
+  {
+    torch::jit::WithInsertPoint in(running);
+    for (Value* v : emitRunningStatistics(graph, bn, for_backward)) running->registerOutput(v);
+  }
+  std::vector<Value*> stats;
+  for (Value* v : batch->outputs()) stats.push_back(branch->addOutput()->setType(v->type()));
+  return stats;
 }
 
 // Rewrites `bn` (see the header); leaves the graph as it was when the result would not
@@ -171,43 +190,23 @@ void rewrite(Node* bn) {
 
   Graph& graph = *bn->owningGraph();
   torch::jit::WithInsertPoint here(bn);
-  // The inference batch_norm first, over the running statistics (the statistics below
-  // have their types): nothing else is built when it would not fuse.
-  Node* eval = graph.insertNode(graph.create(
+  // The normalization first, over the running statistics (the statistics below have
+  // their types): nothing else is built when it would not fuse.
+  Node* normalize = graph.insertNode(graph.create(
       batchNormWithStatsSymbol(),
       {bn->input(kX), bn->input(kWeight), bn->input(kBias), bn->input(kRunningMean),
        bn->input(kRunningVar), graph.insertConstant(false), bn->input(kMomentum),
        bn->input(kEps), bn->input(kCudnn)}));
-  eval->output()->copyMetadata(bn->output(0));
-  if (!checkFusible(eval)) {
-    eval->destroy();
+  normalize->output()->copyMetadata(bn->output(0));
+  if (!checkFusible(normalize)) {
+    normalize->destroy();
     return;
   }
-  std::vector<Value*> stats;
-  {
-  torch::jit::WithInsertPoint before(eval);
-  if (training) {
-    stats = emitBatchStatistics(graph, bn, x_type, for_backward);
-  } else {
-    Node* branch = graph.insertNode(graph.create(c10::prim::If, {bn->input(kTraining)}, 0));
-    torch::jit::Block* batch = branch->addBlock();
-    torch::jit::Block* running = branch->addBlock();
-    {
-      torch::jit::WithInsertPoint in(batch);
-      for (Value* v : emitBatchStatistics(graph, bn, x_type, for_backward)) {
-        batch->registerOutput(v);
-      }
-    }
-    {
-      torch::jit::WithInsertPoint in(running);
-      for (Value* v : emitRunningStatistics(graph, bn, for_backward)) running->registerOutput(v);
-    }
-    for (Value* v : batch->outputs()) stats.push_back(branch->addOutput()->setType(v->type()));
-  }
-  }
-  eval->replaceInput(kRunningMean, stats[0]);
-  eval->replaceInput(kRunningVar, stats[1]);
-  bn->output(0)->replaceAllUsesWith(eval->output());
+  const std::vector<Value*> stats =
+      emitStatistics(graph, bn, normalize, x_type, training.has_value(), for_backward);
+  normalize->replaceInput(kRunningMean, stats[0]);
+  normalize->replaceInput(kRunningVar, stats[1]);
+  bn->output(0)->replaceAllUsesWith(normalize->output());
   if (for_backward) {
     for (size_t i = 1; i <= 3; ++i) bn->output(i)->replaceAllUsesWith(stats[i + 1]);
     bn->output(4)->replaceAllUsesWith(graph.insertConstant(static_cast<int64_t>(0)));

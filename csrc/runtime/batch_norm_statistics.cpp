@@ -5,6 +5,7 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <algorithm>
+#include <exception>
 #include <optional>
 #include <vector>
 
@@ -213,8 +214,14 @@ BatchStatistics combineBatchStatistics(const at::Tensor& row_mean, const at::Ten
   const bool grad =
       at::GradMode::is_enabled() && (row_mean.requires_grad() || row_var.requires_grad());
   if (!grad && samples > 0 && combinesOnCuda(row_mean, row_var, running_mean, running_var)) {
-    return combineOnCuda(row_mean, row_var, running_mean, running_var, samples, channels, count,
-                         momentum, eps);
+    try {
+      return combineOnCuda(row_mean, row_var, running_mean, running_var, samples, channels,
+                           count, momentum, eps);
+    } catch (const std::exception& e) {
+      // No NVRTC or no launch: nothing was written; ATen's ops give the same statistics.
+      TORCH_WARN_ONCE("fuser: the batch statistics kernel did not run (", e.what(),
+                      "); combining them with ATen ops");
+    }
   }
   return combineWithAten(row_mean, row_var, running_mean, running_var, samples, channels, count,
                          momentum, eps);
