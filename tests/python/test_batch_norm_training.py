@@ -175,11 +175,22 @@ def test_module_without_gradients_in_training_then_eval(device: str, kind: str) 
 
 
 def grads_of(fn, x: torch.Tensor, r: torch.Tensor, params: list[torch.Tensor], weights):
-    """fn's output, the gradients of (out * weights).sum() and the forward's graph."""
+    """fn's output and the gradients of (out * weights).sum()."""
     out = fn(x, r)
-    forward = torch.jit.last_executed_optimized_graph()
-    grads = torch.autograd.grad((out * weights).sum(), [x, r, *params])
-    return out, grads, forward
+    return out, torch.autograd.grad((out * weights).sum(), [x, r, *params])
+
+
+def check_step(scripted, model, x: torch.Tensor, r: torch.Tensor, weights: torch.Tensor) -> None:
+    """One training step of each (leaves of their own): outputs, every gradient and the
+    state tensors (running statistics, num_batches_tracked) equal."""
+    ours = [t.clone().requires_grad_() for t in (x, r)]
+    theirs = [t.clone().requires_grad_() for t in (x, r)]
+    out, grads = grads_of(scripted, *ours, list(scripted.parameters()), weights)
+    want, want_grads = grads_of(model, *theirs, list(model.parameters()), weights)
+    torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
+    for got, expected in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    assert_same_state(scripted, model)
 
 
 @pytest.mark.parametrize("device", devices())
@@ -202,15 +213,7 @@ def test_training_step_gradients_match_eager(device: str, kind: str) -> None:
             scripted.train(mode == "train")
             for call in range(4):
                 x = inputs(shape, torch.float32, device, call)
-                r = inputs(shape, torch.float32, device, 7)
-                xs = [t.clone().requires_grad_() for t in (x, r)]
-                xe = [t.clone().requires_grad_() for t in (x, r)]
-                out, grads, _ = grads_of(scripted, *xs, list(scripted.parameters()), weights)
-                want, want_grads, _ = grads_of(model, *xe, list(model.parameters()), weights)
-                torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
-                for ours, theirs in zip(grads, want_grads, strict=True):
-                    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
-                assert_same_state(scripted, model)
+                check_step(scripted, model, x, inputs(shape, torch.float32, device, 7), weights)
     graphs = fuser._C._take_captured_graphs()
     fuser._C._set_report_capture(False)
     kinds = set().union(*(kinds_of(g) for g in graphs))
@@ -233,14 +236,7 @@ def test_plan_profiled_without_gradients_then_run_with_them(device: str) -> None
                 r = inputs(shape, torch.float32, device, 9)
                 scripted(x, r), model(x, r)
         x, r = inputs(shape, torch.float32, device, 3), inputs(shape, torch.float32, device, 4)
-        xs = [t.clone().requires_grad_() for t in (x, r)]
-        xe = [t.clone().requires_grad_() for t in (x, r)]
-        out, grads, _ = grads_of(scripted, *xs, list(scripted.parameters()), weights)
-        want, want_grads, _ = grads_of(model, *xe, list(model.parameters()), weights)
-    torch.testing.assert_close(out, want, **TOLERANCE[torch.float32])
-    for ours, theirs in zip(grads, want_grads, strict=True):
-        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
-    assert_same_state(scripted, model)
+        check_step(scripted, model, x, r, weights)
 
 
 LONE = """
