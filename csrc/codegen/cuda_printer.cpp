@@ -191,6 +191,27 @@ int tileVectorWidth(const Kernel& k) {
   return std::max(2, std::min(8 / transposed, 16 / other));
 }
 
+// Which expressions the row loops compute once per row (CudaPrinter::per_row_): loads
+// of strided inputs broadcast along the innermost dim, and what is computed from them
+// and invariants alone. Draws and element indices vary along the row.
+std::vector<bool> perRowExprs(const Kernel& k, const ExprFacts& facts) {
+  std::vector<bool> per_row(k.exprs.size(), false);
+  for (size_t i = 0; i < k.exprs.size(); ++i) {
+    const Expr& e = k.exprs[i];
+    if (!facts.used[i] || facts.invariant[i]) continue;
+    if (e.op == IrOp::Load) {
+      const TensorInput& in = k.inputs[e.index];
+      per_row[i] = in.access == Access::Strided && in.inner_zero_stride;
+      continue;
+    }
+    if (e.op == IrOp::ElementIndex || e.op == IrOp::PhiloxUniform) continue;
+    bool all = true;
+    for (ExprId a : e.args) all = all && (facts.invariant[a] || per_row[a]);
+    per_row[i] = all;
+  }
+  return per_row;
+}
+
 class CudaPrinter {
  public:
   explicit CudaPrinter(const Kernel& k)
@@ -198,7 +219,8 @@ class CudaPrinter {
         facts_(analyzeExprs(k)),
         vec_(cudaVectorWidth(k)),
         row_vec_(rowVectorWidth(k)),
-        row_unroll_(rowUnroll(k)) {
+        row_unroll_(rowUnroll(k)),
+        per_row_(perRowExprs(k, facts_)) {
     for (int i : walkedInputs(k)) {
       walked_.push_back({"off" + std::to_string(i), "st" + std::to_string(i),
                          k.inputs[i].inner_unit_stride, i});
@@ -825,9 +847,25 @@ class CudaPrinter {
          << "      const idx_t fx_jk[1] = {(fx_v - fx_row * fx_row_vectors) * " << v << "};\n";
     printOffsets("fx_row", k_.ndim - 2, "base_", "      ");
     out_ << "      const idx_t fx_row0 = fx_row * fx_inner;\n";
+    printPerRowExprs("      ");
     printVectorLoads(1, row_vec_, [&](size_t i) { return rowVectorAt(i); }, "      ");
     printVectorBody(Lanes::Row, 1, row_vec_, "fx_row0 + fx_jk[fx_k]", "      ");
+    per_row_printed_ = false;
     out_ << "    }\n    return;\n  }\n";
+  }
+
+  // The row's per-row expressions (per_row_), once, where base_offN hold the row's
+  // offsets; the vector bodies after it read them instead of computing them per element.
+  void printPerRowExprs(const std::string& ind) {
+    lanes_ = Lanes::Row;
+    auto load = [this](const Expr& e) { return loadExpr(e); };
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      if (!per_row_[i]) continue;
+      out_ << ind << "const " << computeTypeName(k_.exprs[i].type) << " v" << i << " = "
+           << formatExpr(k_, k_.exprs[i], load) << ";\n";
+    }
+    lanes_ = Lanes::None;
+    per_row_printed_ = true;
   }
 
   void printRowVectors() {
@@ -842,8 +880,10 @@ class CudaPrinter {
          << "      if (!fx_in[0]) return;\n";
     printRowLoopStart("      ");
     out_ << "        const idx_t fx_row0 = fx_row * fx_inner;\n";
+    printPerRowExprs("        ");
     printVectorLoads(row_unroll_, row_vec_, [&](size_t i) { return rowVectorAt(i); }, "        ");
     printVectorBody(Lanes::Row, row_unroll_, row_vec_, "fx_row0 + fx_jk[fx_k]", "        ");
+    per_row_printed_ = false;
     printRowLoopEnd("      ");
     out_ << "    }\n";
   }
@@ -951,6 +991,7 @@ class CudaPrinter {
     auto load = [this](const Expr& e) { return loadExpr(e); };
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
       if (!facts_.used[i] || facts_.invariant[i] != invariant) continue;
+      if (!invariant && per_row_printed_ && per_row_[i]) continue;
       const Expr& e = k_.exprs[i];
       const std::string blocked = e.op == IrOp::PhiloxUniform ? blockedDraw(e) : "";
       out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
@@ -963,6 +1004,11 @@ class CudaPrinter {
   int vec_;
   int row_vec_;  // elements per thread and access on rows; 1: rows go element-wise
   int row_unroll_;  // most vectors per thread and tile of the row loop
+  // Per expression: the same along a row (it reads only inputs broadcast along the
+  // rows, as batch_norm's per-channel statistics, and invariants): the row loops compute
+  // it once per row, not per element.
+  std::vector<bool> per_row_;
+  bool per_row_printed_ = false;  // inside a row loop that printed them
   std::vector<WalkedTensor> walked_;  // strided inputs, then strided outputs
   Lanes lanes_ = Lanes::None;
   std::string vector_at_;  // printVectorBody: where vector fx_k starts in the iteration space

@@ -206,3 +206,29 @@ def test_forced_tiles_of_64_take_vectors_for_2_and_4_byte_elements(dtype):
     assert ("fx_vt1" in source) == (dtype in (torch.float32, torch.float16))
     assert "fx_tile1[64]" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+def test_row_loops_compute_per_row_values_once_per_row():
+    # y is broadcast along the rows (batch_norm's per-channel statistics are): exp(y) is
+    # computed where the row's offsets are known, before the loop over a vector's lanes,
+    # while x * exp(y) stays per element. Short rows' vector loop does the same per vector.
+    graph = torch._C.parse_ir(
+        """
+graph(%x : Tensor, %y : Tensor):
+  %e : Tensor = aten::exp(%y)
+  %m : Tensor = aten::mul(%x, %e)
+  return (%m)
+"""
+    )
+    source = _C.kernel_source(
+        graph, [torch.float32, torch.float32], [False, False], "cuda", "broadcast_rows"
+    )
+    vector_paths = source.split("fx_inner % ")[1:]
+    assert len(vector_paths) == 2  # long rows, short rows
+    for path in vector_paths:
+        body = path[: path.index("fx_jk[fx_k]) = s0;")]  # up to the vector's store
+        lanes = body.index("for (int u = 0;")
+        assert body.index("fx_expf(v1)") < lanes and body.count("fx_expf") == 1
+        assert "(v0 * v2)" in body[lanes:]
+    assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
