@@ -68,7 +68,7 @@ bool combinesOnCuda(const at::Tensor& row_mean, const at::Tensor& row_var,
 
 BatchStatistics combineOnCuda(const at::Tensor& row_mean, const at::Tensor& row_var,
                               at::Tensor& running_mean, at::Tensor& running_var,
-                              int64_t samples, int64_t channels, int64_t count,
+                              int64_t samples, int64_t channels, double unbias,
                               double momentum, std::optional<double> eps) {
   BatchStatistics out{at::empty({channels}, running_mean.options()),
                       at::empty({channels}, running_mean.options()), at::Tensor()};
@@ -82,7 +82,6 @@ BatchStatistics combineOnCuda(const at::Tensor& row_mean, const at::Tensor& row_
   void* invstd = eps ? out.invstd.data_ptr() : nullptr;
   long long n = samples;
   long long c = channels;
-  double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
   double epsilon = eps.value_or(0.0);
   void* params[] = {&rm_in, &rv_in,  &run_mean, &run_var, &mean,   &var,
                     &invstd, &n,     &c,        &momentum, &unbias, &epsilon};
@@ -100,14 +99,13 @@ BatchStatistics combineOnCuda(const at::Tensor& row_mean, const at::Tensor& row_
 // ATen ops on [N, C] (CPU, and any layout or dtype the kernel does not take).
 BatchStatistics combineWithAten(const at::Tensor& row_mean, const at::Tensor& row_var,
                                 at::Tensor& running_mean, at::Tensor& running_var,
-                                int64_t samples, int64_t channels, int64_t count,
+                                int64_t samples, int64_t channels, double unbias,
                                 double momentum, std::optional<double> eps) {
   const c10::ScalarType t = running_mean.scalar_type();
   auto means = row_mean.to(t).reshape({samples, channels});
   auto [between, mean] = at::var_mean(means, {0}, /*correction=*/0, /*keepdim=*/false);
   at::Tensor var = row_var.to(t).reshape({samples, channels}).mean(0).add_(between);
   at::NoGradGuard no_grad;
-  const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
   running_mean.mul_(1.0 - momentum).add_(mean.detach(), momentum);
   running_var.mul_(1.0 - momentum).add_(var.detach(), momentum * unbias);
   return {mean, var, eps ? (var + *eps).rsqrt() : at::Tensor()};
@@ -121,10 +119,10 @@ void batchStatistics(torch::jit::Stack& stack, bool for_backward) {
   const at::Tensor x = torch::jit::pop(stack).toTensor();
   const at::Tensor row_var = torch::jit::pop(stack).toTensor();
   const at::Tensor row_mean = torch::jit::pop(stack).toTensor();
-  for (const at::Tensor* t : {&running_mean, &running_var}) {
-    TORCH_CHECK(t->numel() == x.size(1), "running_mean should contain ", x.size(1),
-                " elements not ", t->numel());
-  }
+  TORCH_CHECK(running_mean.numel() == x.size(1), "running_mean should contain ", x.size(1),
+              " elements not ", running_mean.numel());
+  TORCH_CHECK(running_var.numel() == x.size(1), "running_var should contain ", x.size(1),
+              " elements not ", running_var.numel());
   if (x.numel() == 0) {
     // As eager: an empty batch normalizes nothing and leaves the running statistics be.
     torch::jit::push(stack, running_mean.clone(), running_var.clone());
@@ -210,21 +208,23 @@ BatchStatistics combineBatchStatistics(const at::Tensor& row_mean, const at::Ten
                                        std::optional<double> eps) {
   const int64_t channels = running_mean.numel();
   const int64_t samples = channels == 0 ? 0 : row_mean.numel() / channels;
+  // The running variance is unbiased over a channel's `count` elements.
+  const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
   // Gradients through the statistics (a fallback run with them on) need ATen's ops.
   const bool grad =
       at::GradMode::is_enabled() && (row_mean.requires_grad() || row_var.requires_grad());
   if (!grad && samples > 0 && combinesOnCuda(row_mean, row_var, running_mean, running_var)) {
     try {
       return combineOnCuda(row_mean, row_var, running_mean, running_var, samples, channels,
-                           count, momentum, eps);
+                           unbias, momentum, eps);
     } catch (const std::exception& e) {
       // No NVRTC or no launch: nothing was written; ATen's ops give the same statistics.
       TORCH_WARN_ONCE("fuser: the batch statistics kernel did not run (", e.what(),
                       "); combining them with ATen ops");
     }
   }
-  return combineWithAten(row_mean, row_var, running_mean, running_var, samples, channels, count,
-                         momentum, eps);
+  return combineWithAten(row_mean, row_var, running_mean, running_var, samples, channels,
+                         unbias, momentum, eps);
 }
 
 std::string batchNormCombineSource(c10::ScalarType dtype) {
