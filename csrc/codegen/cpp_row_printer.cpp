@@ -258,6 +258,7 @@ class CppRowPrinter {
     const std::string d1 = "fx_sizes[" + std::to_string(k_.outer_ndim + 1) + "]";
     if (k_.row_stage < 0) {
       out_ << "    for (int64_t fx_i0 = 0; fx_i0 < " << d0 << "; ++fx_i0) {\n";
+      printNestedRowBases(out_, k_, "    ");
       return;
     }
     out_ << "    for (int64_t fx_i0 = fx_lo / " << d1 << "; fx_i0 < " << d0 << " && fx_i0 * " << d1
@@ -266,6 +267,7 @@ class CppRowPrinter {
          << " : 0;\n"
          << "    const int64_t fx_i1_hi = (fx_i0 + 1) * " << d1 << " > fx_hi ? fx_hi - fx_i0 * "
          << d1 << " : " << d1 << ";\n";
+    printNestedRowBases(out_, k_, "    ");
   }
 
   void closeElementLoop() { out_ << (nested_ ? "    }\n    }\n" : "    }\n"); }
@@ -444,6 +446,8 @@ class CppRowPrinter {
 
 }  // namespace
 
-std::string printCppRowKernel(const Kernel& kernel) { return CppRowPrinter(kernel).print(); }
+std::string printCppRowKernel(const Kernel& kernel) {
+  return kernel.columns ? printCppColumnKernel(kernel) : CppRowPrinter(kernel).print();
+}
 
 }  // namespace fuser::codegen

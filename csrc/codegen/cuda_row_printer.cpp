@@ -527,6 +527,13 @@ CudaRowShape cudaRowShapeWithLanes(int64_t n, int widest_element_bytes, bool ali
   return shape;
 }
 
+CudaRowShape cudaColumnShape() {
+  CudaRowShape shape;
+  shape.lanes = 1;
+  shape.columns = true;
+  return shape;
+}
+
 std::string printCudaRowKernel(const Kernel& kernel) { return CudaRowPrinter(kernel).print(); }
 
 }  // namespace fuser::codegen

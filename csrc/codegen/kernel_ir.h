@@ -95,6 +95,9 @@ struct TensorInput {
   // Row kernels: the row's last dim is broadcast (group_norm's weight, read per channel
   // across the dims after the channels).
   bool row_last_zero_stride = false;
+  // Row kernels: the row's last dim has unit stride (a row of NCHW channels over N and
+  // H * W), so the CPU's nested walk of a two-dim row reads it as a vector.
+  bool row_last_unit_stride = false;
 };
 
 enum class ScalarArgKind : uint8_t { Double, Int64, Bool };
@@ -167,6 +170,11 @@ struct Kernel {
   // vector differ in their last-dim index only, so a strided load finds the vector's
   // first element once and steps along that dim for the rest.
   bool row_vector_in_last_dim = false;
+  // Rows that are neighbours in memory, their elements strided (a sum over the leading
+  // dims): CUDA runs one lane per row (row_lanes 1), and the units of rows cut in slices
+  // go slice by slice, rows innermost (unit u: row u % rows, slice u / rows), so that
+  // neighbouring threads read neighbouring rows.
+  bool columns = false;
   // Rows cut in slices (split_rows.h): the stage this kernel computes; -1: whole rows.
   int row_stage = -1;
 };

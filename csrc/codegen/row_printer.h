@@ -22,6 +22,10 @@
 namespace fuser::codegen {
 
 std::string printCppRowKernel(const Kernel& kernel);
+// Kernel::columns on CPU (cpp_column_printer.cpp): blocks of this many neighbouring rows
+// walked together; printCppRowKernel hands such kernels to it.
+inline constexpr int kCpuColumnBlock = 1024;
+std::string printCppColumnKernel(const Kernel& kernel);
 std::string printCudaRowKernel(const Kernel& kernel);
 
 // Threads per block of a CUDA row kernel: rows of fewer lanes share a block.
@@ -38,11 +42,15 @@ struct CudaRowShape {
   int chunks = 0;
   int vector = 1;
   bool vector_in_last_dim = false;  // Kernel::row_vector_in_last_dim (set by the runtime)
+  bool columns = false;             // Kernel::columns: one lane per row
 };
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned);
 // The same with `lanes` (a power of two from 8 to 1024) instead of the chosen count;
 // 0: chosen.
 CudaRowShape cudaRowShapeWithLanes(int64_t n, int widest_element_bytes, bool aligned, int lanes);
+// Rows that are neighbours in memory, their elements strided (Kernel::columns): one lane
+// per row, walking the row in every pass, so a warp reads 32 neighbouring rows at once.
+CudaRowShape cudaColumnShape();
 // The variants a row kernel is timed in (runtime/variant_timing.h): cudaRowShape's
 // first, then half and twice its lanes where the row gives each lane work.
 std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_bytes,
@@ -73,7 +81,10 @@ void printRowExprs(std::ostream& out, const Kernel& kernel, const std::vector<Ex
                    const std::function<std::string(const Expr&)>& load);
 // A load in a CPU row of two inner dims walked as nested loops: fx_i0 over the first,
 // fx_i1 over the second, fx_e = fx_i0 * size1 + fx_i1 (no division per element).
+// Strided inputs read from fx_pN, their run of fx_i0 (printNestedRowBases): an offset
+// computed whole per element kept GCC from vectorizing the loop (gathers, 5.5x slower).
 std::string rowLoadNested(const Kernel& kernel, const Expr& load);
+void printNestedRowBases(std::ostream& out, const Kernel& kernel, const std::string& indent);
 // outN[fx_r * fx_n + fx_e] = vI for the outputs of one element per row element.
 void printElementStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 // outN[fx_r] = vI for the per-row outputs.

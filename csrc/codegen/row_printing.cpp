@@ -109,16 +109,29 @@ std::string rowLoadNested(const Kernel& k, const Expr& load) {
   if (load.op == IrOp::ElementIndex) return "(fx_r * fx_n + fx_e)";
   const TensorInput& in = k.inputs[load.index];
   const std::string n = std::to_string(load.index);
-  std::string offset = "off" + n;
+  std::string at;
   if (in.inner_unit_stride) {
-    offset += " + fx_e";
-  } else if (!in.inner_zero_stride) {
-    const std::string d0 = std::to_string(k.outer_ndim), d1 = std::to_string(k.outer_ndim + 1);
-    offset += " + fx_i0 * st" + n + "[" + d0 + "]";
-    // Loop-invariant in the inner loop when the last dim is broadcast.
-    if (!in.row_last_zero_stride) offset += " + fx_i1 * st" + n + "[" + d1 + "]";
+    at = "in" + n + "[off" + n + " + fx_e]";
+  } else if (in.inner_zero_stride || in.row_last_zero_stride) {
+    at = (in.inner_zero_stride ? "in" : "fx_p") + n + "[" + (in.inner_zero_stride ? "off" + n : "0") + "]";
+  } else if (in.row_last_unit_stride) {
+    at = "fx_p" + n + "[fx_i1]";
+  } else {
+    at = "fx_p" + n + "[fx_i1 * st" + n + "[" + std::to_string(k.outer_ndim + 1) + "]]";
   }
-  return loadConversion(in.dtype, load.type, "in" + n + "[" + offset + "]");
+  return loadConversion(in.dtype, load.type, at);
+}
+
+void printNestedRowBases(std::ostream& out, const Kernel& k, const std::string& indent) {
+  const std::string d0 = std::to_string(k.outer_ndim);
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const TensorInput& in = k.inputs[i];
+    if (in.inner_unit_stride || in.inner_zero_stride) continue;
+    const std::string n = std::to_string(i);
+    const char* t = storageTypeName(in.dtype);
+    out << indent << "const " << t << "* __restrict__ fx_p" << n << " = in" << n << " + off" << n
+        << " + fx_i0 * st" << n << "[" << d0 << "];\n";
+  }
 }
 
 void printRowExprs(std::ostream& out, const Kernel& k, const std::vector<ExprId>& ids,
@@ -175,10 +188,19 @@ void printSplitUnit(std::ostream& out, const Kernel& k, const RowSchedule& s,
                     const std::string& indent) {
   // A last stage storing per-row outputs only runs one unit per row (slice 0).
   const bool per_row = lastStagePerRow(k, s);
-  out << indent << "const int64_t fx_splits = fx_iargs[" << splitCountArg(k) << "];\n"
-      << indent << "const int64_t fx_r = fx_u / " << (per_row ? "1" : "fx_splits") << ";\n"
-      << indent << "const int64_t fx_s = fx_u - fx_r * " << (per_row ? "1" : "fx_splits")
-      << ";\n"
+  out << indent << "const int64_t fx_splits = fx_iargs[" << splitCountArg(k) << "];\n";
+  if (k.columns) {
+    // Slice by slice, rows innermost: neighbouring units read neighbouring rows.
+    out << indent << "int64_t fx_rows = 1;\n";
+    for (int d = 0; d < k.outer_ndim; ++d) out << indent << "fx_rows *= fx_sizes[" << d << "];\n";
+    out << indent << "const int64_t fx_s = fx_u / fx_rows;\n"
+        << indent << "const int64_t fx_r = fx_u - fx_s * fx_rows;\n";
+  } else {
+    out << indent << "const int64_t fx_r = fx_u / " << (per_row ? "1" : "fx_splits") << ";\n"
+        << indent << "const int64_t fx_s = fx_u - fx_r * " << (per_row ? "1" : "fx_splits")
+        << ";\n";
+  }
+  out
       << indent << "const int64_t fx_len = ((fx_n + fx_splits - 1) / fx_splits + "
       << k.row_vector - 1 << ") / " << k.row_vector << " * " << k.row_vector << ";\n"
       << indent << "const int64_t fx_lo = fx_s * fx_len < fx_n ? fx_s * fx_len : fx_n;\n"
@@ -217,7 +239,8 @@ void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& 
       out << indent << acc << " fx_fin" << r << " = " << reduceIdentity(e) << ";\n"
           << indent << "for (int64_t fx_q = " << first << "; fx_q < fx_splits; fx_q += " << step
           << ") fx_fin" << r << " = " << reduceCombiner(e) << "<" << acc << ">(fx_fin" << r
-          << ", fx_buf" << partials << "[fx_r * fx_splits + fx_q]);\n";
+          << ", fx_buf" << partials << (k.columns ? "[fx_q * fx_rows + fx_r]);\n"
+                                                   : "[fx_r * fx_splits + fx_q]);\n");
       if (spread) {
         out << indent << "fx_fin" << r << " = " << spread->combine(e, acc, "fx_fin" + std::to_string(r))
             << ";\n";

@@ -4,6 +4,8 @@
 // variances give), the row maximum subtracted before exp.
 #include "ops/reductions.h"
 
+#include <algorithm>
+
 #include "ops/lowering_rules.h"
 #include "symbols.h"
 
@@ -36,6 +38,19 @@ std::optional<int64_t> trailingCount(const std::vector<int64_t>& dims, int64_t r
     if (!seen[d]) return std::nullopt;
   }
   return k;
+}
+
+// `dims` wrapped into [0, rank) and sorted, when each names a dim of `rank` once.
+std::optional<std::vector<int64_t>> distinctDims(const std::vector<int64_t>& dims, int64_t rank) {
+  if (dims.empty()) return std::nullopt;
+  std::vector<int64_t> out;
+  for (int64_t d : dims) {
+    if (d < -rank || d >= rank) return std::nullopt;
+    out.push_back(d < 0 ? d + rank : d);
+  }
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) return std::nullopt;
+  return out;
 }
 
 // Whether a reduction takes every dim: sum(self) and mean(self), or a `dim` of None or
@@ -154,8 +169,8 @@ FusionDecision checkRowReduction(const Node* node) {
     }
   }
   if (!rowReductionOf(node)) {
-    return FusionDecision::no("it does not reduce over constant trailing dims of an input of "
-                              "profiled rank");
+    return FusionDecision::no("it does not reduce over constant dims of an input of profiled "
+                              "rank");
   }
   return FusionDecision::yes();
 }
@@ -475,9 +490,16 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
     dims = constantIntList(node, "dim");
   }
   if (!dims) return std::nullopt;
-  auto k = trailingCount(*dims, *rank);
-  if (!k) return std::nullopt;
-  r.reduced = *k;
+  if (auto k = trailingCount(*dims, *rank)) {
+    r.reduced = *k;
+  } else {
+    // Plain reductions may take any dims (each once); the normalizations their last.
+    if (whole) return std::nullopt;
+    auto any = distinctDims(*dims, *rank);
+    if (!any) return std::nullopt;
+    r.dims = std::move(*any);
+    r.reduced = static_cast<int64_t>(r.dims.size());
+  }
   if (whole) {
     r.result = RowReduction::Result::Whole;
   } else {
@@ -490,16 +512,22 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
   return r;
 }
 
+bool RowReduction::reduces(int64_t d) const {
+  if (dims.empty()) return d >= rank - reduced;
+  return std::binary_search(dims.begin(), dims.end(), d);
+}
+
 std::vector<int64_t> reducedSizes(const std::vector<int64_t>& input_sizes,
                                   const RowReduction& r) {
-  std::vector<int64_t> out(input_sizes);
-  const size_t lead = input_sizes.size() - static_cast<size_t>(r.reduced);
-  switch (r.result) {
-    case RowReduction::Result::Whole: break;
-    case RowReduction::Result::KeepDims:
-      for (size_t d = lead; d < out.size(); ++d) out[d] = 1;
-      break;
-    case RowReduction::Result::DropDims: out.resize(lead); break;
+  if (r.result == RowReduction::Result::Whole) return input_sizes;
+  const int64_t rank = static_cast<int64_t>(input_sizes.size());
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!r.reduces(d - rank + r.rank)) {
+      out.push_back(input_sizes[d]);
+    } else if (r.result == RowReduction::Result::KeepDims) {
+      out.push_back(1);
+    }
   }
   return out;
 }

@@ -1,10 +1,10 @@
 // Reductions, normalizations and softmax over a tensor's trailing dims (group_norm: over
-// a group of channels and the dims after them), which a group
-// computes in a row kernel (codegen/row_printer.h): one row per index of the leading
-// dims, the row's elements combined by Reduce expressions, the reduced value broadcast
-// back to the row's elements by whatever follows. Their op-table entries (reduces =
-// true) accept a node only when its dims are constants naming the input's last
-// dims, so every reduction of a group can share the group's rows.
+// a group of channels and the dims after them; the plain reductions over any dims),
+// which a group computes in a row kernel (codegen/row_printer.h): one row per index of
+// the kept dims, the row's elements combined by Reduce expressions, the reduced value
+// broadcast back to the row's elements by whatever follows. Their op-table entries
+// (reduces = true) accept a node only when its dims are constants (the normalizations':
+// the input's last dims), so every reduction of a group can share the group's rows.
 #pragma once
 
 #include <torch/csrc/jit/ir/ir.h>
@@ -17,13 +17,23 @@ namespace fuser::ops {
 
 struct RowReduction {
   int64_t rank = 0;     // of the reduced input
-  int64_t reduced = 0;  // trailing dims reduced over (>= 1)
+  int64_t reduced = 0;  // dims reduced over (>= 1): the trailing ones unless `dims` says
+  // Plain reductions (sum, mean, amax, amin, var, std, norm) over other dims than the
+  // trailing ones: every reduced dim, ascending (empty: the trailing `reduced`). The row
+  // executor then takes the kept dims as rows and the reduced ones as a row's elements.
+  std::vector<int64_t> dims;
   // What the node returns: one element per element of its input (softmax, layer_norm),
   // or one per row with the reduced dims kept as size 1, or dropped.
   enum class Result : uint8_t { Whole, KeepDims, DropDims } result = Result::Whole;
   // group_norm: dim 1 splits into this many groups before the row is taken (a row is
   // one group's channels and every dim after them); 0 for the others.
   int64_t groups = 0;
+
+  // Whether dim `d` (of `rank`) is reduced.
+  bool reduces(int64_t d) const;
+  bool sameDims(const RowReduction& o) const {
+    return rank == o.rank && reduced == o.reduced && groups == o.groups && dims == o.dims;
+  }
 };
 
 // aten::layer_norm or aten::native_layer_norm (which also returns the row mean and
@@ -43,8 +53,8 @@ inline constexpr size_t kGroupNormBias = 3;
 // Whether input `input` of `node` is a group_norm's weight or bias.
 bool isGroupNormAffine(const torch::jit::Node* node, size_t input);
 
-// What `node` reduces when it is a reduction of the table with constant trailing dims
-// and a profiled input rank; nullopt otherwise.
+// What `node` reduces when it is a reduction of the table with constant dims (trailing
+// ones for the normalizations and softmax) and a profiled input rank; nullopt otherwise.
 std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
 
 // The profiled sizes of the result of a reduction of `input_sizes` (complete).

@@ -7,6 +7,7 @@
 #include "codegen/lowering.h"
 #include "config.h"
 #include "ops/batch_norm.h"
+#include "ops/dropout.h"
 #include "ops/op_table.h"
 #include "ops/reductions.h"
 #include "passes/concat.h"
@@ -14,6 +15,7 @@
 #include "passes/onednn_beside.h"
 #include "passes/param_space.h"
 #include "passes/reasons.h"
+#include "symbols.h"
 
 namespace fuser {
 
@@ -344,13 +346,15 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   const Value* row_input = nullptr;
   std::vector<const Value*> reduced_inputs;
   bool other_ops = false;
+  bool draws = false;  // random numbers, numbered by element
   for (const Node* side : {consumer, producer}) {
     for (const Node* n : nodesOf(side)) {
       if (n->kind() == c10::prim::Constant) continue;
       other_ops = other_ops || !ops::findOp(n) || ops::isBatchNorm(n);
+      draws = draws || ops::isDropout(n) || n->kind() == philoxDropoutSymbol();
       auto r = ops::rowReductionOf(n);
       if (!r) continue;
-      if (row && (row->rank != r->rank || row->reduced != r->reduced || row->groups != r->groups)) {
+      if (row && !row->sameDims(*r)) {
         return FusionDecision::no("it reduces over other dims than the group's reductions");
       }
       if (!row) row_input = n->input(0);
@@ -361,6 +365,11 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   if (!row) return std::nullopt;
   if (other_ops) {
     return FusionDecision::no("a group that reduces holds only reductions and elementwise ops");
+  }
+  // Rows over other dims walk the elements in another order than eager numbers them.
+  if (draws && !row->dims.empty()) {
+    return FusionDecision::no("dropout does not join reductions over other dims than the "
+                              "trailing ones");
   }
   // A reduction that drops its dims gives a value the row kernel cannot broadcast back.
   for (const Value* v : producer->outputs()) {
@@ -383,18 +392,28 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
                                 in->debugName() + ")");
     }
   }
-  const auto kept = ops::reducedSizes(*shape, {row->rank, row->reduced,
-                                               ops::RowReduction::Result::KeepDims});
-  const auto dropped = ops::reducedSizes(*shape, {row->rank, row->reduced,
-                                                  ops::RowReduction::Result::DropDims});
+  ops::RowReduction keeping = *row, dropping = *row;
+  keeping.result = ops::RowReduction::Result::KeepDims;
+  dropping.result = ops::RowReduction::Result::DropDims;
+  const auto kept = ops::reducedSizes(*shape, keeping);
+  const auto dropped = ops::reducedSizes(*shape, dropping);
+  // Rows over other dims than the trailing ones store per-row values only (a whole
+  // output would be laid out as the rows walk it).
+  const bool whole_outputs = row->dims.empty();
   auto allowed = [&](const Value* v) {
     auto sizes = completeSizes(v);
-    return !sizes || *sizes == *shape || *sizes == kept || *sizes == dropped;
+    return !sizes || (*sizes == *shape && whole_outputs) || *sizes == kept || *sizes == dropped;
+  };
+  // A reduction of the same dims reading the value outside may join the group next
+  // (two reductions of one product: the first merge leaves the product to the second).
+  auto joins_later = [&](const torch::jit::Use& use) {
+    auto r = ops::rowReductionOf(use.user);
+    return !whole_outputs && use.offset == 0 && r && r->sameDims(*row);
   };
   std::vector<const Value*> outputs(consumer->outputs().begin(), consumer->outputs().end());
   for (const Value* v : producer->outputs()) {
     for (const auto& use : v->uses()) {
-      if (use.user != consumer) {
+      if (use.user != consumer && !joins_later(use)) {
         outputs.push_back(v);
         break;
       }
@@ -403,7 +422,10 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   for (const Value* v : outputs) {
     if (!allowed(v)) {
       return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with " +
-                                "neither the shape its reductions read nor the reduced one");
+                                (whole_outputs ? "neither the shape its reductions read nor "
+                                                 "the reduced one"
+                                               : "other than the reduced shape (its reductions "
+                                                 "are not over trailing dims)"));
     }
   }
   return FusionDecision::yes();

@@ -34,6 +34,8 @@ constexpr int64_t kMinCpuSlice = kCpuElementsPerThread;
 constexpr int64_t kCudaUnitsPerSm = 4;
 constexpr int64_t kCpuUnitsPerThread = 2;
 constexpr int kSliceLanes = 256;
+constexpr int64_t kColumnThreadsPerSm = 2048;
+constexpr int64_t kMinColumnSlice = 16;
 
 bool isTensor(const torch::jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
@@ -124,6 +126,29 @@ int64_t rowSplits(int64_t rows, int64_t n, c10::Device device) {
   return std::max<int64_t>(1, std::min((wanted + rows - 1) / rows, longest));
 }
 
+// Columns (Kernel::columns) on CUDA: rows of one thread each, cut in slices until the
+// threads would fill every multiprocessor (kColumnThreadsPerSm), slices of at least
+// kMinColumnSlice elements. On CPU, blocks of rows (codegen::kCpuColumnBlock) fewer
+// than kCpuUnitsPerThread per thread are cut, each block's slice at least
+// kCpuElementsPerThread elements: a block as wide as the tensor streams through
+// memory, where narrower blocks of the same rows read each cache line several times
+// over (a column sum of 8192 x 768 floats took 2.0 ms as one block of 768 rows, 3.1 as
+// eight of 96).
+int64_t columnSplits(int64_t rows, int64_t n, c10::Device device) {
+  if (config().row_splits > 0) return std::min<int64_t>(config().row_splits, std::max<int64_t>(n, 1));
+  if (!device.is_cuda()) {
+    const int64_t blocks = (rows + codegen::kCpuColumnBlock - 1) / codegen::kCpuColumnBlock;
+    const int64_t wanted = kCpuUnitsPerThread * at::get_num_threads();
+    if (blocks >= wanted) return 1;
+    const int64_t longest =
+        n * std::min<int64_t>(rows, codegen::kCpuColumnBlock) / kCpuElementsPerThread;
+    return std::max<int64_t>(1, std::min((wanted + blocks - 1) / blocks, longest));
+  }
+  const int64_t wanted = kColumnThreadsPerSm * cuda::deviceInfo(device.index()).sm_count;
+  if (rows * 2 >= wanted) return 1;
+  return std::max<int64_t>(1, std::min((wanted + rows - 1) / rows, n / kMinColumnSlice));
+}
+
 }  // namespace
 
 bool RowExecutor::reduces(const torch::jit::Graph& subgraph) {
@@ -163,9 +188,12 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
       rank_ = r->rank;
       reduced_ = r->reduced;
       groups_ = r->groups;
-    } else if (rank_ != r->rank || reduced_ != r->reduced || groups_ != r->groups) {
+      reduced_dims_ = r->dims;
+    } else if (!groupReduction(r->result).sameDims(*r)) {
       runnable_ = false;
     }
+    // Outputs over other dims than the trailing ones would be laid out as the rows are.
+    if (!r->dims.empty() && r->result == ops::RowReduction::Result::Whole) runnable_ = false;
   }
   // Inputs read only as the input of layer_norm, softmax or log_softmax may have any
   // strides: eager makes them contiguous first and returns a contiguous result.
@@ -199,6 +227,16 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
 
 void RowExecutor::runInterpreted(torch::jit::Stack& stack) { interpreted_.run(stack); }
 
+ops::RowReduction RowExecutor::groupReduction(ops::RowReduction::Result result) const {
+  ops::RowReduction r;
+  r.rank = rank_;
+  r.reduced = reduced_;
+  r.dims = reduced_dims_;
+  r.result = result;
+  r.groups = groups_;
+  return r;
+}
+
 const RowExecutor::Specialization& RowExecutor::specialize(
     const c10::SmallVector<uint8_t, 32>& key, const std::vector<codegen::TensorInput>& accesses,
     const std::vector<bool>& zero_dim, const std::vector<bool>& per_row, int outer_ndim,
@@ -225,12 +263,13 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     kernel.row_chunks = row_shape.chunks;
     kernel.row_vector = row_shape.vector;
     kernel.row_vector_in_last_dim = row_shape.vector_in_last_dim;
+    kernel.columns = row_shape.columns;
     for (size_t o = 0; o < kernel.outputs.size(); ++o) kernel.outputs[o].per_row = per_row[o];
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
     if (staged) {
       const codegen::RowSchedule schedule = codegen::scheduleRows(kernel);
       spec->buffers = codegen::splitBuffers(kernel, schedule);
-      kernel.row_lanes = kSliceLanes;  // the slice's vector width: row_shape's
+      kernel.row_lanes = row_shape.columns ? 1 : kSliceLanes;  // the vector width: row_shape's
       kernel.row_chunks = 0;
       for (int stage = 0; stage < codegen::splitStages(schedule); ++stage) {
         kernel.row_stage = stage;
@@ -245,6 +284,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       kernel.row_chunks = cross_shapes[v].chunks;
       kernel.row_vector = cross_shapes[v].vector;
       kernel.row_vector_in_last_dim = cross_shapes[v].vector_in_last_dim;
+      kernel.columns = cross_shapes[v].columns;
       crossCompileForCuda(kernel);
     }
     return built;
@@ -317,7 +357,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         const Sizes row(in.end() - reduced_, in.end());
         auto normalized = torch::jit::toIValue(node->namedInput("normalized_shape"));
         if (!normalized || normalized->toIntVector() != row) return nullptr;
-        const Sizes per_row = ops::reducedSizes(in, {rank_, reduced_, ops::RowReduction::Result::KeepDims});
+        const Sizes per_row = ops::reducedSizes(in, groupReduction(ops::RowReduction::Result::KeepDims));
         const std::pair<size_t, const Sizes*> expected[] = {{ops::kInputGradInput, &in},
                                                             {ops::kInputGradMean, &per_row},
                                                             {ops::kInputGradRstd, &per_row},
@@ -331,7 +371,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       // native_layer_norm's mean and rstd: one per row, the normalized dims kept.
       for (size_t o = 1; o < node->outputs().size(); ++o) {
         shapes.emplace(node->output(o),
-                       ops::reducedSizes(in, {rank_, reduced_, ops::RowReduction::Result::KeepDims}));
+                       ops::reducedSizes(in, groupReduction(ops::RowReduction::Result::KeepDims)));
       }
     }
   } catch (const c10::Error&) {
@@ -345,13 +385,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // Whole outputs have the iteration shape, per-row ones the reduced shape.
   auto p = std::make_shared<Plan>();
   const int64_t lead = rank_ - reduced_;
-  const Sizes kept = ops::reducedSizes(*shape, {rank_, reduced_, ops::RowReduction::Result::KeepDims});
-  const Sizes dropped = ops::reducedSizes(*shape, {rank_, reduced_, ops::RowReduction::Result::DropDims});
+  const Sizes kept = ops::reducedSizes(*shape, groupReduction(ops::RowReduction::Result::KeepDims));
+  const Sizes dropped = ops::reducedSizes(*shape, groupReduction(ops::RowReduction::Result::DropDims));
   std::vector<bool> per_row;
   for (const torch::jit::Value* out : subgraph_->outputs()) {
     auto it = shapes.find(out);
     if (it == shapes.end()) return nullptr;
-    if (it->second == *shape) {
+    if (it->second == *shape && reduced_dims_.empty()) {
       per_row.push_back(false);
     } else if (groups_ == 0 && (it->second == kept || it->second == dropped)) {
       per_row.push_back(true);
@@ -390,6 +430,28 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     iteration = splitDim1(*shape, groups_, per_group, /*strides=*/false);
     for (Sizes& st : tensor_strides) st = splitDim1(st, groups_, per_group, /*strides=*/true);
     row_begin = 2;
+  }
+  // Reductions over other dims: the kept dims first (rows), the reduced ones after.
+  bool columns = false;
+  if (!reduced_dims_.empty()) {
+    Sizes order;
+    for (int64_t d = 0; d < rank_; ++d) {
+      if (!std::binary_search(reduced_dims_.begin(), reduced_dims_.end(), d)) order.push_back(d);
+    }
+    order.insert(order.end(), reduced_dims_.begin(), reduced_dims_.end());
+    auto permuted = [&](const Sizes& v) {
+      Sizes out;
+      for (int64_t d : order) out.push_back(v[d]);
+      return out;
+    };
+    iteration = permuted(iteration);
+    for (Sizes& st : tensor_strides) st = permuted(st);
+    // Rows are neighbours in memory when the innermost dim that is not of size 1 is kept.
+    for (int64_t d = rank_ - 1; d >= 0; --d) {
+      if ((*shape)[d] == 1) continue;
+      columns = !std::binary_search(reduced_dims_.begin(), reduced_dims_.end(), d);
+      break;
+    }
   }
   std::vector<c10::SmallVector<int64_t, 8>> strides(tensors.size());
   const int outer_ndim = collapse(iteration, tensor_strides, 0, row_begin, p->sizes, strides);
@@ -432,6 +494,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       p->device.is_cuda() || !config().cross_compile_arch
           ? std::vector<codegen::CudaRowShape>{}
           : codegen::cudaRowShapeCandidates(p->row_size, widest, aligned);
+  // Columns: on CUDA one thread per row, walking its strided elements (a warp reads 32
+  // neighbouring rows at each step); on CPU, blocks of neighbouring rows walked together
+  // (codegen::printCppColumnKernel). Their single form is not timed.
+  if (columns) {
+    row_shapes = {codegen::cudaColumnShape()};
+    if (!cross_shapes.empty()) cross_shapes = {codegen::cudaColumnShape()};
+  }
   // Whether a shape's vectors lie within the row's last dim (its size a multiple).
   auto mark_last_dim = [&](codegen::CudaRowShape& shape) {
     shape.vector_in_last_dim = p->sizes.back() % shape.vector == 0;
@@ -441,7 +510,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   }
   std::vector<int64_t> grains = {
       std::max<int64_t>(1, kCpuElementsPerThread / std::max<int64_t>(p->row_size, 1))};
-  if (!p->device.is_cuda() && variants) {
+  // Columns: a task takes whole blocks of neighbouring rows (codegen::kCpuColumnBlock).
+  if (columns) grains = {codegen::kCpuColumnBlock};
+  if (!p->device.is_cuda() && variants && !columns) {
     for (int64_t g : {grains[0] * 8, grains[0] / 8}) {
       if (g >= 1 && g < p->rows && std::find(grains.begin(), grains.end(), g) == grains.end()) {
         grains.push_back(g);
@@ -453,7 +524,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // rows' as candidates beside it (none where FUSER_ROW_SPLITS forces the cut). (Rows
   // that fill the machine a few times over gain little cut: a batch-32 GroupNorm, 256
   // rows on 132 multiprocessors, took 242 us whole and 231-246 at 2 to 8 slices.)
-  const int64_t splits = rowSplits(p->rows, p->row_size, p->device);
+  const int64_t splits = columns ? columnSplits(p->rows, p->row_size, p->device)
+                                 : rowSplits(p->rows, p->row_size, p->device);
   if (splits > 1 && (!variants || config().row_splits > 1)) {
     row_shapes.clear();
     grains.resize(1);
@@ -479,22 +551,25 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     in.inner_zero_stride = std::all_of(st.begin() + outer_ndim, st.end(),
                                        [](int64_t s) { return s == 0; });
     in.row_last_zero_stride = st.back() == 0;
+    in.row_last_unit_stride = st.back() == 1;
     accesses.push_back(in);
     zero_dim.push_back(tensors[t].dim() == 0);
     key.push_back(static_cast<uint8_t>(in.dtype));
     key.push_back(static_cast<uint8_t>(in.inner_unit_stride | in.inner_zero_stride << 1 |
                                        in.row_last_zero_stride << 3 |
-                                       zero_dim.back() << 2));
+                                       in.row_last_unit_stride << 4 | zero_dim.back() << 2));
     p->strides.append(st.begin(), st.end());
   }
   for (bool r : per_row) key.push_back(r);
   if (splits > 1) {
     // Slices load vectors of the row's vector width (its alignment allowing).
-    codegen::CudaRowShape slice_shape = codegen::cudaRowShape(p->row_size, widest, aligned);
+    codegen::CudaRowShape slice_shape =
+        columns ? codegen::cudaColumnShape() : codegen::cudaRowShape(p->row_size, widest, aligned);
     mark_last_dim(slice_shape);
     c10::SmallVector<uint8_t, 32> staged = key;
     staged.push_back(0xff);
     staged.push_back(static_cast<uint8_t>(slice_shape.vector | slice_shape.vector_in_last_dim << 7));
+    staged.push_back(static_cast<uint8_t>(slice_shape.columns));
     const Specialization& spec = specialize(staged, accesses, zero_dim, per_row, outer_ndim,
                                             inner_ndim, slice_shape, {}, p->device,
                                             /*staged=*/true);
@@ -522,7 +597,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;
     for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks,
-                  row_shape.vector | row_shape.vector_in_last_dim << 7}) {
+                  row_shape.vector | row_shape.vector_in_last_dim << 7, int{row_shape.columns}}) {
       shaped.push_back(static_cast<uint8_t>(v));
     }
     const Specialization& spec = specialize(shaped, accesses, zero_dim, per_row, outer_ndim,
@@ -538,7 +613,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     v.kernel = spec.kernel;
     if (p->device.is_cuda()) {
       v.grain = grains[0];
-      v.name = "lanes=" + std::to_string(row_shape.lanes) + (row_shape.chunks ? " held" : " looped");
+      v.name = row_shape.columns ? std::string("columns")
+                                 : "lanes=" + std::to_string(row_shape.lanes) +
+                                       (row_shape.chunks ? " held" : " looped");
       p->variants.push_back(v);
     } else {
       for (int64_t g : grains) {

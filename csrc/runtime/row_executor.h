@@ -1,6 +1,9 @@
 // Runs a fuser::FusionGroup whose subgraph reduces (ops/reductions.h) through one row
-// kernel (codegen/row_printer.h): rows are the leading dims of the iteration shape (the
-// shape the reductions read), a row's elements its trailing dims. Rows too few to fill
+// kernel (codegen/row_printer.h): rows are the kept dims of the iteration shape (the
+// shape the reductions read), a row's elements the reduced ones (the trailing dims, or
+// any: plain reductions over leading dims walk rows whose elements are strided, and
+// where the innermost dim is kept, CUDA gives each row one thread so that a warp reads
+// neighbouring rows together: Kernel::columns). Rows too few to fill
 // the machine are cut in slices and run as one kernel per stage (codegen/split_rows.h),
 // their partial results in one workspace per call (runtime/workspace_plan.h). Each call works out
 // every value's shape from the inputs' sizes; a call the row kernel cannot serve as
@@ -94,6 +97,8 @@ class RowExecutor {
                                    const std::vector<codegen::CudaRowShape>& cross_shapes,
                                    c10::Device device, bool staged);
   void runInterpreted(torch::jit::Stack& stack);
+  // The group's reduction returning `result`.
+  ops::RowReduction groupReduction(ops::RowReduction::Result result) const;
 
   std::shared_ptr<torch::jit::Graph> subgraph_;
   std::string subgraph_text_;  // part of every variant key
@@ -105,7 +110,8 @@ class RowExecutor {
   // Per subgraph node, what it reduces (nullopt: elementwise or a constant).
   std::vector<std::optional<ops::RowReduction>> reductions_;
   int64_t rank_ = 0;     // of the iteration shape
-  int64_t reduced_ = 0;  // trailing dims a row spans
+  int64_t reduced_ = 0;  // dims a row spans: the trailing ones, unless reduced_dims_
+  std::vector<int64_t> reduced_dims_;  // the plain reductions' dims, when not trailing
   int64_t groups_ = 0;   // group_norm: dim 1 splits into these groups (0: no split)
   std::vector<bool> channel_tensors_;  // per group input: group_norm's weight or bias
   // Per group input: read only as the input of layer_norm, softmax or log_softmax.

@@ -174,7 +174,7 @@ def prepare_mode(
                     actual,
                     expected,
                     tolerance_dtype,
-                    norm_wise=workload.training,
+                    norm_wise=workload.training or workload.long_sums,
                     model=isinstance(workload, ModelWorkload),
                 )
             if mode.group_kind is not None:

@@ -51,6 +51,10 @@ class Workload:
     # Model rows: the module in training mode (BatchNorm normalizes with each batch's
     # statistics and updates its running ones; outputs do not depend on the latter).
     train_mode: bool = False
+    # Results that are sums of thousands of elements: compared norm-wise, as gradients
+    # are (eager's own float rounding moves single sums near zero further than
+    # elementwise tolerances allow; the fuser sums float in double on CPU).
+    long_sums: bool = False
 
     def autocast_dtype(self, device: torch.device) -> torch.dtype | None:
         return self.autocast.get(device.type) if self.autocast else None
@@ -224,6 +228,14 @@ def _channels_last_residual_inputs(
     return activation.contiguous(memory_format=torch.channels_last), _randn(
         gen, dtype, device, n, c, h, w
     )
+
+
+def _pair_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """Two tensors of the row's sizes, in the order its dims are named."""
+    sizes = list(dims.values())
+    return _randn(gen, dtype, device, *sizes), _randn(gen, dtype, device, *sizes)
 
 
 def _batch_norm_inputs(
@@ -661,6 +673,37 @@ WORKLOADS: dict[str, Workload] = {
             sizes=_GEMMS,
             cuda_sizes=_GEMMS_CUDA,
             autocast=AUTOCAST_DTYPES,
+        ),
+        Workload(
+            name="column_sum",
+            description="a bias gradient beside its activation's: (g * sigmoid(x)).sum(0) "
+            "over [N, H]",
+            source=_source(
+                """
+                def column_sum(g, x):
+                    return (g * torch.sigmoid(x)).sum(0)
+                """
+            ),
+            make_inputs=_pair_inputs,
+            sizes=_NORMS,
+            cuda_sizes=_NORMS_CUDA,
+            long_sums=True,
+        ),
+        Workload(
+            name="channel_stats",
+            description="BatchNorm's per-channel statistics of x - y: mean and biased "
+            "variance over dims 0, 2, 3 of NCHW",
+            source=_source(
+                """
+                def channel_stats(x, y):
+                    d = x - y
+                    return d.mean([0, 2, 3], keepdim=True), d.var([0, 2, 3], False, True)
+                """
+            ),
+            make_inputs=_pair_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+            long_sums=True,
         ),
         Workload(
             name="layer_norm",

@@ -1,0 +1,201 @@
+"""Reductions over other dims than the trailing ones (sum, mean, amax, amin, var, std,
+norm over the leading dims, or over dims around a kept one as BatchNorm's statistics
+are) fuse with the elementwise ops before them: the row executor takes the kept dims
+as rows and the reduced ones as a row's elements (runtime/row_executor.h). Where the
+innermost dim is kept, rows are neighbours in memory (Kernel::columns): the CPU walks
+blocks of them together (codegen/cpp_column_printer.cpp), CUDA gives each its own
+thread; both cut the reduced dims in slices when rows are few. Values, dtypes, shapes
+and strides equal eager's; such groups store reduced values only (a whole-shaped
+output stays outside), and dropout stays out of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from test_reductions import DTYPES, compare, subgraph_kinds
+
+import fuser
+from helpers import (
+    FUSION_GROUP,
+    all_nodes,
+    devices,
+    run_optimized,
+    script_from_source,
+)
+
+
+def fn_of(*lines: str) -> str:
+    return "def f(x, y):\n" + "".join(f"    {line}\n" for line in lines)
+
+
+# x and y are [40, 3, 33, 70]: each case reduces dims other than the trailing ones.
+CASES = {
+    "sum_leading": fn_of("return (x * y).sum(0)"),
+    "sum_two_leading": fn_of("return (x * y + 1.0).sum([0, 1], keepdim=True)"),
+    "mean_around_channels": fn_of("return (x - y).mean([0, 2, 3], keepdim=True)"),
+    "sum_first_and_third": fn_of("return (x * 2.0 + y).sum([0, 2])"),
+    "amax_leading": fn_of("return (x * y).amax(0, keepdim=True)"),
+    "amin_leading": fn_of("return (x + y).amin([0, 1])"),
+    "var_leading": fn_of("return (x * y).var(0)"),
+    "std_around_channels": fn_of("return (x + y).std([0, 2, 3], keepdim=True)"),
+    "var_biased": fn_of("return torch.var(x - y, [0], correction=0, keepdim=True)"),
+    "norm_leading": fn_of("return (x * y).norm(2, [0, 1], True)"),
+    # The mean broadcast back inside the group, then a second pass over the rows.
+    "centred_squares": fn_of(
+        "d = x * y", "m = d.mean(0, keepdim=True)", "return ((d - m) * (d - m)).sum(0)"
+    ),
+    "two_results": fn_of("d = x * y", "return d.sum(0, keepdim=True), d.amax(0, keepdim=True)"),
+    # Reduced values feeding an epilogue of reduced shape.
+    "epilogue": fn_of("return (x * y).mean(0, keepdim=True).sqrt() + 1.0"),
+}
+
+
+def inputs(
+    device: str, dtype: torch.dtype, shape: tuple[int, ...] = (40, 3, 33, 70)
+) -> list[torch.Tensor]:
+    return [torch.randn(shape, device=device).to(dtype) for _ in range(2)]
+
+
+def case_tolerance(dtype: torch.dtype) -> str:
+    # Long float32 sums: compare's sum tolerance (eager sums in another order).
+    return "sum" if dtype == torch.float32 else ""
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_reduction_over_leading_dims_fuses(case: str, dtype: torch.dtype, device: str) -> None:
+    args = inputs(device, dtype)
+    with fuser.enabled(True):
+        fn = compare(CASES[case], *args, dtype=dtype, case=case_tolerance(dtype))
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2, stats
+    assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
+    kinds = subgraph_kinds(fn, *args)
+    assert kinds & {
+        "aten::sum",
+        "aten::mean",
+        "aten::amax",
+        "aten::amin",
+        "aten::var",
+        "aten::std",
+        "aten::norm",
+    }, (case, kinds)
+
+
+@pytest.fixture
+def splits(request: pytest.FixtureRequest) -> Iterator[int]:
+    fuser._C._set_row_splits(request.param)
+    try:
+        yield request.param
+    finally:
+        fuser._C._set_row_splits(0)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("splits", [3, 64], indirect=True)
+def test_reduced_dims_in_slices(case: str, dtype: torch.dtype, device: str, splits: int) -> None:
+    """The reduced dims cut in slices (64: more slices than some rows have elements)."""
+    args = inputs(device, dtype, (50, 3, 5, 9))
+    with fuser.enabled(True):
+        compare(CASES[case], *args, dtype=dtype, case=case_tolerance(dtype))
+    stats = fuser.stats()
+    assert stats["staged_calls"] >= 1 and stats["interpreted_runs"] == 0, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "shape", [(1, 1), (7, 1), (1, 9), (3000, 5), (2, 2500), (5000, 1030), (130, 1, 1, 7)]
+)
+def test_shapes_of_every_class(device: str, shape: tuple[int, ...]) -> None:
+    """Size-1 dims, more rows than a CPU block (1024) or a CUDA block, long columns."""
+    x, y = inputs(device, torch.float32, shape)
+    with fuser.enabled(True):
+        compare(fn_of("return (x * y).sum(0)"), x, y, case="sum")
+        compare(fn_of("d = x * y", "return d.var(0, keepdim=True), d.amin(0)"), x, y)
+    assert fuser.stats()["interpreted_runs"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_broadcast_and_strided_inputs(device: str) -> None:
+    """A per-column input broadcast along the reduced dim, a per-row one along the kept
+    dim, and a non-contiguous input (its group runs the interpreter: eager's values)."""
+    x = torch.randn(300, 64, device=device)
+    b = torch.randn(64, device=device)
+    w = torch.randn(300, 1, device=device)
+    text = "def f(x, b, w):\n    return ((x + b) * w).sum(0, keepdim=True)\n"
+    with fuser.enabled(True):
+        compare(text, x, b, w, case="sum")
+        assert fuser.stats()["interpreted_runs"] == 0
+        compare(text, x.t().contiguous().t(), b, w, case="sum")
+
+
+@pytest.mark.parametrize("device", devices())
+def test_nan_and_inf_propagate(device: str) -> None:
+    x = torch.randn(50, 40, device=device)
+    x[3, 5] = float("nan")
+    x[7, 6] = float("inf")
+    x[9, 7] = -float("inf")
+    y = torch.ones_like(x)
+    with fuser.enabled(True):
+        for case in ["amax_leading", "sum_leading", "var_leading", "amin_leading"]:
+            compare(CASES[case], x, y)
+    assert fuser.stats()["interpreted_runs"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_integer_sums(device: str) -> None:
+    x = torch.randint(-5, 5, (300, 33), device=device)
+    with fuser.enabled(True):
+        compare("def f(x):\n    return (x * 3).sum(0)\n", x)
+    assert fuser.stats()["row_launches"] >= 2
+
+
+@pytest.mark.parametrize("device", devices())
+def test_column_sums_are_as_accurate_as_eager(device: str) -> None:
+    """A long float32 column sum is off from the exact sum by no more than eager's is."""
+    torch.manual_seed(0)
+    fn = script_from_source("def f(x):\n    return (x * 1.0).sum(0)\n")
+    with fuser.enabled(True):
+        for n in [1517, 100000]:
+            x = torch.randn(n, 40, device=device)
+            got = run_optimized(fn, x)
+            exact = x.double().sum(0)
+            eager_error = (x.sum(0).double() - exact).abs().max().item()
+            fused_error = (got.double() - exact).abs().max().item()
+            assert fused_error <= 2 * eager_error + 1e-5 * n**0.5, (n, fused_error, eager_error)
+    assert fuser.stats()["row_launches"] >= 2
+
+
+def groups_of(fn: object, *args: torch.Tensor) -> list[set[str]]:
+    graph = fn.graph_for(*args)  # type: ignore[attr-defined]
+    return [
+        {n.kind() for n in node.g("Subgraph").nodes()}
+        for node in all_nodes(graph)
+        if node.kind() == FUSION_GROUP
+    ]
+
+
+def test_whole_outputs_stay_outside_and_dropout_stays_out(fused: None) -> None:
+    """The product is also returned whole: it cannot leave a group whose rows are
+    columns, so the sum does not join it. Dropout numbers elements as eager does, which
+    a column walk does not: it does not join a leading-dim reduction."""
+    x, y = torch.randn(30, 20), torch.randn(30, 20)
+    whole = script_from_source(fn_of("d = x * y", "return d, d.sum(0)"))
+    got = run_optimized(whole, x, y)
+    torch.testing.assert_close(got[1], (x * y).sum(0), rtol=1e-5, atol=1e-5)
+    for kinds in groups_of(whole, x, y):
+        assert not ("aten::mul" in kinds and "aten::sum" in kinds), kinds
+
+    dropped = script_from_source(
+        fn_of("return torch.nn.functional.dropout(x * y, 0.5, True).sum(0)")
+    )
+    torch.manual_seed(1)
+    run_optimized(dropped, x, y)
+    for kinds in groups_of(dropped, x, y):
+        assert not ("aten::dropout" in kinds and "aten::sum" in kinds), kinds
