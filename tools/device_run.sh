@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|splits|dropout|training|batchnorm|profile|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|splits|dropout|training|batchnorm|columns|profile|all] [extra fuser.bench arguments]
 #   profile: device time per call and the top kernels of PROFILE_ROWS in PROFILE_MODES.
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
@@ -21,6 +21,9 @@
 #   batchnorm: the batch_norm tests on CUDA (batch statistics and inference), the
 #   BatchNorm + ReLU rows in training and eval mode beside NNC and torch.compile, a
 #   convnet's training step (BN_MODELS, default resnet18_train) and the top kernels.
+#   columns: the tests of reductions over leading dims on CUDA (with the row-kernel
+#   and slices tests), then the column-sum and channel-statistics rows at large size in
+#   float32 and float16 beside NNC and torch.compile, and their top kernels.
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -57,6 +60,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_variants.py \
     tests/python/test_matmul_operands.py tests/python/test_dropout.py \
     tests/python/test_layer_norm_backward.py tests/python/test_split_rows.py \
+    tests/python/test_column_reductions.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
@@ -179,6 +183,22 @@ if [ "$what" = batchnorm ]; then
     "${PROFILE_ROWS:-batchnorm_relu_train:large:float32}" \
     --modes eager,fuser,compile --top "${PROFILE_TOP:-6}" 2>&1 | grep -v Warning \
     | tee "$OUT/profile_batchnorm.log"
+fi
+if [ "$what" = columns ]; then
+  # Reductions over leading dims (rows that are columns, or a kept dim between reduced
+  # ones): their tests on CUDA beside the row-kernel ones, the rows, the kernels.
+  PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
+    --dist loadfile tests/python/test_column_reductions.py tests/python/test_reductions.py \
+    tests/python/test_split_rows.py tests/python/test_cuda_codegen.py \
+    2>&1 | tee "$OUT/test_columns.log" | tail -6
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --size "${COLUMN_SIZES:-small,large}" \
+    --workload column_sum,channel_stats,batchnorm_relu_train,groupnorm_silu \
+    --dtype float32,float16 --mode eager,fuser,nnc,compile --out "$OUT/column_rows" "$@" \
+    2>&1 | tee "$OUT/column_rows.log" | tail -16
+  PYTHONPATH=. python3 tools/kernel_times.py \
+    "${PROFILE_ROWS:-column_sum:large:float32,channel_stats:large:float32}" \
+    --modes eager,fuser,compile --top "${PROFILE_TOP:-4}" 2>&1 | grep -v Warning \
+    | tee "$OUT/profile_columns.log"
 fi
 if [ "$what" = profile ]; then
   # Device time per call beside call time, and the kernels taking it (tools/kernel_times.py).

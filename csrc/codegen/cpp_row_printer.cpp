@@ -447,7 +447,7 @@ class CppRowPrinter {
 }  // namespace
 
 std::string printCppRowKernel(const Kernel& kernel) {
-  return kernel.columns ? printCppColumnKernel(kernel) : CppRowPrinter(kernel).print();
+  return kernel.columns ? printColumnKernel(kernel, /*cuda=*/false) : CppRowPrinter(kernel).print();
 }
 
 }  // namespace fuser::codegen

@@ -63,6 +63,27 @@ int countScalars(const Kernel& k, bool doubles) {
   return n;
 }
 
+}  // namespace
+
+void printCudaRowKernelHead(std::ostream& out, const Kernel& k) {
+  const int nd = k.outer_ndim + k.inner_ndim;
+  out << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k) ? kPhiloxPrelude : "")
+      << kRowHelpers << kCudaRowHelpers << "\nstruct FxRowArgs {\n"
+      << "  void* ptrs[" << rowPointers(k) << "];\n"
+      << "  int64_t sizes[" << nd << "];\n"
+      << "  int64_t strides[" << nonEmpty(static_cast<int64_t>(k.inputs.size()) * nd) << "];\n"
+      << "  double dargs[" << nonEmpty(countScalars(k, true)) << "];\n"
+      << "  int64_t iargs[" << nonEmpty(rowIntArgs(k)) << "];\n"
+      << "  int64_t rows;\n};\n\n"
+      << "extern \"C\" __global__ void __launch_bounds__(" << cudaRowBlock(k) << ") " << k.name
+      << "(const FxRowArgs a) {\n"
+      << "  const int64_t* fx_sizes = a.sizes;\n"
+      << "  const double* fx_dargs = a.dargs;\n  const int64_t* fx_iargs = a.iargs;\n"
+      << "  (void)fx_dargs; (void)fx_iargs;\n";
+}
+
+namespace {
+
 class CudaRowPrinter {
  public:
   explicit CudaRowPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)) {
@@ -71,22 +92,8 @@ class CudaRowPrinter {
   }
 
   std::string print() {
-    const int nd = k_.outer_ndim + k_.inner_ndim;
     const int block = cudaRowBlock(k_);
-    out_ << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
-         << kRowHelpers << kCudaRowHelpers
-         << "\nstruct FxRowArgs {\n"
-         << "  void* ptrs[" << rowPointers(k_) << "];\n"
-         << "  int64_t sizes[" << nd << "];\n"
-         << "  int64_t strides[" << nonEmpty(static_cast<int64_t>(k_.inputs.size()) * nd) << "];\n"
-         << "  double dargs[" << nonEmpty(countScalars(k_, true)) << "];\n"
-         << "  int64_t iargs[" << nonEmpty(rowIntArgs(k_)) << "];\n"
-         << "  int64_t rows;\n};\n\n"
-         << "extern \"C\" __global__ void __launch_bounds__(" << block << ") " << k_.name
-         << "(const FxRowArgs a) {\n"
-         << "  const int64_t* fx_sizes = a.sizes;\n"
-         << "  const double* fx_dargs = a.dargs;\n  const int64_t* fx_iargs = a.iargs;\n"
-         << "  (void)fx_dargs; (void)fx_iargs;\n";
+    printCudaRowKernelHead(out_, k_);
     if (k_.row_lanes > 32) {
       out_ << "  __shared__ float fx_partf[" << block / 32 << "];\n"
            << "  __shared__ double fx_partd[" << block / 32 << "];\n";
@@ -527,13 +534,16 @@ CudaRowShape cudaRowShapeWithLanes(int64_t n, int widest_element_bytes, bool ali
   return shape;
 }
 
-CudaRowShape cudaColumnShape() {
+CudaRowShape cudaColumnShape(int widest_element_bytes) {
   CudaRowShape shape;
   shape.lanes = 1;
+  shape.vector = std::max(1, std::min(8, 16 / std::max(widest_element_bytes, 1)));
   shape.columns = true;
   return shape;
 }
 
-std::string printCudaRowKernel(const Kernel& kernel) { return CudaRowPrinter(kernel).print(); }
+std::string printCudaRowKernel(const Kernel& kernel) {
+  return kernel.columns ? printColumnKernel(kernel, /*cuda=*/true) : CudaRowPrinter(kernel).print();
+}
 
 }  // namespace fuser::codegen

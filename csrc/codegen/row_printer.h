@@ -22,10 +22,13 @@
 namespace fuser::codegen {
 
 std::string printCppRowKernel(const Kernel& kernel);
-// Kernel::columns on CPU (cpp_column_printer.cpp): blocks of this many neighbouring rows
-// walked together; printCppRowKernel hands such kernels to it.
+// Kernel::columns (column_printer.cpp), which both printers hand such kernels to: on
+// CPU, blocks of up to kCpuColumnBlock neighbouring rows walked together; on CUDA,
+// Kernel::row_vector rows per thread.
 inline constexpr int kCpuColumnBlock = 1024;
-std::string printCppColumnKernel(const Kernel& kernel);
+std::string printColumnKernel(const Kernel& kernel, bool cuda);
+// A CUDA row kernel's prelude, argument struct and signature, up to its pointers.
+void printCudaRowKernelHead(std::ostream& out, const Kernel& kernel);
 std::string printCudaRowKernel(const Kernel& kernel);
 
 // Threads per block of a CUDA row kernel: rows of fewer lanes share a block.
@@ -48,9 +51,10 @@ CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned);
 // The same with `lanes` (a power of two from 8 to 1024) instead of the chosen count;
 // 0: chosen.
 CudaRowShape cudaRowShapeWithLanes(int64_t n, int widest_element_bytes, bool aligned, int lanes);
-// Rows that are neighbours in memory, their elements strided (Kernel::columns): one lane
-// per row, walking the row in every pass, so a warp reads 32 neighbouring rows at once.
-CudaRowShape cudaColumnShape();
+// Rows that are neighbours in memory, their elements strided (Kernel::columns): each
+// thread takes `vector` neighbouring rows (16 bytes of the widest element, at most 8),
+// walking them in every pass, so a warp reads 32 vectors of neighbouring rows at once.
+CudaRowShape cudaColumnShape(int widest_element_bytes);
 // The variants a row kernel is timed in (runtime/variant_timing.h): cudaRowShape's
 // first, then half and twice its lanes where the row gives each lane work.
 std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_bytes,

@@ -126,15 +126,15 @@ int64_t rowSplits(int64_t rows, int64_t n, c10::Device device) {
   return std::max<int64_t>(1, std::min((wanted + rows - 1) / rows, longest));
 }
 
-// Columns (Kernel::columns) on CUDA: rows of one thread each, cut in slices until the
-// threads would fill every multiprocessor (kColumnThreadsPerSm), slices of at least
-// kMinColumnSlice elements. On CPU, blocks of rows (codegen::kCpuColumnBlock) fewer
+// Columns (Kernel::columns) on CUDA: threads of `rows_per_thread` rows each, cut in
+// slices until the threads would fill every multiprocessor (kColumnThreadsPerSm),
+// slices of at least kMinColumnSlice elements. On CPU, blocks of rows (codegen::kCpuColumnBlock) fewer
 // than kCpuUnitsPerThread per thread are cut, each block's slice at least
 // kCpuElementsPerThread elements: a block as wide as the tensor streams through
 // memory, where narrower blocks of the same rows read each cache line several times
 // over (a column sum of 8192 x 768 floats took 2.0 ms as one block of 768 rows, 3.1 as
 // eight of 96).
-int64_t columnSplits(int64_t rows, int64_t n, c10::Device device) {
+int64_t columnSplits(int64_t rows, int64_t n, c10::Device device, int64_t rows_per_thread) {
   if (config().row_splits > 0) return std::min<int64_t>(config().row_splits, std::max<int64_t>(n, 1));
   if (!device.is_cuda()) {
     const int64_t blocks = (rows + codegen::kCpuColumnBlock - 1) / codegen::kCpuColumnBlock;
@@ -145,8 +145,9 @@ int64_t columnSplits(int64_t rows, int64_t n, c10::Device device) {
     return std::max<int64_t>(1, std::min((wanted + blocks - 1) / blocks, longest));
   }
   const int64_t wanted = kColumnThreadsPerSm * cuda::deviceInfo(device.index()).sm_count;
-  if (rows * 2 >= wanted) return 1;
-  return std::max<int64_t>(1, std::min((wanted + rows - 1) / rows, n / kMinColumnSlice));
+  const int64_t threads = (rows + rows_per_thread - 1) / rows_per_thread;
+  if (threads * 2 >= wanted) return 1;
+  return std::max<int64_t>(1, std::min((wanted + threads - 1) / threads, n / kMinColumnSlice));
 }
 
 }  // namespace
@@ -497,10 +498,15 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // Columns: on CUDA one thread per row, walking its strided elements (a warp reads 32
   // neighbouring rows at each step); on CPU, blocks of neighbouring rows walked together
   // (codegen::printCppColumnKernel). Their single form is not timed.
+  int widest_input = 1;
+  for (const at::Tensor& t : tensors) widest_input = std::max(widest_input, static_cast<int>(t.element_size()));
   if (columns) {
-    row_shapes = {codegen::cudaColumnShape()};
-    if (!cross_shapes.empty()) cross_shapes = {codegen::cudaColumnShape()};
+    row_shapes = {codegen::cudaColumnShape(widest_input)};
+    if (!cross_shapes.empty()) cross_shapes = {codegen::cudaColumnShape(widest_input)};
   }
+  // CUDA columns: a unit of work (a thread) takes a vector of rows; CPU kernels take
+  // their blocks of rows within a task.
+  const int64_t rows_per_unit = columns && p->device.is_cuda() ? row_shapes[0].vector : 1;
   // Whether a shape's vectors lie within the row's last dim (its size a multiple).
   auto mark_last_dim = [&](codegen::CudaRowShape& shape) {
     shape.vector_in_last_dim = p->sizes.back() % shape.vector == 0;
@@ -524,7 +530,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // rows' as candidates beside it (none where FUSER_ROW_SPLITS forces the cut). (Rows
   // that fill the machine a few times over gain little cut: a batch-32 GroupNorm, 256
   // rows on 132 multiprocessors, took 242 us whole and 231-246 at 2 to 8 slices.)
-  const int64_t splits = columns ? columnSplits(p->rows, p->row_size, p->device)
+  const int64_t splits = columns ? columnSplits(p->rows, p->row_size, p->device, rows_per_unit)
                                  : rowSplits(p->rows, p->row_size, p->device);
   if (splits > 1 && (!variants || config().row_splits > 1)) {
     row_shapes.clear();
@@ -564,7 +570,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   if (splits > 1) {
     // Slices load vectors of the row's vector width (its alignment allowing).
     codegen::CudaRowShape slice_shape =
-        columns ? codegen::cudaColumnShape() : codegen::cudaRowShape(p->row_size, widest, aligned);
+        columns ? codegen::cudaColumnShape(widest_input)
+                : codegen::cudaRowShape(p->row_size, widest, aligned);
     mark_last_dim(slice_shape);
     c10::SmallVector<uint8_t, 32> staged = key;
     staged.push_back(0xff);
@@ -583,6 +590,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     v.stages = spec.stages;
     v.splits = splits;
     v.last_stage_per_row = std::all_of(per_row.begin(), per_row.end(), [](bool r) { return r; });
+    v.rows_per_unit = rows_per_unit;
     std::vector<BufferNeed> needs;
     for (const codegen::SplitBuffer& b : spec.buffers) {
       const int64_t elements =
@@ -611,6 +619,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->out_dtypes = spec.out_dtypes;
     Plan::Variant v;
     v.kernel = spec.kernel;
+    v.rows_per_unit = rows_per_unit;
     if (p->device.is_cuda()) {
       v.grain = grains[0];
       v.name = row_shape.columns ? std::string("columns")
@@ -660,7 +669,9 @@ void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args) const {
 
 void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args) const {
   args.grain = v.grain;
+  const int64_t units = (p.rows + v.rows_per_unit - 1) / v.rows_per_unit;  // per slice
   if (v.stages.empty()) {
+    args.numel = units;
     v.kernel->launch(args);
     stats().kernel_launches++;
     stats().row_launches++;
@@ -680,10 +691,10 @@ void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArg
   args.ptrs = ptrs.data();
   args.iargs = iargs.data();
   args.num_outputs += static_cast<int>(v.workspace.offsets.size());
-  args.numel = p.rows * v.splits;
+  args.numel = units * v.splits;
   args.grain = 1;
   for (size_t s = 0; s < v.stages.size(); ++s) {
-    if (s + 1 == v.stages.size() && v.last_stage_per_row) args.numel = p.rows;
+    if (s + 1 == v.stages.size() && v.last_stage_per_row) args.numel = units;
     v.stages[s]->launch(args);
   }
   stats().kernel_launches += static_cast<int64_t>(v.stages.size());

@@ -1,14 +1,16 @@
-// CPU row kernels whose rows are neighbours in memory (Kernel::columns: a sum over the
-// leading dims, say). Walking such a row alone reads one element per cache line and
-// comes back for the next row's (8x eager's time for a column sum of 8192 x 768), so a
-// task takes its rows in blocks of up to kCpuColumnBlock and walks a block's rows
-// together: for each element of the row, a vector loop over the block's rows reads
-// neighbouring values, and a block as wide as the tensor streams through memory. Every
-// value known per row (row_start, a pass's reductions and what follows them) lives in
-// an array of one entry per row of the block; each loop over the block reads back the
-// entries it needs. Rows cut in slices (split_rows.h) number their units slice by
-// slice, rows innermost, as CUDA's columns do. Only per-row outputs are stored (the
-// runtime gives such kernels no whole output), and nothing is drawn at random.
+// Row kernels whose rows are neighbours in memory (Kernel::columns: a sum over the
+// leading dims, say), on either backend. Walking such a row alone reads one element per
+// cache line (CPU: 8x eager's time for a column sum of 8192 x 768) or one element per
+// thread and load (CUDA: half the copy bandwidth), so a block of neighbouring rows is
+// walked together: for each element of the row, every row of the block reads its value
+// beside the others'. CPU: blocks of up to kCpuColumnBlock rows per task, a vector loop
+// over them (a block as wide as the tensor streams through memory). CUDA: each thread
+// takes Kernel::row_vector rows and reads them as one 16-byte vector where strides and
+// alignment allow. Every value known per row (row_start, a pass's reductions and what
+// follows them) lives in an array of one entry per row of the block; each loop over the
+// block reads back the entries it needs. Rows cut in slices (split_rows.h) number their
+// units slice by slice, rows innermost. Only per-row outputs are stored (the runtime
+// gives such kernels no whole output), and nothing is drawn at random.
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 
 #include "codegen/common_prelude.h"
 #include "codegen/cpp_prelude.h"
+#include "codegen/cuda_prelude.h"
 #include "codegen/expr_printer.h"
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
@@ -25,9 +28,10 @@
 namespace fuser::codegen {
 namespace {
 
-class CppColumnPrinter {
+class ColumnPrinter {
  public:
-  explicit CppColumnPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)) {
+  ColumnPrinter(const Kernel& k, bool cuda)
+      : k_(k), s_(scheduleRows(k)), cuda_(cuda), block_(cuda ? k.row_vector : kCpuColumnBlock) {
     for (const TensorOutput& o : k.outputs) {
       TORCH_CHECK(o.per_row, "fuser: CPU column kernels store per-row outputs only");
     }
@@ -43,15 +47,21 @@ class CppColumnPrinter {
     const int passes = static_cast<int>(s_.passes.size());
     // A stage before the last walks its slice; the last stores the per-row outputs.
     const bool slices = staged && k_.row_stage < passes;
-    out_ << kCppPrelude << kCommonPrelude << kRowHelpers << "\nextern \"C\" void " << k_.name
-         << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
-         << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
-         << "    int64_t fx_begin, int64_t fx_end) {\n";
-    printRowPointers(out_, k_, "fx_ptrs", "fx_strides");
-    out_ << "  (void)fx_dargs; (void)fx_iargs; (void)fx_error;\n";
-    if (staged) printSplitBufferPointers(out_, k_, s_, "fx_ptrs");
+    if (cuda_) {
+      printCudaRowKernelHead(out_, k_);
+      printRowPointers(out_, k_, "a.ptrs", "a.strides");
+      if (staged) printSplitBufferPointers(out_, k_, s_, "a.ptrs");
+    } else {
+      out_ << kCppPrelude << kCommonPrelude << kRowHelpers << "\nextern \"C\" void " << k_.name
+           << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
+           << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
+           << "    int64_t fx_begin, int64_t fx_end) {\n";
+      printRowPointers(out_, k_, "fx_ptrs", "fx_strides");
+      out_ << "  (void)fx_dargs; (void)fx_iargs; (void)fx_error;\n";
+      if (staged) printSplitBufferPointers(out_, k_, s_, "fx_ptrs");
+    }
     printRowExprs(out_, k_, s_.constants, "  ", "0");
-    const int b = kCpuColumnBlock;
+    const std::string b = std::to_string(block_);
     for (size_t i = 0; i < k_.inputs.size(); ++i) out_ << "  int64_t fx_off" << i << "[" << b << "];\n";
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
       if (!perRow(static_cast<ExprId>(id))) continue;
@@ -60,11 +70,26 @@ class CppColumnPrinter {
     out_ << "  int64_t fx_rows = 1;\n";
     for (int d = 0; d < k_.outer_ndim; ++d) out_ << "  fx_rows *= fx_sizes[" << d << "];\n";
     const std::string splits = staged ? "fx_iargs[" + std::to_string(splitCountArg(k_)) + "]" : "1";
-    out_ << "  const int64_t fx_splits = " << splits << "; (void)fx_splits;\n"
-         << "  for (int64_t fx_u0 = fx_begin, fx_nb = 0; fx_u0 < fx_end; fx_u0 += fx_nb) {\n"
-         << "    const int64_t fx_s = fx_u0 / fx_rows, fx_r0 = fx_u0 - fx_s * fx_rows;\n"
-         << "    fx_nb = fx_rows - fx_r0 < fx_end - fx_u0 ? fx_rows - fx_r0 : fx_end - fx_u0;\n"
-         << "    if (fx_nb > " << b << ") fx_nb = " << b << ";\n";
+    out_ << "  const int64_t fx_splits = " << splits << "; (void)fx_splits;\n";
+    if (cuda_) {
+      // Thread t: slice s, rows [r0, r0 + nb) of it (threads per slice: rows / block).
+      // Column kernels have no barrier: threads past the last return.
+      out_ << "  const int64_t fx_t = (int64_t)blockIdx.x * " << cudaRowBlock(k_)
+           << " + threadIdx.x;\n"
+           << "  if (fx_t >= a.rows) return;\n"
+           << "  {\n"
+           << "    const int64_t fx_per_slice = (fx_rows + " << b << " - 1) / " << b << ";\n"
+           << "    const int64_t fx_s = fx_t / fx_per_slice;\n"
+           << "    const int64_t fx_r0 = (fx_t - fx_s * fx_per_slice) * " << b << ";\n"
+           << "    const int64_t fx_nb = fx_rows - fx_r0 < " << b << " ? fx_rows - fx_r0 : " << b
+           << ";\n"
+           << "    const int64_t fx_u0 = fx_s * fx_rows + fx_r0; (void)fx_u0;\n";
+    } else {
+      out_ << "  for (int64_t fx_u0 = fx_begin, fx_nb = 0; fx_u0 < fx_end; fx_u0 += fx_nb) {\n"
+           << "    const int64_t fx_s = fx_u0 / fx_rows, fx_r0 = fx_u0 - fx_s * fx_rows;\n"
+           << "    fx_nb = fx_rows - fx_r0 < fx_end - fx_u0 ? fx_rows - fx_r0 : fx_end - fx_u0;\n"
+           << "    if (fx_nb > " << b << ") fx_nb = " << b << ";\n";
+    }
     if (slices) {
       out_ << "    const int64_t fx_len = (fx_n + fx_splits - 1) / fx_splits;\n"
            << "    const int64_t fx_lo = fx_s * fx_len < fx_n ? fx_s * fx_len : fx_n;\n"
@@ -72,7 +97,7 @@ class CppColumnPrinter {
     } else {
       out_ << "    const int64_t fx_lo = 0, fx_hi = fx_n;\n";
     }
-    out_ << "    (void)fx_lo; (void)fx_hi;\n";
+    out_ << "    (void)fx_lo; (void)fx_hi; (void)fx_s;\n";
     // The block's offsets and what each row computes before its first pass.
     openRows();
     out_ << "      const int64_t fx_r = fx_r0 + fx_j;\n";
@@ -104,7 +129,16 @@ class CppColumnPrinter {
   // A value known once per row (not per element, not the same for every row).
   bool perRow(ExprId id) const { return !s_.element[id] && !constant_[id]; }
 
-  void openRows() { out_ << "    for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j) {\n"; }
+  // A loop over the block's rows (CUDA: unrolled over the thread's rows, so that their
+  // arrays stay in registers).
+  void openRows() {
+    if (cuda_) {
+      out_ << "    #pragma unroll\n    for (int fx_j = 0; fx_j < " << block_
+           << "; ++fx_j) if (fx_j < fx_nb) {\n";
+      return;
+    }
+    out_ << "    for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j) {\n";
+  }
   void closeRows() { out_ << "    }\n"; }
 
   // Row fx_j's entries of the per-row values that `ids` read (and `also`), as vI, and
@@ -151,7 +185,7 @@ class CppColumnPrinter {
     closeRows();
   }
 
-  // Float sums in double, as the CPU's whole rows add them.
+  // Float sums in double, as rows walk them on either backend.
   static const char* accumulatorType(const Expr& e) {
     const bool wide = e.type == c10::ScalarType::Float && !e.sum_in_type &&
                       static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
@@ -162,35 +196,73 @@ class CppColumnPrinter {
   // in each input, then the rows in a vector loop, each accumulating into its own entry.
   // `partials`: a stage's slice, whose accumulators go to the workspace as they are.
   void printPass(const RowSchedule::Pass& pass, bool partials) {
-    const int b = kCpuColumnBlock;
+    out_ << "    {\n";  // the pass's own accumulators and flags
+    printPassBody(pass, partials);
+    out_ << "    }\n";
+  }
+
+  void printPassBody(const RowSchedule::Pass& pass, bool partials) {
+    const std::string b = std::to_string(block_);
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       out_ << "    " << accumulatorType(e) << " fx_acc" << r << "[" << b << "];\n"
-           << "    for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j) fx_acc" << r << "[fx_j] = "
-           << reduceIdentity(e) << ";\n";
+           << (cuda_ ? "    #pragma unroll\n    for (int fx_j = 0; fx_j < " + b + "; ++fx_j)"
+                     : std::string("    for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j)"))
+           << " fx_acc" << r << "[fx_j] = " << reduceIdentity(e) << ";\n";
     }
-    out_ << "    for (int64_t fx_e = fx_lo; fx_e < fx_hi; ++fx_e) {\n";
-    printElementOffsets();
     // One outer dim whose stride is 1 in every input the pass reads (a contiguous tensor
-    // reduced over its leading dims): row fx_j of input I at fx_b<I> + fx_j, vector
-    // loads. Otherwise each row's own offset.
+    // reduced over its leading dims): the block's rows of input I lie side by side from
+    // fx_b<I>. CPU: a vector loop reads them; CUDA: one vector load per input, where the
+    // thread has a whole block and every input is aligned to it. Otherwise each row
+    // reads at its own offset.
     std::vector<bool> read(k_.inputs.size(), false);
     for (ExprId id : pass.element) {
       if (k_.exprs[id].op == IrOp::Load) read[k_.exprs[id].index] = true;
     }
-    std::string unit = "true";
+    const bool side_by_side = k_.outer_ndim == 1;
+    if (side_by_side) {
+      out_ << "    const bool fx_side = true";
+      if (cuda_) out_ << " && fx_nb == " << b;
+      for (size_t i = 0; i < k_.inputs.size(); ++i) {
+        if (!read[i]) continue;
+        const std::string n = std::to_string(i);
+        out_ << " && st" << n << "[0] == 1";
+        if (!cuda_) continue;
+        for (int d = k_.outer_ndim; d < k_.outer_ndim + k_.inner_ndim; ++d) {
+          out_ << " && st" << n << "[" << d << "] % " << b << " == 0";
+        }
+        out_ << " && (unsigned long long)(in" << n << " + fx_off" << n << "[0]) % (" << b << " * sizeof(*in"
+             << n << ")) == 0";
+      }
+      out_ << ";\n";
+    }
+    out_ << "    for (int64_t fx_e = fx_lo; fx_e < fx_hi; ++fx_e) {\n";
+    printElementOffsets();
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       out_ << "      const int64_t fx_b" << i << " = fx_off" << i << "[0] + fx_eo" << i
            << "; (void)fx_b" << i << ";\n";
-      if (read[i]) unit += " && st" + std::to_string(i) + "[0] == 1";
     }
-    if (k_.outer_ndim == 1) {
-      out_ << "      if (" << unit << ") {\n";
-      printElementLoop(pass, [](const std::string& n) { return "fx_b" + n + " + fx_j"; });
+    if (side_by_side) {
+      out_ << "      if (fx_side) {\n";
+      if (cuda_) {
+        for (size_t i = 0; i < k_.inputs.size(); ++i) {
+          if (!read[i]) continue;
+          const std::string n = std::to_string(i);
+          const std::string vec = "FxVec<" + std::string(storageTypeName(k_.inputs[i].dtype)) +
+                                  ", " + b + ">";
+          out_ << "      const " << vec << " fx_w" << n << " = *(const " << vec << "*)(in" << n
+               << " + fx_b" << n << ");\n";
+        }
+        printElementLoop(pass, [](const std::string& n) { return "fx_w" + n + ".v[fx_j]"; });
+      } else {
+        printElementLoop(pass, [](const std::string& n) { return "in" + n + "[fx_b" + n + " + fx_j]"; });
+      }
       out_ << "      } else {\n";
     }
-    printElementLoop(pass, [](const std::string& n) { return "fx_off" + n + "[fx_j] + fx_eo" + n; });
-    if (k_.outer_ndim == 1) out_ << "      }\n";
+    printElementLoop(pass, [](const std::string& n) {
+      return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
+    });
+    if (side_by_side) out_ << "      }\n";
     out_ << "    }\n";
     if (partials) {
       const std::vector<SplitBuffer> buffers = splitBuffers(k_, s_);
@@ -244,17 +316,22 @@ class CppColumnPrinter {
     out_ << "      }\n";
   }
 
-  // The vector loop over the block's rows for element fx_e: the pass's element values,
-  // input I read at `at(I)`, and each row's accumulators.
+  // The loop over the block's rows for element fx_e (CPU: a vector loop; CUDA:
+  // unrolled): the pass's element values, input I's element read as `at(I)`, and each
+  // row's accumulators.
   void printElementLoop(const RowSchedule::Pass& pass,
                         const std::function<std::string(const std::string&)>& at) {
     std::vector<ExprId> operands;
     for (ExprId r : pass.reduces) operands.push_back(k_.exprs[r].args[0]);
-    out_ << "      #pragma omp simd\n      for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j) {\n";
+    if (cuda_) {
+      out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << block_
+           << "; ++fx_j) if (fx_j < fx_nb) {\n";
+    } else {
+      out_ << "      #pragma omp simd\n      for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j) {\n";
+    }
     bringIn(pass.element, operands, "        ", /*offsets=*/false);
     auto load = [&](const Expr& e) {
-      const std::string n = std::to_string(e.index);
-      return loadConversion(k_.inputs[e.index].dtype, e.type, "in" + n + "[" + at(n) + "]");
+      return loadConversion(k_.inputs[e.index].dtype, e.type, at(std::to_string(e.index)));
     };
     printRowExprs(out_, k_, pass.element, "        ", load);
     for (ExprId r : pass.reduces) {
@@ -268,12 +345,16 @@ class CppColumnPrinter {
 
   const Kernel& k_;
   RowSchedule s_;
+  const bool cuda_;
+  const int block_;  // rows walked together: a CPU task's block, a CUDA thread's rows
   std::vector<bool> constant_;
   std::ostringstream out_;
 };
 
 }  // namespace
 
-std::string printCppColumnKernel(const Kernel& kernel) { return CppColumnPrinter(kernel).print(); }
+std::string printColumnKernel(const Kernel& kernel, bool cuda) {
+  return ColumnPrinter(kernel, cuda).print();
+}
 
 }  // namespace fuser::codegen
