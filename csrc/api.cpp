@@ -30,26 +30,21 @@ Registration& registration() {
 }
 
 // The profiling executor records tensor types only around nodes that a fuser claims
-// (NNC's isSupported, which consults its custom operator set). Our operators join that
-// set so that their inputs and outputs get profiled types; NNC stays off while we are
-// enabled. The set has no removal, so this happens once per process.
-// In-place variants of our operators (add_, relu_, ...) are profiled through the
-// profiling registry instead, so that inplace.cpp knows every operand's type: in NNC's
-// set they would be claimed by NNC, which has no lowering for them, once we are off.
-// So are native_layer_norm_backward, whose input gradient layer_norm_backward.cpp makes a
-// table op, and autodiff's _batch_norm_impl_index, which batch_norm_training.cpp splits.
+// (NNC's isSupported) or that its profiling registry names. Our operators, their
+// in-place variants (add_, relu_, ...), native_layer_norm_backward (whose input gradient
+// layer_norm_backward.cpp makes a table op) and autodiff's _batch_norm_impl_index (which
+// batch_norm_training.cpp splits) are named in the registry, which only asks for
+// profiles. (They used to join NNC's custom operator set, which has no removal: NNC,
+// once turned on again after us, claimed them all, reductions over any dims included,
+// and crashed on a column sum on CUDA.)
 void requestProfilingOfFusibleOps() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const std::string& schema : ops::supportedSchemas()) {
-      torch::jit::tensorexpr::getCustomOperatorSet().insert({schema.c_str()});
-    }
-    torch::jit::RegisterProfilingNode(
-        [](const torch::jit::Node* node) {
-          return functionalEntryOf(node) != nullptr ||
-                 node->kind() == c10::aten::native_layer_norm_backward ||
-                 node->kind() == c10::aten::_batch_norm_impl_index;
-        });
+    torch::jit::RegisterProfilingNode([](const torch::jit::Node* node) {
+      return ops::findOp(node) != nullptr || functionalEntryOf(node) != nullptr ||
+             node->kind() == c10::aten::native_layer_norm_backward ||
+             node->kind() == c10::aten::_batch_norm_impl_index;
+    });
   });
 }
 

@@ -28,6 +28,9 @@
 namespace fuser::codegen {
 namespace {
 
+// CUDA: elements of a thread's rows walked per step of the unrolled loop.
+constexpr int kColumnUnroll = 4;
+
 class ColumnPrinter {
  public:
   ColumnPrinter(const Kernel& k, bool cuda)
@@ -236,6 +239,8 @@ class ColumnPrinter {
       }
       out_ << ";\n";
     }
+    // CUDA: unrolled, so that a thread has several elements' loads in flight.
+    if (cuda_) out_ << "    #pragma unroll " << kColumnUnroll << "\n";
     out_ << "    for (int64_t fx_e = fx_lo; fx_e < fx_hi; ++fx_e) {\n";
     printElementOffsets();
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
