@@ -30,6 +30,9 @@ namespace {
 
 // CUDA: elements of a thread's rows walked per step of the unrolled loop.
 constexpr int kColumnUnroll = 4;
+// CUDA: warps of a block that walk the same rows, each every kColumnGroups-th element
+// (cudaRowBlock's 256 threads: 32 units of rows each).
+constexpr int kColumnGroups = 8;
 
 class ColumnPrinter {
  public:
@@ -52,6 +55,7 @@ class ColumnPrinter {
     const bool slices = staged && k_.row_stage < passes;
     if (cuda_) {
       printCudaRowKernelHead(out_, k_);
+      printSharedArrays();
       printRowPointers(out_, k_, "a.ptrs", "a.strides");
       if (staged) printSplitBufferPointers(out_, k_, s_, "a.ptrs");
     } else {
@@ -75,17 +79,25 @@ class ColumnPrinter {
     const std::string splits = staged ? "fx_iargs[" + std::to_string(splitCountArg(k_)) + "]" : "1";
     out_ << "  const int64_t fx_splits = " << splits << "; (void)fx_splits;\n";
     if (cuda_) {
-      // Thread t: slice s, rows [r0, r0 + nb) of it (threads per slice: rows / block).
-      // Column kernels have no barrier: threads past the last return.
-      out_ << "  const int64_t fx_t = (int64_t)blockIdx.x * " << cudaRowBlock(k_)
-           << " + threadIdx.x;\n"
-           << "  if (fx_t >= a.rows) return;\n"
+      // A block: kColumnGroups warps, each over the same 32 units of one slice (a unit:
+      // `block_` neighbouring rows), warp g walking every kColumnGroups-th element.
+      // Units past the last row compute row rows - 1 again and store nothing; so do
+      // threads past the launch's (none: it launches whole blocks), so that every thread
+      // reaches the barriers.
+      const std::string g = std::to_string(kColumnGroups);
+      out_ << "  int64_t fx_t = (int64_t)blockIdx.x * " << cudaRowBlock(k_) << " + threadIdx.x;\n"
+           << "  const bool fx_live = fx_t < a.rows;\n"
+           << "  if (!fx_live) fx_t = a.rows - 1;\n"
+           << "  const int fx_g = threadIdx.x / 32, fx_lane = threadIdx.x % 32;\n"
            << "  {\n"
-           << "    const int64_t fx_per_slice = (fx_rows + " << b << " - 1) / " << b << ";\n"
-           << "    const int64_t fx_s = fx_t / fx_per_slice;\n"
-           << "    const int64_t fx_r0 = (fx_t - fx_s * fx_per_slice) * " << b << ";\n"
-           << "    const int64_t fx_nb = fx_rows - fx_r0 < " << b << " ? fx_rows - fx_r0 : " << b
+           << "    const int64_t fx_units = (fx_rows + " << b << " - 1) / " << b << ";\n"
+           << "    const int64_t fx_per_slice = (fx_units + 31) / 32;  // blocks\n"
+           << "    const int64_t fx_block = fx_t / " << cudaRowBlock(k_) << ";\n"
+           << "    const int64_t fx_s = fx_block / fx_per_slice;\n"
+           << "    const int64_t fx_r0 = ((fx_block - fx_s * fx_per_slice) * 32 + fx_lane) * " << b
            << ";\n"
+           << "    const int64_t fx_nb = fx_rows - fx_r0 < " << b << " ? (fx_rows > fx_r0 ? fx_rows - fx_r0 : 0) : "
+           << b << ";\n"
            << "    const int64_t fx_u0 = fx_s * fx_rows + fx_r0; (void)fx_u0;\n";
     } else {
       out_ << "  for (int64_t fx_u0 = fx_begin, fx_nb = 0; fx_u0 < fx_end; fx_u0 += fx_nb) {\n"
@@ -103,13 +115,19 @@ class ColumnPrinter {
     out_ << "    (void)fx_lo; (void)fx_hi; (void)fx_s;\n";
     // The block's offsets and what each row computes before its first pass.
     openRows();
-    out_ << "      const int64_t fx_r = fx_r0 + fx_j;\n";
+    printRowIndex();
     printRowOffsets(out_, k_, "      ");
     for (size_t i = 0; i < k_.inputs.size(); ++i) out_ << "      fx_off" << i << "[fx_j] = off" << i << ";\n";
     printRowExprs(out_, k_, s_.row_start, "      ", "0");
     keep(s_.row_start);
     closeRows();
-    if (staged) printFinished();
+    if (staged) {
+      if (cuda_) {
+        printCudaFinished();
+      } else {
+        printFinished();
+      }
+    }
     if (slices) {
       printPass(s_.passes[k_.row_stage], /*partials=*/true);
     } else if (!staged) {
@@ -120,8 +138,10 @@ class ColumnPrinter {
       for (const TensorOutput& o : k_.outputs) stored.push_back(o.value);
       openRows();
       bringIn({}, stored, "      ", /*offsets=*/false);
-      out_ << "      const int64_t fx_r = fx_r0 + fx_j;\n";
+      printRowIndex();
+      out_ << "      " << storeGuard() << "{\n";
       printPerRowStores(out_, k_, "      ");
+      out_ << "      }\n";
       closeRows();
     }
     out_ << "  }\n}\n";
@@ -136,11 +156,22 @@ class ColumnPrinter {
   // arrays stay in registers).
   void openRows() {
     if (cuda_) {
-      out_ << "    #pragma unroll\n    for (int fx_j = 0; fx_j < " << block_
-           << "; ++fx_j) if (fx_j < fx_nb) {\n";
+      out_ << "    #pragma unroll\n    for (int fx_j = 0; fx_j < " << block_ << "; ++fx_j) {\n";
       return;
     }
     out_ << "    for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j) {\n";
+  }
+
+  // fx_r, row fx_j of the block (CUDA: rows past the last read the last).
+  void printRowIndex() {
+    out_ << "      const int64_t fx_r = "
+         << (cuda_ ? "fx_r0 + fx_j < fx_rows ? fx_r0 + fx_j : fx_rows - 1" : "fx_r0 + fx_j")
+         << "; (void)fx_r;\n";
+  }
+
+  // The condition on storing row fx_j's values: CUDA's first warp, live rows only.
+  std::string storeGuard() const {
+    return cuda_ ? "if (fx_live && fx_g == 0 && fx_j < fx_nb) " : "";
   }
   void closeRows() { out_ << "    }\n"; }
 
@@ -239,36 +270,28 @@ class ColumnPrinter {
       }
       out_ << ";\n";
     }
-    // CUDA: unrolled, so that a thread has several elements' loads in flight.
-    if (cuda_) out_ << "    #pragma unroll " << kColumnUnroll << "\n";
-    out_ << "    for (int64_t fx_e = fx_lo; fx_e < fx_hi; ++fx_e) {\n";
-    printElementOffsets();
-    for (size_t i = 0; i < k_.inputs.size(); ++i) {
-      out_ << "      const int64_t fx_b" << i << " = fx_off" << i << "[0] + fx_eo" << i
-           << "; (void)fx_b" << i << ";\n";
-    }
-    if (side_by_side) {
-      out_ << "      if (fx_side) {\n";
-      if (cuda_) {
-        for (size_t i = 0; i < k_.inputs.size(); ++i) {
-          if (!read[i]) continue;
-          const std::string n = std::to_string(i);
-          const std::string vec = "FxVec<" + std::string(storageTypeName(k_.inputs[i].dtype)) +
-                                  ", " + b + ">";
-          out_ << "      const " << vec << " fx_w" << n << " = *(const " << vec << "*)(in" << n
-               << " + fx_b" << n << ");\n";
-        }
-        printElementLoop(pass, [](const std::string& n) { return "fx_w" + n + ".v[fx_j]"; });
-      } else {
-        printElementLoop(pass, [](const std::string& n) { return "in" + n + "[fx_b" + n + " + fx_j]"; });
+    if (cuda_ && side_by_side) {
+      printCudaWalk(pass, read);
+    } else {
+      out_ << "    for (int64_t fx_e = fx_lo" << (cuda_ ? " + fx_g" : "") << "; fx_e < fx_hi; fx_e += "
+           << (cuda_ ? kColumnGroups : 1) << ") {\n";
+      printElementOffsets("fx_e", "");
+      if (side_by_side) {
+        out_ << "      if (fx_side) {\n";
+        printElementLoop(pass, [](const std::string& n) {
+          return "in" + n + "[fx_off" + n + "[0] + fx_eo" + n + " + fx_j]";
+        });
+        out_ << "      } else {\n";
       }
-      out_ << "      } else {\n";
+      printElementLoop(pass, [](const std::string& n) {
+        return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
+      });
+      if (side_by_side) out_ << "      }\n";
+      out_ << "    }\n";
     }
-    printElementLoop(pass, [](const std::string& n) {
-      return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
-    });
-    if (side_by_side) out_ << "      }\n";
-    out_ << "    }\n";
+    if (cuda_) {
+      for (ExprId r : pass.reduces) printGroupCombine(k_.exprs[r], "fx_acc" + std::to_string(r));
+    }
     if (partials) {
       const std::vector<SplitBuffer> buffers = splitBuffers(k_, s_);
       openRows();
@@ -278,8 +301,8 @@ class ColumnPrinter {
             pass.reduces.end()) {
           continue;
         }
-        out_ << "      fx_buf" << buf << "[fx_u0 + fx_j] = (" << computeTypeName(buffers[buf].type)
-             << ")fx_acc" << buffers[buf].reduce << "[fx_j];\n";
+        out_ << "      " << storeGuard() << "fx_buf" << buf << "[fx_u0 + fx_j] = ("
+             << computeTypeName(buffers[buf].type) << ")fx_acc" << buffers[buf].reduce << "[fx_j];\n";
       }
       closeRows();
       return;
@@ -299,26 +322,159 @@ class ColumnPrinter {
     closeRows();
   }
 
-  // fx_eo<I>: where element fx_e of a row lies from the row's start, in input I.
-  void printElementOffsets() {
+  // fx_eo<I><suffix>: where element `e` of a row lies from the row's start, in input I.
+  void printElementOffsets(const std::string& e, const std::string& suffix) {
     const int first = k_.outer_ndim, last = k_.outer_ndim + k_.inner_ndim - 1;
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
-      out_ << "      int64_t fx_eo" << i << " = "
-           << (k_.inner_ndim == 1 ? "fx_e * st" + std::to_string(i) + "[" + std::to_string(first) + "]"
+      out_ << "      int64_t fx_eo" << i << suffix << " = "
+           << (k_.inner_ndim == 1 ? e + " * st" + std::to_string(i) + "[" + std::to_string(first) + "]"
                                   : std::string("0"))
-           << ";\n";
+           << "; (void)fx_eo" << i << suffix << ";\n";
     }
     if (k_.inner_ndim == 1) return;
-    out_ << "      {\n        int64_t fx_q = fx_e;\n";
+    out_ << "      {\n        int64_t fx_q = " << e << ";\n";
     for (int d = last; d >= first; --d) {
       out_ << "        { const int64_t fx_idx = fx_q % fx_sizes[" << d << "]; fx_q /= fx_sizes[" << d
            << "];";
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        out_ << " fx_eo" << i << " += fx_idx * st" << i << "[" << d << "];";
+        out_ << " fx_eo" << i << suffix << " += fx_idx * st" << i << "[" << d << "];";
       }
       out_ << " }\n";
     }
     out_ << "      }\n";
+  }
+
+  // CUDA: `acc[j]` (reduction `e`'s accumulators, or its partials' combination) of every
+  // warp of the block combined through shared memory; every thread gets the result.
+  void printGroupCombine(const Expr& e, const std::string& acc) {
+    const std::string a = accumulatorType(e);
+    const std::string b = std::to_string(block_);
+    const std::string red = "fx_red_" + sharedTag(a);
+    out_ << "    __syncthreads();\n"
+         << "    #pragma unroll\n    for (int fx_j = 0; fx_j < " << b << "; ++fx_j) " << red
+         << "[(fx_g * 32 + fx_lane) * " << b << " + fx_j] = " << acc << "[fx_j];\n"
+         << "    __syncthreads();\n"
+         << "    #pragma unroll\n    for (int fx_j = 0; fx_j < " << b << "; ++fx_j) {\n"
+         << "      " << a << " fx_v = " << red << "[fx_lane * " << b << " + fx_j];\n"
+         << "      for (int fx_q = 1; fx_q < " << kColumnGroups << "; ++fx_q) fx_v = "
+         << reduceCombiner(e) << "<" << a << ">(fx_v, " << red << "[(fx_q * 32 + fx_lane) * " << b
+         << " + fx_j]);\n"
+         << "      " << acc << "[fx_j] = fx_v;\n    }\n";
+  }
+
+  static std::string sharedTag(const std::string& type) {
+    return type == "long long" || type == "int64_t" ? "l" : type == "double" ? "d" : "f";
+  }
+
+  // CUDA's shared arrays for printGroupCombine, one per accumulator type in use.
+  void printSharedArrays() {
+    std::vector<std::string> types;
+    for (const Expr& e : k_.exprs) {
+      if (e.op != IrOp::Reduce) continue;
+      const std::string a = accumulatorType(e);
+      if (std::find(types.begin(), types.end(), a) == types.end()) types.push_back(a);
+    }
+    for (const std::string& a : types) {
+      out_ << "  __shared__ " << a << " fx_red_" << sharedTag(a) << "[" << kColumnGroups * 32 * block_
+           << "];\n";
+    }
+  }
+
+  // CUDA's view of the passes before this stage: a reduction of the stage before, its
+  // partials combined over the block's warps (warp g takes every kColumnGroups-th
+  // slice); of earlier stages, its values read back; and what each row computes next.
+  void printCudaFinished() {
+    const std::vector<SplitBuffer> buffers = splitBuffers(k_, s_);
+    auto bufferOf = [&](SplitBuffer::Kind kind, ExprId r) {
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        if (buffers[i].kind == kind && buffers[i].reduce == r) return static_cast<int>(i);
+      }
+      return -1;
+    };
+    const std::string b = std::to_string(block_);
+    for (int p = 0; p < k_.row_stage; ++p) {
+      for (ExprId r : s_.passes[p].reduces) {
+        const Expr& e = k_.exprs[r];
+        const std::string v = "v" + std::to_string(r);
+        const int values = bufferOf(SplitBuffer::Kind::RowValues, r);
+        if (p + 1 < k_.row_stage) {
+          openRows();
+          printRowIndex();
+          out_ << "      const " << computeTypeName(e.type) << " " << v << " = fx_buf" << values
+               << "[fx_r];\n";
+          keep({r});
+          closeRows();
+          continue;
+        }
+        const std::string acc = "fx_fin" + std::to_string(r);
+        const std::string a = accumulatorType(e);
+        out_ << "    " << a << " " << acc << "[" << b << "];\n";
+        openRows();
+        printRowIndex();
+        out_ << "      " << acc << "[fx_j] = " << reduceIdentity(e) << ";\n"
+             << "      for (int64_t fx_q = fx_g; fx_q < fx_splits; fx_q += " << kColumnGroups
+             << ") " << acc << "[fx_j] = " << reduceCombiner(e) << "<" << a << ">(" << acc
+             << "[fx_j], (" << a << ")fx_buf" << bufferOf(SplitBuffer::Kind::Partials, r)
+             << "[fx_q * fx_rows + fx_r]);\n";
+        closeRows();
+        printGroupCombine(e, acc);
+        openRows();
+        printRowIndex();
+        out_ << "      const " << computeTypeName(e.type) << " " << v << " = ("
+             << computeTypeName(e.type) << ")" << acc << "[fx_j];\n";
+        if (values >= 0) out_ << "      if (fx_s == 0) { " << storeGuard() << "fx_buf" << values << "[fx_r] = " << v << "; }\n";
+        keep({r});
+        closeRows();
+      }
+      openRows();
+      bringIn(s_.passes[p].after, {}, "      ", /*offsets=*/true);
+      printRowExprs(out_, k_, s_.passes[p].after, "      ", "0");
+      keep(s_.passes[p].after);
+      closeRows();
+    }
+  }
+
+  // CUDA's walk where the thread's rows lie side by side: kColumnUnroll elements a
+  // step, every vector load of the step issued before any arithmetic, so that a thread
+  // keeps that many loads in flight (one at a time, 32768 threads of a column sum moved
+  // 1 TB/s); then the rest one element at a time; and each row's own loads where the
+  // rows are not side by side.
+  void printCudaWalk(const RowSchedule::Pass& pass, const std::vector<bool>& read) {
+    const std::string b = std::to_string(block_);
+    auto vectorLoads = [&](const std::string& suffix) {
+      for (size_t i = 0; i < k_.inputs.size(); ++i) {
+        if (!read[i]) continue;
+        const std::string n = std::to_string(i);
+        const std::string vec = "FxVec<" + std::string(storageTypeName(k_.inputs[i].dtype)) +
+                                ", " + b + ">";
+        out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec << "*)(in"
+             << n << " + fx_off" << n << "[0] + fx_eo" << n << suffix << ");\n";
+      }
+    };
+    const int g = kColumnGroups;
+    out_ << "    int64_t fx_e = fx_lo + fx_g;\n"
+         << "    if (fx_side) {\n"
+         << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += " << kColumnUnroll * g
+         << ") {\n";
+    for (int u = 0; u < kColumnUnroll; ++u) {
+      printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u));
+    }
+    for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
+    for (int u = 0; u < kColumnUnroll; ++u) {
+      const std::string suffix = "_" + std::to_string(u);
+      printElementLoop(pass, [&](const std::string& n) { return "fx_w" + n + suffix + ".v[fx_j]"; });
+    }
+    out_ << "    }\n    }\n"
+         << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
+    printElementOffsets("fx_e", "");
+    out_ << "      if (fx_side) {\n";
+    vectorLoads("");
+    printElementLoop(pass, [](const std::string& n) { return "fx_w" + n + ".v[fx_j]"; });
+    out_ << "      } else {\n";
+    printElementLoop(pass, [](const std::string& n) {
+      return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
+    });
+    out_ << "      }\n    }\n";
   }
 
   // The loop over the block's rows for element fx_e (CPU: a vector loop; CUDA:
@@ -329,8 +485,7 @@ class ColumnPrinter {
     std::vector<ExprId> operands;
     for (ExprId r : pass.reduces) operands.push_back(k_.exprs[r].args[0]);
     if (cuda_) {
-      out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << block_
-           << "; ++fx_j) if (fx_j < fx_nb) {\n";
+      out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << block_ << "; ++fx_j) {\n";
     } else {
       out_ << "      #pragma omp simd\n      for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j) {\n";
     }
@@ -357,6 +512,11 @@ class ColumnPrinter {
 };
 
 }  // namespace
+
+int64_t cudaColumnThreads(int64_t rows, int vector) {
+  const int64_t units = (rows + vector - 1) / vector;
+  return (units + 31) / 32 * 32 * kColumnGroups;
+}
 
 std::string printColumnKernel(const Kernel& kernel, bool cuda) {
   return ColumnPrinter(kernel, cuda).print();

@@ -35,7 +35,7 @@ constexpr int64_t kCudaUnitsPerSm = 4;
 constexpr int64_t kCpuUnitsPerThread = 2;
 constexpr int kSliceLanes = 256;
 constexpr int64_t kColumnThreadsPerSm = 2048;
-constexpr int64_t kMinColumnSlice = 16;
+constexpr int64_t kMinColumnSlice = 64;
 // A thread of the last stage combines its rows' partials one slice after another: 1056
 // slices of a column sum of 32768 x 1024 floats took 440 us there, 3.4x the whole walk.
 constexpr int64_t kMaxColumnSlices = 64;
@@ -129,29 +129,29 @@ int64_t rowSplits(int64_t rows, int64_t n, c10::Device device) {
   return std::max<int64_t>(1, std::min((wanted + rows - 1) / rows, longest));
 }
 
-// Columns (Kernel::columns) on CUDA: threads of `rows_per_thread` rows each, cut in
-// slices until the threads would fill every multiprocessor (kColumnThreadsPerSm),
-// slices of at least kMinColumnSlice elements, at most kMaxColumnSlices of them. On CPU, blocks of rows (codegen::kCpuColumnBlock) fewer
+// Columns (Kernel::columns) of `units` units (CUDA: threads, codegen::cudaColumnThreads;
+// CPU: rows) per slice: on CUDA, cut in slices until the threads would fill every
+// multiprocessor (kColumnThreadsPerSm), slices of at least kMinColumnSlice elements, at
+// most kMaxColumnSlices of them. On CPU, blocks of rows (codegen::kCpuColumnBlock) fewer
 // than kCpuUnitsPerThread per thread are cut, each block's slice at least
 // kCpuElementsPerThread elements: a block as wide as the tensor streams through
 // memory, where narrower blocks of the same rows read each cache line several times
 // over (a column sum of 8192 x 768 floats took 2.0 ms as one block of 768 rows, 3.1 as
 // eight of 96).
-int64_t columnSplits(int64_t rows, int64_t n, c10::Device device, int64_t rows_per_thread) {
+int64_t columnSplits(int64_t units, int64_t n, c10::Device device) {
   if (config().row_splits > 0) return std::min<int64_t>(config().row_splits, std::max<int64_t>(n, 1));
   if (!device.is_cuda()) {
-    const int64_t blocks = (rows + codegen::kCpuColumnBlock - 1) / codegen::kCpuColumnBlock;
+    const int64_t blocks = (units + codegen::kCpuColumnBlock - 1) / codegen::kCpuColumnBlock;
     const int64_t wanted = kCpuUnitsPerThread * at::get_num_threads();
     if (blocks >= wanted) return 1;
     const int64_t longest =
-        n * std::min<int64_t>(rows, codegen::kCpuColumnBlock) / kCpuElementsPerThread;
+        n * std::min<int64_t>(units, codegen::kCpuColumnBlock) / kCpuElementsPerThread;
     return std::max<int64_t>(1, std::min((wanted + blocks - 1) / blocks, longest));
   }
   const int64_t wanted = kColumnThreadsPerSm * cuda::deviceInfo(device.index()).sm_count;
-  const int64_t threads = (rows + rows_per_thread - 1) / rows_per_thread;
-  if (threads * 2 >= wanted) return 1;
+  if (units * 2 >= wanted) return 1;
   const int64_t longest = std::min(n / kMinColumnSlice, kMaxColumnSlices);
-  return std::max<int64_t>(1, std::min((wanted + threads - 1) / threads, longest));
+  return std::max<int64_t>(1, std::min((wanted + units - 1) / units, longest));
 }
 
 }  // namespace
@@ -508,9 +508,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     row_shapes = {codegen::cudaColumnShape(widest_input)};
     if (!cross_shapes.empty()) cross_shapes = {codegen::cudaColumnShape(widest_input)};
   }
-  // CUDA columns: a unit of work (a thread) takes a vector of rows; CPU kernels take
-  // their blocks of rows within a task.
-  const int64_t rows_per_unit = columns && p->device.is_cuda() ? row_shapes[0].vector : 1;
+  // The units of work of a slice: rows, except for CUDA columns (threads, each of a
+  // vector of rows; CPU kernels take their blocks of rows within a task).
+  const int64_t units_per_slice = columns && p->device.is_cuda()
+                                      ? codegen::cudaColumnThreads(p->rows, row_shapes[0].vector)
+                                      : p->rows;
   // Whether a shape's vectors lie within the row's last dim (its size a multiple).
   auto mark_last_dim = [&](codegen::CudaRowShape& shape) {
     shape.vector_in_last_dim = p->sizes.back() % shape.vector == 0;
@@ -534,7 +536,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // rows' as candidates beside it (none where FUSER_ROW_SPLITS forces the cut). (Rows
   // that fill the machine a few times over gain little cut: a batch-32 GroupNorm, 256
   // rows on 132 multiprocessors, took 242 us whole and 231-246 at 2 to 8 slices.)
-  const int64_t splits = columns ? columnSplits(p->rows, p->row_size, p->device, rows_per_unit)
+  const int64_t splits = columns ? columnSplits(units_per_slice, p->row_size, p->device)
                                  : rowSplits(p->rows, p->row_size, p->device);
   if (splits > 1 && (!variants || config().row_splits > 1)) {
     row_shapes.clear();
@@ -594,7 +596,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     v.stages = spec.stages;
     v.splits = splits;
     v.last_stage_per_row = std::all_of(per_row.begin(), per_row.end(), [](bool r) { return r; });
-    v.rows_per_unit = rows_per_unit;
+    v.units_per_slice = units_per_slice;
     std::vector<BufferNeed> needs;
     for (const codegen::SplitBuffer& b : spec.buffers) {
       const int64_t elements =
@@ -623,7 +625,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->out_dtypes = spec.out_dtypes;
     Plan::Variant v;
     v.kernel = spec.kernel;
-    v.rows_per_unit = rows_per_unit;
+    v.units_per_slice = units_per_slice;
     if (p->device.is_cuda()) {
       v.grain = grains[0];
       v.name = row_shape.columns ? std::string("columns")
@@ -673,7 +675,7 @@ void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args) const {
 
 void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args) const {
   args.grain = v.grain;
-  const int64_t units = (p.rows + v.rows_per_unit - 1) / v.rows_per_unit;  // per slice
+  const int64_t units = v.units_per_slice;
   if (v.stages.empty()) {
     args.numel = units;
     v.kernel->launch(args);

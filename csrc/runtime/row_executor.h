@@ -66,7 +66,7 @@ class RowExecutor {
       std::vector<std::shared_ptr<CompiledKernel>> stages;
       int64_t splits = 1;
       bool last_stage_per_row = false;  // codegen::lastStagePerRow: one unit per row
-      int64_t rows_per_unit = 1;  // CUDA columns: a thread's rows (Kernel::row_vector)
+      int64_t units_per_slice = 0;  // rows; CUDA columns: threads (codegen::cudaColumnThreads)
       WorkspacePlan workspace;
       std::string name;
     };
