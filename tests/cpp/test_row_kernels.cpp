@@ -228,5 +228,96 @@ graph(%x : $X):
   return (%r, %m))IR"), 1u);
 }
 
+// Reductions over the leading dims: rows are columns (kept dim 1, of 6), stored per row.
+const std::string kColumn = "Float(1, 6, strides=[6, 1], requires_grad=0, device=cpu)";
+const std::string kColumns = "Float(6, strides=[1], requires_grad=0, device=cpu)";
+
+GraphPtr partitionedColumns(const std::string& ir) {
+  auto graph =
+      testing_helpers::parseWithTypes(ir, {{"$X", kX}, {"$COL", kColumn}, {"$KEPT", kColumns}});
+  prepareGraph(graph);
+  formFusionGroups(graph);
+  return graph;
+}
+
+TEST(ColumnPartition, ALeadingDimSumJoinsItsPrologue) {
+  auto graph = partitionedColumns(R"IR(
+graph(%x : $X, %y : $X):
+  %dims : int[] = prim::Constant[value=[0]]()
+  %keep : bool = prim::Constant[value=0]()
+  %none : NoneType = prim::Constant()
+  %p : $X = aten::mul(%x, %y)
+  %s : $KEPT = aten::sum(%p, %dims, %keep, %none)
+  %m : $KEPT = aten::amax(%p, %dims, %keep)
+  return (%s, %m))IR");
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::sum), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::amax), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::mul), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(collectFusionGroups(graph->block()).size(), 1u);
+}
+
+TEST(ColumnPartition, AWholeOutputKeepsItsProducerOut) {
+  // %p is also returned whole: a group whose rows are columns stores per-row values
+  // only, so the sum stays apart from it.
+  auto graph = partitionedColumns(R"IR(
+graph(%x : $X, %y : $X):
+  %dims : int[] = prim::Constant[value=[0]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %p : $X = aten::mul(%x, %y)
+  %s : $COL = aten::sum(%p, %dims, %keep, %none)
+  return (%s, %p))IR");
+  for (Node* group : collectFusionGroups(graph->block())) {
+    auto* sub = group->g(torch::jit::attr::Subgraph)->block();
+    EXPECT_FALSE(testing_helpers::countKind(sub, c10::aten::sum) > 0 &&
+                 testing_helpers::countKind(sub, c10::aten::mul) > 0);
+  }
+}
+
+TEST(ColumnPartition, NormalizationsTakeTrailingDimsOnly) {
+  EXPECT_EQ(groupsAfterPartition(R"IR(
+graph(%x : $X):
+  %half : float = prim::Constant[value=0.5]()
+  %dim : int = prim::Constant[value=0]()
+  %none : NoneType = prim::Constant()
+  %a : $X = aten::mul(%x, %half)
+  %s : $X = aten::softmax(%a, %dim, %none)
+  return (%s))IR"), 0u);
+}
+
+// sum(x * y) over the rows' strided elements, for either column printer.
+codegen::Kernel columnSum(int vector) {
+  codegen::Kernel k;
+  codegen::TensorInput in{ScalarType::Float, codegen::Access::Strided};
+  k.inputs = {in, in};
+  codegen::IrBuilder b(k);
+  const ExprId product = b.binary(IrOp::Mul, b.load(0, ScalarType::Float), b.load(1, ScalarType::Float));
+  k.outputs.push_back({ScalarType::Float, b.reduce(ReduceKind::Sum, product)});
+  k.outputs[0].per_row = true;
+  k.name = "fuser_rows";
+  k.columns = true;
+  k.row_lanes = 1;
+  k.row_vector = vector;
+  return k;
+}
+
+TEST(ColumnPrinter, CpuWalksBlocksOfRowsInAVectorLoop) {
+  const std::string source = codegen::printCppRowKernel(columnSum(1));
+  EXPECT_NE(source.find("fx_off0[" + std::to_string(codegen::kCpuColumnBlock) + "]"),
+            std::string::npos);
+  EXPECT_NE(source.find("#pragma omp simd"), std::string::npos);
+  EXPECT_NE(source.find("double fx_acc"), std::string::npos);  // float sums in double
+}
+
+TEST(ColumnPrinter, CudaThreadsReadVectorsOfRowsAndShareThemAcrossWarps) {
+  const std::string source = codegen::printCudaRowKernel(columnSum(4));
+  EXPECT_NE(source.find("FxVec<float, 4> fx_w0_7"), std::string::npos);  // 8 loads a step
+  EXPECT_NE(source.find("__syncthreads()"), std::string::npos);
+  EXPECT_NE(source.find("__shared__ double fx_red_d[1024]"), std::string::npos);
+  // Threads per slice: whole blocks of 8 warps over 32 units of 4 rows.
+  EXPECT_EQ(codegen::cudaColumnThreads(1024, 4), 2048);
+  EXPECT_EQ(codegen::cudaColumnThreads(1, 4), 256);
+}
+
 }  // namespace
 }  // namespace fuser

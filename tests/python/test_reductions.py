@@ -242,8 +242,9 @@ def test_layer_norm_with_a_wrong_weight_raises_as_eager(device: str) -> None:
 
 
 def test_reductions_over_other_dims_stay_unfused(fused: None) -> None:
-    """A reduction over a dim before the last, or two reductions over different trailing dims,
-    do not make one row group."""
+    """A softmax over a dim before the last (normalizations take trailing dims; plain
+    reductions take any, test_column_reductions.py), or two reductions over different
+    trailing dims, do not make one row group."""
     lead = script_from_source("def f(x):\n    return torch.softmax(x * 2.0, 1) + 1.0\n")
     mixed = script_from_source(
         fn_of("y = x * 2.0", "return y.sum(-1, keepdim=True) + y.sum([-2, -1], keepdim=True)")
