@@ -193,7 +193,7 @@ if [ "$what" = columns ]; then
     2>&1 | tee "$OUT/test_columns.log" | tail -6
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size "${COLUMN_SIZES:-small,large}" \
     --workload column_sum,channel_stats,batchnorm_relu_train,groupnorm_silu \
-    --dtype float32,float16 --mode eager,fuser,nnc,compile --out "$OUT/column_rows" "$@" \
+    --dtype float32,float16 --mode "${COLUMN_MODES:-eager,fuser,nnc,compile}" --out "$OUT/column_rows" "$@" \
     2>&1 | tee "$OUT/column_rows.log" | tail -16
   PYTHONPATH=. python3 tools/kernel_times.py \
     "${PROFILE_ROWS:-column_sum:large:float32,channel_stats:large:float32}" \

@@ -171,9 +171,9 @@ struct Kernel {
   // first element once and steps along that dim for the rest.
   bool row_vector_in_last_dim = false;
   // Rows that are neighbours in memory, their elements strided (a sum over the leading
-  // dims): CUDA runs one lane per row (row_lanes 1), and the units of rows cut in slices
-  // go slice by slice, rows innermost (unit u: row u % rows, slice u / rows), so that
-  // neighbouring threads read neighbouring rows.
+  // dims), printed by column_printer.cpp: blocks of neighbouring rows walked together
+  // (CUDA: row_vector rows per thread, row_lanes 1), the units of rows cut in slices
+  // numbered slice by slice, rows innermost.
   bool columns = false;
   // Rows cut in slices (split_rows.h): the stage this kernel computes; -1: whole rows.
   int row_stage = -1;

@@ -188,19 +188,10 @@ void printSplitUnit(std::ostream& out, const Kernel& k, const RowSchedule& s,
                     const std::string& indent) {
   // A last stage storing per-row outputs only runs one unit per row (slice 0).
   const bool per_row = lastStagePerRow(k, s);
-  out << indent << "const int64_t fx_splits = fx_iargs[" << splitCountArg(k) << "];\n";
-  if (k.columns) {
-    // Slice by slice, rows innermost: neighbouring units read neighbouring rows.
-    out << indent << "int64_t fx_rows = 1;\n";
-    for (int d = 0; d < k.outer_ndim; ++d) out << indent << "fx_rows *= fx_sizes[" << d << "];\n";
-    out << indent << "const int64_t fx_s = fx_u / fx_rows;\n"
-        << indent << "const int64_t fx_r = fx_u - fx_s * fx_rows;\n";
-  } else {
-    out << indent << "const int64_t fx_r = fx_u / " << (per_row ? "1" : "fx_splits") << ";\n"
-        << indent << "const int64_t fx_s = fx_u - fx_r * " << (per_row ? "1" : "fx_splits")
-        << ";\n";
-  }
-  out
+  out << indent << "const int64_t fx_splits = fx_iargs[" << splitCountArg(k) << "];\n"
+      << indent << "const int64_t fx_r = fx_u / " << (per_row ? "1" : "fx_splits") << ";\n"
+      << indent << "const int64_t fx_s = fx_u - fx_r * " << (per_row ? "1" : "fx_splits")
+      << ";\n"
       << indent << "const int64_t fx_len = ((fx_n + fx_splits - 1) / fx_splits + "
       << k.row_vector - 1 << ") / " << k.row_vector << " * " << k.row_vector << ";\n"
       << indent << "const int64_t fx_lo = fx_s * fx_len < fx_n ? fx_s * fx_len : fx_n;\n"
@@ -239,8 +230,9 @@ void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& 
       out << indent << acc << " fx_fin" << r << " = " << reduceIdentity(e) << ";\n"
           << indent << "for (int64_t fx_q = " << first << "; fx_q < fx_splits; fx_q += " << step
           << ") fx_fin" << r << " = " << reduceCombiner(e) << "<" << acc << ">(fx_fin" << r
-          << ", fx_buf" << partials << (k.columns ? "[fx_q * fx_rows + fx_r]);\n"
-                                                   : "[fx_r * fx_splits + fx_q]);\n");
+          << ", fx_buf" << partials
+          // Column kernels number a stage's units slice by slice (column_printer.cpp).
+          << (k.columns ? "[fx_q * fx_rows + fx_r]);\n" : "[fx_r * fx_splits + fx_q]);\n");
       if (spread) {
         out << indent << "fx_fin" << r << " = " << spread->combine(e, acc, "fx_fin" + std::to_string(r))
             << ";\n";

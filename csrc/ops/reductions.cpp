@@ -523,7 +523,7 @@ std::vector<int64_t> reducedSizes(const std::vector<int64_t>& input_sizes,
   const int64_t rank = static_cast<int64_t>(input_sizes.size());
   std::vector<int64_t> out;
   for (int64_t d = 0; d < rank; ++d) {
-    if (!r.reduces(d - rank + r.rank)) {
+    if (!r.reduces(d - rank + r.rank)) {  // (sizes of another rank align at the last dim)
       out.push_back(input_sizes[d]);
     } else if (r.result == RowReduction::Result::KeepDims) {
       out.push_back(1);

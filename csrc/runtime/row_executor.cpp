@@ -499,9 +499,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       p->device.is_cuda() || !config().cross_compile_arch
           ? std::vector<codegen::CudaRowShape>{}
           : codegen::cudaRowShapeCandidates(p->row_size, widest, aligned);
-  // Columns: on CUDA one thread per row, walking its strided elements (a warp reads 32
-  // neighbouring rows at each step); on CPU, blocks of neighbouring rows walked together
-  // (codegen::printCppColumnKernel). Their single form is not timed.
+  // Columns (codegen::printColumnKernel): on CUDA a thread takes a vector of neighbouring
+  // rows, eight warps of a block sharing them; on CPU a task walks blocks of neighbouring
+  // rows together. Their single form is not timed.
   int widest_input = 1;
   for (const at::Tensor& t : tensors) widest_input = std::max(widest_input, static_cast<int>(t.element_size()));
   if (columns) {
