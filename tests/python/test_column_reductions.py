@@ -36,6 +36,9 @@ CASES = {
     "sum_two_leading": fn_of("return (x * y + 1.0).sum([0, 1], keepdim=True)"),
     "mean_around_channels": fn_of("return (x - y).mean([0, 2, 3], keepdim=True)"),
     "sum_first_and_third": fn_of("return (x * 2.0 + y).sum([0, 2])"),
+    # Kept dims that do not merge (0, and 2 with 3): rows of two dims, read row by row.
+    "sum_middle": fn_of("return (x * y).sum(1, keepdim=True)"),
+    "mean_middle_dropped": fn_of("return (x - y).mean([1])"),
     "amax_leading": fn_of("return (x * y).amax(0, keepdim=True)"),
     "amin_leading": fn_of("return (x + y).amin([0, 1])"),
     "var_leading": fn_of("return (x * y).var(0)"),
