@@ -75,3 +75,14 @@ def fused():
             yield
     finally:
         fuser._C._set_keep_singletons(False)
+
+
+@pytest.fixture
+def splits(request: pytest.FixtureRequest) -> Iterator[int]:
+    """Rows cut in `request.param` slices for the test (FUSER_ROW_SPLITS); chosen again
+    after it."""
+    fuser._C._set_row_splits(request.param)
+    try:
+        yield request.param
+    finally:
+        fuser._C._set_row_splits(0)

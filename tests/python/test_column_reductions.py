@@ -10,11 +10,10 @@ output stays outside), and dropout stays out of them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from test_reductions import DTYPES, compare, subgraph_kinds
+from test_reductions import fn_of as reductions_fn_of
 
 import fuser
 from helpers import (
@@ -27,7 +26,7 @@ from helpers import (
 
 
 def fn_of(*lines: str) -> str:
-    return "def f(x, y):\n" + "".join(f"    {line}\n" for line in lines)
+    return reductions_fn_of(*lines, params="x, y")
 
 
 # x and y are [40, 3, 33, 70]: each case reduces dims other than the trailing ones.
@@ -86,15 +85,6 @@ def test_reduction_over_leading_dims_fuses(case: str, dtype: torch.dtype, device
         "aten::std",
         "aten::norm",
     }, (case, kinds)
-
-
-@pytest.fixture
-def splits(request: pytest.FixtureRequest) -> Iterator[int]:
-    fuser._C._set_row_splits(request.param)
-    try:
-        yield request.param
-    finally:
-        fuser._C._set_row_splits(0)
 
 
 @pytest.mark.parametrize("device", devices())

@@ -24,9 +24,9 @@ from helpers import (
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
-def fn_of(*lines: str) -> str:
-    """A function f(x) of these body lines."""
-    return "def f(x):\n" + "".join(f"    {line}\n" for line in lines)
+def fn_of(*lines: str, params: str = "x") -> str:
+    """A function f(`params`) of these body lines."""
+    return f"def f({params}):\n" + "".join(f"    {line}\n" for line in lines)
 
 
 # Each reduces the last dims of x, between an elementwise prologue and epilogue.

@@ -6,24 +6,12 @@ cut: every reduction, dtype and output kind must then match eager as whole rows 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from test_reductions import CASES, DTYPES, compare
 
 import fuser
 from helpers import devices, eager_from_source, run_optimized, script_from_source
-
-
-@pytest.fixture
-def splits(request: pytest.FixtureRequest) -> Iterator[int]:
-    """Rows cut in `request.param` slices for the test; chosen again after it."""
-    fuser._C._set_row_splits(request.param)
-    try:
-        yield request.param
-    finally:
-        fuser._C._set_row_splits(0)
 
 
 def stages_ran(stats: dict[str, int]) -> None:
