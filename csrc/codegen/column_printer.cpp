@@ -41,10 +41,10 @@ class ColumnPrinter {
   ColumnPrinter(const Kernel& k, bool cuda)
       : k_(k), s_(scheduleRows(k)), cuda_(cuda), block_(cuda ? k.row_vector : kCpuColumnBlock) {
     for (const TensorOutput& o : k.outputs) {
-      TORCH_CHECK(o.per_row, "fuser: CPU column kernels store per-row outputs only");
+      TORCH_CHECK(o.per_row, "fuser: column kernels store per-row outputs only");
     }
     for (const Expr& e : k.exprs) {
-      TORCH_CHECK(e.op != IrOp::ElementIndex, "fuser: CPU column kernels draw no random numbers");
+      TORCH_CHECK(e.op != IrOp::ElementIndex, "fuser: column kernels draw no random numbers");
     }
     constant_.assign(k.exprs.size(), false);
     for (ExprId id : s_.constants) constant_[id] = true;
@@ -55,20 +55,7 @@ class ColumnPrinter {
     const int passes = static_cast<int>(s_.passes.size());
     // A stage before the last walks its slice; the last stores the per-row outputs.
     const bool slices = staged && k_.row_stage < passes;
-    if (cuda_) {
-      printCudaRowKernelHead(out_, k_);
-      printSharedArrays();
-      printRowPointers(out_, k_, "a.ptrs", "a.strides");
-      if (staged) printSplitBufferPointers(out_, k_, s_, "a.ptrs");
-    } else {
-      out_ << kCppPrelude << kCommonPrelude << kRowHelpers << "\nextern \"C\" void " << k_.name
-           << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
-           << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
-           << "    int64_t fx_begin, int64_t fx_end) {\n";
-      printRowPointers(out_, k_, "fx_ptrs", "fx_strides");
-      out_ << "  (void)fx_dargs; (void)fx_iargs; (void)fx_error;\n";
-      if (staged) printSplitBufferPointers(out_, k_, s_, "fx_ptrs");
-    }
+    printHead(staged);
     printRowExprs(out_, k_, s_.constants, "  ", "0");
     const std::string b = std::to_string(block_);
     for (size_t i = 0; i < k_.inputs.size(); ++i) out_ << "  int64_t fx_off" << i << "[" << b << "];\n";
@@ -80,33 +67,7 @@ class ColumnPrinter {
     for (int d = 0; d < k_.outer_ndim; ++d) out_ << "  fx_rows *= fx_sizes[" << d << "];\n";
     const std::string splits = staged ? "fx_iargs[" + std::to_string(splitCountArg(k_)) + "]" : "1";
     out_ << "  const int64_t fx_splits = " << splits << "; (void)fx_splits;\n";
-    if (cuda_) {
-      // A block: kColumnGroups warps, each over the same 32 units of one slice (a unit:
-      // `block_` neighbouring rows), warp g walking every kColumnGroups-th element.
-      // Units past the last row compute row rows - 1 again and store nothing; so do
-      // threads past the launch's (none: it launches whole blocks), so that every thread
-      // reaches the barriers.
-      const std::string g = std::to_string(kColumnGroups);
-      out_ << "  int64_t fx_t = (int64_t)blockIdx.x * " << cudaRowBlock(k_) << " + threadIdx.x;\n"
-           << "  const bool fx_live = fx_t < a.rows;\n"
-           << "  if (!fx_live) fx_t = a.rows - 1;\n"
-           << "  const int fx_g = threadIdx.x / 32, fx_lane = threadIdx.x % 32;\n"
-           << "  {\n"
-           << "    const int64_t fx_units = (fx_rows + " << b << " - 1) / " << b << ";\n"
-           << "    const int64_t fx_per_slice = (fx_units + 31) / 32;  // blocks\n"
-           << "    const int64_t fx_block = fx_t / " << cudaRowBlock(k_) << ";\n"
-           << "    const int64_t fx_s = fx_block / fx_per_slice;\n"
-           << "    const int64_t fx_r0 = ((fx_block - fx_s * fx_per_slice) * 32 + fx_lane) * " << b
-           << ";\n"
-           << "    const int64_t fx_nb = fx_rows - fx_r0 < " << b << " ? (fx_rows > fx_r0 ? fx_rows - fx_r0 : 0) : "
-           << b << ";\n"
-           << "    const int64_t fx_u0 = fx_s * fx_rows + fx_r0; (void)fx_u0;\n";
-    } else {
-      out_ << "  for (int64_t fx_u0 = fx_begin, fx_nb = 0; fx_u0 < fx_end; fx_u0 += fx_nb) {\n"
-           << "    const int64_t fx_s = fx_u0 / fx_rows, fx_r0 = fx_u0 - fx_s * fx_rows;\n"
-           << "    fx_nb = fx_rows - fx_r0 < fx_end - fx_u0 ? fx_rows - fx_r0 : fx_end - fx_u0;\n"
-           << "    if (fx_nb > " << b << ") fx_nb = " << b << ";\n";
-    }
+    printUnits();
     if (slices) {
       out_ << "    const int64_t fx_len = (fx_n + fx_splits - 1) / fx_splits;\n"
            << "    const int64_t fx_lo = fx_s * fx_len < fx_n ? fx_s * fx_len : fx_n;\n"
@@ -151,6 +112,56 @@ class ColumnPrinter {
   }
 
  private:
+  // The signature, pointers (the workspace's for a stage) and CUDA's shared arrays.
+  void printHead(bool staged) {
+    if (cuda_) {
+      printCudaRowKernelHead(out_, k_);
+      printSharedArrays();
+      printRowPointers(out_, k_, "a.ptrs", "a.strides");
+      if (staged) printSplitBufferPointers(out_, k_, s_, "a.ptrs");
+      return;
+    }
+    out_ << kCppPrelude << kCommonPrelude << kRowHelpers << "\nextern \"C\" void " << k_.name
+         << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
+         << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
+         << "    int64_t fx_begin, int64_t fx_end) {\n";
+    printRowPointers(out_, k_, "fx_ptrs", "fx_strides");
+    out_ << "  (void)fx_dargs; (void)fx_iargs; (void)fx_error;\n";
+    if (staged) printSplitBufferPointers(out_, k_, s_, "fx_ptrs");
+  }
+
+  // Opens the scope of one block of rows: slice fx_s, rows [fx_r0, fx_r0 + fx_nb) of it,
+  // unit fx_u0 (s * rows + r0). CPU: a loop over the task's range of units. CUDA: a
+  // block is kColumnGroups warps over the same 32 units (each `block_` neighbouring
+  // rows), warp fx_g walking every kColumnGroups-th element; units past the last row
+  // compute row rows - 1 again and store nothing, as do threads past the launch's
+  // (none: it launches whole blocks), so that every thread reaches the barriers.
+  void printUnits() {
+    const std::string b = std::to_string(block_);
+    if (!cuda_) {
+      out_ << "  for (int64_t fx_u0 = fx_begin, fx_nb = 0; fx_u0 < fx_end; fx_u0 += fx_nb) {\n"
+           << "    const int64_t fx_s = fx_u0 / fx_rows, fx_r0 = fx_u0 - fx_s * fx_rows;\n"
+           << "    fx_nb = fx_rows - fx_r0 < fx_end - fx_u0 ? fx_rows - fx_r0 : fx_end - fx_u0;\n"
+           << "    if (fx_nb > " << b << ") fx_nb = " << b << ";\n";
+      return;
+    }
+    const std::string threads = std::to_string(cudaRowBlock(k_));
+    out_ << "  int64_t fx_t = (int64_t)blockIdx.x * " << threads << " + threadIdx.x;\n"
+         << "  const bool fx_live = fx_t < a.rows;\n"
+         << "  if (!fx_live) fx_t = a.rows - 1;\n"
+         << "  const int fx_g = threadIdx.x / 32, fx_lane = threadIdx.x % 32;\n"
+         << "  {\n"
+         << "    const int64_t fx_units = (fx_rows + " << b << " - 1) / " << b << ";\n"
+         << "    const int64_t fx_per_slice = (fx_units + 31) / 32;  // blocks\n"
+         << "    const int64_t fx_block = fx_t / " << threads << ";\n"
+         << "    const int64_t fx_s = fx_block / fx_per_slice;\n"
+         << "    const int64_t fx_r0 = ((fx_block - fx_s * fx_per_slice) * 32 + fx_lane) * " << b
+         << ";\n"
+         << "    const int64_t fx_nb = fx_rows - fx_r0 < " << b
+         << " ? (fx_rows > fx_r0 ? fx_rows - fx_r0 : 0) : " << b << ";\n"
+         << "    const int64_t fx_u0 = fx_s * fx_rows + fx_r0; (void)fx_u0;\n";
+  }
+
   // A value known once per row (not per element, not the same for every row).
   bool perRow(ExprId id) const { return !s_.element[id] && !constant_[id]; }
 
