@@ -259,7 +259,7 @@ class ColumnPrinter {
     }
     // One outer dim whose stride is 1 in every input the pass reads (a contiguous tensor
     // reduced over its leading dims): the block's rows of input I lie side by side from
-    // fx_b<I>. CPU: a vector loop reads them; CUDA: one vector load per input, where the
+    // its first row's. CPU: a vector loop reads them; CUDA: one vector load per input, where the
     // thread has a whole block and every input is aligned to it. Otherwise each row
     // reads at its own offset.
     std::vector<bool> read(k_.inputs.size(), false);
@@ -308,14 +308,10 @@ class ColumnPrinter {
     if (partials) {
       const std::vector<SplitBuffer> buffers = splitBuffers(k_, s_);
       openRows();
-      for (size_t buf = 0; buf < buffers.size(); ++buf) {
-        if (buffers[buf].kind != SplitBuffer::Kind::Partials) continue;
-        if (std::find(pass.reduces.begin(), pass.reduces.end(), buffers[buf].reduce) ==
-            pass.reduces.end()) {
-          continue;
-        }
+      for (ExprId r : pass.reduces) {
+        const int buf = splitBufferOf(buffers, SplitBuffer::Kind::Partials, r);
         out_ << "      " << storeGuard() << "fx_buf" << buf << "[fx_u0 + fx_j] = ("
-             << computeTypeName(buffers[buf].type) << ")fx_acc" << buffers[buf].reduce << "[fx_j];\n";
+             << computeTypeName(buffers[buf].type) << ")fx_acc" << r << "[fx_j];\n";
       }
       closeRows();
       return;
@@ -398,18 +394,12 @@ class ColumnPrinter {
   // slice); of earlier stages, its values read back; and what each row computes next.
   void printCudaFinished() {
     const std::vector<SplitBuffer> buffers = splitBuffers(k_, s_);
-    auto bufferOf = [&](SplitBuffer::Kind kind, ExprId r) {
-      for (size_t i = 0; i < buffers.size(); ++i) {
-        if (buffers[i].kind == kind && buffers[i].reduce == r) return static_cast<int>(i);
-      }
-      return -1;
-    };
     const std::string b = std::to_string(block_);
     for (int p = 0; p < k_.row_stage; ++p) {
       for (ExprId r : s_.passes[p].reduces) {
         const Expr& e = k_.exprs[r];
         const std::string v = "v" + std::to_string(r);
-        const int values = bufferOf(SplitBuffer::Kind::RowValues, r);
+        const int values = splitBufferOf(buffers, SplitBuffer::Kind::RowValues, r);
         if (p + 1 < k_.row_stage) {
           openRows();
           printRowIndex();
@@ -427,7 +417,7 @@ class ColumnPrinter {
         out_ << "      " << acc << "[fx_j] = " << reduceIdentity(e) << ";\n"
              << "      for (int64_t fx_q = fx_g; fx_q < fx_splits; fx_q += " << kColumnGroups
              << ") " << acc << "[fx_j] = " << reduceCombiner(e) << "<" << a << ">(" << acc
-             << "[fx_j], (" << a << ")fx_buf" << bufferOf(SplitBuffer::Kind::Partials, r)
+             << "[fx_j], (" << a << ")fx_buf" << splitBufferOf(buffers, SplitBuffer::Kind::Partials, r)
              << "[fx_q * fx_rows + fx_r]);\n";
         closeRows();
         printGroupCombine(e, acc);

@@ -199,15 +199,6 @@ void printSplitUnit(std::ostream& out, const Kernel& k, const RowSchedule& s,
       << indent << "(void)fx_s; (void)fx_lo; (void)fx_hi;\n";
 }
 
-namespace {
-// The buffer of `kind` holding reduction `r`'s values; -1 when there is none.
-int bufferOf(const std::vector<SplitBuffer>& buffers, SplitBuffer::Kind kind, ExprId r) {
-  for (size_t b = 0; b < buffers.size(); ++b) {
-    if (buffers[b].kind == kind && buffers[b].reduce == r) return static_cast<int>(b);
-  }
-  return -1;
-}
-}  // namespace
 
 void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& s,
                          const std::string& indent, const std::string& store_guard,
@@ -218,12 +209,12 @@ void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& 
       const Expr& e = k.exprs[r];
       const char* t = computeTypeName(e.type);
       const std::string v = "v" + std::to_string(r);
-      const int values = bufferOf(buffers, SplitBuffer::Kind::RowValues, r);
+      const int values = splitBufferOf(buffers, SplitBuffer::Kind::RowValues, r);
       if (p + 1 < k.row_stage) {
         out << indent << "const " << t << " " << v << " = fx_buf" << values << "[fx_r];\n";
         continue;
       }
-      const int partials = bufferOf(buffers, SplitBuffer::Kind::Partials, r);
+      const int partials = splitBufferOf(buffers, SplitBuffer::Kind::Partials, r);
       const char* acc = computeTypeName(partialType(k, e));
       const std::string first = spread ? spread->lane : "0";
       const std::string step = spread ? std::to_string(spread->lanes) : "1";
@@ -253,7 +244,7 @@ void printPartialStores(std::ostream& out, const Kernel& k, const RowSchedule& s
   const std::vector<SplitBuffer> buffers = splitBuffers(k, s);
   out << indent << "if (" << guard << ") {\n";
   for (ExprId r : s.passes[k.row_stage].reduces) {
-    out << indent << "  fx_buf" << bufferOf(buffers, SplitBuffer::Kind::Partials, r)
+    out << indent << "  fx_buf" << splitBufferOf(buffers, SplitBuffer::Kind::Partials, r)
         << "[fx_u] = " << value(r) << ";\n";
   }
   out << indent << "}\n";

@@ -16,6 +16,13 @@ bool lastStagePerRow(const Kernel& k, const RowSchedule& s) {
   return true;
 }
 
+int splitBufferOf(const std::vector<SplitBuffer>& buffers, SplitBuffer::Kind kind, ExprId reduce) {
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (buffers[b].kind == kind && buffers[b].reduce == reduce) return static_cast<int>(b);
+  }
+  return -1;
+}
+
 std::vector<SplitBuffer> splitBuffers(const Kernel& k, const RowSchedule& s) {
   std::vector<SplitBuffer> out;
   const int last = splitStages(s) - 1;

@@ -40,6 +40,9 @@ inline int splitStages(const RowSchedule& s) { return static_cast<int>(s.passes.
 // combined values when a later stage needs them.
 std::vector<SplitBuffer> splitBuffers(const Kernel& kernel, const RowSchedule& schedule);
 
+// The index of the buffer of `kind` holding reduction `reduce`'s values; -1: none.
+int splitBufferOf(const std::vector<SplitBuffer>& buffers, SplitBuffer::Kind kind, ExprId reduce);
+
 // Whether `kernel` is the last stage and its outputs are all per row: it then runs one
 // unit per row (LaunchArgs::numel = rows), the first slice's.
 bool lastStagePerRow(const Kernel& kernel, const RowSchedule& schedule);
