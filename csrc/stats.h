@@ -26,6 +26,9 @@ struct Stats {
   std::atomic<int64_t> kernel_build_us{0};   // making kernels: lowering to loading the module
   std::atomic<int64_t> cuda_cross_compiles{0};          // FUSER_CROSS_COMPILE checks run
   std::atomic<int64_t> cuda_cross_compile_failures{0};  // ... and failed
+  // CUDA row kernels lowered with one-pass variances (Kernel::one_pass_variance), built
+  // or cross-compiled
+  std::atomic<int64_t> one_pass_variance_kernels{0};
   std::atomic<int64_t> variants_timed{0};      // kernel variant choices made by timing them
   std::atomic<int64_t> variant_disk_hits{0};   // ... read from FUSER_CACHE_DIR instead
   std::atomic<int64_t> variant_timing_us{0};   // time spent timing variants

@@ -46,6 +46,7 @@ class ColumnPrinter {
     for (const Expr& e : k.exprs) {
       TORCH_CHECK(e.op != IrOp::ElementIndex, "fuser: column kernels draw no random numbers");
     }
+    TORCH_CHECK(cuda || !k.one_pass_variance, "fuser: one-pass variances are printed for CUDA only");
     constant_.assign(k.exprs.size(), false);
     for (ExprId id : s_.constants) constant_[id] = true;
   }
@@ -232,8 +233,10 @@ class ColumnPrinter {
     closeRows();
   }
 
-  // Float sums in double, as rows walk them on either backend.
-  static const char* accumulatorType(const Expr& e) {
+  // Float sums in double, as rows walk them on either backend; one-pass variances
+  // (CUDA only) in Welford triples.
+  std::string accumulatorType(const Expr& e) const {
+    if (isWelford(e)) return welfordTypeName(e);
     const bool wide = e.type == c10::ScalarType::Float && !e.sum_in_type &&
                       static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
     return wide ? "double" : computeTypeName(e.type);
@@ -311,7 +314,7 @@ class ColumnPrinter {
       for (ExprId r : pass.reduces) {
         const int buf = splitBufferOf(buffers, SplitBuffer::Kind::Partials, r);
         out_ << "      " << storeGuard() << "fx_buf" << buf << "[fx_u0 + fx_j] = ("
-             << computeTypeName(buffers[buf].type) << ")fx_acc" << r << "[fx_j];\n";
+             << splitBufferTypeName(buffers[buf]) << ")fx_acc" << r << "[fx_j];\n";
       }
       closeRows();
       return;
@@ -372,6 +375,7 @@ class ColumnPrinter {
   }
 
   static std::string sharedTag(const std::string& type) {
+    if (type.rfind("fx_welford<", 0) == 0) return "w" + sharedTag(type.substr(11, type.size() - 12));
     return type == "long long" || type == "int64_t" ? "l" : type == "double" ? "d" : "f";
   }
 
@@ -499,8 +503,9 @@ class ColumnPrinter {
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const std::string a = accumulatorType(e);
-      out_ << "        fx_acc" << r << "[fx_j] = " << reduceCombiner(e) << "<" << a << ">(fx_acc" << r
-           << "[fx_j], (" << a << ")v" << e.args[0] << ");\n";
+      const std::string acc = "fx_acc" + std::to_string(r) + "[fx_j]";
+      out_ << "        " << acc << " = " << reduceStep(e, a, acc, "v" + std::to_string(e.args[0]))
+           << ";\n";
     }
     out_ << "      }\n";
   }

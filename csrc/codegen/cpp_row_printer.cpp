@@ -36,7 +36,9 @@ constexpr int kKeepCost = 16;
 
 class CppRowPrinter {
  public:
-  explicit CppRowPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)) {}
+  explicit CppRowPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)) {
+    TORCH_CHECK(!k.one_pass_variance, "fuser: one-pass variances are printed for CUDA only");
+  }
 
   std::string print() {
     out_ << kCppPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
@@ -193,6 +195,8 @@ class CppRowPrinter {
         case ReduceKind::Min:
           out_ << "      fx_acc" << n << " = fx_acc" << n << " < " << v << " ? fx_acc" << n
                << " : " << v << ";\n      fx_nan" << n << " |= " << v << " != " << v << ";\n";
+          break;
+        case ReduceKind::SquaredDeviations:  // CUDA only: the constructor refuses the kernel
           break;
       }
     }

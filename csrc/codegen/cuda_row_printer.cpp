@@ -34,7 +34,7 @@ template <int L, typename T, typename F>
 FX_INLINE T fx_row_reduce(T v, F combine, T* part) {
   // Rows of fewer than 32 lanes share a warp: the shuffles stay within each row's lanes.
   for (int o = (L < 32 ? L : 32) / 2; o > 0; o >>= 1) {
-    v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+    v = combine(v, fx_shfl_xor(v, o));
   }
   if constexpr (L > 32) {
     const int first = (threadIdx.x / L) * (L / 32);
@@ -68,7 +68,7 @@ int countScalars(const Kernel& k, bool doubles) {
 void printCudaRowKernelHead(std::ostream& out, const Kernel& k) {
   const int nd = k.outer_ndim + k.inner_ndim;
   out << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k) ? kPhiloxPrelude : "")
-      << kRowHelpers << kCudaRowHelpers << "\nstruct FxRowArgs {\n"
+      << kRowHelpers << kCudaWelfordHelpers << kCudaRowHelpers << "\nstruct FxRowArgs {\n"
       << "  void* ptrs[" << rowPointers(k) << "];\n"
       << "  int64_t sizes[" << nd << "];\n"
       << "  int64_t strides[" << nonEmpty(static_cast<int64_t>(k.inputs.size()) * nd) << "];\n"
@@ -95,8 +95,9 @@ class CudaRowPrinter {
     const int block = cudaRowBlock(k_);
     printCudaRowKernelHead(out_, k_);
     if (k_.row_lanes > 32) {
+      // fx_partd also holds Welford triples (laneCombine).
       out_ << "  __shared__ float fx_partf[" << block / 32 << "];\n"
-           << "  __shared__ double fx_partd[" << block / 32 << "];\n";
+           << "  __shared__ double fx_partd[" << 3 * block / 32 << "];\n";
     }
     printRowPointers(out_, k_, "a.ptrs", "a.strides");
     printExprs(s_.constants, "  ", "0");
@@ -153,8 +154,9 @@ class CudaRowPrinter {
     printFinishedPasses(out_, k_, s_, "  ", "fx_live && fx_s == 0 && fx_lane == 0", &spread);
     if (k_.row_stage < passes) {
       printPass(s_.passes[k_.row_stage]);
+      // The lanes' combined accumulators, as the next stage combines them.
       printPartialStores(out_, k_, s_, "  ", "fx_live && fx_lane == 0",
-                         [](ExprId r) { return "v" + std::to_string(r); });
+                         [](ExprId r) { return "fx_tot" + std::to_string(r); });
       return;
     }
     out_ << "  if (!fx_live) return;\n";
@@ -180,8 +182,9 @@ class CudaRowPrinter {
       for (ExprId r : reduces) {
         const Expr& e = k_.exprs[r];
         const std::string a = accumulatorType(e, /*walked=*/true);
-        out_ << indent << "fx_acc" << r << " = " << reduceCombiner(e) << "<" << a << ">(fx_acc"
-             << r << ", (" << a << ")v" << e.args[0] << ");\n";
+        out_ << indent << "fx_acc" << r << " = "
+             << reduceStep(e, a, "fx_acc" + std::to_string(r), "v" + std::to_string(e.args[0]))
+             << ";\n";
       }
     };
     if (v == 1) {
@@ -241,6 +244,7 @@ class CudaRowPrinter {
   // mean of 2^26 floats came 7e-6 away from eager's). Softmax's sum of exponentials and
   // the values a lane holds in registers, a few dozen, in their own type.
   static std::string accumulatorType(const Expr& e, bool walked) {
+    if (isWelford(e)) return welfordTypeName(e);
     const bool wide = walked && e.type == c10::ScalarType::Float && !e.sum_in_type &&
                       static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
     return wide ? "double" : computeTypeName(e.type);
@@ -262,8 +266,8 @@ class CudaRowPrinter {
   // `value` (of accumulator type `acc`) combined over the row's lanes.
   std::string laneCombine(const Expr& e, const std::string& acc, const std::string& value) const {
     // The block's per-warp partials: 4-byte types in fx_partf, 8-byte ones (double,
-    // an int64 sum) in fx_partd.
-    const bool four_bytes = acc != "double" && c10::elementSize(e.type) == 4;
+    // an int64 sum) and Welford triples in fx_partd.
+    const bool four_bytes = !isWelford(e) && acc != "double" && c10::elementSize(e.type) == 4;
     const std::string part = four_bytes ? "fx_partf" : "fx_partd";
     return "fx_row_reduce<" + std::to_string(k_.row_lanes) + ">(" + value + ", [](" + acc +
            " x, " + acc + " y) { return " + reduceCombiner(e) + "<" + acc + ">(x, y); }, (" + acc +
@@ -277,8 +281,10 @@ class CudaRowPrinter {
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const char* t = computeTypeName(e.type);
-      out_ << "  const " << t << " v" << r << " = (" << t << ")"
-           << laneCombine(e, accumulatorType(e, walked), "fx_acc" + std::to_string(r)) << ";\n";
+      const std::string a = accumulatorType(e, walked);
+      out_ << "  const " << a << " fx_tot" << r << " = "
+           << laneCombine(e, a, "fx_acc" + std::to_string(r)) << ";\n"
+           << "  const " << t << " v" << r << " = (" << t << ")fx_tot" << r << ";\n";
     }
     if (then_after) printExprs(pass.after, "  ", "0");
   }
@@ -341,8 +347,8 @@ class CudaRowPrinter {
     const std::vector<ExprId>& reduces = l < passes ? s_.passes[l].reduces : none;
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
-      out_ << "  " << computeTypeName(e.type) << " fx_acc" << r << " = " << reduceIdentity(e)
-           << ";\n";
+      out_ << "  " << accumulatorType(e, /*walked=*/false) << " fx_acc" << r << " = "
+           << reduceIdentity(e) << ";\n";
     }
     out_ << "  #pragma unroll\n"
          << "  for (int fx_c = 0; fx_c < " << k_.row_chunks << "; ++fx_c) {\n"
@@ -415,8 +421,10 @@ class CudaRowPrinter {
     }
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
-      out_ << "      fx_acc" << r << " = " << reduceCombiner(e) << "<" << computeTypeName(e.type)
-           << ">(fx_acc" << r << ", v" << e.args[0] << ");\n";
+      out_ << "      fx_acc" << r << " = "
+           << reduceStep(e, accumulatorType(e, /*walked=*/false), "fx_acc" + std::to_string(r),
+                         "v" + std::to_string(e.args[0]))
+           << ";\n";
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       if (!outputs_here[o]) continue;

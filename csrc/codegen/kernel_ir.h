@@ -54,7 +54,10 @@ enum class IrOp : uint8_t {
 };
 
 // How a Reduce expression combines a row's elements; Max and Min propagate NaN.
-enum class ReduceKind : int32_t { Sum, Max, Min };
+// SquaredDeviations: the sum of (x - mean(x))^2 over the row, in one pass (Welford's
+// running count, mean and sum of squares, combined by Chan's formula), for rows walked
+// from memory on CUDA (Kernel::one_pass_variance); elsewhere a variance takes two passes.
+enum class ReduceKind : int32_t { Sum, Max, Min, SquaredDeviations };
 
 const char* irOpName(IrOp op);
 bool isComparison(IrOp op);  // Eq..Ge and the logical binary ops
@@ -177,6 +180,11 @@ struct Kernel {
   bool columns = false;
   // Rows cut in slices (split_rows.h): the stage this kernel computes; -1: whole rows.
   int row_stage = -1;
+  // Variances (var, std, layer_norm, group_norm) as one SquaredDeviations reduction
+  // rather than a mean and then the centred squares: the runtime asks for it where a
+  // CUDA row is walked from memory in every pass (looped, cut in slices, columns), so
+  // that the statistics read the input once, not twice.
+  bool one_pass_variance = false;
 };
 
 // Builds expressions, folding nothing: printers and the C/CUDA compilers do that.
@@ -200,6 +208,7 @@ class IrBuilder {
   ExprId philoxUniform(ExprId seed, ExprId offset);
   c10::ScalarType typeOf(ExprId e) const { return k_.exprs.at(e).type; }
   c10::DeviceType device() const { return k_.device; }
+  bool onePassVariance() const { return k_.one_pass_variance; }
 
  private:
   ExprId add(Expr e);

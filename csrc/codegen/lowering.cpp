@@ -185,12 +185,15 @@ std::optional<c10::ScalarType> tableResultDtype(const ops::OpEntry& entry,
 }
 
 Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
-                     int ndim, bool flat, c10::DeviceType device) {
+                     int ndim, bool flat, c10::DeviceType device, bool one_pass_variance) {
   TORCH_INTERNAL_ASSERT(inputs.size() == subgraph.inputs().size());
+  TORCH_CHECK(!one_pass_variance || device == c10::DeviceType::CUDA,
+              "fuser: one-pass variances are printed for CUDA only");
   Kernel k;
   k.ndim = ndim;
   k.flat = flat;
   k.device = device;
+  k.one_pass_variance = one_pass_variance;
   IrBuilder b(k);
   std::unordered_map<const torch::jit::Value*, Operand> values;
 

@@ -40,11 +40,12 @@ ScalarArgKind scalarArgKindOf(const c10::TypePtr& type);
 ops::Operand constantOperand(IrBuilder& b, const torch::jit::Value* v);
 
 // Emits the kernel for `subgraph`. Tensor inputs become kernel inputs in order,
-// scalar inputs become scalar arguments in order; `device` is where the kernel runs.
+// scalar inputs become scalar arguments in order; `device` is where the kernel runs;
+// `one_pass_variance` sets Kernel::one_pass_variance (CUDA only).
 // Throws c10::Error when a node cannot be lowered (the caller then runs the group
 // without a kernel).
 Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputDesc>& inputs,
-                     int ndim, bool flat, c10::DeviceType device);
+                     int ndim, bool flat, c10::DeviceType device, bool one_pass_variance = false);
 
 // The dtype the op-table entry of `node` gives its result for the profiled dtypes (and
 // ranks) of its inputs, on `device`; nullopt when some input's type is incomplete or the

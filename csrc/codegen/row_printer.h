@@ -67,9 +67,21 @@ std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_b
 
 // Helpers (fx_row_offset, fx_combine_*) printed after a prelude, for either compiler.
 extern const char* const kRowHelpers;
-// The fx_combine_* function and the identity of a Reduce expression.
+// The fx_combine_* function and the identity of a Reduce expression. The combiner is a
+// template on the accumulator type: `combiner<A>(a, b)` for accumulators a and b.
 std::string reduceCombiner(const Expr& reduce);
 std::string reduceIdentity(const Expr& reduce);
+// `acc` (of accumulator type `acc_type`) with one element's value `value` folded in.
+std::string reduceStep(const Expr& reduce, const std::string& acc_type, const std::string& acc,
+                       const std::string& value);
+// Whether `reduce` is a one-pass variance's SquaredDeviations (CUDA only): its
+// accumulator is a Welford triple, fx_welford<T> of kCudaWelfordHelpers, which reads as
+// its sum of squared deviations where cast to T.
+bool isWelford(const Expr& reduce);
+std::string welfordTypeName(const Expr& reduce);
+// fx_welford<T>, its element step and Chan's combination of two, and warp shuffles that
+// also move one (fx_shfl_xor).
+extern const char* const kCudaWelfordHelpers;
 // A load of a row kernel at element `e` of the row (row-level inputs ignore it); the
 // printer names the row's input offsets offN and strides stN.
 std::string rowLoad(const Kernel& kernel, const Expr& load, const std::string& e);

@@ -35,11 +35,44 @@ template <typename T> FX_INLINE T fx_combine_max(T a, T b) { return fx_max<T>(a,
 template <typename T> FX_INLINE T fx_combine_min(T a, T b) { return fx_min<T>(a, b); }
 )FUSER";
 
+const char* const kCudaWelfordHelpers = R"FUSER(
+// A one-pass variance's accumulator: count, mean and sum of squared deviations of the
+// elements seen. A trivial aggregate, so that it can live in shared memory; `{}` is
+// the empty one.
+template <typename T> struct fx_welford {
+  T n, mean, m2;
+  __device__ __forceinline__ explicit operator T() const { return m2; }
+};
+template <typename W> FX_INLINE W fx_welford_add(W a, decltype(a.n) x) {
+  using T = decltype(a.n);
+  const T n = a.n + T(1);
+  const T d = x - a.mean;
+  const T mean = a.mean + d / n;
+  return W{n, mean, a.m2 + d * (x - mean)};
+}
+// Chan et al.'s pairwise combination.
+template <typename W> FX_INLINE W fx_combine_welford(W a, W b) {
+  using T = decltype(a.n);
+  const T n = a.n + b.n;
+  if (n == T(0)) return a;
+  const T f = b.n / n;
+  const T d = b.mean - a.mean;
+  return W{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+}
+template <typename T> FX_INLINE T fx_shfl_xor(T v, int o) {
+  return __shfl_xor_sync(0xffffffffu, v, o);
+}
+template <typename T> FX_INLINE fx_welford<T> fx_shfl_xor(fx_welford<T> v, int o) {
+  return fx_welford<T>{fx_shfl_xor(v.n, o), fx_shfl_xor(v.mean, o), fx_shfl_xor(v.m2, o)};
+}
+)FUSER";
+
 std::string reduceCombiner(const Expr& e) {
   switch (static_cast<ReduceKind>(e.index)) {
     case ReduceKind::Sum: return "fx_combine_sum";
     case ReduceKind::Max: return "fx_combine_max";
     case ReduceKind::Min: return "fx_combine_min";
+    case ReduceKind::SquaredDeviations: return "fx_combine_welford";
   }
   return "?";
 }
@@ -50,8 +83,23 @@ std::string reduceIdentity(const Expr& e) {
     case ReduceKind::Sum: return f32 ? "0.0f" : "0.0";
     case ReduceKind::Max: return f32 ? "(-FX_INFF)" : "(-FX_INF)";
     case ReduceKind::Min: return f32 ? "FX_INFF" : "FX_INF";
+    case ReduceKind::SquaredDeviations: return "{}";
   }
   return "?";
+}
+
+std::string reduceStep(const Expr& e, const std::string& acc_type, const std::string& acc,
+                       const std::string& value) {
+  if (isWelford(e)) return "fx_welford_add(" + acc + ", " + value + ")";
+  return reduceCombiner(e) + "<" + acc_type + ">(" + acc + ", (" + acc_type + ")" + value + ")";
+}
+
+bool isWelford(const Expr& e) {
+  return e.op == IrOp::Reduce && static_cast<ReduceKind>(e.index) == ReduceKind::SquaredDeviations;
+}
+
+std::string welfordTypeName(const Expr& e) {
+  return std::string("fx_welford<") + computeTypeName(e.type) + ">";
 }
 
 // An element load of a row kernel at element index `e` of the row.
@@ -178,7 +226,7 @@ void printSplitBufferPointers(std::ostream& out, const Kernel& k, const RowSched
                               const std::string& ptrs) {
   const std::vector<SplitBuffer> buffers = splitBuffers(k, s);
   for (size_t b = 0; b < buffers.size(); ++b) {
-    const char* t = computeTypeName(buffers[b].type);
+    const std::string t = splitBufferTypeName(buffers[b]);
     out << "  " << t << "* __restrict__ fx_buf" << b << " = (" << t << "*)" << ptrs << "["
         << k.inputs.size() + k.outputs.size() + b << "];\n  (void)fx_buf" << b << ";\n";
   }
@@ -215,7 +263,7 @@ void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& 
         continue;
       }
       const int partials = splitBufferOf(buffers, SplitBuffer::Kind::Partials, r);
-      const char* acc = computeTypeName(partialType(k, e));
+      const std::string acc = splitBufferTypeName(buffers[partials]);
       const std::string first = spread ? spread->lane : "0";
       const std::string step = spread ? std::to_string(spread->lanes) : "1";
       out << indent << acc << " fx_fin" << r << " = " << reduceIdentity(e) << ";\n"

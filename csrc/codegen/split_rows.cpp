@@ -1,11 +1,19 @@
 #include "codegen/split_rows.h"
 
+#include "codegen/expr_printer.h"
+#include "codegen/row_printer.h"
+
 namespace fuser::codegen {
 
 c10::ScalarType partialType(const Kernel& k, const Expr& e) {
   const bool float_sum = e.type == c10::ScalarType::Float && !e.sum_in_type &&
                          static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
   return float_sum && k.device == c10::DeviceType::CPU ? c10::ScalarType::Double : e.type;
+}
+
+std::string splitBufferTypeName(const SplitBuffer& b) {
+  const std::string t = computeTypeName(b.type);
+  return b.welford ? "fx_welford<" + t + ">" : t;
 }
 
 bool lastStagePerRow(const Kernel& k, const RowSchedule& s) {
@@ -29,7 +37,8 @@ std::vector<SplitBuffer> splitBuffers(const Kernel& k, const RowSchedule& s) {
   for (int p = 0; p < static_cast<int>(s.passes.size()); ++p) {
     for (ExprId r : s.passes[p].reduces) {
       const Expr& e = k.exprs[r];
-      out.push_back({SplitBuffer::Kind::Partials, r, partialType(k, e), p, p + 1});
+      out.push_back({SplitBuffer::Kind::Partials, r, partialType(k, e), p, p + 1,
+                     isWelford(e)});
       // Stages after the next read the combined value rather than every partial.
       if (p + 1 < last) out.push_back({SplitBuffer::Kind::RowValues, r, e.type, p + 1, last});
     }

@@ -181,11 +181,20 @@ ExprId rowMean(IrBuilder& b, ExprId x) {
   return b.binary(IrOp::Div, b.reduce(ReduceKind::Sum, x), b.rowSize(b.typeOf(x)));
 }
 
+// sum((x - mean)^2) over the row: after the mean, or in the same pass where the
+// kernel asks (Kernel::one_pass_variance). `mean`: the row mean where the caller has
+// it (-1: computed here if needed).
+ExprId rowSquaredDeviations(IrBuilder& b, ExprId x, ExprId mean = -1) {
+  if (b.onePassVariance()) return b.reduce(ReduceKind::SquaredDeviations, x);
+  if (mean < 0) mean = rowMean(b, x);
+  ExprId centred = b.binary(IrOp::Sub, x, mean);
+  return b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, centred, centred));
+}
+
 // sum((x - mean)^2) / max(n - correction, 0), as eager divides.
 ExprId rowVariance(IrBuilder& b, ExprId x, double correction) {
   const ScalarType t = b.typeOf(x);
-  ExprId centred = b.binary(IrOp::Sub, x, rowMean(b, x));
-  ExprId squares = b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, centred, centred));
+  ExprId squares = rowSquaredDeviations(b, x);
   ExprId divisor = b.binary(IrOp::Max, b.binary(IrOp::Sub, b.rowSize(t), b.constant(correction, t)),
                             b.constant(0, t));
   return b.binary(IrOp::Div, squares, divisor);
@@ -334,9 +343,7 @@ std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
   const ScalarType t = b.typeOf(x);
   ExprId mean = rowMean(b, x);
   ExprId centred = b.binary(IrOp::Sub, x, mean);
-  ExprId var = b.binary(IrOp::Div,
-                        b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, centred, centred)),
-                        b.rowSize(t));
+  ExprId var = b.binary(IrOp::Div, rowSquaredDeviations(b, x, mean), b.rowSize(t));
   ExprId eps = a[4].expr >= 0 ? b.cast(a[4].expr, t) : b.constant(1e-5, t);
   ExprId rstd = b.unary(IrOp::Rsqrt, b.binary(IrOp::Add, var, eps));
   ExprId y = b.binary(IrOp::Mul, centred, rstd);

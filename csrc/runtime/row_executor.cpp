@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <unordered_map>
 
 #include "codegen/lowering.h"
@@ -258,40 +259,68 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     for (const auto& a : accesses) dtypes.push_back(a.dtype);
     const std::vector<codegen::InputDesc> descs =
         codegen::inputDescs(is_tensor_, scalar_kinds_, dtypes, zero_dim, accesses);
-    codegen::Kernel kernel = codegen::lowerSubgraph(*subgraph_, descs, outer_ndim + inner_ndim,
-                                                    /*flat=*/false, device.type());
-    TORCH_CHECK(kernel.rows, "fuser: a reducing group lowered without reductions");
-    kernel.name = "fuser_rows";
-    kernel.outer_ndim = outer_ndim;
-    kernel.inner_ndim = inner_ndim;
-    kernel.row_lanes = row_shape.lanes;
-    kernel.row_chunks = row_shape.chunks;
-    kernel.row_vector = row_shape.vector;
-    kernel.row_vector_in_last_dim = row_shape.vector_in_last_dim;
-    kernel.columns = row_shape.columns;
-    for (size_t o = 0; o < kernel.outputs.size(); ++o) kernel.outputs[o].per_row = per_row[o];
+    // A kernel for `shape` on `on`. A CUDA row walked from memory in every pass (too
+    // long to hold, cut in slices, or columns) takes its variances in one pass.
+    auto lower = [&](c10::DeviceType on, const codegen::CudaRowShape& shape) {
+      const bool one_pass =
+          on == c10::DeviceType::CUDA && (staged || shape.columns || shape.chunks == 0);
+      codegen::Kernel k = codegen::lowerSubgraph(*subgraph_, descs, outer_ndim + inner_ndim,
+                                                 /*flat=*/false, on, one_pass);
+      TORCH_CHECK(k.rows, "fuser: a reducing group lowered without reductions");
+      k.name = "fuser_rows";
+      k.outer_ndim = outer_ndim;
+      k.inner_ndim = inner_ndim;
+      k.row_lanes = shape.lanes;
+      k.row_chunks = shape.chunks;
+      k.row_vector = shape.vector;
+      k.row_vector_in_last_dim = shape.vector_in_last_dim;
+      k.columns = shape.columns;
+      for (size_t o = 0; o < k.outputs.size(); ++o) k.outputs[o].per_row = per_row[o];
+      if (std::any_of(k.exprs.begin(), k.exprs.end(), codegen::isWelford)) {
+        stats().one_pass_variance_kernels++;
+      }
+      return k;
+    };
+    // Stage kernels: one per stage of a row cut in slices (split_rows.h).
+    auto stages = [&](codegen::Kernel k, const std::function<void(const codegen::Kernel&)>& each) {
+      k.row_lanes = row_shape.columns ? 1 : kSliceLanes;  // the vector width: row_shape's
+      k.row_chunks = 0;
+      for (int stage = 0; stage < codegen::splitStages(codegen::scheduleRows(k)); ++stage) {
+        k.row_stage = stage;
+        each(k);
+      }
+    };
+    // On a CPU machine with FUSER_CROSS_COMPILE: the CUDA forms of the kernel, as CUDA
+    // lowers them (buildKernel checks the CPU-lowered one, which has no one-pass
+    // variances); `also_two_pass`: those without one-pass variances too.
+    const bool cross = config().cross_compile_arch && !device.is_cuda();
+    auto cross_compile = [&](const codegen::CudaRowShape& shape, bool also_two_pass) {
+      codegen::Kernel k;
+      try {
+        k = lower(c10::DeviceType::CUDA, shape);
+      } catch (const std::exception& e) {
+        stats().cuda_cross_compiles++;
+        stats().cuda_cross_compile_failures++;
+        TORCH_WARN("fuser: FUSER_CROSS_COMPILE: the CUDA lowering of a kernel failed: ", e.what());
+        return;
+      }
+      if (!also_two_pass && !std::any_of(k.exprs.begin(), k.exprs.end(), codegen::isWelford)) {
+        return;
+      }
+      if (!staged) return crossCompileForCuda(k);
+      stages(k, [](const codegen::Kernel& s) { crossCompileForCuda(s); });
+    };
+    codegen::Kernel kernel = lower(device.type(), row_shape);
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
     if (staged) {
-      const codegen::RowSchedule schedule = codegen::scheduleRows(kernel);
-      spec->buffers = codegen::splitBuffers(kernel, schedule);
-      kernel.row_lanes = row_shape.columns ? 1 : kSliceLanes;  // the vector width: row_shape's
-      kernel.row_chunks = 0;
-      for (int stage = 0; stage < codegen::splitStages(schedule); ++stage) {
-        kernel.row_stage = stage;
-        spec->stages.push_back(buildKernel(kernel, device));
-      }
+      spec->buffers = codegen::splitBuffers(kernel, codegen::scheduleRows(kernel));
+      stages(kernel, [&](const codegen::Kernel& s) { spec->stages.push_back(buildKernel(s, device)); });
+      if (cross) cross_compile(row_shape, /*also_two_pass=*/false);
       return spec->stages.back();
     }
     std::shared_ptr<CompiledKernel> built = buildKernel(kernel, device);
-    // The CUDA kernel's other variants (lane counts), checked too on a CPU machine.
-    for (size_t v = 1; config().cross_compile_arch && v < cross_shapes.size(); ++v) {
-      kernel.row_lanes = cross_shapes[v].lanes;
-      kernel.row_chunks = cross_shapes[v].chunks;
-      kernel.row_vector = cross_shapes[v].vector;
-      kernel.row_vector_in_last_dim = cross_shapes[v].vector_in_last_dim;
-      kernel.columns = cross_shapes[v].columns;
-      crossCompileForCuda(kernel);
-    }
+    // The CUDA kernel's other variants (lane counts) too.
+    for (size_t v = 0; cross && v < cross_shapes.size(); ++v) cross_compile(cross_shapes[v], v > 0);
     return built;
   }, warned_);
   specializations_.push_back(std::move(spec));
@@ -601,7 +630,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     for (const codegen::SplitBuffer& b : spec.buffers) {
       const int64_t elements =
           b.kind == codegen::SplitBuffer::Kind::Partials ? p->rows * splits : p->rows;
-      needs.push_back({elements * static_cast<int64_t>(c10::elementSize(b.type)), b.written,
+      needs.push_back({elements * b.elementBytes(), b.written,
                        b.last_read});
     }
     v.workspace = planWorkspace(needs);

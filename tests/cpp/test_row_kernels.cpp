@@ -11,6 +11,7 @@
 #include "codegen/kernel_ir.h"
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
+#include "codegen/split_rows.h"
 #include "ir_test_helpers.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
@@ -317,6 +318,70 @@ TEST(ColumnPrinter, CudaThreadsReadVectorsOfRowsAndShareThemAcrossWarps) {
   // Threads per slice: whole blocks of 8 warps over 32 units of 4 rows.
   EXPECT_EQ(codegen::cudaColumnThreads(1024, 4), 2048);
   EXPECT_EQ(codegen::cudaColumnThreads(1, 4), 256);
+}
+
+// var(x) as a one-pass variance lowers it (Kernel::one_pass_variance): the row's squared
+// deviations and its size.
+codegen::Kernel onePassVariance() {
+  codegen::Kernel k;
+  codegen::TensorInput in{ScalarType::Float, codegen::Access::Strided};
+  in.inner_unit_stride = true;
+  k.inputs = {in};
+  k.device = c10::DeviceType::CUDA;
+  k.one_pass_variance = true;
+  codegen::IrBuilder b(k);
+  const ExprId squares = b.reduce(ReduceKind::SquaredDeviations, b.load(0, ScalarType::Float));
+  k.outputs.push_back({ScalarType::Float, b.binary(IrOp::Div, squares, b.rowSize(ScalarType::Float))});
+  k.outputs[0].per_row = true;
+  k.name = "fuser_rows";
+  return k;
+}
+
+TEST(OnePassVariance, ReadsTheRowInOnePass) {
+  const codegen::Kernel k = onePassVariance();
+  EXPECT_EQ(codegen::scheduleRows(k).passes.size(), 1u);
+  EXPECT_TRUE(codegen::isWelford(k.exprs[1]));
+}
+
+TEST(OnePassVariance, LanesAndBlocksCombineWelfordTriples) {
+  codegen::Kernel k = onePassVariance();
+  k.row_lanes = 256;  // rows of several warps meet in shared memory
+  const std::string source = codegen::printCudaRowKernel(k);
+  EXPECT_NE(source.find("fx_welford<float> fx_acc1 = {}"), std::string::npos);
+  EXPECT_NE(source.find("fx_welford_add(fx_acc1, v0)"), std::string::npos);
+  EXPECT_NE(source.find("fx_combine_welford<fx_welford<float>>"), std::string::npos);
+  // The per-warp partials hold three values each.
+  EXPECT_NE(source.find("__shared__ double fx_partd[24]"), std::string::npos);
+  EXPECT_NE(source.find("(fx_welford<float>*)fx_partd"), std::string::npos);
+}
+
+TEST(OnePassVariance, SlicesPassTriplesThroughTheWorkspace) {
+  codegen::Kernel k = onePassVariance();
+  const std::vector<codegen::SplitBuffer> buffers = codegen::splitBuffers(k, codegen::scheduleRows(k));
+  ASSERT_EQ(buffers.size(), 1u);
+  EXPECT_TRUE(buffers[0].welford);
+  EXPECT_EQ(buffers[0].elementBytes(), 12);
+  k.row_stage = 0;
+  EXPECT_NE(codegen::printCudaRowKernel(k).find("fx_buf0[fx_u] = fx_tot1"), std::string::npos);
+  k.row_stage = 1;
+  const std::string last = codegen::printCudaRowKernel(k);
+  EXPECT_NE(last.find("fx_welford<float>* __restrict__ fx_buf0"), std::string::npos);
+  EXPECT_NE(last.find("fx_welford<float> fx_fin1 = {}"), std::string::npos);
+}
+
+TEST(OnePassVariance, ColumnsShareTriplesAcrossWarps) {
+  codegen::Kernel k = onePassVariance();
+  k.inputs[0].inner_unit_stride = false;
+  k.columns = true;
+  k.row_lanes = 1;
+  k.row_vector = 4;
+  const std::string source = codegen::printCudaRowKernel(k);
+  EXPECT_NE(source.find("__shared__ fx_welford<float> fx_red_wf[1024]"), std::string::npos);
+  EXPECT_NE(source.find("fx_acc1[fx_j] = fx_welford_add(fx_acc1[fx_j], v0)"), std::string::npos);
+}
+
+TEST(OnePassVariance, CpuKernelsTakeTwoPasses) {
+  EXPECT_THROW(codegen::printCppRowKernel(onePassVariance()), c10::Error);
 }
 
 }  // namespace
