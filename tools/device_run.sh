@@ -21,9 +21,10 @@
 #   batchnorm: the batch_norm tests on CUDA (batch statistics and inference), the
 #   BatchNorm + ReLU rows in training and eval mode beside NNC and torch.compile, a
 #   convnet's training step (BN_MODELS, default resnet18_train) and the top kernels.
-#   columns: the tests of reductions over leading dims on CUDA (with the row-kernel
-#   and slices tests), then the column-sum and channel-statistics rows at large size in
-#   float32 and float16 beside NNC and torch.compile, and their top kernels.
+#   columns: the tests of reductions over leading dims and of one-pass variances on CUDA
+#   (with the row-kernel and slices tests), then the column-sum, column-variance,
+#   channel-statistics and GroupNorm rows (COLUMN_ROWS) in float32 and float16 beside
+#   NNC and torch.compile, and their top kernels.
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -190,13 +191,14 @@ if [ "$what" = columns ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
     --dist loadfile tests/python/test_column_reductions.py tests/python/test_reductions.py \
     tests/python/test_split_rows.py tests/python/test_cuda_codegen.py \
+    tests/python/test_one_pass_variance.py tests/python/test_layer_norm_backward.py \
     2>&1 | tee "$OUT/test_columns.log" | tail -6
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size "${COLUMN_SIZES:-small,large}" \
-    --workload column_sum,channel_stats,batchnorm_relu_train,groupnorm_silu \
+    --workload "${COLUMN_ROWS:-column_sum,column_var,channel_stats,batchnorm_relu_train,groupnorm_silu,groupnorm_silu_batch1}" \
     --dtype float32,float16 --mode "${COLUMN_MODES:-eager,fuser,nnc,compile}" --out "$OUT/column_rows" "$@" \
     2>&1 | tee "$OUT/column_rows.log" | tail -16
   PYTHONPATH=. python3 tools/kernel_times.py \
-    "${PROFILE_ROWS:-column_sum:large:float32,channel_stats:large:float32}" \
+    "${PROFILE_ROWS:-column_var:large:float32,channel_stats:large:float32,groupnorm_silu:large:float32}" \
     --modes eager,fuser,compile --top "${PROFILE_TOP:-4}" 2>&1 | grep -v Warning \
     | tee "$OUT/profile_columns.log"
 fi

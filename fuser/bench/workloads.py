@@ -690,6 +690,21 @@ WORKLOADS: dict[str, Workload] = {
             long_sums=True,
         ),
         Workload(
+            name="column_var",
+            description="feature statistics: the unbiased variance of x - y over dim 0 of "
+            "[N, H] (columns, one pass on CUDA)",
+            source=_source(
+                """
+                def column_var(x, y):
+                    return (x - y).var(0)
+                """
+            ),
+            make_inputs=_pair_inputs,
+            sizes=_NORMS,
+            cuda_sizes=_NORMS_CUDA,
+            long_sums=True,
+        ),
+        Workload(
             name="channel_stats",
             description="BatchNorm's per-channel statistics of x - y: mean and biased "
             "variance over dims 0, 2, 3 of NCHW",

@@ -131,9 +131,10 @@ def test_slices_draw_the_masks_whole_rows_draw(device: str) -> None:
 @pytest.mark.parametrize("splits", [3], indirect=True)
 def test_later_passes_reuse_the_workspace(device: str, splits: int) -> None:
     """Five passes (softmax's maximum and sum, the mean, std's own mean and its sum of
-    squares) and a storing stage: the maximum's partials are dead once the sum's stage
-    combined them, and a later pass's partials take their place; softmax alone (two
-    passes) reuses nothing."""
+    squares; on CUDA four: std's mean and squared deviations take one pass) and a
+    storing stage: the maximum's partials are dead once the sum's stage combined them,
+    and a later pass's partials take their place; softmax alone (two passes) reuses
+    nothing."""
     text = (
         "def f(x):\n"
         "    y = torch.softmax(x, -1)\n"
@@ -144,7 +145,8 @@ def test_later_passes_reuse_the_workspace(device: str, splits: int) -> None:
     with fuser.enabled(True):
         compare(text, x)
         stats = fuser.stats()
-        assert stats["row_launches"] == 6 * stats["staged_calls"], stats
+        stages = 5 if device == "cuda" else 6
+        assert stats["row_launches"] == stages * stats["staged_calls"], stats
         assert stats["workspace_bytes"] < stats["workspace_buffer_bytes"], stats
         fuser.reset_stats()
         compare(CASES["softmax"], x)
