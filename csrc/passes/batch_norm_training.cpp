@@ -6,7 +6,7 @@
 // floating tensor of 3 or more dims with running statistics of its computation dtype,
 // and whose result a fusible node reads, computes
 //   if training:
-//     m = mean(x, dims 2..), v = mean((x - m)^2, dims 2..)   (per sample and channel:
+//     m = mean(x, dims 2..), v = var(x, dims 2.., correction=0)   (per sample and channel:
 //         trailing dims, one row group; x read in float for float16/bfloat16)
 //     mean, var = fuser::batch_norm_batch_stats(m, v, x, running_mean, running_var,
 //                                               momentum, eps)
@@ -117,10 +117,11 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
   Value* keep = graph.insertConstant(true);
   Value* none = graph.insertConstant(c10::IValue());
   Value* row_mean = op(c10::aten::mean, {read, dim_list, keep, none}, per_row);
-  Value* one = graph.insertConstant(static_cast<int64_t>(1));
-  Value* centred = op(c10::aten::sub, {read, row_mean, one}, whole);
-  Value* squares = op(c10::aten::mul, {centred, centred}, whole);
-  Value* row_var = op(c10::aten::mean, {squares, dim_list, keep, none}, per_row);
+  // var.correction(x, dims, correction=0, keepdim=True), which the partition joins to
+  // the mean (both read x): two passes over a row, or one where CUDA walks it from
+  // memory (ReduceKind::SquaredDeviations).
+  Value* zero = graph.insertConstant(static_cast<int64_t>(0));
+  Value* row_var = op(c10::aten::var, {read, dim_list, zero, keep}, per_row);
 
   Node* stats = graph.insertNode(graph.create(
       for_backward ? batchNormBatchStatsForBackwardSymbol() : batchNormBatchStatsSymbol(),

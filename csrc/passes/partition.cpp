@@ -2,7 +2,9 @@
 //
 // After it runs, in the graph block and every sub-block (prim::If, prim::Loop):
 // - fusible nodes (fusibility.h) that alias analysis lets us bring next to each other
-//   are merged into fuser::FusionGroup nodes, consumer first, to a fixpoint;
+//   are merged into fuser::FusionGroup nodes, consumer first, to a fixpoint; then two
+//   reducing groups that read one tensor, neither reading the other (a mean beside a
+//   variance), are merged as if one produced for the other, and the fixpoint resumes;
 // - no group has more than config().arg_limit inputs + outputs;
 // - a group's subgraph keeps the profiled types of its values; its inputs are tensors
 //   and non-constant int/float/bool scalars; constants are cloned inside; its outputs
@@ -85,6 +87,7 @@ class GroupFormer {
       for (auto it = block->nodes().rbegin(); it != block->nodes().rend();) {
         it = growFrom(*it, changed);
       }
+      if (!changed) changed = mergeOneSiblingPair(block);
     }
     for (Node* node : block->nodes()) {
       for (Block* sub : node->blocks()) formInBlock(sub);
@@ -132,6 +135,49 @@ class GroupFormer {
                                             node, fusionGroupSymbol(), *alias_db_);
     while (mergeOneProducer(group)) changed = true;
     return ++group->reverseIterator();
+  }
+
+  // Two reducing groups that read one tensor and neither of which reads the other's
+  // results (x.mean(d) beside x.var(d), a BatchNorm's row statistics) become one: the
+  // row kernel reads x once for both. The earlier moves next to the later, as a
+  // producer would. Returns whether a pair merged (producers may join it next).
+  bool mergeOneSiblingPair(Block* block) {
+    std::vector<Node*> sources = {block->param_node()};
+    sources.insert(sources.end(), block->nodes().begin(), block->nodes().end());
+    for (Node* node : sources) {
+      for (Value* shared : node->outputs()) {
+        if (!shared->type()->cast<c10::TensorType>()) continue;
+        std::vector<Node*> readers;
+        for (const auto& use : shared->uses()) {
+          Node* user = use.user;
+          if (isFusionGroup(user) && !isGuardedGroup(user) && reduces(user) &&
+              std::find(readers.begin(), readers.end(), user) == readers.end()) {
+            readers.push_back(user);
+          }
+        }
+        std::sort(readers.begin(), readers.end(),
+                  [](const Node* a, const Node* b) { return a->isBefore(b); });
+        for (size_t later = 1; later < readers.size(); ++later) {
+          for (size_t earlier = 0; earlier < later; ++earlier) {
+            if (mergeSiblings(readers[later], readers[earlier])) return true;
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  bool mergeSiblings(Node* later, Node* earlier) {
+    for (const Value* in : later->inputs()) {
+      if (in->node() == earlier) return false;  // a producer: the vertical merge decided
+    }
+    FusionDecision decision = canFuse(later, earlier);
+    if (decision && !alias_db_->moveBeforeTopologicallyValid(earlier, later)) {
+      decision = FusionDecision::no("alias analysis forbids moving it next to its sibling");
+    }
+    if (!decision) return false;
+    SubgraphUtils::mergeNodeIntoSubgraphAndUpdateAliasing(earlier, later, *alias_db_);
+    return true;
   }
 
   // A cat starts a group together with its list, whose pieces become the group's

@@ -229,6 +229,36 @@ graph(%x : $X):
   return (%r, %m))IR"), 1u);
 }
 
+TEST(RowPartition, SiblingReductionsOfOneTensorShareAGroup) {
+  // mean and var of x, neither reading the other: one group reads x once for both.
+  EXPECT_EQ(groupsAfterPartition(R"IR(
+graph(%x : $X):
+  %zero : int = prim::Constant[value=0]()
+  %dims : int[] = prim::Constant[value=[-1]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %m : $ROW = aten::mean(%x, %dims, %keep, %none)
+  %v : $ROW = aten::var(%x, %dims, %zero, %keep)
+  return (%m, %v))IR"), 1u);
+}
+
+TEST(RowPartition, SiblingsOverOtherDimsStayApart) {
+  // A row mean beside a column sum of x: no one row shape serves both.
+  auto graph = partitioned(R"IR(
+graph(%x : $X):
+  %two : float = prim::Constant[value=2.]()
+  %last : int[] = prim::Constant[value=[-1]]()
+  %first : int[] = prim::Constant[value=[0]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %a : $X = aten::mul(%x, %two)
+  %m : $ROW = aten::mean(%a, %last, %keep, %none)
+  %b : $X = aten::mul(%x, %two)
+  %s : Float(1, 6, strides=[6, 1], requires_grad=0, device=cpu) = aten::sum(%b, %first, %keep, %none)
+  return (%m, %s))IR");
+  EXPECT_EQ(collectFusionGroups(graph->block()).size(), 2u);
+}
+
 // Reductions over the leading dims: rows are columns (kept dim 1, of 6), stored per row.
 const std::string kColumn = "Float(1, 6, strides=[6, 1], requires_grad=0, device=cpu)";
 const std::string kColumns = "Float(6, strides=[1], requires_grad=0, device=cpu)";

@@ -3,7 +3,9 @@ row from memory in every pass (rows too long to hold in registers, rows cut in s
 columns), var, std, layer_norm and group_norm read the row once, each thread keeping
 Welford's count, mean and squared deviations, combined across lanes, warps and slices
 by Chan's formula. On CPU the rows take two passes as before; with FUSER_CROSS_COMPILE
-the CUDA form, one-pass, is compiled too (`one_pass_variance_kernels` counts both)."""
+the CUDA form, one-pass, is compiled too (`one_pass_variance_kernels` counts both).
+Statistics of one tensor (a mean beside a variance) share one group (partition.cpp's
+sibling merge), so that the kernel reads the tensor once."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 
 import pytest
 import torch
-from test_reductions import compare, fn_of
+from test_reductions import compare, fn_of, subgraph_kinds
 
 import fuser
 from helpers import devices, run_optimized, script_from_source
@@ -103,3 +105,19 @@ def test_empty_and_constant_rows(device: str) -> None:
         compare(text, torch.full((2, LONG), 0.1, device=device))
         compare(text, torch.randn(4, 1, device=device))
     assert fuser.stats()["interpreted_runs"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dims", ["-1", "0", "[0, 2]"])
+def test_statistics_of_one_tensor_share_a_group(device: str, dims: str) -> None:
+    """mean, var and std of one tensor over the same dims, none reading another: the
+    partition joins the siblings, so one kernel reads x once for all three."""
+    text = fn_of(
+        f"return x.mean({dims}, keepdim=True), x.var({dims}, keepdim=True), "
+        f"torch.std(x, {dims}, correction=0, keepdim=True)"
+    )
+    x = torch.randn(6, 300, 5, device=device)
+    with fuser.enabled(True):
+        fn = compare(text, x)
+        assert fuser.stats()["groups_formed"] == 1
+    assert {"aten::mean", "aten::var", "aten::std"} <= subgraph_kinds(fn, x)
