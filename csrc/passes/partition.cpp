@@ -142,24 +142,19 @@ class GroupFormer {
   // row kernel reads x once for both. The earlier moves next to the later, as a
   // producer would. Returns whether a pair merged (producers may join it next).
   bool mergeOneSiblingPair(Block* block) {
-    std::vector<Node*> sources = {block->param_node()};
-    sources.insert(sources.end(), block->nodes().begin(), block->nodes().end());
-    for (Node* node : sources) {
-      for (Value* shared : node->outputs()) {
+    auto reducing = [&](const Node* n) {
+      return n->owningBlock() == block && isFusionGroup(n) && !isGuardedGroup(n) && reduces(n);
+    };
+    for (Node* later : block->nodes()) {
+      if (!reducing(later)) continue;
+      // The tensor may come from an enclosing block (a branch's statistics of the input).
+      for (Value* shared : later->inputs()) {
         if (!shared->type()->cast<c10::TensorType>()) continue;
-        std::vector<Node*> readers;
         for (const auto& use : shared->uses()) {
-          Node* user = use.user;
-          if (isFusionGroup(user) && !isGuardedGroup(user) && reduces(user) &&
-              std::find(readers.begin(), readers.end(), user) == readers.end()) {
-            readers.push_back(user);
-          }
-        }
-        std::sort(readers.begin(), readers.end(),
-                  [](const Node* a, const Node* b) { return a->isBefore(b); });
-        for (size_t later = 1; later < readers.size(); ++later) {
-          for (size_t earlier = 0; earlier < later; ++earlier) {
-            if (mergeSiblings(readers[later], readers[earlier])) return true;
+          Node* earlier = use.user;
+          if (earlier != later && reducing(earlier) && earlier->isBefore(later) &&
+              mergeSiblings(later, earlier)) {
+            return true;
           }
         }
       }
