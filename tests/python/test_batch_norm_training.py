@@ -103,7 +103,12 @@ def test_functional_training_matches_eager(
             torch.testing.assert_close(ours_var, var, **TOLERANCE[stats_dtype])
     kinds = kinds_of(fn.graph_for(x, w, b, ours_mean, ours_var))
     assert BATCH_STATS in kinds
-    assert {"group:aten::mean", "group:aten::var", "group:" + WITH_STATS, "group:aten::relu"} <= kinds
+    assert {
+        "group:aten::mean",
+        "group:aten::var",
+        "group:" + WITH_STATS,
+        "group:aten::relu",
+    } <= kinds
     assert "aten::batch_norm" not in kinds
 
 
