@@ -58,25 +58,6 @@ def test_variances_of_rows_walked_from_memory(case: str, dtype: torch.dtype, dev
 
 
 @pytest.mark.parametrize("device", devices())
-@pytest.mark.parametrize("splits", [2, 3, 64], indirect=True)
-def test_group_norm_and_layer_norm_in_slices(device: str, splits: int) -> None:
-    """Slices' Welford partials meet in the next stage (over lanes, or warps for
-    columns); 64 slices of 3000 elements leave some slices empty."""
-    text = (
-        "def f(x, w, b, y):\n"
-        "    g = torch.nn.functional.silu(torch.group_norm(x, 4, w, b, 1e-5))\n"
-        "    return g, torch.layer_norm(y * 2.0, [3000], None, None, 1e-5), (y + 1.0).var(0)\n"
-    )
-    x = torch.randn(2, 8, 30, 29, device=device)
-    w, b = torch.randn(8, device=device), torch.randn(8, device=device)
-    y = torch.randn(3, 3000, device=device)
-    with fuser.enabled(True):
-        compare(text, x, w, b, y)
-    check_one_pass(device)
-    assert fuser.stats()["staged_calls"] >= 1
-
-
-@pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("where", ["rows", "columns"])
 def test_a_far_mean_loses_nothing(device: str, where: str) -> None:
     """Values 1e4 away from zero with a spread of 1: a variance from the sums of x and

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_one_pass_variance import check_one_pass
 from test_reductions import CASES, DTYPES, compare
 
 import fuser
@@ -63,11 +64,13 @@ def test_nan_and_inf_in_one_slice_reach_the_row(device: str, splits: int) -> Non
 def test_group_norm_and_layer_norm_in_slices(device: str, splits: int) -> None:
     """group_norm's rows span two dims (a group's channels, read per channel, and the
     pixels): slices start and end inside a channel's run, span several, or hold one
-    element; layer_norm reads its weight and bias along the row."""
+    element; layer_norm reads its weight and bias along the row; a column variance's
+    slices too. On CUDA the variances take one pass, their slices' Welford partials
+    meeting in the next stage (test_one_pass_variance.py)."""
     text = (
         "def f(x, w, b, y, lw, lb):\n"
         "    g = torch.nn.functional.silu(torch.group_norm(x, 4, w, b, 1e-5))\n"
-        "    return g, torch.layer_norm(y * 2.0, [300], lw, lb, 1e-5) + 1.0\n"
+        "    return g, torch.layer_norm(y * 2.0, [300], lw, lb, 1e-5) + 1.0, (y + 1.0).var(0)\n"
     )
     x = torch.randn(2, 8, 9, 7, device=device)
     w, b = torch.randn(8, device=device), torch.randn(8, device=device)
@@ -76,6 +79,7 @@ def test_group_norm_and_layer_norm_in_slices(device: str, splits: int) -> None:
     with fuser.enabled(True):
         compare(text, x, w, b, y, lw, lb)
     stages_ran(fuser.stats())
+    check_one_pass(device)
 
 
 @pytest.mark.parametrize("device", devices())
