@@ -78,7 +78,9 @@ std::string reduceStep(const Expr& reduce, const std::string& acc_type, const st
 // accumulator is a Welford triple, fx_welford<T> of kCudaWelfordHelpers, which reads as
 // its sum of squared deviations where cast to T.
 bool isWelford(const Expr& reduce);
+bool hasWelford(const Kernel& kernel);  // any of its expressions
 std::string welfordTypeName(const Expr& reduce);
+std::string welfordTypeName(c10::ScalarType type);  // fx_welford<T> of `type`'s C type
 // fx_welford<T>, its element step and Chan's combination of two, and warp shuffles that
 // also move one (fx_shfl_xor).
 extern const char* const kCudaWelfordHelpers;

@@ -5,6 +5,7 @@
 #include "codegen/row_printer.h"
 #include "codegen/split_rows.h"
 
+#include <algorithm>
 #include <functional>
 
 #include <ostream>
@@ -102,8 +103,12 @@ bool isWelford(const Expr& e) {
   return e.op == IrOp::Reduce && static_cast<ReduceKind>(e.index) == ReduceKind::SquaredDeviations;
 }
 
-std::string welfordTypeName(const Expr& e) {
-  return std::string("fx_welford<") + computeTypeName(e.type) + ">";
+bool hasWelford(const Kernel& k) { return std::any_of(k.exprs.begin(), k.exprs.end(), isWelford); }
+
+std::string welfordTypeName(const Expr& e) { return welfordTypeName(e.type); }
+
+std::string welfordTypeName(c10::ScalarType type) {
+  return std::string("fx_welford<") + computeTypeName(type) + ">";
 }
 
 // An element load of a row kernel at element index `e` of the row.

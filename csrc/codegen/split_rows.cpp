@@ -12,8 +12,7 @@ c10::ScalarType partialType(const Kernel& k, const Expr& e) {
 }
 
 std::string splitBufferTypeName(const SplitBuffer& b) {
-  const std::string t = computeTypeName(b.type);
-  return b.welford ? "fx_welford<" + t + ">" : t;
+  return b.welford ? welfordTypeName(b.type) : computeTypeName(b.type);
 }
 
 bool lastStagePerRow(const Kernel& k, const RowSchedule& s) {

@@ -276,9 +276,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       k.row_vector_in_last_dim = shape.vector_in_last_dim;
       k.columns = shape.columns;
       for (size_t o = 0; o < k.outputs.size(); ++o) k.outputs[o].per_row = per_row[o];
-      if (std::any_of(k.exprs.begin(), k.exprs.end(), codegen::isWelford)) {
-        stats().one_pass_variance_kernels++;
-      }
+      if (codegen::hasWelford(k)) stats().one_pass_variance_kernels++;
       return k;
     };
     // Stage kernels: one per stage of a row cut in slices (split_rows.h).
@@ -304,9 +302,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
         TORCH_WARN("fuser: FUSER_CROSS_COMPILE: the CUDA lowering of a kernel failed: ", e.what());
         return;
       }
-      if (!also_two_pass && !std::any_of(k.exprs.begin(), k.exprs.end(), codegen::isWelford)) {
-        return;
-      }
+      if (!also_two_pass && !codegen::hasWelford(k)) return;
       if (!staged) return crossCompileForCuda(k);
       stages(k, [](const codegen::Kernel& s) { crossCompileForCuda(s); });
     };
@@ -630,8 +626,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     for (const codegen::SplitBuffer& b : spec.buffers) {
       const int64_t elements =
           b.kind == codegen::SplitBuffer::Kind::Partials ? p->rows * splits : p->rows;
-      needs.push_back({elements * b.elementBytes(), b.written,
-                       b.last_read});
+      needs.push_back({elements * b.elementBytes(), b.written, b.last_read});
     }
     v.workspace = planWorkspace(needs);
     v.name = "slices=" + std::to_string(splits);
