@@ -62,6 +62,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_matmul_operands.py tests/python/test_dropout.py \
     tests/python/test_layer_norm_backward.py tests/python/test_split_rows.py \
     tests/python/test_column_reductions.py tests/python/test_one_pass_variance.py \
+    tests/python/test_random_reductions.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
@@ -192,7 +193,7 @@ if [ "$what" = columns ]; then
     --dist loadfile tests/python/test_column_reductions.py tests/python/test_reductions.py \
     tests/python/test_split_rows.py tests/python/test_cuda_codegen.py \
     tests/python/test_one_pass_variance.py tests/python/test_layer_norm_backward.py \
-    2>&1 | tee "$OUT/test_columns.log" | tail -6
+    tests/python/test_random_reductions.py 2>&1 | tee "$OUT/test_columns.log" | tail -6
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size "${COLUMN_SIZES:-small,large}" \
     --workload "${COLUMN_ROWS:-column_sum,column_var,channel_stats,batchnorm_relu_train,groupnorm_silu,groupnorm_silu_batch1}" \
     --dtype float32,float16 --mode "${COLUMN_MODES:-eager,fuser,nnc,compile}" --out "$OUT/column_rows" "$@" \
