@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|models|layouts|reductions|splits|dropout|training|batchnorm|columns|profile|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|host|models|layouts|reductions|splits|dropout|training|batchnorm|columns|profile|all] [extra fuser.bench arguments]
 #   profile: device time per call and the top kernels of PROFILE_ROWS in PROFILE_MODES.
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
@@ -25,6 +25,8 @@
 #   (with the row-kernel and slices tests), then the column-sum, column-variance,
 #   channel-statistics and GroupNorm rows (COLUMN_ROWS) in float32 and float16 beside
 #   NNC and torch.compile, and their top kernels.
+#   host: the CUDA driver's launch cost by launch path (tools/launch_cost), the per-group
+#   host cost (fuser.bench.host_cost) and a sampling profile of fused calls.
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -81,6 +83,19 @@ if [ "$what" = models ]; then
     2>&1 | tee "$OUT/models_cpu.log"
   FUSER_LEAVE_TO_ONEDNN=0 PYTHONPATH=. python3 -m fuser.bench --device cpu --models \
     --mode fuser --out "$OUT/models_cpu_take_all" 2>&1 | tee "$OUT/models_cpu_take_all.log"
+fi
+if [ "$what" = host ]; then
+  # The driver's own launch cost by launch path (no torch, then inside torch), the
+  # per-group host cost, and where a fused call's host time goes (sampling profile).
+  bash tools/launch_cost/build.sh /tmp/launch_cost > "$OUT/launch_cost_build.log" 2>&1 \
+    || tail -5 "$OUT/launch_cost_build.log"
+  /tmp/launch_cost/launch_cost /tmp/launch_cost/tiny.cubin 2>&1 | tee "$OUT/launch_cost.log"
+  python3 tools/launch_cost/launch_cost.py /tmp/launch_cost 2>&1 | tee "$OUT/launch_cost_torch.log"
+  PYTHONPATH=. python3 -m fuser.bench.host_cost --device cuda 2>&1 | tee "$OUT/host_cost.log"
+  for pattern in flat broadcast4d; do
+    PYTHONPATH=. python3 tools/launch_cost/profile_host.py /tmp/launch_cost/libsampler.so \
+      "$OUT/host_profile" --pattern "$pattern" --modes fuser
+  done
 fi
 if [ "$what" = layouts ]; then
   layout_rows=transpose_2d,permute_nhwc,channels_last_residual,expand_leading

@@ -324,7 +324,7 @@ void FusionExecutor::runPrepared(const Prepared& prepared, const InputSignature&
   c10::SmallVector<double, 8> dargs;
   c10::SmallVector<int64_t, 8> iargs;
   gatherScalars(inputs, dargs, iargs);
-  std::vector<at::Tensor> outputs(num_outputs_);
+  c10::SmallVector<at::Tensor, 4> outputs(num_outputs_);
   const auto& targets = kernel_graph_.targets;
   for (size_t o = 0; o < targets.size(); ++o) {
     at::Tensor& out = outputs[targets[o].group_output];

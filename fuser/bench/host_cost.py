@@ -3,7 +3,11 @@
 A scripted function with G independent groups on tiny tensors, called back to back
 with the clock stopped before the device is synchronized (few enough calls per sample
 that no launch waits for a free slot in the GPU's queue): the host time per call.
-Divided by G it is the cost of one group. Two shapes of group: flat
+Divided by G it is the cost of one group with a share of the call's own cost (Python's
+call, the interpreter's start, the result tuple); the marginal cost of a group, the
+slope between calls of G and of G/4 chains, leaves that share out: it is the launch
+path's cost. Modes: TorchScript without a fuser (two ATen ops per group), NNC (CUDA),
+ours. Two shapes of group: flat
 (`sigmoid(a) * b`, same-shape 1-D operands) and 4-D broadcast (`hardsigmoid(s) * x`,
 s [N, C, 1, 1] against x [N, C, H, W], the squeeze-excite pattern of MobileNetV3).
 
@@ -81,25 +85,64 @@ def _per_call_us(
     return statistics.median(samples)
 
 
-def measure(pattern: str, groups: int, device: torch.device) -> dict[str, float]:
-    """Per-call host microseconds of the function with the fuser and without any
-    fusion, and the fuser's cost per group; also the groups actually formed."""
+# Modes timed: TorchScript without any fuser (two ATen ops per group), NNC (CUDA only;
+# TorchScript's default there) and ours.
+MODES = ("unfused", "nnc", "fuser")
+
+
+def _count_nodes(block: Any, kind: str) -> int:
+    """Nodes of `kind` in a graph or block, nested blocks included."""
+    return sum(
+        (node.kind() == kind) + sum(_count_nodes(inner, kind) for inner in node.blocks())
+        for node in block.nodes()
+    )
+
+
+def _timed_call_us(mode: str, pattern: str, groups: int, device: torch.device) -> tuple[float, int]:
+    """Host microseconds per call of `groups` chains in `mode`, and the fusion groups the
+    executed graph holds (ours or NNC's)."""
     args = _inputs(pattern, groups, device)
-    results: dict[str, float] = {}
+    texpr_before = torch._C._jit_texpr_fuser_enabled()
+    (fuser.enable if mode == "fuser" else fuser.disable)()
+    torch._C._jit_set_texpr_fuser_enabled(mode == "nnc")
+    try:
+        fuser.reset_stats()
+        fn = torch.jit.CompilationUnit(_source(pattern, groups)).f
+        for _ in range(3):
+            fn(*args)  # profile, optimize, first run (compiles)
+        if mode == "fuser":
+            formed = int(fuser.stats()["groups_formed"])
+        else:
+            formed = _count_nodes(
+                torch.jit.last_executed_optimized_graph(), "prim::TensorExprGroup"
+            )
+        launches = groups * (OPS_PER_PATTERN if mode == "unfused" else 1)
+        return _per_call_us(fn, args, device, launches), formed
+    finally:
+        fuser.disable()
+        torch._C._jit_set_texpr_fuser_enabled(texpr_before)
+
+
+def measure(pattern: str, groups: int, device: torch.device) -> dict[str, dict[str, float]]:
+    """Per mode: host microseconds per call of `groups` chains ("call"), that over the
+    groups ("per_group"), and the marginal cost of a group ("marginal"): the slope
+    between calls of `groups` and of a quarter as many chains, which leaves out what a
+    call costs whatever its groups (Python's call and the interpreter's start); and the
+    fusion groups formed at `groups` chains."""
+    few = max(1, groups // 4)
+    results: dict[str, dict[str, float]] = {}
     with torch.no_grad():
-        for mode in ("script", "fuser"):
-            (fuser.enable if mode == "fuser" else fuser.disable)()
-            fuser.reset_stats()
-            fn = torch.jit.CompilationUnit(_source(pattern, groups)).f
-            for _ in range(3):
-                fn(*args)  # profile, optimize, first run (compiles)
-            if mode == "fuser":
-                results["groups"] = float(fuser.stats()["groups_formed"])
-            launches = groups * (1 if mode == "fuser" else OPS_PER_PATTERN)
-            results[mode] = _per_call_us(fn, args, device, launches)
-            fuser.disable()
-    results["fuser_per_group"] = results["fuser"] / groups
-    results["script_per_group"] = results["script"] / groups
+        for mode in MODES:
+            if mode == "nnc" and device.type != "cuda":
+                continue  # NNC needs LLVM on CPU, which the CPU wheel lacks
+            call, formed = _timed_call_us(mode, pattern, groups, device)
+            few_call, _ = _timed_call_us(mode, pattern, few, device)
+            results[mode] = {
+                "call": call,
+                "per_group": call / groups,
+                "marginal": (call - few_call) / (groups - few) if groups > few else call,
+                "groups": float(formed),
+            }
     return results
 
 
@@ -109,14 +152,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--groups", type=int, default=16)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    print(f"host time per call, {args.groups} groups, {device}; device synchronized off the clock")
-    print(f"{'pattern':<12} {'groups':>6} {'script us':>10} {'fuser us':>9} {'us/group':>9}")
+    print(f"host time per call, {args.groups} chains, {device}; device synchronized off the clock")
+    print("marginal: slope of the call time between calls of all and of a quarter of the chains")
+    header = ("pattern", "mode", "groups", "call us", "us/group", "marginal")
+    print("{:<12} {:<8} {:>6} {:>8} {:>9} {:>9}".format(*header))
     for pattern in PATTERNS:
-        r = measure(pattern, args.groups, device)
-        print(
-            f"{pattern:<12} {int(r['groups']):>6} {r['script']:>10.1f} {r['fuser']:>9.1f} "
-            f"{r['fuser_per_group']:>9.2f}"
-        )
+        for mode, r in measure(pattern, args.groups, device).items():
+            print(
+                f"{pattern:<12} {mode:<8} {int(r['groups']):>6} {r['call']:>8.1f} "
+                f"{r['per_group']:>9.2f} {r['marginal']:>9.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,20 @@ def test_one_group_per_chain_and_eager_values(pattern: str) -> None:
 
 
 def test_measure_reports_the_groups_it_timed() -> None:
-    result = host_cost.measure("broadcast4d", 2, torch.device("cpu"))
-    assert result["groups"] == 2
-    assert result["fuser"] > 0 and result["script"] > 0
-    assert result["fuser_per_group"] == pytest.approx(result["fuser"] / 2)
+    result = host_cost.measure("broadcast4d", 4, torch.device("cpu"))
+    assert set(result) == {"unfused", "fuser"}  # no NNC on the CPU wheel
+    assert result["fuser"]["groups"] == 4
+    assert result["unfused"]["groups"] == 0
+    for mode in result.values():
+        assert mode["call"] > 0
+        assert mode["per_group"] == pytest.approx(mode["call"] / 4)
+
+
+def test_marginal_cost_is_the_slope_between_two_group_counts(monkeypatch) -> None:
+    # Calls of n chains cost 7 + 2 n: each group costs 2, whatever the call's own 7.
+    monkeypatch.setattr(
+        host_cost, "_timed_call_us", lambda mode, pattern, n, device: (7.0 + 2.0 * n, n)
+    )
+    result = host_cost.measure("flat", 16, torch.device("cpu"))
+    assert result["fuser"]["marginal"] == pytest.approx(2.0)
+    assert result["fuser"]["per_group"] == pytest.approx((7.0 + 32.0) / 16)
