@@ -1,15 +1,19 @@
 """Host time of a fusion group's launch path (guard, plan reuse, launch), per group.
 
-A scripted function with G independent groups on tiny tensors, called back to back
-with the clock stopped before the device is synchronized (few enough calls per sample
-that no launch waits for a free slot in the GPU's queue): the host time per call.
-Divided by G it is the cost of one group with a share of the call's own cost (Python's
-call, the interpreter's start, the result tuple); the marginal cost of a group, the
-slope between calls of G and of G/4 chains, leaves that share out: it is the launch
-path's cost. Modes: TorchScript without a fuser (two ATen ops per group), NNC (CUDA),
-ours. Two shapes of group: flat
-(`sigmoid(a) * b`, same-shape 1-D operands) and 4-D broadcast (`hardsigmoid(s) * x`,
-s [N, C, 1, 1] against x [N, C, H, W], the squeeze-excite pattern of MobileNetV3).
+A scripted function of G independent chains on tiny tensors, called back to back with
+the clock stopped before the device is synchronized (few enough calls per sample that
+no launch waits for a free slot in the GPU's queue): the host time per call. Every
+chain reads the same two inputs and the results return as one list, so what Python
+converts per call does not grow with G (a tuple result would: TorchScript builds each
+element's type to convert it). Divided by G the call time is a group's cost with a
+share of the call's own (Python's call, the interpreter's start); the marginal cost
+of a group, the slope between calls of G and of G/4 chains, leaves that share out: the
+launch path, with the wrapping and freeing of the group's result. Modes: TorchScript
+without a fuser (three ATen ops per chain), NNC (CUDA), ours. Two shapes of group: flat
+(`sigmoid(a + c) * b`, same-shape 1-D operands) and 4-D broadcast
+(`hardsigmoid(s + c) * x`, s [N, C, 1, 1] against x [N, C, H, W], the squeeze-excite
+pattern of MobileNetV3); each chain's constant c differs, so that no two chains share
+an op (which common-subexpression elimination would make one node, and one group).
 
     python -m fuser.bench.host_cost [--device cuda] [--groups 16]
 """
@@ -26,34 +30,29 @@ import torch
 
 import fuser
 
-# name: (expression of group i over a{i}, b{i}; the shapes of a{i} and b{i})
+# name: (expression of chain i over a and b; the shapes of a and b)
 PATTERNS: dict[str, tuple[str, list[tuple[int, ...]]]] = {
-    "flat": ("torch.sigmoid(a{i}) * b{i}", [(64,), (64,)]),
-    "broadcast4d": ("torch.nn.functional.hardsigmoid(a{i}) * b{i}", [(2, 8, 1, 1), (2, 8, 4, 4)]),
+    "flat": ("torch.sigmoid(a + {c}) * b", [(64,), (64,)]),
+    "broadcast4d": ("torch.nn.functional.hardsigmoid(a + {c}) * b", [(2, 8, 1, 1), (2, 8, 4, 4)]),
 }
 
 
-# Every pattern is two ATen ops: two kernels per group without fusion, one with it.
-OPS_PER_PATTERN = 2
+# Every pattern is three ATen ops: three kernels per chain without fusion, one with it.
+OPS_PER_PATTERN = 3
 
 
 def _source(pattern: str, groups: int) -> str:
     expression, _ = PATTERNS[pattern]
-    params = ", ".join(f"a{i}, b{i}" for i in range(groups))
     # Independent chains: groups merge producer into consumer only, so each is its own.
-    body = "\n".join(f"    y{i} = {expression.format(i=i)}" for i in range(groups))
+    body = "\n".join(f"    y{i} = {expression.format(c=float(i + 1))}" for i in range(groups))
     outs = ", ".join(f"y{i}" for i in range(groups))
-    return f"def f({params}):\n{body}\n    return ({outs},)\n"
+    return f"def f(a, b):\n{body}\n    return [{outs}]\n"
 
 
-def _inputs(pattern: str, groups: int, device: torch.device) -> list[torch.Tensor]:
+def _inputs(pattern: str, device: torch.device) -> list[torch.Tensor]:
     _, shapes = PATTERNS[pattern]
     gen = torch.Generator().manual_seed(0)
-    tensors = []
-    for _ in range(groups):
-        for shape in shapes:
-            tensors.append(torch.randn(*shape, generator=gen).to(device))
-    return tensors
+    return [torch.randn(*shape, generator=gen).to(device) for shape in shapes]
 
 
 # Launches one sample may queue: fewer than the GPU's queue of pending kernels holds, so
@@ -101,7 +100,7 @@ def _count_nodes(block: Any, kind: str) -> int:
 def _timed_call_us(mode: str, pattern: str, groups: int, device: torch.device) -> tuple[float, int]:
     """Host microseconds per call of `groups` chains in `mode`, and the fusion groups the
     executed graph holds (ours or NNC's)."""
-    args = _inputs(pattern, groups, device)
+    args = _inputs(pattern, device)
     texpr_before = torch._C._jit_texpr_fuser_enabled()
     (fuser.enable if mode == "fuser" else fuser.disable)()
     torch._C._jit_set_texpr_fuser_enabled(mode == "nnc")

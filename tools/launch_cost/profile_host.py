@@ -24,7 +24,7 @@ parser.add_argument("--modes", default="fuser,script")
 args = parser.parse_args()
 lib = ctypes.CDLL(args.sampler)
 device = torch.device(args.device)
-inputs = host_cost._inputs(args.pattern, args.groups, device)
+inputs = host_cost._inputs(args.pattern, device)
 
 
 def sync() -> None:
