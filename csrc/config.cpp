@@ -110,6 +110,17 @@ void readCrossCompile(Config& c) {
   }
 }
 
+void readChannelsLast(Config& c) {
+  const char* v = env("FUSER_CHANNELS_LAST");
+  if (!v) return;
+  const std::string s = v;
+  if (s == "all") {
+    c.channels_last_cpu = true;
+    return;
+  }
+  c.channels_last_cuda = readBool("FUSER_CHANNELS_LAST", true);
+}
+
 void readCacheDir(Config& c) {
   if (const char* v = env("FUSER_CACHE_DIR")) {
     c.cache_dir = v;
@@ -143,6 +154,7 @@ Config* readConfig() {
   c->hoist_projections = readBool("FUSER_HOIST", true);
   c->transpose_tiles = readBool("FUSER_TRANSPOSE_TILES", true);
   c->leave_to_onednn = readBool("FUSER_LEAVE_TO_ONEDNN", true);
+  readChannelsLast(*c);
   c->min_group_size = readInt("FUSER_MIN_GROUP_SIZE", c->keep_singletons ? 1 : 2, 1, 1000000,
                               "an integer >= 1");
   c->max_groups = readInt("FUSER_MAX_GROUPS", 0, 0, 1000000, "an integer >= 0 (0: no limit)");

@@ -39,6 +39,11 @@ struct Config {
   // FUSER_LEAVE_TO_ONEDNN=0: with oneDNN Graph on, still take the post-ops it would fuse
   // into a convolution or matmul (onednn_beside.h); for measuring the other order.
   bool leave_to_onednn = true;
+  // FUSER_CHANNELS_LAST: which convolution networks run channels-last
+  // (passes/channels_last.cpp): 1 CUDA ones (default), 0 none, `all` CPU ones too (for
+  // testing the pass where there is no GPU; not measured to pay on CPU).
+  bool channels_last_cuda = true;
+  bool channels_last_cpu = false;
   // FUSER_SHAPE_KERNELS=N: a CUDA group's strided kernel is compiled for each of the
   // first N shapes it meets, sizes and strides as constants; later shapes share one
   // kernel that reads them from its arguments. 0: that shared kernel only.

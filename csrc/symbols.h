@@ -37,6 +37,14 @@ inline c10::Symbol philoxDropoutSymbol() {
   return s;
 }
 
+// fuser::restore_layout(Tensor(a) self, Tensor reference) -> Tensor(a): self in the
+// memory format `reference` suggests (channels-last or row-major), as eager lays out
+// the values computed from it (passes/channels_last.cpp; runtime/restore_layout_op.cpp).
+inline c10::Symbol restoreLayoutSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::restore_layout");
+  return s;
+}
+
 // fuser::layer_norm_input_grad(Tensor grad_out, Tensor input, int[] normalized_shape,
 // Tensor mean, Tensor rstd, Tensor? weight) -> Tensor: native_layer_norm_backward's
 // input gradient alone (passes/layer_norm_backward.cpp), a row reduction groups fuse.

@@ -48,6 +48,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_forget_variant_choices", &fuser::runtime::forgetVariantChoices);
   // Tests: FUSER_ROW_SPLITS for this process (groups planned later follow it).
   m.def("_set_row_splits", [](int splits) { fuser::config().row_splits = splits; });
+  // Tests: FUSER_CHANNELS_LAST for this process (graphs optimized later follow it).
+  m.def("_set_channels_last", [](bool cuda, bool cpu) {
+    fuser::config().channels_last_cuda = cuda;
+    fuser::config().channels_last_cpu = cpu;
+  });
   m.def("cache_dir", [] { return fuser::config().cache_dir; });
   // Every kernel variant choice this process made: timed, or read from the disk cache.
   m.def("variant_log", [] {

@@ -14,6 +14,7 @@ void fuseGraph(GraphPtr& graph) {
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
   bool onednn_next = markOneDnnPatterns(graph);  // what oneDNN fuses with a conv/matmul stays
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
+  runConvolutionsChannelsLast(graph);  // CUDA convnets: channels-last weights, eager's exits
   splitBiasEpilogues(graph);     // conv/linear bias becomes an add the next group takes
   copyMatmulOperands(graph);     // batched matmul operands ATen would copy: copied in groups
   splitLayerNormBackward(graph); // layer_norm's input gradient: an op a row group takes

@@ -16,6 +16,7 @@ void fuseGraph(GraphPtr& graph);
 void prepareGraph(GraphPtr& graph);            // prepare.cpp
 // onednn_beside.h: markOneDnnPatterns
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
+void runConvolutionsChannelsLast(GraphPtr& graph);  // channels_last.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp
 void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp

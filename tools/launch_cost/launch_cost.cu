@@ -129,6 +129,10 @@ extern "C" void launch_cost_run(const char* cubin_path) {
       cuLaunchKernel(module_fn, 1, 1, 1, 64, 1, 1, 0, (CUstream)own, args, nullptr); }, per_sample));
     row("cuLaunchKernel, cubin module, packed 72 B struct", perLaunchUs([&] {
       cuLaunchKernel(module_packed, 1, 1, 1, 64, 1, 1, 0, nullptr, packed_args, nullptr); }, per_sample));
+    row("cuLaunchKernel, cubin module, block of 1024", perLaunchUs([&] {
+      cuLaunchKernel(module_fn, 1, 1, 1, 1024, 1, 1, 0, nullptr, args, nullptr); }, per_sample));
+    row("cuLaunchKernel, cubin module, 132 blocks of 256", perLaunchUs([&] {
+      cuLaunchKernel(module_fn, 132, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr); }, per_sample));
     row("cuLaunchKernel, library kernel (CUkernel)", perLaunchUs([&] {
       cuLaunchKernel((CUfunction)lib_kernel, 1, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr); }, per_sample));
     row("cudaLaunchKernel, library kernel (CUkernel)", perLaunchUs([&] {

@@ -1,0 +1,197 @@
+"""Frozen convolution networks run channels-last (passes/channels_last.cpp): the
+convolutions' weights are channels-last copies, and every value leaving the
+channels-last region is restored to the layout eager gives it. On CPU the pass runs
+only where a test asks (FUSER_CHANNELS_LAST=all), so that CI checks it against eager;
+on CUDA it is the default."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fuser
+from helpers import devices
+
+RESTORE = "fuser::restore_layout"
+
+
+@pytest.fixture
+def channels_last(fused) -> Iterator[None]:
+    """The pass on for CPU graphs too, for graphs optimized inside the test."""
+    fuser._C._set_channels_last(True, True)
+    try:
+        yield
+    finally:
+        fuser._C._set_channels_last(True, False)
+
+
+class Block(torch.nn.Module):
+    """Residual blocks of 3x3 and 1x1 convolutions with BatchNorm and ReLU, a
+    squeeze-excite scale, a max pool, two branches joined by cat, then the classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.reduce = torch.nn.Conv2d(8, 8, 1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.squeeze = torch.nn.Conv2d(8, 4, 1)
+        self.excite = torch.nn.Conv2d(4, 8, 1)
+        self.left = torch.nn.Conv2d(8, 4, 3, padding=1)
+        self.right = torch.nn.Conv2d(8, 4, 1)
+        self.fc = torch.nn.Linear(8, 5)
+        with torch.no_grad():  # statistics that are not the identity
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = F.relu(self.stem(x))
+        y = F.relu(self.bn(self.reduce(y)) + y)
+        s = F.adaptive_avg_pool2d(y, 1)
+        y = self.conv(y) * torch.sigmoid(self.excite(F.relu(self.squeeze(s))))
+        y = F.max_pool2d(y, 2)
+        y = torch.cat([self.left(y), self.right(y)], 1)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1)), y
+
+
+def frozen(module: torch.nn.Module, device: str) -> torch.jit.ScriptModule:
+    return torch.jit.freeze(torch.jit.script(module.to(device).eval()))
+
+
+def run_like_eager(module: torch.nn.Module, scripted, x: torch.Tensor) -> torch._C.Graph:
+    """Calls until optimized; every output has eager's values and strides. The graph run."""
+    with torch.no_grad():
+        want = module(x)
+        for _ in range(3):
+            got = scripted(x)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        assert g.stride() == w.stride()
+    return torch.jit.last_executed_optimized_graph()
+
+
+def constant_weights(graph: torch._C.Graph) -> list[torch.Tensor]:
+    weights = []
+    for node in graph.findAllNodes("aten::conv2d"):
+        w = node.inputsAt(1).toIValue()
+        if w is not None:
+            weights.append(w)
+    return weights
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_network_runs_channels_last_and_returns_eager_layouts(
+    channels_last, device: str, layout: torch.memory_format
+) -> None:
+    torch.manual_seed(0)
+    module = Block().to(device).eval()
+    x = torch.randn(2, 3, 16, 16, device=device).contiguous(memory_format=layout)
+    graph = run_like_eager(module, frozen(module, device), x)
+    weights = constant_weights(graph)
+    assert len(weights) == 7
+    assert all(w.is_contiguous(memory_format=torch.channels_last) for w in weights)
+    assert any(not w.is_contiguous() for w in weights)  # the 3x3 ones were copied
+    # Two values leave the region: the pooled features (flatten) and the cat's result
+    # (a graph output); the cat reads its branches channels-last.
+    restores = graph.findAllNodes(RESTORE)
+    assert len(restores) == 2
+    cat = graph.findNode("aten::cat")
+    assert all(v.node().kind() != RESTORE for v in cat.inputsAt(0).node().inputs())
+
+
+@pytest.mark.parametrize("device", devices())
+def test_one_scripted_network_follows_each_calls_input_layout(channels_last, device) -> None:
+    # The layout eager gives the outputs follows each call's input, not the profiled one.
+    torch.manual_seed(1)
+    module = Block().to(device).eval()
+    scripted = frozen(module, device)
+    x = torch.randn(2, 3, 16, 16, device=device)
+    run_like_eager(module, scripted, x)
+    run_like_eager(module, scripted, x.contiguous(memory_format=torch.channels_last))
+    run_like_eager(module, scripted, x)
+
+
+class Outside(torch.nn.Module):
+    """A region value added to a full-size value from outside, and one read in a branch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.b = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.c = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor, flag: bool) -> torch.Tensor:
+        y = self.b(F.relu(self.a(x)))
+        z = y + x  # x is full size and outside the region
+        if flag:
+            z = z + self.c(y).transpose(2, 3)
+        return z
+
+
+@pytest.mark.parametrize("device", devices())
+def test_readers_outside_the_region_read_eager_layouts(channels_last, device) -> None:
+    torch.manual_seed(2)
+    module = Outside().to(device).eval()
+    scripted = frozen(module, device)
+    x = torch.randn(2, 4, 8, 8, device=device)
+    with torch.no_grad():
+        for flag in (True, False):
+            want = module(x, flag)
+            for _ in range(3):
+                got = scripted(x, flag)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+            assert got.stride() == want.stride()
+    graph = torch.jit.last_executed_optimized_graph()
+    assert graph.findAllNodes(RESTORE)
+
+
+class Shallow(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.b = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = F.relu(self.a(x))
+        z = self.b(y)
+        return y, z, z * 2.0
+
+
+def test_networks_whose_values_leave_at_full_size_stay_row_major(channels_last) -> None:
+    # Two convolutions, three full-size values leaving: three copies would cost more
+    # than the two convolutions' layout transforms save.
+    module = Shallow().eval()
+    graph = run_like_eager(module, frozen(module, "cpu"), torch.randn(1, 3, 8, 8))
+    assert not graph.findAllNodes(RESTORE)
+    assert all(w.is_contiguous() for w in constant_weights(graph))
+
+
+def test_off_leaves_graphs_alone(fused) -> None:
+    fuser._C._set_channels_last(False, False)
+    try:
+        module = Block().eval()
+        graph = run_like_eager(module, frozen(module, "cpu"), torch.randn(1, 3, 8, 8))
+    finally:
+        fuser._C._set_channels_last(True, False)
+    assert not graph.findAllNodes(RESTORE)
+    assert all(w.is_contiguous() for w in constant_weights(graph))
+
+
+def test_restore_layout_copies_only_across_orders() -> None:
+    op = torch.ops.fuser.restore_layout
+    rows = torch.randn(2, 3, 4, 5)
+    cl = rows.contiguous(memory_format=torch.channels_last)
+    # To row-major: a copy with row-major strides.
+    out = op(cl, rows)
+    assert out.stride() == rows.stride() and torch.equal(out, rows)
+    # Already in the reference's order: the value itself.
+    assert op(cl, cl).data_ptr() == cl.data_ptr() and op(cl, cl).stride() == cl.stride()
+    # Size-1 planes: the same memory in either order, eager's strides as a view.
+    pooled = torch.randn(2, 3, 1, 1).contiguous(memory_format=torch.channels_last)
+    viewed = op(pooled, rows)
+    assert viewed.data_ptr() == pooled.data_ptr()
+    assert viewed.stride() == torch.empty(2, 3, 1, 1).stride()
