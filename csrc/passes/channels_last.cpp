@@ -23,6 +23,8 @@
 // (so that CI, without a GPU, runs the pass against eager).
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -101,9 +103,11 @@ bool isElementwise(const Node* node) {
 
 // Readers of a tensor's metadata only, which its layout does not change.
 bool readsNoElements(const Node* node) {
-  const c10::Symbol k = node->kind();
-  return k == c10::aten::size || k == c10::aten::dim || k == c10::aten::numel ||
-         k == c10::prim::device || k == c10::prim::dtype || k == c10::aten::len;
+  static const c10::Symbol kinds[] = {
+      c10::Symbol::fromQualString("aten::size"),  c10::Symbol::fromQualString("aten::dim"),
+      c10::Symbol::fromQualString("aten::numel"), c10::Symbol::fromQualString("prim::device"),
+      c10::Symbol::fromQualString("prim::dtype"), c10::Symbol::fromQualString("aten::len")};
+  return std::find(std::begin(kinds), std::end(kinds), node->kind()) != std::end(kinds);
 }
 
 class Region {
