@@ -1094,10 +1094,17 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
     return (numel + block * per_thread - 1) / (block * per_thread);
   };
   int64_t block = v.block;
+  // A row shorter than a block's span would leave the rest of the block idle (the
+  // channels-last [N*H*W, C] rows of a convnet's epilogue: C = 256 floats kept a
+  // quarter of each block busy): blocks as wide as the row, in whole warps, two at least.
+  if (rows) {
+    const int64_t row_threads = (inner + per_thread - 1) / per_thread;
+    block = std::clamp<int64_t>((row_threads + 31) / 32 * 32, 64, v.block);
+  }
   // Too little work to give every SM a full block: smaller blocks (whole warps, at
   // least two) spread it over more SMs.
   if (blocksFor(block) < sm_count) {
-    for (int64_t b = v.block / 2; b >= 64 && blocksFor(block) < sm_count; b /= 2) block = b;
+    for (int64_t b = block / 2; b >= 64 && blocksFor(block) < sm_count; b /= 2) block = b;
   }
   if (!rows) {
     return {std::clamp<int64_t>(blocksFor(block), 1, kMaxGridX), 1, static_cast<int>(block),

@@ -64,6 +64,17 @@ TEST(CudaLaunchShape, RowsBeyondTheGridLimitAreWalkedByFewerBlocks) {
   EXPECT_EQ(s.grid_y, 65535);  // gridDim.y's limit; each block then walks 16 or 17 rows
 }
 
+TEST(CudaLaunchShape, RowsShorterThanABlockTakeBlocksAsWideAsTheRow) {
+  // A channels-last convnet's epilogue: rows of C = 256 floats, 64 vectors of four.
+  const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, false), {32 * 56 * 56, 256});
+  EXPECT_EQ(s.vectors, 1);
+  EXPECT_EQ(s.block, 64);
+  EXPECT_EQ(s.grid_x, 1);
+  // C = 512: 128 threads; rows of 128 floats still take two warps.
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 512}).block, 128);
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 128}).block, 64);
+}
+
 TEST(CudaLaunchShape, RowsHoldingOneVectorPerThreadTakeOne) {
   EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 1024}).vectors, 1);
 }
