@@ -95,8 +95,16 @@ bool isPool(const Node* node) {
 bool isElementwise(const Node* node) {
   const ops::OpEntry* entry = ops::findOp(node);
   if (!entry || entry->reduces || node->outputs().size() != 1) return false;
-  for (const c10::Argument& arg : node->schema().arguments()) {
-    if (arg.name() == "memory_format") return false;  // contiguous, clone, to(...)
+  // contiguous(), clone() and to() may set the result's layout: kept only where they
+  // preserve it.
+  const auto& args = node->schema().arguments();
+  for (size_t i = 0; i < args.size() && i < node->inputs().size(); ++i) {
+    if (args[i].name() != "memory_format") continue;
+    auto format = torch::jit::toIValue(node->input(i));
+    if (!format || (!format->isNone() &&
+                    format->toInt() != static_cast<int64_t>(c10::MemoryFormat::Preserve))) {
+      return false;
+    }
   }
   return sizesOf(node->output()).has_value() && sizesOf(node->output())->size() == 4;
 }

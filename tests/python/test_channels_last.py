@@ -195,3 +195,26 @@ def test_restore_layout_copies_only_across_orders() -> None:
     viewed = op(pooled, rows)
     assert viewed.data_ptr() == pooled.data_ptr()
     assert viewed.stride() == torch.empty(2, 3, 1, 1).stride()
+
+
+class Contiguous(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.b = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.c = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x).to(torch.float32)  # to() preserving the layout: stays in the region
+        z = self.b(y).contiguous()  # sets the layout: leaves it
+        return torch.flatten(F.adaptive_avg_pool2d(self.c(z), 1), 1)
+
+
+def test_ops_that_set_the_layout_leave_the_region(channels_last) -> None:
+    module = Contiguous().eval()
+    graph = run_like_eager(module, frozen(module, "cpu"), torch.randn(1, 3, 8, 8))
+    a, b, _ = graph.findAllNodes("aten::conv2d")
+    restored = [r.inputsAt(0).node() for r in graph.findAllNodes(RESTORE)]
+    assert len(restored) == 2  # b's result (read by contiguous), and the pooled features
+    assert any(node is b for node in restored)
+    assert not any(node is a for node in restored)
