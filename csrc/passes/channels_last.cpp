@@ -10,7 +10,8 @@
 // channels-last: its input is converted once, by the first convolution.
 //
 // After it runs, in the graph's top block, every aten::conv2d on CUDA whose weight is a
-// constant row-major 4-D tensor reads a channels-last copy of it (1x1 weights are both), provided the graph has
+// constant row-major 4-D tensor reads a channels-last copy of it (a weight with size-1
+// dims, in both orders already, a view with channels-last strides), provided the graph has
 // at least kMinConvolutions of them and few values leave the channels-last region at full
 // size (each such exit is a layout copy). The region: the convolutions' results and
 // what layout-keeping ops compute from them (elementwise ops whose other operands are
@@ -21,6 +22,7 @@
 // Values, dtypes and shapes are unchanged; convolution algorithms may differ as cuDNN's
 // choices do. FUSER_CHANNELS_LAST=0 leaves graphs alone; `all` converts CPU networks too
 // (so that CI, without a GPU, runs the pass against eager).
+#include <c10/core/MemoryFormat.h>
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
@@ -60,7 +62,7 @@ bool onConvertedDevice(const Value* v) {
 
 // The constant weight of a CUDA conv2d whose result eager lays out as its input suggests
 // (a weight that does not itself suggest channels-last); float64 stays row-major in
-// cuDNN. A 1x1 weight is both row-major and channels-last: it needs no copy.
+// cuDNN.
 std::optional<at::Tensor> constantWeight(const Node* node) {
   if (node->kind() != c10::aten::conv2d || !onConvertedDevice(node->input(0))) return std::nullopt;
   auto weight = torch::jit::toIValue(node->input(1));
@@ -146,9 +148,15 @@ class Region {
   void convert(torch::jit::Graph& graph) {
     for (Node* conv : convolutions_) {
       const at::Tensor w = *constantWeight(conv);
-      if (w.is_contiguous(at::MemoryFormat::ChannelsLast)) continue;
       torch::jit::WithInsertPoint point(conv);
-      const at::Tensor channels_last = w.contiguous(at::MemoryFormat::ChannelsLast);
+      // A weight of size-1 dims (1x1 kernels, depthwise [C, 1, k, k]) is in both orders;
+      // only channels-last strides make it suggest channels-last, and without that a
+      // depthwise convolution read a channels-last input row-major (mobilenet_v3_large
+      // float32 ran 8% slower than all row-major; 1.2x faster with every weight so).
+      const at::Tensor channels_last =
+          w.is_contiguous(at::MemoryFormat::ChannelsLast)
+              ? w.as_strided(w.sizes(), c10::get_channels_last_strides_2d(w.sizes()))
+              : w.contiguous(at::MemoryFormat::ChannelsLast);
       Value* constant = graph.insertConstant(channels_last);
       constant->setType(c10::TensorType::create(channels_last));
       conv->replaceInput(1, constant);
