@@ -9,7 +9,8 @@
 // their operand's layout, so converting the weights makes the whole network
 // channels-last: its input is converted once, by the first convolution.
 //
-// After it runs, in the graph's top block, every aten::conv2d on CUDA whose weight is a
+// After it runs, in the graph's top block, every aten::conv2d (or a trace's
+// aten::_convolution, not transposed) on CUDA whose weight is a
 // constant row-major 4-D tensor reads a channels-last copy of it (a weight with size-1
 // dims, in both orders already, a view with channels-last strides), provided the graph has
 // at least kMinConvolutions of them and few values leave the channels-last region at full
@@ -60,11 +61,20 @@ bool onConvertedDevice(const Value* v) {
   return type->device()->is_cuda() ? config().channels_last_cuda : config().channels_last_cpu;
 }
 
+// aten::conv2d, or the aten::_convolution traces record, not transposed; its weight's
+// rank tells 2-D from 1-D and 3-D.
+bool isConvolution2d(const Node* node) {
+  if (node->kind() == c10::aten::conv2d) return true;
+  if (node->kind() != c10::aten::_convolution) return false;
+  auto transposed = torch::jit::toIValue(node->input(6));
+  return transposed && transposed->isBool() && !transposed->toBool();
+}
+
 // The constant weight of a CUDA conv2d whose result eager lays out as its input suggests
 // (a weight that does not itself suggest channels-last); float64 stays row-major in
 // cuDNN.
 std::optional<at::Tensor> constantWeight(const Node* node) {
-  if (node->kind() != c10::aten::conv2d || !onConvertedDevice(node->input(0))) return std::nullopt;
+  if (!isConvolution2d(node) || !onConvertedDevice(node->input(0))) return std::nullopt;
   auto weight = torch::jit::toIValue(node->input(1));
   if (!weight || !weight->isTensor()) return std::nullopt;
   const at::Tensor& w = weight->toTensor();

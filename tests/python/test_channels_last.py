@@ -225,3 +225,18 @@ def test_ops_that_set_the_layout_leave_the_region(channels_last) -> None:
     assert len(restored) == 2  # b's result (read by contiguous), and the pooled features
     assert any(node is b for node in restored)
     assert not any(node is a for node in restored)
+
+
+def test_traced_networks_run_channels_last(channels_last) -> None:
+    # Traces record aten::_convolution rather than aten::conv2d.
+    torch.manual_seed(3)
+    module = Block().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        traced = torch.jit.freeze(torch.jit.trace(module, x))
+    graph = run_like_eager(module, traced, x)
+    weights = [n.inputsAt(1).toIValue() for n in graph.findAllNodes("aten::_convolution")]
+    assert len(weights) == 7
+    assert all(w.is_contiguous(memory_format=torch.channels_last) for w in weights)
+    assert any(not w.is_contiguous() for w in weights)
+    assert graph.findAllNodes(RESTORE)
