@@ -1,0 +1,134 @@
+// Graph tests of passes/channels_last.cpp: which convolutions run channels-last, which
+// readers read restored values. CPU graphs, with the pass enabled for them as
+// FUSER_CHANNELS_LAST=all does.
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "ir_test_helpers.h"
+#include "passes/pipeline.h"
+#include "symbols.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+const testing_helpers::TypeNames kTypes = {
+    {"$X", "Float(2, 4, 8, 8, strides=[256, 64, 8, 1], requires_grad=0, device=cpu)"},
+    {"$P", "Float(2, 4, 1, 1, strides=[4, 1, 1, 1], requires_grad=0, device=cpu)"},
+    {"$F", "Float(2, 4, strides=[4, 1], requires_grad=0, device=cpu)"},
+};
+
+// Two 3x3 convolutions and a 1x1 one (weights %w0, %w1, %w2, made constants), ReLUs,
+// then `tail` reading %c (the last convolution's result) and returning %r.
+GraphPtr network(const std::string& tail) {
+  const std::string ir = R"IR(
+graph(%x : $X, %w0 : Tensor, %w1 : Tensor, %w2 : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %ones : int[] = prim::Constant[value=[1, 1]]()
+  %zeros : int[] = prim::Constant[value=[0, 0]]()
+  %none : NoneType = prim::Constant()
+  %a : $X = aten::conv2d(%x, %w0, %none, %ones, %ones, %ones, %one)
+  %ra : $X = aten::relu(%a)
+  %b : $X = aten::conv2d(%ra, %w1, %none, %ones, %ones, %ones, %one)
+  %rb : $X = aten::relu(%b)
+  %c : $X = aten::conv2d(%rb, %w2, %none, %ones, %zeros, %ones, %one)
+)IR" + tail;
+  auto graph = testing_helpers::parseWithTypes(ir, kTypes);
+  const std::vector<std::vector<int64_t>> shapes = {{4, 4, 3, 3}, {4, 4, 3, 3}, {4, 4, 1, 1}};
+  torch::jit::WithInsertPoint start(graph->block()->nodes().front());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const at::Tensor w = at::randn(shapes[i]);
+    Value* constant = graph->insertConstant(w);
+    constant->setType(c10::TensorType::create(w));
+    graph->inputs()[1]->replaceAllUsesWith(constant);
+    graph->eraseInput(1);
+  }
+  return graph;
+}
+
+class ChannelsLast : public ::testing::Test {
+ protected:
+  void SetUp() override { config().channels_last_cpu = true; }
+  void TearDown() override { config().channels_last_cpu = false; }
+};
+
+std::vector<Node*> nodesOf(const GraphPtr& graph, c10::Symbol kind) {
+  std::vector<Node*> out;
+  for (Node* n : graph->nodes()) {
+    if (n->kind() == kind) out.push_back(n);
+  }
+  return out;
+}
+
+bool channelsLastStrides(const at::Tensor& w) {
+  return w.strides() == c10::IntArrayRef(c10::get_channels_last_strides_2d(w.sizes()));
+}
+
+TEST_F(ChannelsLast, WeightsTurnChannelsLastAndTheFlattenReadsARestoredValue) {
+  auto graph = network(R"IR(
+  %p : $P = aten::adaptive_avg_pool2d(%c, %ones)
+  %r : $F = aten::flatten(%p, %one, %one)
+  return (%r)
+)IR");
+  runConvolutionsChannelsLast(graph);
+  graph->lint();
+  for (Node* conv : nodesOf(graph, c10::aten::conv2d)) {
+    EXPECT_TRUE(channelsLastStrides(torch::jit::toIValue(conv->input(1))->toTensor()));
+    // Region values are typed channels-last: [2, 4, 8, 8] as N, H, W, C.
+    auto type = conv->output()->type()->expect<c10::TensorType>();
+    EXPECT_EQ(*type->strides().concrete_sizes(), (std::vector<int64_t>{256, 1, 32, 4}));
+  }
+  auto restores = nodesOf(graph, restoreLayoutSymbol());
+  ASSERT_EQ(restores.size(), 1u);
+  EXPECT_EQ(restores[0]->input(0)->node()->kind(), c10::aten::adaptive_avg_pool2d);
+  EXPECT_EQ(restores[0]->input(1), graph->inputs()[0]);  // eager's layout: the input's
+  EXPECT_EQ(restores[0]->output()->uses()[0].user->kind(), c10::aten::flatten);
+  // The restored value keeps eager's (profiled) type.
+  EXPECT_EQ(*restores[0]->output()->type()->expect<c10::TensorType>()->strides().concrete_sizes(),
+            (std::vector<int64_t>{4, 1, 1, 1}));
+}
+
+TEST_F(ChannelsLast, MetadataReadersStayAndGraphOutputsAreRestored) {
+  auto graph = network(R"IR(
+  %s : int[] = aten::size(%c)
+  return (%c, %s)
+)IR");
+  runConvolutionsChannelsLast(graph);
+  auto restores = nodesOf(graph, restoreLayoutSymbol());
+  ASSERT_EQ(restores.size(), 1u);  // the returned value, not size()'s
+  EXPECT_EQ(graph->outputs()[0], restores[0]->output());
+  EXPECT_EQ(nodesOf(graph, c10::aten::size)[0]->input(0)->node()->kind(), c10::aten::conv2d);
+}
+
+TEST_F(ChannelsLast, GraphsWhoseValuesLeaveAtFullSizeStayRowMajor) {
+  // Three convolutions, two full-size values leaving: two copies against three
+  // convolutions' transforms.
+  auto graph = network(R"IR(
+  return (%ra, %c)
+)IR");
+  runConvolutionsChannelsLast(graph);
+  EXPECT_TRUE(nodesOf(graph, restoreLayoutSymbol()).empty());
+  for (Node* conv : nodesOf(graph, c10::aten::conv2d)) {
+    EXPECT_TRUE(torch::jit::toIValue(conv->input(1))->toTensor().is_contiguous());
+  }
+}
+
+TEST_F(ChannelsLast, CpuGraphsAreLeftAloneByDefault) {
+  config().channels_last_cpu = false;
+  auto graph = network(R"IR(
+  %p : $P = aten::adaptive_avg_pool2d(%c, %ones)
+  %r : $F = aten::flatten(%p, %one, %one)
+  return (%r)
+)IR");
+  runConvolutionsChannelsLast(graph);
+  EXPECT_TRUE(nodesOf(graph, restoreLayoutSymbol()).empty());
+}
+
+}  // namespace
+}  // namespace fuser
