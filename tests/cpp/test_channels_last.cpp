@@ -52,6 +52,13 @@ graph(%x : $X, %w0 : Tensor, %w1 : Tensor, %w2 : Tensor):
   return graph;
 }
 
+// The network's features: its last result pooled and flattened.
+const std::string kPooledTail = R"IR(
+  %p : $P = aten::adaptive_avg_pool2d(%c, %ones)
+  %r : $F = aten::flatten(%p, %one, %one)
+  return (%r)
+)IR";
+
 class ChannelsLast : public ::testing::Test {
  protected:
   void SetUp() override { config().channels_last_cpu = true; }
@@ -71,11 +78,7 @@ bool channelsLastStrides(const at::Tensor& w) {
 }
 
 TEST_F(ChannelsLast, WeightsTurnChannelsLastAndTheFlattenReadsARestoredValue) {
-  auto graph = network(R"IR(
-  %p : $P = aten::adaptive_avg_pool2d(%c, %ones)
-  %r : $F = aten::flatten(%p, %one, %one)
-  return (%r)
-)IR");
+  auto graph = network(kPooledTail);
   runConvolutionsChannelsLast(graph);
   graph->lint();
   for (Node* conv : nodesOf(graph, c10::aten::conv2d)) {
@@ -121,11 +124,7 @@ TEST_F(ChannelsLast, GraphsWhoseValuesLeaveAtFullSizeStayRowMajor) {
 
 TEST_F(ChannelsLast, CpuGraphsAreLeftAloneByDefault) {
   config().channels_last_cpu = false;
-  auto graph = network(R"IR(
-  %p : $P = aten::adaptive_avg_pool2d(%c, %ones)
-  %r : $F = aten::flatten(%p, %one, %one)
-  return (%r)
-)IR");
+  auto graph = network(kPooledTail);
   runConvolutionsChannelsLast(graph);
   EXPECT_TRUE(nodesOf(graph, restoreLayoutSymbol()).empty());
 }

@@ -122,14 +122,21 @@ def test_one_scripted_network_follows_each_calls_input_layout(channels_last, dev
     run_like_eager(module, scripted, x)
 
 
-class Outside(torch.nn.Module):
+class ThreeConvs(torch.nn.Module):
+    """Three 3x3 convolutions a, b, c to 4 channels, a reading `in_channels`."""
+
+    def __init__(self, in_channels: int) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(in_channels, 4, 3, padding=1)
+        self.b = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.c = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+
+class Outside(ThreeConvs):
     """A region value added to a full-size value from outside, and one read in a branch."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.a = torch.nn.Conv2d(4, 4, 3, padding=1)
-        self.b = torch.nn.Conv2d(4, 4, 3, padding=1)
-        self.c = torch.nn.Conv2d(4, 4, 3, padding=1)
+        super().__init__(4)
 
     def forward(self, x: torch.Tensor, flag: bool) -> torch.Tensor:
         y = self.b(F.relu(self.a(x)))
@@ -204,12 +211,9 @@ def test_restore_layout_copies_only_across_orders() -> None:
     assert viewed.stride() == torch.empty(2, 3, 1, 1).stride()
 
 
-class Contiguous(torch.nn.Module):
+class Contiguous(ThreeConvs):
     def __init__(self) -> None:
-        super().__init__()
-        self.a = torch.nn.Conv2d(3, 4, 3, padding=1)
-        self.b = torch.nn.Conv2d(4, 4, 3, padding=1)
-        self.c = torch.nn.Conv2d(4, 4, 3, padding=1)
+        super().__init__(3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.a(x).to(torch.float32)  # to() preserving the layout: stays in the region
