@@ -118,7 +118,8 @@ bool isElementwise(const Node* node) {
       return false;
     }
   }
-  return sizesOf(node->output()).has_value() && sizesOf(node->output())->size() == 4;
+  auto sizes = sizesOf(node->output());
+  return sizes && sizes->size() == 4;
 }
 
 // Readers of a tensor's metadata only, which its layout does not change.
@@ -251,10 +252,7 @@ class Region {
     auto type = v->type()->cast<c10::TensorType>();
     auto sizes = sizesOf(v);
     if (!type || !sizes || sizes->size() != 4) return;
-    const auto& s = *sizes;
-    // Channels innermost, then W, H, N.
-    const std::vector<int64_t> strides = {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
-    v->setType(type->withSizesStrides(s, strides));
+    v->setType(type->withSizesStrides(*sizes, c10::get_channels_last_strides_2d(*sizes)));
   }
 
   torch::jit::Block* block_;

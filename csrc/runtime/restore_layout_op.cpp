@@ -5,32 +5,23 @@
 // dims, which address nothing).
 #include <ATen/ATen.h>
 #include <c10/core/MemoryFormat.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/operator.h>
-
-#include <algorithm>
-#include <vector>
 
 #include "symbols.h"
 
 namespace fuser::runtime {
 namespace {
 
-std::vector<int64_t> rowMajorStrides(c10::IntArrayRef sizes) {
-  std::vector<int64_t> strides(sizes.size(), 1);
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d) {
-    strides[d] = strides[d + 1] * std::max<int64_t>(sizes[d + 1], 1);
-  }
-  return strides;
-}
-
 at::Tensor restoreLayout(const at::Tensor& self, const at::Tensor& reference) {
   const at::MemoryFormat format =
       self.dim() == 4 ? reference.suggest_memory_format() : at::MemoryFormat::Contiguous;
   if (!self.is_contiguous(format)) return self.contiguous(format);
-  const std::vector<int64_t> eager = format == at::MemoryFormat::ChannelsLast
-                                         ? c10::get_channels_last_strides_2d(self.sizes())
-                                         : rowMajorStrides(self.sizes());
+  const c10::DimVector eager =
+      format == at::MemoryFormat::ChannelsLast
+          ? c10::DimVector(c10::get_channels_last_strides_2d(self.sizes()))
+          : c10::contiguous_strides(self.sizes());
   if (self.strides() == c10::IntArrayRef(eager)) return self;
   return self.as_strided(self.sizes(), eager, self.storage_offset());
 }
