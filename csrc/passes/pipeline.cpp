@@ -16,6 +16,7 @@ void fuseGraph(GraphPtr& graph) {
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
   runConvolutionsChannelsLast(graph);  // CUDA convnets: channels-last weights, eager's exits
   splitBiasEpilogues(graph);     // conv/linear bias becomes an add the next group takes
+  poolBeforeMonotoneOps(graph);  // max_pool(relu(x + b)) computed as relu(max_pool(x) + b)
   copyMatmulOperands(graph);     // batched matmul operands ATen would copy: copied in groups
   splitLayerNormBackward(graph); // layer_norm's input gradient: an op a row group takes
   splitBatchNormTraining(graph); // batch statistics: a row group, then an inference batch_norm
