@@ -21,6 +21,7 @@
 // max_pool*_with_indices (indices of tied maxima differ), non-constant operands, and
 // chains that would not leave a group (a fusible producer would keep the full-size
 // pass anyway). FUSER_POOL_FIRST=0 turns it off.
+#include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <cmath>
