@@ -29,6 +29,7 @@ struct Config {
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
   bool hoist_projections = true;  // FUSER_HOIST=0: a loop's per-step input GEMMs stay per step
   bool pool_first = true;  // FUSER_POOL_FIRST=0: max pools keep reading their epilogue's result
+  bool max_pool_kernel = true;  // FUSER_MAX_POOL_KERNEL=0: channels-last CUDA max pools stay ATen's
   bool transpose_tiles = true;    // FUSER_TRANSPOSE_TILES=0: transposed reads walk rows
   // FUSER_TILE_SIDE=32|64: CUDA transpose tiles of that side whatever the dtypes; 0
   // (default): codegen::transposeTileSide. For measuring one against the other.

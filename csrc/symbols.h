@@ -45,6 +45,15 @@ inline c10::Symbol restoreLayoutSymbol() {
   return s;
 }
 
+// fuser::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2]
+// padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor: aten::max_pool2d, by a
+// kernel of ours on channels-last CUDA tensors (passes/max_pool_kernel.cpp;
+// runtime/max_pool_op.cpp).
+inline c10::Symbol maxPoolSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::max_pool2d");
+  return s;
+}
+
 // fuser::layer_norm_input_grad(Tensor grad_out, Tensor input, int[] normalized_shape,
 // Tensor mean, Tensor rstd, Tensor? weight) -> Tensor: native_layer_norm_backward's
 // input gradient alone (passes/layer_norm_backward.cpp), a row reduction groups fuse.

@@ -65,7 +65,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_layer_norm_backward.py tests/python/test_split_rows.py \
     tests/python/test_column_reductions.py tests/python/test_one_pass_variance.py \
     tests/python/test_random_reductions.py tests/python/test_channels_last.py \
-    tests/python/test_max_pool_first.py \
+    tests/python/test_max_pool_first.py tests/python/test_max_pool_kernel.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their

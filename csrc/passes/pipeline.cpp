@@ -17,6 +17,7 @@ void fuseGraph(GraphPtr& graph) {
   runConvolutionsChannelsLast(graph);  // CUDA convnets: channels-last weights, eager's exits
   splitBiasEpilogues(graph);     // conv/linear bias becomes an add the next group takes
   poolBeforeMonotoneOps(graph);  // max_pool(relu(x + b)) computed as relu(max_pool(x) + b)
+  useChannelsLastMaxPoolKernel(graph);  // CUDA channels-last max pools: our kernel
   copyMatmulOperands(graph);     // batched matmul operands ATen would copy: copied in groups
   splitLayerNormBackward(graph); // layer_norm's input gradient: an op a row group takes
   splitBatchNormTraining(graph); // batch statistics: a row group, then an inference batch_norm

@@ -15,6 +15,7 @@
 #include "runtime/batch_norm_statistics.h"
 #include "runtime/cuda/cuda_kernel.h"
 #include "runtime/cuda/driver_library.h"
+#include "runtime/max_pool_op.h"
 #include "runtime/cuda/library_search.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/primary_context.h"
@@ -100,6 +101,23 @@ TEST(Nvrtc, BatchNormCombineKernelCompiles) {
     EXPECT_NE(image.find(runtime::kBatchNormCombineKernel), std::string::npos) << dtype;
   }
   EXPECT_THROW(runtime::batchNormCombineSource(c10::ScalarType::Half), c10::Error);
+}
+
+// The channels-last max pool (runtime/max_pool_op.h): every dtype and vector width the
+// operator launches compiles.
+TEST(Nvrtc, MaxPoolKernelCompilesForEachDtypeAndVector) {
+  SKIP_WITHOUT_NVRTC();
+  const std::pair<c10::ScalarType, int> kinds[] = {
+      {c10::ScalarType::Float, 1}, {c10::ScalarType::Float, 4}, {c10::ScalarType::Half, 1},
+      {c10::ScalarType::Half, 8},  {c10::ScalarType::BFloat16, 1}, {c10::ScalarType::BFloat16, 8}};
+  for (const auto& [dtype, vector] : kinds) {
+    const std::string image =
+        compileToCubin(runtime::maxPoolChannelsLastSource(dtype, vector), Arch{9, 0});
+    EXPECT_TRUE(isCubin(image)) << dtype << " x" << vector;
+    EXPECT_NE(image.find(runtime::kMaxPoolChannelsLastKernel), std::string::npos) << dtype;
+  }
+  EXPECT_THROW(runtime::maxPoolChannelsLastSource(c10::ScalarType::Double, 1), c10::Error);
+  EXPECT_THROW(runtime::maxPoolChannelsLastSource(c10::ScalarType::Float, 8), c10::Error);
 }
 
 TEST(Nvrtc, SyntaxErrorThrowsWithLogAndSourceLine) {
