@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from helpers import all_nodes, devices, eager_from_source, run_python, script_from_source
 
-POOLS = ("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d")
+POOLS = ("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "fuser::max_pool2d")
 
 
 def pools(graph) -> list:
