@@ -9,22 +9,24 @@
 // 3x3/2 max pool) and VGG's blocks are of this form.
 //
 // After it runs, each aten::max_pool1d/2d/3d whose input is computed by a chain of
-// fusible non-decreasing ops (relu, relu6, hardtanh, clamp, clamp_min, clamp_max, hardsigmoid,
-// leaky_relu with a positive slope, the add/sub of a constant, mul/div by a positive
-// constant), each read by the chain alone, starting from a value no fusible node
-// computes, reads the chain's start instead, and a copy of the chain reads its result.
-// The rewrite is exact in floating point, not only in real numbers: rounding is
-// monotone, every constant operand is finite and the same across each window
-// (broadcast over the pooled dims), so no op makes a NaN the other order would not, and
-// NaN inputs propagate through both orders. Left alone: graphs that need gradients (the
-// pool's gradient picks one of tied maxima, and the orders tie differently),
-// max_pool*_with_indices (indices of tied maxima differ), non-constant operands, and
-// chains that would not leave a group (a fusible producer would keep the full-size
-// pass anyway). FUSER_POOL_FIRST=0 turns it off.
+// fusible non-decreasing ops (relu, relu6, hardtanh, clamp, clamp_min, clamp_max,
+// hardsigmoid, leaky_relu with a positive slope, the add/sub of a constant, mul/div by
+// a positive constant), each read by the chain alone, starting from a value no fusible
+// node computes, reads the chain's start instead, and a copy of the chain reads its
+// result. The rewrite is exact in floating point, not only in real numbers: rounding
+// is monotone, every value is floating point, every constant operand is finite (and so
+// is alpha times it) and the same across each window (broadcast over the pooled dims),
+// so no op makes a NaN the other order would not, and NaN inputs propagate through both
+// orders. Left alone: graphs that need gradients (the pool's gradient picks one of tied
+// maxima, and the orders tie differently), max_pool*_with_indices (indices of tied
+// maxima differ), non-constant operands, and chains that would not leave a group (a
+// fusible producer would keep the full-size pass anyway). FUSER_POOL_FIRST=0 turns it
+// off.
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -55,17 +57,20 @@ std::optional<double> finiteScalar(const Value* v) {
   return x;
 }
 
-// A constant operand the same across every window of `dims` trailing dims: a finite
-// scalar, or a finite constant tensor of size 1 in those dims.
-bool constantAcrossWindows(const Value* v, int64_t dims) {
-  if (finiteScalar(v)) return true;
+// A constant operand the same across every window of `dims` trailing dims, that times
+// `scale` is finite in float (so that x + scale * c meets no infinity of its own): a
+// scalar, or a constant tensor of size 1 in those dims.
+bool constantAcrossWindows(const Value* v, int64_t dims, double scale = 1.0) {
+  const double largest = std::numeric_limits<float>::max();
+  if (auto x = finiteScalar(v)) return std::abs(*x * scale) < largest;
   auto constant = torch::jit::toIValue(v);
   if (!constant || !constant->isTensor()) return false;
   const at::Tensor& t = constant->toTensor();
   for (int64_t d = 1; d <= dims && d <= t.dim(); ++d) {
     if (t.size(-d) != 1) return false;
   }
-  return at::isfinite(t).all().item<bool>();
+  if (t.numel() == 0 || !at::isfinite(t).all().item<bool>()) return false;
+  return std::abs(t.abs().max().item<double>() * scale) < largest;
 }
 
 bool positiveScalar(const Value* v) {
@@ -104,11 +109,10 @@ std::optional<size_t> monotoneOperand(const Node* node, int64_t dims) {
   const bool sub = node->matches("aten::sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor") ||
                    node->matches("aten::sub(Tensor self, Scalar other, Scalar alpha=1) -> Tensor");
   if (add || sub) {
-    if (!finiteScalar(node->input(2))) return std::nullopt;
-    if (constantAcrossWindows(node->input(1), dims)) return 0;
-    if (add && positiveScalar(node->input(2)) && constantAcrossWindows(node->input(0), dims)) {
-      return 1;
-    }
+    auto alpha = finiteScalar(node->input(2));
+    if (!alpha) return std::nullopt;
+    if (constantAcrossWindows(node->input(1), dims, *alpha)) return 0;
+    if (add && *alpha > 0 && constantAcrossWindows(node->input(0), dims)) return 1;
     return std::nullopt;
   }
   // x * c and x / c for a constant scalar c > 0 (a tensor's sign is not checked).
@@ -123,6 +127,12 @@ std::optional<size_t> monotoneOperand(const Node* node, int64_t dims) {
     if (positiveScalar(node->input(1))) return 0;
   }
   return std::nullopt;
+}
+
+// Floating point values only: integer arithmetic wraps around, which is not monotone.
+bool floatingValue(const Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  return type && type->scalarType() && c10::isFloatingType(*type->scalarType());
 }
 
 bool needsNoGradient(const Value* v) {
@@ -149,12 +159,12 @@ struct Step {
 std::optional<Step> monotoneProducer(Value* v, int64_t dims, const torch::jit::Block* block) {
   Node* node = v->node();
   if (node->owningBlock() != block || v->uses().size() != 1 || !needsNoGradient(v) ||
-      !checkFusible(node)) {
+      !floatingValue(v) || !checkFusible(node)) {
     return std::nullopt;
   }
   std::optional<size_t> operand = monotoneOperand(node, dims);
   if (!operand || !sameSizes(node->input(*operand), v) ||
-      !needsNoGradient(node->input(*operand))) {
+      !needsNoGradient(node->input(*operand)) || !floatingValue(node->input(*operand))) {
     return std::nullopt;
   }
   return Step{node, *operand};

@@ -109,6 +109,7 @@ KEPT = {
     "per_column_operand": "F.max_pool2d(torch.relu(x + y[0, 0, 0]), 2)",
     "per_channel_tensor": "F.max_pool2d(torch.relu(x + y[:, :, :1, :1]), 2)",  # not constant
     "infinite_shift": "F.max_pool2d(torch.relu(x + float('inf')), 2)",  # -inf + inf is NaN
+    "overflowing_shift": "F.max_pool2d(torch.relu(torch.add(x, 1e20, alpha=1e20)), 2)",
 }
 
 
