@@ -17,10 +17,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <mutex>
+#include <iterator>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "runtime/cuda/cuda_backend.h"
@@ -124,19 +122,19 @@ bool pooledOnCuda(const at::Tensor& self) {
          !(self.requires_grad() && at::GradMode::is_enabled());
 }
 
-const std::string& sourceFor(c10::ScalarType dtype, int vector) {
-  static std::mutex mutex;
-  static std::map<std::pair<c10::ScalarType, int>, std::string> sources;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, fresh] = sources.try_emplace({dtype, vector});
-  if (fresh) it->second = maxPoolChannelsLastSource(dtype, vector);
-  return it->second;
+// Built once per process (the launch finds the compiled kernel by its source).
+const std::string& sourceFor(c10::ScalarType dtype, bool vectors) {
+  static const std::string sources[3][2] = {
+      {maxPoolChannelsLastSource(at::kFloat, 1), maxPoolChannelsLastSource(at::kFloat, 4)},
+      {maxPoolChannelsLastSource(at::kHalf, 1), maxPoolChannelsLastSource(at::kHalf, 8)},
+      {maxPoolChannelsLastSource(at::kBFloat16, 1), maxPoolChannelsLastSource(at::kBFloat16, 8)}};
+  const int row = dtype == at::kFloat ? 0 : dtype == at::kHalf ? 1 : 2;
+  return sources[row][vectors ? 1 : 0];
 }
 
-at::Tensor maxPoolChannelsLast(const at::Tensor& self, const Window& w) {
+// The pool of `self` into an [N, C, oh, ow] channels-last result.
+at::Tensor maxPoolChannelsLast(const at::Tensor& self, const Window& w, int64_t oh, int64_t ow) {
   const int64_t n = self.size(0), c = self.size(1), h = self.size(2), wd = self.size(3);
-  const int64_t oh = pooledLength(h, w.kh, w.ph, w.sh, w.dh, w.ceil_mode);
-  const int64_t ow = pooledLength(wd, w.kw, w.pw, w.sw, w.dw, w.ceil_mode);
   at::Tensor out = at::empty({n, c, oh, ow}, self.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (out.numel() == 0) return out;
   const int64_t bytes = static_cast<int64_t>(self.element_size());
@@ -152,11 +150,11 @@ at::Tensor maxPoolChannelsLast(const at::Tensor& self, const Window& w) {
                 static_cast<int>(w.kw), static_cast<int>(w.sh), static_cast<int>(w.sw),
                 static_cast<int>(w.ph), static_cast<int>(w.pw), static_cast<int>(w.dh),
                 static_cast<int>(w.dw)};
-  std::vector<void*> params = {&in_ptr, &out_ptr, &total};
-  for (int& a : args) params.push_back(&a);
+  void* params[3 + std::size(args)] = {&in_ptr, &out_ptr, &total};
+  for (size_t i = 0; i < std::size(args); ++i) params[3 + i] = &args[i];
   const auto grid = static_cast<unsigned>(std::min<int64_t>((total + kBlock - 1) / kBlock, kMaxBlocks));
-  launchCudaSource(sourceFor(self.scalar_type(), vector), kMaxPoolChannelsLastKernel, self.device(),
-                   grid, kBlock, params.data());
+  launchCudaSource(sourceFor(self.scalar_type(), vector > 1), kMaxPoolChannelsLastKernel, self.device(),
+                   grid, kBlock, params);
   return out;
 }
 
@@ -173,7 +171,7 @@ at::Tensor maxPool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntAr
     if (auto w = readWindow(kernel, stride, padding, dilation, ceil_mode); w && validWindow(*w)) {
       const int64_t oh = pooledLength(self.size(2), w->kh, w->ph, w->sh, w->dh, ceil_mode);
       const int64_t ow = pooledLength(self.size(3), w->kw, w->pw, w->sw, w->dw, ceil_mode);
-      if (oh > 0 && ow > 0) return maxPoolChannelsLast(self, *w);
+      if (oh > 0 && ow > 0) return maxPoolChannelsLast(self, *w, oh, ow);
     }
   }
   return at::max_pool2d(self, kernel, stride, padding, dilation, ceil_mode);

@@ -142,3 +142,18 @@ def fusion_group_function(subgraph_ir: str) -> Any:
 def devices() -> list[str]:
     """CPU, and CUDA where a GPU is present."""
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def run_frozen_like_eager(module: torch.nn.Module, x: torch.Tensor) -> Any:
+    """`module` (in eval mode) scripted, frozen and called until optimized, under no_grad;
+    each output has eager's values (1e-4) and strides. The graph run last."""
+    frozen = torch.jit.freeze(torch.jit.script(module))
+    with torch.no_grad():
+        want = module(x)
+        for _ in range(3):
+            got = frozen(x)
+    pairs = zip(got, want, strict=True) if isinstance(want, tuple) else [(got, want)]
+    for g, w in pairs:
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        assert g.stride() == w.stride()
+    return torch.jit.last_executed_optimized_graph()

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import all_nodes
+from helpers import all_nodes, run_frozen_like_eager
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 
@@ -94,16 +94,7 @@ class Network(torch.nn.Module):
 def test_a_frozen_cuda_network_runs_our_pools(fused, monkeypatch):
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     torch.manual_seed(0)
-    module = Network().cuda().eval()
-    frozen = torch.jit.freeze(torch.jit.script(module))
-    x = torch.randn(2, 3, 32, 32, device="cuda")
-    with torch.no_grad():
-        want = module(x)
-        for _ in range(3):
-            got = frozen(x)
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-    assert got.stride() == want.stride()
-    graph = torch.jit.last_executed_optimized_graph()
+    graph = run_frozen_like_eager(Network().cuda().eval(), torch.randn(2, 3, 32, 32, device="cuda"))
     kinds = [n.kind() for n in all_nodes(graph)]
     assert kinds.count("fuser::max_pool2d") == 2, graph
     assert "aten::max_pool2d" not in kinds, graph
