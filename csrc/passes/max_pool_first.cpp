@@ -179,7 +179,7 @@ std::vector<Step> monotoneChain(Node* pool, int64_t dims) {
     chain.push_back(*step);
     v = step->node->input(step->operand);
   }
-  if (!chain.empty() && checkFusible(v->node()) && v->node()->kind() != c10::prim::Param) {
+  if (!chain.empty() && checkFusible(v->node())) {
     chain.clear();  // its fusible producer would write the full-size value anyway
   }
   return chain;
