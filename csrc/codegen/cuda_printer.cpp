@@ -14,6 +14,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -54,6 +55,10 @@ constexpr int kRowBlocksPerSm = 64;
 // Row kernels take vectors only when that leaves this many threads per SM; below it
 // one element per thread finishes sooner (more warps to hide each load's latency).
 constexpr int kMinVectorThreadsPerSm = 128;
+
+// Tile kernels give every SM at least this many blocks before blocks walk several tiles
+// (Kernel::tiles_per_block): a resident set of blocks on each.
+constexpr int kMinTileBlocksPerSm = 8;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
@@ -235,7 +240,11 @@ class CudaPrinter {
     out_ << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
          << "\n";
     printArgStruct();
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << cudaBlockSize(k_) << ") "
+    out_ << "extern \"C\" __global__ void __launch_bounds__(" << cudaBlockSize(k_)
+         << (k_.transpose_tile > 0 && std::getenv("FUSER_TILE_MIN_BLOCKS")
+                 ? std::string(", ") + std::getenv("FUSER_TILE_MIN_BLOCKS")
+                 : std::string())
+         << ") "
          << k_.name
          << "(const FxArgs a) {\n"
          << "  typedef " << (k_.index32 ? "int32_t" : "int64_t") << " idx_t;\n"
@@ -447,9 +456,9 @@ class CudaPrinter {
     const std::string step = std::to_string(rows_per_pass);
     out_ << "  const idx_t fx_inner = " << sizeOf(n - 1) << ";\n"
          << "  const idx_t fx_tn = " << sizeOf(n - 2) << ";\n"
-         << "  const idx_t fx_tiles_j = (fx_inner + " << side - 1 << ") / " << tile
-         << ";\n";
-    printTileOrder(tile);
+         << "  const idx_t fx_tiles_j = (fx_inner + " << side - 1 << ") / " << tile << ";\n"
+         << "  const idx_t fx_tiles_t = (fx_tn + " << side - 1 << ") / " << tile << ";\n"
+         << "  const idx_t fx_tiles = fx_tiles_j * fx_tiles_t;\n";
     out_ << "  const int fx_lx = threadIdx.x % " << tile << ";\n"
          << "  const int fx_ly = threadIdx.x / " << tile << ";\n"
          << "  const idx_t fx_outers = fx_numel / (fx_inner * fx_tn);\n";
@@ -460,7 +469,7 @@ class CudaPrinter {
            << tile << "][" << side + tilePadding(in.dtype) << "];\n";
     }
     if (vectorTiles(k_)) printVectorTiles();
-    out_ << "  for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
+    openTileLoops(tile, "  ");
     printOffsets("fx_outer", n - 3, "base_", "    ");
     // Phase 1: the transposed inputs' elements, and which of them are in range.
     out_ << "    bool fx_tin[" << per << "];\n";
@@ -520,7 +529,7 @@ class CudaPrinter {
     lanes_ = Lanes::None;
     printStores("      ");
     out_ << "    }\n"
-         << "    __syncthreads();  // the next outer index refills the tiles\n  }\n";
+         << "    __syncthreads();  // the next tile or outer index refills the tiles\n  }}\n";
   }
 
   // The tiles again with V = tileVectorWidth elements per lane and access, when every
@@ -572,8 +581,7 @@ class CudaPrinter {
       const std::string t = tileSlotType(k_.inputs[i].dtype);
       out_ << "    " << t << "* fx_vt" << i << " = (" << t << "*)&fx_tile" << i << "[0][0];\n";
     }
-    out_ << "    for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) "
-            "{\n";
+    openTileLoops(std::to_string(side), "    ");
     printOffsets("fx_outer", n - 3, "base_", "      ");
     // Phase 1: slots of the transposed inputs; the other inputs' slots.
     out_ << "      bool fx_tin[" << per << "], fx_in[" << per << "];\n";
@@ -653,11 +661,10 @@ class CudaPrinter {
           "a.out" + name + " + " + (k_.outputs[o].access == Access::Flat ? "i" : "offo" + name);
       out_ << "        if (fx_n == " << V << ") *(" << vec(k_.outputs[o].dtype) << "*)(" << at
            << ") = s" << name << ";\n"
-           << "        else for (int u = 0; u < fx_n; ++u) (" << at << ")[u] = s" << name
-           << ".v[u];\n";
+           << "        else " << partialLanes(v) << "(" << at << ")[u] = s" << name << ".v[u];\n";
     }
     out_ << "      }\n"
-         << "      __syncthreads();  // the next outer index refills the tiles\n    }\n"
+         << "      __syncthreads();  // the next tile or outer index refills the tiles\n    }}\n"
          << "    return;\n  }\n";
   }
 
@@ -709,30 +716,45 @@ class CudaPrinter {
                        const std::string& ind) {
     out_ << ind << "if (fx_n == " << v << ") " << dst << "[fx_q] = fx_ld_vec<" << vectorType(t, v)
          << ">(" << at << ");\n"
-         << ind << "else for (int u = 0; u < fx_n; ++u) " << dst << "[fx_q].v[u] = fx_ld(" << at
+         << ind << "else " << partialLanes(v) << dst << "[fx_q].v[u] = fx_ld(" << at
          << " + u);\n";
   }
 
-  // Which tile block x takes: by default tiles in row-major order, so the blocks in flight
-  // share rows of t. With a tile_group of G, consecutive blocks take G tiles down t
-  // before the next j, so those in flight cover a squarer patch and a transposed input
-  // is read in longer runs of its rows.
-  void printTileOrder(const std::string& tile) {
+  // A block's loops: over tiles fx_tile = blockIdx.x, + gridDim.x, ... (a launch gives a
+  // block several when Kernel::tiles_per_block allows: cudaLaunchShape), the tile's
+  // origin, then over the outer indices in y. Both loops close with "}}".
+  void openTileLoops(const std::string& tile, const std::string& ind) {
+    out_ << ind << "for (idx_t fx_tile = blockIdx.x; fx_tile < fx_tiles; fx_tile += gridDim.x) {\n";
+    printTileOrder(tile, ind);
+    out_ << ind << "for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
+  }
+
+  // Which tile fx_tile is: by default tiles in row-major order, so the blocks in flight
+  // share rows of t. With a tile_group of G, consecutive tiles go G down t before the
+  // next j, so those in flight cover a squarer patch and a transposed input is read in
+  // longer runs of its rows.
+  void printTileOrder(const std::string& tile, const std::string& ind) {
     const int group = k_.tile_group;
     if (group <= 1) {
-      out_ << "  const idx_t fx_j0 = (idx_t)(blockIdx.x % fx_tiles_j) * " << tile << ";\n"
-           << "  const idx_t fx_t0 = (idx_t)(blockIdx.x / fx_tiles_j) * " << tile << ";\n";
+      out_ << ind << "const idx_t fx_j0 = (fx_tile % fx_tiles_j) * " << tile << ";\n"
+           << ind << "const idx_t fx_t0 = (fx_tile / fx_tiles_j) * " << tile << ";\n";
       return;
     }
     const std::string g = std::to_string(group);
-    out_ << "  const idx_t fx_tiles_t = (fx_tn + " << tile << " - 1) / " << tile << ";\n"
-         << "  const idx_t fx_group = (idx_t)blockIdx.x / (" << g << " * fx_tiles_j);\n"
-         << "  const idx_t fx_in_group = (idx_t)blockIdx.x % (" << g << " * fx_tiles_j);\n"
-         << "  const idx_t fx_group_rows = min((idx_t)" << g << ", fx_tiles_t - fx_group * " << g
-         << ");\n"
-         << "  const idx_t fx_t0 = (fx_group * " << g << " + fx_in_group % fx_group_rows) * "
+    out_ << ind << "const idx_t fx_group = fx_tile / (" << g << " * fx_tiles_j);\n"
+         << ind << "const idx_t fx_in_group = fx_tile % (" << g << " * fx_tiles_j);\n"
+         << ind << "const idx_t fx_group_rows = min((idx_t)" << g << ", fx_tiles_t - fx_group * "
+         << g << ");\n"
+         << ind << "const idx_t fx_t0 = (fx_group * " << g << " + fx_in_group % fx_group_rows) * "
          << tile << ";\n"
-         << "  const idx_t fx_j0 = (fx_in_group / fx_group_rows) * " << tile << ";\n";
+         << ind << "const idx_t fx_j0 = (fx_in_group / fx_group_rows) * " << tile << ";\n";
+  }
+
+  // The head of a loop over the first fx_n < v lanes of a vector, unrolled with a test
+  // per lane: a loop bounded by fx_n indexes the vector at run time, which puts it in
+  // local memory.
+  static std::string partialLanes(int v) {
+    return "_Pragma(\"unroll\") for (int u = 0; u < " + std::to_string(v) + "; ++u) if (u < fx_n) ";
   }
 
   // Inputs a tile kernel loads in its first phase, into lN[fx_q]: all but the
@@ -1063,7 +1085,15 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
     const int64_t side = k.transpose_tile;
     const int64_t tiles = ((inner + side - 1) / side) * ((tn + side - 1) / side);
     TORCH_CHECK(tiles <= kMaxGridX, "fuser: too many tiles for one launch: ", tiles);
-    return {tiles, std::clamp<int64_t>(numel / (inner * tn), 1, kMaxGridY), kCudaBlockSize, 0};
+    const int64_t outers = std::clamp<int64_t>(numel / (inner * tn), 1, kMaxGridY);
+    // Blocks walk up to tiles_per_block tiles (or outer indices), as long as every SM
+    // still gets kMinTileBlocksPerSm blocks: a block per tile while the work is small.
+    const int64_t work = tiles * outers;
+    const int64_t blocks =
+        std::max((work + k.tiles_per_block - 1) / k.tiles_per_block,
+                 std::min(work, int64_t{kMinTileBlocksPerSm} * sm_count));
+    if (blocks >= tiles) return {tiles, (blocks + tiles - 1) / tiles, kCudaBlockSize, 0};
+    return {blocks, 1, kCudaBlockSize, 0};
   }
   const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
   const int64_t inner = rows ? sizes[k.ndim - 1] : 0;
@@ -1133,6 +1163,11 @@ int transposeTileGroup(int side) {
   // 145.8; in groups of 32, 280.7, 136.9, 136.7. Pair tiles of 64 in groups of 8 fell
   // from 92% of the copy bandwidth to 35%: they keep row-major order.
   return side == 32 ? 8 : 1;
+}
+
+int transposeTilesPerBlock(const Kernel& kernel) {
+  (void)kernel;
+  return 1;
 }
 
 int64_t transposeTileBytes(c10::ScalarType dtype, int side) {

@@ -34,6 +34,9 @@ int transposeTileSide(c10::ArrayRef<TensorInput> inputs);
 // (Kernel::tile_group), for tiles of `side`.
 int transposeTileGroup(int side);
 
+// Tiles a block of this tile kernel walks at most (Kernel::tiles_per_block).
+int transposeTilesPerBlock(const Kernel& kernel);
+
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.
 int64_t transposeTileBytes(c10::ScalarType dtype, int side);
 

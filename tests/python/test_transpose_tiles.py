@@ -188,6 +188,43 @@ print(stats["kernel_launches"] > 0, stats["tiled_launches"])
         assert result.stdout.split() == ["True", tiled], flag
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("per_block", ["2", "3", "64"])
+def test_blocks_walking_several_tiles_keep_results(per_block: str):
+    # FUSER_TILES_PER_BLOCK=K: blocks walk up to K tiles, or K outer indices, once every
+    # SM has its 8 blocks; the sizes give the H100's 132 SMs more tiles than 1056
+    # blocks (2-D, ragged: blocks walk tiles) and more outer indices than that (an NCHW
+    # input read as NHWC: blocks walk outer indices), aligned (vector tiles) and offset
+    # by one element (one element per lane).
+    code = """
+import torch, fuser
+fuser.enable()
+@torch.jit.script
+def f(x, y):
+    return (x.t() * y + 1.0).relu()
+@torch.jit.script
+def g(x, y):
+    return (x.permute(0, 2, 3, 1) + y).relu()
+for dtype in (torch.float32, torch.float16):
+    for shift in (0, 1):
+        x = torch.randn(2100 * 2100 + shift, device="cuda").to(dtype)[shift:].view(2100, 2100)
+        y = torch.randn(2100, 2100, device="cuda").to(dtype)
+        for _ in range(3):
+            out = f(x, y)
+        torch.testing.assert_close(out, (x.t() * y + 1.0).relu())
+        x = torch.randn(40 * 70 * 33 * 40 + shift, device="cuda").to(dtype)[shift:]
+        x = x.view(40, 70, 33, 40)
+        y = torch.randn(40, 33, 40, 70, device="cuda").to(dtype)
+        for _ in range(3):
+            out = g(x, y)
+        torch.testing.assert_close(out, (x.permute(0, 2, 3, 1) + y).relu())
+print(fuser.stats()["tiled_launches"])
+"""
+    result = run_python(code, {"FUSER_TILES_PER_BLOCK": per_block})
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.split()[-1]) >= 8, result.stdout
+
+
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("side, group", [("32", "1"), ("64", "1"), ("32", "3"), ("64", "8")])
 def test_tile_flags_keep_results(device: str, side: str, group: str):
