@@ -171,8 +171,8 @@ Config* readConfig() {
   readTileSide(*c);
   c->tile_group = readInt("FUSER_TILE_GROUP", c->tile_group, 0, 1024,
                           "an integer from 0 to 1024 (0: chosen per tile side)");
-  c->tiles_per_block = readInt("FUSER_TILES_PER_BLOCK", c->tiles_per_block, 0, 4096,
-                               "an integer from 0 to 4096 (0: chosen per kernel)");
+  c->tile_min_blocks = readInt("FUSER_TILE_MIN_BLOCKS", c->tile_min_blocks, 0, 8,
+                               "an integer from 0 to 8 (0: chosen per kernel)");
   c->autotune = readBool("FUSER_AUTOTUNE", true);
   c->force_variant = readInt("FUSER_FORCE_VARIANT", -1, -1, 1024,
                              "an integer from -1 to 1024 (-1: chosen)");

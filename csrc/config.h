@@ -38,9 +38,10 @@ struct Config {
   // column of tiles (codegen::Kernel::tile_group); 1: row-major order; 0 (default):
   // codegen::transposeTileGroup.
   int tile_group = 0;
-  // FUSER_TILES_PER_BLOCK=K: CUDA tile kernels give each block up to K tiles
-  // (codegen::Kernel::tiles_per_block); 0 (default): codegen::transposeTilesPerBlock.
-  int tiles_per_block = 0;
+  // FUSER_TILE_MIN_BLOCKS=B: CUDA tile kernels ask ptxas for B resident blocks per SM
+  // (codegen::Kernel::min_blocks_per_sm; 1: no cap on registers); 0 (default):
+  // codegen::tileMinBlocksPerSm.
+  int tile_min_blocks = 0;
   // FUSER_LEAVE_TO_ONEDNN=0: with oneDNN Graph on, still take the post-ops it would fuse
   // into a convolution or matmul (onednn_beside.h); for measuring the other order.
   bool leave_to_onednn = true;

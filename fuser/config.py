@@ -25,7 +25,7 @@
 | FUSER_TRANSPOSE_TILES=0 | transposed inputs are read along the output's rows, not in tiles |
 | FUSER_TILE_SIDE=32,64  | CUDA: tiles of that side in every dtype (0: 64 if 16-bit, else 32) |
 | FUSER_TILE_GROUP=G     | CUDA: blocks take G tiles down before the next column (0: auto) |
-| FUSER_TILES_PER_BLOCK=K | CUDA: tile kernels give each block up to K tiles (0: auto) |
+| FUSER_TILE_MIN_BLOCKS=B | CUDA: tile kernels ask for B blocks per SM (1: no register cap) |
 | FUSER_AUTOTUNE=0       | no timing of kernel variants at first run: the heuristic's variant |
 | FUSER_FORCE_VARIANT=i  | always variant i of a kernel (the last if fewer; -1: chosen)   |
 | FUSER_ROW_SPLITS=S     | reductions cut rows in S slices, several kernels (1: never; 0: chosen) |

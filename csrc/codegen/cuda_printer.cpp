@@ -14,7 +14,6 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -55,10 +54,6 @@ constexpr int kRowBlocksPerSm = 64;
 // Row kernels take vectors only when that leaves this many threads per SM; below it
 // one element per thread finishes sooner (more warps to hide each load's latency).
 constexpr int kMinVectorThreadsPerSm = 128;
-
-// Tile kernels give every SM at least this many blocks before blocks walk several tiles
-// (Kernel::tiles_per_block): a resident set of blocks on each.
-constexpr int kMinTileBlocksPerSm = 8;
 
 int storageBytes(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
@@ -241,10 +236,7 @@ class CudaPrinter {
          << "\n";
     printArgStruct();
     out_ << "extern \"C\" __global__ void __launch_bounds__(" << cudaBlockSize(k_)
-         << (k_.transpose_tile > 0 && std::getenv("FUSER_TILE_MIN_BLOCKS")
-                 ? std::string(", ") + std::getenv("FUSER_TILE_MIN_BLOCKS")
-                 : std::string())
-         << ") "
+         << (k_.min_blocks_per_sm > 0 ? ", " + std::to_string(k_.min_blocks_per_sm) : "") << ") "
          << k_.name
          << "(const FxArgs a) {\n"
          << "  typedef " << (k_.index32 ? "int32_t" : "int64_t") << " idx_t;\n"
@@ -456,9 +448,9 @@ class CudaPrinter {
     const std::string step = std::to_string(rows_per_pass);
     out_ << "  const idx_t fx_inner = " << sizeOf(n - 1) << ";\n"
          << "  const idx_t fx_tn = " << sizeOf(n - 2) << ";\n"
-         << "  const idx_t fx_tiles_j = (fx_inner + " << side - 1 << ") / " << tile << ";\n"
-         << "  const idx_t fx_tiles_t = (fx_tn + " << side - 1 << ") / " << tile << ";\n"
-         << "  const idx_t fx_tiles = fx_tiles_j * fx_tiles_t;\n";
+         << "  const idx_t fx_tiles_j = (fx_inner + " << side - 1 << ") / " << tile
+         << ";\n";
+    printTileOrder(tile);
     out_ << "  const int fx_lx = threadIdx.x % " << tile << ";\n"
          << "  const int fx_ly = threadIdx.x / " << tile << ";\n"
          << "  const idx_t fx_outers = fx_numel / (fx_inner * fx_tn);\n";
@@ -469,7 +461,7 @@ class CudaPrinter {
            << tile << "][" << side + tilePadding(in.dtype) << "];\n";
     }
     if (vectorTiles(k_)) printVectorTiles();
-    openTileLoops(tile, "  ");
+    out_ << "  for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
     printOffsets("fx_outer", n - 3, "base_", "    ");
     // Phase 1: the transposed inputs' elements, and which of them are in range.
     out_ << "    bool fx_tin[" << per << "];\n";
@@ -529,7 +521,7 @@ class CudaPrinter {
     lanes_ = Lanes::None;
     printStores("      ");
     out_ << "    }\n"
-         << "    __syncthreads();  // the next tile or outer index refills the tiles\n  }}\n";
+         << "    __syncthreads();  // the next outer index refills the tiles\n  }\n";
   }
 
   // The tiles again with V = tileVectorWidth elements per lane and access, when every
@@ -581,7 +573,8 @@ class CudaPrinter {
       const std::string t = tileSlotType(k_.inputs[i].dtype);
       out_ << "    " << t << "* fx_vt" << i << " = (" << t << "*)&fx_tile" << i << "[0][0];\n";
     }
-    openTileLoops(std::to_string(side), "    ");
+    out_ << "    for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) "
+            "{\n";
     printOffsets("fx_outer", n - 3, "base_", "      ");
     // Phase 1: slots of the transposed inputs; the other inputs' slots.
     out_ << "      bool fx_tin[" << per << "], fx_in[" << per << "];\n";
@@ -664,7 +657,7 @@ class CudaPrinter {
            << "        else " << partialLanes(v) << "(" << at << ")[u] = s" << name << ".v[u];\n";
     }
     out_ << "      }\n"
-         << "      __syncthreads();  // the next tile or outer index refills the tiles\n    }}\n"
+         << "      __syncthreads();  // the next outer index refills the tiles\n    }\n"
          << "    return;\n  }\n";
   }
 
@@ -720,41 +713,33 @@ class CudaPrinter {
          << " + u);\n";
   }
 
-  // A block's loops: over tiles fx_tile = blockIdx.x, + gridDim.x, ... (a launch gives a
-  // block several when Kernel::tiles_per_block allows: cudaLaunchShape), the tile's
-  // origin, then over the outer indices in y. Both loops close with "}}".
-  void openTileLoops(const std::string& tile, const std::string& ind) {
-    out_ << ind << "for (idx_t fx_tile = blockIdx.x; fx_tile < fx_tiles; fx_tile += gridDim.x) {\n";
-    printTileOrder(tile, ind);
-    out_ << ind << "for (idx_t fx_outer = blockIdx.y; fx_outer < fx_outers; fx_outer += gridDim.y) {\n";
-  }
-
-  // Which tile fx_tile is: by default tiles in row-major order, so the blocks in flight
-  // share rows of t. With a tile_group of G, consecutive tiles go G down t before the
-  // next j, so those in flight cover a squarer patch and a transposed input is read in
-  // longer runs of its rows.
-  void printTileOrder(const std::string& tile, const std::string& ind) {
-    const int group = k_.tile_group;
-    if (group <= 1) {
-      out_ << ind << "const idx_t fx_j0 = (fx_tile % fx_tiles_j) * " << tile << ";\n"
-           << ind << "const idx_t fx_t0 = (fx_tile / fx_tiles_j) * " << tile << ";\n";
-      return;
-    }
-    const std::string g = std::to_string(group);
-    out_ << ind << "const idx_t fx_group = fx_tile / (" << g << " * fx_tiles_j);\n"
-         << ind << "const idx_t fx_in_group = fx_tile % (" << g << " * fx_tiles_j);\n"
-         << ind << "const idx_t fx_group_rows = min((idx_t)" << g << ", fx_tiles_t - fx_group * "
-         << g << ");\n"
-         << ind << "const idx_t fx_t0 = (fx_group * " << g << " + fx_in_group % fx_group_rows) * "
-         << tile << ";\n"
-         << ind << "const idx_t fx_j0 = (fx_in_group / fx_group_rows) * " << tile << ";\n";
-  }
-
   // The head of a loop over the first fx_n < v lanes of a vector, unrolled with a test
   // per lane: a loop bounded by fx_n indexes the vector at run time, which puts it in
   // local memory.
   static std::string partialLanes(int v) {
     return "_Pragma(\"unroll\") for (int u = 0; u < " + std::to_string(v) + "; ++u) if (u < fx_n) ";
+  }
+
+  // Which tile block x takes: by default tiles in row-major order, so the blocks in flight
+  // share rows of t. With a tile_group of G, consecutive blocks take G tiles down t
+  // before the next j, so those in flight cover a squarer patch and a transposed input
+  // is read in longer runs of its rows.
+  void printTileOrder(const std::string& tile) {
+    const int group = k_.tile_group;
+    if (group <= 1) {
+      out_ << "  const idx_t fx_j0 = (idx_t)(blockIdx.x % fx_tiles_j) * " << tile << ";\n"
+           << "  const idx_t fx_t0 = (idx_t)(blockIdx.x / fx_tiles_j) * " << tile << ";\n";
+      return;
+    }
+    const std::string g = std::to_string(group);
+    out_ << "  const idx_t fx_tiles_t = (fx_tn + " << tile << " - 1) / " << tile << ";\n"
+         << "  const idx_t fx_group = (idx_t)blockIdx.x / (" << g << " * fx_tiles_j);\n"
+         << "  const idx_t fx_in_group = (idx_t)blockIdx.x % (" << g << " * fx_tiles_j);\n"
+         << "  const idx_t fx_group_rows = min((idx_t)" << g << ", fx_tiles_t - fx_group * " << g
+         << ");\n"
+         << "  const idx_t fx_t0 = (fx_group * " << g << " + fx_in_group % fx_group_rows) * "
+         << tile << ";\n"
+         << "  const idx_t fx_j0 = (fx_in_group / fx_group_rows) * " << tile << ";\n";
   }
 
   // Inputs a tile kernel loads in its first phase, into lN[fx_q]: all but the
@@ -1085,15 +1070,7 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
     const int64_t side = k.transpose_tile;
     const int64_t tiles = ((inner + side - 1) / side) * ((tn + side - 1) / side);
     TORCH_CHECK(tiles <= kMaxGridX, "fuser: too many tiles for one launch: ", tiles);
-    const int64_t outers = std::clamp<int64_t>(numel / (inner * tn), 1, kMaxGridY);
-    // Blocks walk up to tiles_per_block tiles (or outer indices), as long as every SM
-    // still gets kMinTileBlocksPerSm blocks: a block per tile while the work is small.
-    const int64_t work = tiles * outers;
-    const int64_t blocks =
-        std::max((work + k.tiles_per_block - 1) / k.tiles_per_block,
-                 std::min(work, int64_t{kMinTileBlocksPerSm} * sm_count));
-    if (blocks >= tiles) return {tiles, (blocks + tiles - 1) / tiles, kCudaBlockSize, 0};
-    return {blocks, 1, kCudaBlockSize, 0};
+    return {tiles, std::clamp<int64_t>(numel / (inner * tn), 1, kMaxGridY), kCudaBlockSize, 0};
   }
   const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
   const int64_t inner = rows ? sizes[k.ndim - 1] : 0;
@@ -1165,9 +1142,13 @@ int transposeTileGroup(int side) {
   return side == 32 ? 8 : 1;
 }
 
-int transposeTilesPerBlock(const Kernel& kernel) {
-  (void)kernel;
-  return 1;
+int tileMinBlocksPerSm(const Kernel& kernel) {
+  // Measured with one transposed input of 2-byte elements; with more, the cap would
+  // spill far more of the one-element path (two float16 ones: 176 registers unbounded).
+  if (!vectorTiles(kernel) || tileVectorWidth(kernel) != 4) return 0;
+  int transposed = 0;
+  for (const TensorInput& in : kernel.inputs) transposed += in.transposed ? 1 : 0;
+  return transposed == 1 ? 5 : 0;
 }
 
 int64_t transposeTileBytes(c10::ScalarType dtype, int side) {

@@ -34,8 +34,15 @@ int transposeTileSide(c10::ArrayRef<TensorInput> inputs);
 // (Kernel::tile_group), for tiles of `side`.
 int transposeTileGroup(int side);
 
-// Tiles a block of this tile kernel walks at most (Kernel::tiles_per_block).
-int transposeTilesPerBlock(const Kernel& kernel);
+// Resident blocks per SM a kernel asks of ptxas (Kernel::min_blocks_per_sm; 0: none).
+// A tile kernel's registers are set by its one-element-per-lane path, which keeps 16
+// elements of each input in flight, though its vector path runs whenever pointers and
+// strides allow: unbounded, the float16 transpose's kernel took 80 registers (3 blocks
+// of 256 threads per SM). On the H100 (8192 x 8192 transpose, 32x256x64x64 permute and
+// channels-last, float16 / bfloat16, us): unbounded 150.0 / 70.9 / 77.6, 4 blocks
+// (64 registers) 140.9 / 73.2 / 73.3, 5 blocks (48) 141.5 / 71.9 / 71.9; float32 tiles
+// lost up to 39% at 5 blocks and gained nothing at 3, so they keep no bound.
+int tileMinBlocksPerSm(const Kernel& kernel);
 
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.
 int64_t transposeTileBytes(c10::ScalarType dtype, int side);

@@ -151,10 +151,9 @@ struct Kernel {
   // CUDA: consecutive blocks take this many tiles along dim ndim-2 before moving along
   // the innermost (1: row-major order of tiles).
   int tile_group = 1;
-  // CUDA: tiles (times outer indices) a launch gives each block at most: blocks walk
-  // them in a grid-stride loop (cudaLaunchShape), so that short-lived blocks of 16-bit
-  // tiles do not spend their time starting and draining.
-  int tiles_per_block = 1;
+  // CUDA: __launch_bounds__'s minimum of resident blocks per SM (0: none), which caps the
+  // registers per thread (codegen::tileMinBlocksPerSm).
+  int min_blocks_per_sm = 0;
   // Where the kernel runs: the autocast casts' results depend on it.
   c10::DeviceType device = c10::DeviceType::CPU;
   // A row kernel (row_printer.h): the iteration space is rows (the outer `outer_ndim`

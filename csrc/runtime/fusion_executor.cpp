@@ -244,9 +244,9 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
     kernel.transpose_tile = plan.transpose_tile;
     kernel.tile_group = config().tile_group > 0 ? config().tile_group
                                                 : codegen::transposeTileGroup(plan.transpose_tile);
-    kernel.tiles_per_block = config().tiles_per_block > 0
-                                 ? config().tiles_per_block
-                                 : codegen::transposeTilesPerBlock(kernel);
+    kernel.min_blocks_per_sm = config().tile_min_blocks > 0 && plan.transpose_tile > 0
+                                   ? config().tile_min_blocks
+                                   : codegen::tileMinBlocksPerSm(kernel);
     kernel.vectorize = vectorize;
     if (fix_shape) {
       kernel.fixed.sizes.assign(plan.sizes.begin(), plan.sizes.end());

@@ -232,3 +232,24 @@ graph(%x : Tensor, %y : Tensor):
         assert body.index("fx_expf(v1)") < lanes and body.count("fx_expf") == 1
         assert "(v0 * v2)" in body[lanes:]
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+@pytest.mark.parametrize(
+    "dtypes, bound",
+    [
+        ([torch.float16, torch.float16], "256, 5"),
+        ([torch.bfloat16, torch.bfloat16], "256, 5"),
+        ([torch.float32, torch.float32], "256"),
+        ([torch.float16, torch.float16, torch.float16], "256"),
+        ([torch.float64, torch.float16], "256"),
+    ],
+    ids=str,
+)
+def test_16_bit_vector_tiles_cap_their_registers(dtypes, bound):
+    # One transposed 2-byte input in vector tiles: 5 resident blocks per SM asked of
+    # ptxas (48 registers), where unbounded the one-element path set 80. float32 tiles,
+    # two transposed inputs and 8-byte neighbours (V = 2) keep no bound.
+    source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
+    assert f"__launch_bounds__({bound})" in source
+    assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
