@@ -24,7 +24,7 @@ std::string printCudaKernel(const Kernel& kernel);
 // dim, then the block reads it back column-wise from shared memory while writing the
 // outputs along theirs. 64 where every transposed input has 2- or 4-byte elements and
 // every other one is read along the rows or broadcast along them, so that lanes take
-// vectors of elements (8 bytes of a transposed input); else 32. On the H100, pairs took
+// vectors of elements (8 or 16 bytes of a transposed input); else 32. On the H100, pairs took
 // the float16 transpose of 8192 x 8192 from 176.5 us to 146.3 (floor 134.8) and the
 // float32 one from 275.1 to 270.3 (floor 269.7); fours of 2-byte elements put every
 // 16-bit layout row within 1.10x of its floor (pairs left bfloat16 channels-last at 1.17x).
@@ -39,9 +39,11 @@ int transposeTileGroup(int side);
 // elements of each input in flight, though its vector path runs whenever pointers and
 // strides allow: unbounded, the float16 transpose's kernel took 80 registers (3 blocks
 // of 256 threads per SM). On the H100 (8192 x 8192 transpose, 32x256x64x64 permute and
-// channels-last, float16 / bfloat16, us): unbounded 150.0 / 70.9 / 77.6, 4 blocks
-// (64 registers) 140.9 / 73.2 / 73.3, 5 blocks (48) 141.5 / 71.9 / 71.9; float32 tiles
-// lost up to 39% at 5 blocks and gained nothing at 3, so they keep no bound.
+// channels-last, float16 / bfloat16, us), with four elements per lane: unbounded 150.0 /
+// 70.9 / 77.6, 4 blocks (64 registers) 140.9 / 73.2 / 73.3, 5 blocks (48) 141.5 / 71.9 /
+// 71.9; with eight (tileVectorWidth): unbounded 170.9 / 71.0 / 71.1, 4 blocks 141.3 /
+// 71.0 / 71.0, 5 blocks 141.8 / 71.4 / 71.4. float32 tiles lost up to 39% at 5 blocks
+// and gained nothing at 3, so they keep no bound.
 int tileMinBlocksPerSm(const Kernel& kernel);
 
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.

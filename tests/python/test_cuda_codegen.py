@@ -174,7 +174,7 @@ def test_flat_kernels_moving_16_bytes_per_thread_run_in_blocks_of_1024(dtype):
     [
         ([torch.float32, torch.float32], "[64][65]", "FxVec<float, 2>"),
         ([torch.int32, torch.int32], "[64][65]", "FxVec<int32_t, 2>"),
-        ([torch.float16, torch.float16], "[64][66]", "uint2"),  # four per lane
+        ([torch.float16, torch.float16], "[64][66]", "uint4"),  # eight per lane
         ([torch.float32, torch.bfloat16], "[64][66]", "uint2"),  # the float read as 4 too
         ([torch.float64, torch.bfloat16], "[64][66]", "uint32_t"),  # 16 bytes of doubles: 2
         ([torch.float16, torch.float16, torch.float32], "[64][66]", "uint32_t"),  # a float beside
@@ -186,8 +186,8 @@ def test_flat_kernels_moving_16_bytes_per_thread_run_in_blocks_of_1024(dtype):
 )
 def test_tiles_of_2_and_4_byte_inputs_take_vectors(dtypes, tile, slot):
     # Rows padded to an odd number of 4-byte words. 2- and 4-byte transposed inputs take
-    # tiles of 64 with a path of 8 bytes per lane and access along the transposed inputs
-    # (at most 16 along the others), tile slots swizzled by row, taken when pointers and
+    # tiles of 64 with a path of 16 bytes (2-byte elements alone) or 8 bytes per lane and
+    # access along the transposed inputs (at most 16 along the others), tile slots swizzled by row, taken when pointers and
     # strides allow it; 2-byte slots are held as words. The rest keep tiles of 32.
     source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
     assert f"fx_tile1{tile}" in source
@@ -238,8 +238,9 @@ graph(%x : Tensor, %y : Tensor):
 @pytest.mark.parametrize(
     "dtypes, bound",
     [
-        ([torch.float16, torch.float16], "256, 5"),
-        ([torch.bfloat16, torch.bfloat16], "256, 5"),
+        ([torch.float16, torch.float16], "256, 4"),
+        ([torch.bfloat16, torch.bfloat16], "256, 4"),
+        ([torch.float32, torch.float16], "256, 5"),
         ([torch.float32, torch.float32], "256"),
         ([torch.float16, torch.float16, torch.float16], "256"),
         ([torch.float64, torch.float16], "256"),
@@ -247,9 +248,10 @@ graph(%x : Tensor, %y : Tensor):
     ids=str,
 )
 def test_16_bit_vector_tiles_cap_their_registers(dtypes, bound):
-    # One transposed 2-byte input in vector tiles: 5 resident blocks per SM asked of
-    # ptxas (48 registers), where unbounded the one-element path set 80. float32 tiles,
-    # two transposed inputs and 8-byte neighbours (V = 2) keep no bound.
+    # One transposed 2-byte input in vector tiles: 4 resident blocks per SM asked of
+    # ptxas with eight elements per lane (64 registers), 5 with four (a float beside:
+    # 48), where unbounded the one-element path had set 80. float32 tiles, two
+    # transposed inputs and 8-byte neighbours (V = 2) keep no bound.
     source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
     assert f"__launch_bounds__({bound})" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"

@@ -191,8 +191,8 @@ print(stats["kernel_launches"] > 0, stats["tiled_launches"])
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("min_blocks", ["0", "1", "5"])
 def test_register_caps_keep_results(min_blocks: str):
-    # FUSER_TILE_MIN_BLOCKS: the tile kernels' register cap (0: chosen, 5 blocks for
-    # 16-bit vector tiles; 1: none; 5 forced on float32 tiles too, which then spill).
+    # FUSER_TILE_MIN_BLOCKS: the tile kernels' register cap (0: chosen, 4 blocks for
+    # 16-bit vector tiles; 1: none; 5 forced on every tile kernel, which then spill).
     # Large ragged tensors, aligned (vector tiles) and offset by one element (one
     # element per lane, the path that spills most under the cap), 2-D and an NCHW
     # input read as NHWC.
