@@ -187,8 +187,9 @@ def test_flat_kernels_moving_16_bytes_per_thread_run_in_blocks_of_1024(dtype):
 def test_tiles_of_2_and_4_byte_inputs_take_vectors(dtypes, tile, slot):
     # Rows padded to an odd number of 4-byte words. 2- and 4-byte transposed inputs take
     # tiles of 64 with a path of 16 bytes (2-byte elements alone) or 8 bytes per lane and
-    # access along the transposed inputs (at most 16 along the others), tile slots swizzled by row, taken when pointers and
-    # strides allow it; 2-byte slots are held as words. The rest keep tiles of 32.
+    # access along the transposed inputs (at most 16 along the others), tile slots
+    # swizzled by row, taken when pointers and strides allow it; 2-byte slots are held as
+    # words. The rest keep tiles of 32.
     source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
     assert f"fx_tile1{tile}" in source
     if slot is None:
