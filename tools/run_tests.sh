@@ -20,4 +20,10 @@ echo "== ctest"
 ctest --test-dir build/cmake --output-on-failure
 
 echo "== pytest"
-"$PYTHON" -m pytest tests/python -q -p no:cacheprovider
+# One worker per core (pytest-xdist) for all but the `timing` tests, which bound wall
+# time and so run afterwards on their own.
+workers=${FUSER_TEST_WORKERS:-$(nproc)}
+status=0
+"$PYTHON" -m pytest tests/python -q -p no:cacheprovider -n "$workers" -m "not timing" || status=$?
+"$PYTHON" -m pytest tests/python -q -p no:cacheprovider -m timing || status=$?
+exit $status

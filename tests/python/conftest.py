@@ -31,6 +31,14 @@ T = "Float(4, 5, strides=[5, 1], requires_grad=0, device=cpu)"
 M = "Float(5, 5, strides=[5, 1], requires_grad=0, device=cpu)"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # tools/run_tests.sh runs most files on several pytest-xdist workers, then the
+    # `timing` ones alone: their bounds are on wall time, which other workers would share.
+    config.addinivalue_line(
+        "markers", "timing: times kernels or bounds wall time; run without other test workers"
+    )
+
+
 @pytest.fixture(autouse=True)
 def clean_fuser_state() -> Iterator[None]:
     limit = fuser.get_arg_limit()
