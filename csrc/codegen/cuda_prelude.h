@@ -55,6 +55,27 @@ FX_INLINE uint16_t fx_f2bf(float f) {
   return (uint16_t)(f != f ? 0x7fc0u : rounded);
 #endif
 }
+// 16-bit add, subtract and multiply on bits, rounded once: equal to the float op and
+// its rounding when both operands are values of the format (native16.h). bfloat16 has
+// these instructions from sm_90; older GPUs take the float op and the rounding.
+#define FX_OP16(name, instruction)                                        \
+  FX_INLINE uint16_t name(uint16_t a, uint16_t b) {                       \
+    uint16_t r;                                                           \
+    asm(instruction " %0, %1, %2;" : "=h"(r) : "h"(a), "h"(b));           \
+    return r;                                                             \
+  }
+FX_OP16(fx_hadd, "add.rn.f16")
+FX_OP16(fx_hsub, "sub.rn.f16")
+FX_OP16(fx_hmul, "mul.rn.f16")
+#if __CUDA_ARCH__ >= 900
+FX_OP16(fx_bfadd, "add.rn.bf16")
+FX_OP16(fx_bfsub, "sub.rn.bf16")
+FX_OP16(fx_bfmul, "mul.rn.bf16")
+#else
+FX_INLINE uint16_t fx_bfadd(uint16_t a, uint16_t b) { return fx_f2bf(fx_bf2f(a) + fx_bf2f(b)); }
+FX_INLINE uint16_t fx_bfsub(uint16_t a, uint16_t b) { return fx_f2bf(fx_bf2f(a) - fx_bf2f(b)); }
+FX_INLINE uint16_t fx_bfmul(uint16_t a, uint16_t b) { return fx_f2bf(fx_bf2f(a) * fx_bf2f(b)); }
+#endif
 
 // The math the shared helpers (common_prelude.h) need, in CUDA's spelling.
 FX_INLINE float fx_fmod(float a, float b) { return fmodf(a, b); }

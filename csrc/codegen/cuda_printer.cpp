@@ -21,6 +21,7 @@
 #include "codegen/cuda_prelude.h"
 #include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
+#include "codegen/native16.h"
 #include "codegen/philox.h"
 
 namespace fuser::codegen {
@@ -224,7 +225,8 @@ class CudaPrinter {
         vec_(cudaVectorWidth(k)),
         row_vec_(rowVectorWidth(k)),
         row_unroll_(rowUnroll(k)),
-        per_row_(perRowExprs(k, facts_)) {
+        per_row_(perRowExprs(k, facts_)),
+        native16_(planNative16(k, facts_)) {
     for (int i : walkedInputs(k)) {
       walked_.push_back({"off" + std::to_string(i), "st" + std::to_string(i),
                          k.inputs[i].inner_unit_stride, i});
@@ -871,9 +873,7 @@ class CudaPrinter {
     lanes_ = Lanes::Row;
     auto load = [this](const Expr& e) { return loadExpr(e); };
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
-      if (!per_row_[i]) continue;
-      out_ << ind << "const " << computeTypeName(k_.exprs[i].type) << " v" << i << " = "
-           << formatExpr(k_, k_.exprs[i], load) << ";\n";
+      if (per_row_[i]) printExpr(i, ind, load, "");
     }
     lanes_ = Lanes::None;
     per_row_printed_ = true;
@@ -900,7 +900,9 @@ class CudaPrinter {
   }
 
   std::string store(size_t o) const {
-    return storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
+    const TensorOutput& out = k_.outputs[o];
+    const std::string v = "v" + std::to_string(out.value);
+    return native16_.bits[out.value] == out.dtype ? v + "_b" : storeConversion(out.dtype, v);
   }
 
   void printStores(const std::string& indent) {
@@ -913,6 +915,11 @@ class CudaPrinter {
 
   std::string loadExpr(const Expr& e) const {
     if (e.op == IrOp::ElementIndex) return elementIndex();
+    return loadConversion(k_.inputs[e.index].dtype, e.type, loadElement(e));
+  }
+
+  // The element a load reads, in its storage type.
+  std::string loadElement(const Expr& e) const {
     const TensorInput& in = k_.inputs[e.index];
     const std::string ref = inPtr(e.index);
     std::string elem;
@@ -949,7 +956,7 @@ class CudaPrinter {
         break;
       }
     }
-    return loadConversion(in.dtype, e.type, elem);
+    return elem;
   }
 
   // A vector's lanes are consecutive elements from `at`, a multiple of `width`: each
@@ -1004,10 +1011,35 @@ class CudaPrinter {
       if (!facts_.used[i] || facts_.invariant[i] != invariant) continue;
       if (!invariant && per_row_printed_ && per_row_[i]) continue;
       const Expr& e = k_.exprs[i];
-      const std::string blocked = e.op == IrOp::PhiloxUniform ? blockedDraw(e) : "";
-      out_ << indent << "const " << computeTypeName(e.type) << " v" << i << " = "
-           << (blocked.empty() ? formatExpr(k_, e, load) : blocked) << ";\n";
+      printExpr(i, indent, load, e.op == IrOp::PhiloxUniform ? blockedDraw(e) : "");
     }
+  }
+
+  // `const T vN = ...;`, or for values holding 16-bit bits (native16.h) their bits
+  // `vN_b` and the float they stand for; ops folded into a native rounding print nothing.
+  void printExpr(size_t i, const std::string& indent,
+                 const std::function<std::string(const Expr&)>& load, const std::string& blocked) {
+    const Expr& e = k_.exprs[i];
+    if (native16_.folded[i]) return;
+    const std::string v = "v" + std::to_string(i);
+    const c10::ScalarType format = native16_.bits[i];
+    if (format == c10::ScalarType::Undefined) {
+      out_ << indent << "const " << computeTypeName(e.type) << " " << v << " = "
+           << (blocked.empty() ? formatExpr(k_, e, load) : blocked) << ";\n";
+      return;
+    }
+    std::string bits;
+    if (e.op == IrOp::Load) {
+      bits = loadElement(e);
+    } else if (native16_.native_op[i] >= 0) {
+      bits = native16Op(k_, native16_, static_cast<ExprId>(i));
+    } else {  // a rounding of a float computed as usual
+      bits = storeConversion(format, "v" + std::to_string(e.args[0]));
+    }
+    const bool half = format == c10::ScalarType::Half;
+    out_ << indent << "const uint16_t " << v << "_b = " << bits << ";\n"
+         << indent << "const float " << v << " = " << (half ? "fx_h2f(" : "fx_bf2f(") << v
+         << "_b);\n";
   }
 
   const Kernel& k_;
@@ -1019,6 +1051,7 @@ class CudaPrinter {
   // rows, as batch_norm's per-channel statistics, and invariants): the row loops compute
   // it once per row, not per element.
   std::vector<bool> per_row_;
+  Native16 native16_;  // 16-bit adds, subtracts and multiplies computed natively
   bool per_row_printed_ = false;  // inside a row loop that printed them
   std::vector<WalkedTensor> walked_;  // strided inputs, then strided outputs
   Lanes lanes_ = Lanes::None;

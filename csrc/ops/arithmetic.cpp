@@ -2,6 +2,8 @@
 // remainders, lerp, addcmul and addcdiv, with eager's type promotion and dtype rules.
 #include "ops/lowering_rules.h"
 
+#include <limits>
+
 namespace fuser::ops {
 namespace {
 
@@ -114,13 +116,36 @@ Operand lowerPowTensorScalar(IrBuilder& b, const Args& a) {
     TORCH_CHECK(*e >= 0, "Integers to negative integer powers are not allowed.");
   }
   auto result = [&](ExprId r) { return makeResult(r, t, {self, exponent}); };
+  // Eager rounds a 16-bit square to its type before the cube's second multiply or the
+  // reciprocal of -2 (its CUDA kernels multiply in the 16-bit type, its CPU ones so for
+  // bfloat16); the CPU float16 kernel keeps the square in float.
+  auto square = [&] {
+    const ExprId sq = b.binary(IrOp::Mul, x, x);
+    const bool cuda = b.device() == c10::DeviceType::CUDA;
+    if (t == ScalarType::BFloat16) return b.unary(IrOp::RoundToBFloat16, sq);
+    return cuda && t == ScalarType::Half ? b.unary(IrOp::RoundToHalf, sq) : sq;
+  };
   if (e && *e == 2) return result(b.binary(IrOp::Mul, x, x));
-  if (e && *e == 3) return result(b.binary(IrOp::Mul, b.binary(IrOp::Mul, x, x), x));
+  if (e && *e == 3) return result(b.binary(IrOp::Mul, square(), x));
+  // Its CPU float16 kernel takes pow for the square roots, whose zeros and -inf differ
+  // from sqrt's: pow(-0, 0.5) is +0 (sqrt + 0 gives it) and pow(-inf, 0.5) is +inf.
+  auto powRoot = [&] {
+    const ScalarType f = b.typeOf(x);
+    const ExprId root = b.binary(IrOp::Add, b.unary(IrOp::Sqrt, x), b.constant(0.0, f));
+    const ExprId minus_inf = b.constant(-std::numeric_limits<double>::infinity(), f);
+    const ExprId inf = b.constant(std::numeric_limits<double>::infinity(), f);
+    return b.select(b.binary(IrOp::Eq, x, minus_inf), inf, root);
+  };
+  const bool root_by_pow = b.device() == c10::DeviceType::CPU && t == ScalarType::Half;
+  if (e && c10::isFloatingType(t) && root_by_pow) {
+    if (*e == 0.5) return result(powRoot());
+    if (*e == -0.5) return result(b.unary(IrOp::Reciprocal, powRoot()));
+  }
   if (e && c10::isFloatingType(t)) {
     if (*e == 0.5) return result(b.unary(IrOp::Sqrt, x));
     if (*e == -0.5) return result(b.unary(IrOp::Rsqrt, x));
     if (*e == -1) return result(b.unary(IrOp::Reciprocal, x));
-    if (*e == -2) return result(b.unary(IrOp::Reciprocal, b.binary(IrOp::Mul, x, x)));
+    if (*e == -2) return result(b.unary(IrOp::Reciprocal, square()));
   }
   return result(b.binary(IrOp::Pow, x, castToOpmath(b, exponent, t)));
 }

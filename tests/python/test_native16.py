@@ -1,0 +1,146 @@
+"""16-bit adds, subtracts and multiplies on the GPU's own 16-bit instructions
+(csrc/codegen/native16.h): which ops the CUDA printer computes natively, read from the
+printed source (no GPU needed), and fused results equal to eager's bit for bit over
+every float16 and bfloat16 value and half a million pairs of them (CUDA, and the CPU
+kernels' float-and-round form beside it)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import fuser
+from fuser import _C
+from helpers import devices, eager_from_source, run_optimized, script_from_source
+
+nvrtc_ok, nvrtc_why = _C.nvrtc_available()
+needs_nvrtc = pytest.mark.skipif(not nvrtc_ok, reason=f"NVRTC not found: {nvrtc_why}")
+
+# (a + b) * 0.5 - a: every op native (0.5 is a 16-bit value); times 0.1 is not (0.1
+# rounds differently in float and in 16 bits), so its result is rounded as a float.
+MIXED = torch._C.parse_ir(
+    """
+graph(%a : Tensor, %b : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %half : float = prim::Constant[value=0.5]()
+  %tenth : float = prim::Constant[value=0.1]()
+  %s : Tensor = aten::add(%a, %b, %one)
+  %p : Tensor = aten::mul(%s, %half)
+  %q : Tensor = aten::mul(%p, %tenth)
+  %o : Tensor = aten::sub(%q, %a, %one)
+  return (%o)
+"""
+)
+
+NATIVE_CALL = re.compile(r"fx_(h|bf)(add|sub|mul)\((v\d+_b|\(uint16_t\)0x[0-9a-f]{4}), ")
+
+
+def native_calls(source: str) -> list[tuple[str, str, str]]:
+    body = source[source.index('extern "C"') :]
+    return NATIVE_CALL.findall(body)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize(
+    "dtype, prefix, half_bits",
+    [(torch.float16, "h", "0x3800"), (torch.bfloat16, "bf", "0x3f00")],
+    ids=["float16", "bfloat16"],
+)
+@pytest.mark.parametrize("layout", ["flat", "strided", "rows", "broadcast_rows", "tiles"])
+def test_exact_ops_are_native_and_compile(dtype, prefix, half_bits, layout):
+    source = _C.kernel_source(MIXED, [dtype, dtype], [False, False], "cuda", layout)
+    calls = native_calls(source)
+    ops = [op for p, op, _ in calls if p == prefix]
+    assert len(ops) == len(calls), calls  # one format only
+    # Each loop of the kernel computes the add, the multiply by 0.5 and the subtract
+    # natively, never the multiply by 0.1.
+    assert ops and ops.count("add") == ops.count("mul") == ops.count("sub"), ops
+    assert f"(uint16_t){half_bits}" in source
+    assert "0x3dcd" not in source and "0x2e66" not in source  # 0.1 in 16 bits: never
+    for major in (9, 8):  # bfloat16's instructions from sm_90, float math before
+        assert _C.nvrtc_compile(source, major, 0)[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+def test_float32_and_mixed_formats_stay_float():
+    assert (
+        native_calls(_C.kernel_source(MIXED, [torch.float32] * 2, [False] * 2, "cuda", "flat"))
+        == []
+    )
+    # float16 beside bfloat16 promotes to float: no 16-bit format holds both operands.
+    mixed = _C.kernel_source(MIXED, [torch.float16, torch.bfloat16], [False] * 2, "cuda", "flat")
+    assert native_calls(mixed) == []
+
+
+def every_value(dtype: torch.dtype, device: str) -> torch.Tensor:
+    """All 65536 bit patterns of a 16-bit dtype: zeros, subnormals, infinities, NaNs."""
+    return torch.arange(-32768, 32768, device=device).to(torch.int16).view(dtype)
+
+
+def pairs(dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every value against eight random partners each."""
+    gen = torch.Generator().manual_seed(16)
+    a = every_value(dtype, device).repeat(8)
+    b = a[torch.randperm(a.numel(), generator=gen).to(device)]
+    return a, b
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape and got.stride() == want.stride()
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan)
+    differ = (got.view(torch.int16) != want.view(torch.int16)) & ~nan
+    assert not differ.any(), (got[differ][:8], want[differ][:8])
+
+
+BINARY = {
+    "native_chain": "def f(a, b):\n    return (a + b) * 0.5 - a\n",
+    "float_constant": "def f(a, b):\n    return (a * b) * 0.1 + b\n",
+    "scalar_minus": "def f(a, b):\n    return (a * b - 3.0).relu() * b\n",
+    "reused_sum": "def f(a, b):\n    s = a + b\n    return s * s - b, s\n",
+}
+
+TANH_GELU = """
+def f(x):
+    inner = 0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0))
+    return 0.5 * x * (1.0 + torch.tanh(inner))
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_chains_equal_eager_bit_for_bit(name, dtype, device, fused):
+    a, b = pairs(dtype, device)
+    got = run_optimized(script_from_source(BINARY[name]), a, b)
+    want = eager_from_source(BINARY[name])(a, b)
+    for g, w in zip(
+        got if isinstance(got, tuple) else (got,),
+        want if isinstance(want, tuple) else (want,),
+        strict=True,
+    ):
+        assert_same_bits(g, w)
+    assert fuser.stats()["kernel_launches"] > 0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_tanh_gelu_equals_eager_on_every_value(dtype, device, fused):
+    x = every_value(dtype, device)
+    got = run_optimized(script_from_source(TANH_GELU), x)
+    assert_same_bits(got, eager_from_source(TANH_GELU)(x))
+    assert fuser.stats()["kernel_launches"] > 0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("exponent", [2.0, 3.0, -1.0, -2.0, 0.5, -0.5, 1.5])
+def test_powers_equal_eager_on_every_value(exponent, dtype, device, fused):
+    # Eager rounds the square before cubing or inverting it, but for float16 on the CPU.
+    source = f"def f(x):\n    return torch.pow(x, {exponent}) + x\n"
+    x = every_value(dtype, device)
+    got = run_optimized(script_from_source(source), x)
+    assert_same_bits(got, eager_from_source(source)(x))
+    assert fuser.stats()["kernel_launches"] > 0
