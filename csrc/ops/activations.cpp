@@ -16,9 +16,18 @@ Operand floatActivation(IrBuilder& b, const Args& a, const char* name, Formula f
   return makeResult(formula(a[0].expr, t), t, {a[0]});
 }
 
+// max(x, lo), NaN-propagating. Eager's CUDA clamps take fmaxf, whose max of -0 and +0
+// is +0 (relu(-0) is +0 there, -0 on the CPU): x <= lo ? lo : x gives the same.
+ExprId clampBelow(IrBuilder& b, ExprId x, ExprId lo) {
+  if (b.device() == c10::DeviceType::CUDA && c10::isFloatingType(b.typeOf(x))) {
+    return b.select(b.binary(IrOp::Le, x, lo), lo, x);
+  }
+  return b.binary(IrOp::Max, x, lo);
+}
+
 // min(max(x, lo), hi) in x's dtype, NaN-propagating (eager's hardtanh casts the bounds).
 ExprId clampTo(IrBuilder& b, ExprId x, ExprId lo, ExprId hi) {
-  return b.binary(IrOp::Min, b.binary(IrOp::Max, x, lo), hi);
+  return b.binary(IrOp::Min, clampBelow(b, x, lo), hi);
 }
 
 Operand lowerSigmoid(IrBuilder& b, const Args& a) { return lowerUnaryToFloat(b, a, IrOp::Sigmoid); }
@@ -26,7 +35,7 @@ Operand lowerSigmoid(IrBuilder& b, const Args& a) { return lowerUnaryToFloat(b, 
 Operand lowerRelu(IrBuilder& b, const Args& a) {
   TORCH_CHECK(a[0].dtype != ScalarType::Bool, "Boolean inputs not supported for relu");
   ScalarType t = a[0].dtype;
-  return makeResult(b.binary(IrOp::Max, a[0].expr, literal(b, 0, t)), t, {a[0]});
+  return makeResult(clampBelow(b, a[0].expr, literal(b, 0, t)), t, {a[0]});
 }
 
 Operand lowerHardtanh(IrBuilder& b, const Args& a) {

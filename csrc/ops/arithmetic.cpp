@@ -44,7 +44,13 @@ Operand lowerScaledAddSub(IrBuilder& b, const Args& a, IrOp op, bool reversed) {
   }
   const Operand& first = reversed ? other : self;
   const Operand& second = reversed ? self : other;
-  ExprId r = b.binary(op, castTo(b, first, t), scaleBy(b, alpha, castTo(b, second, t), t));
+  // Eager's CUDA kernels read a scalar operand at opmath precision, as mul does; its
+  // CPU kernels round it to a 16-bit result type first (x - 0.1 in float16 differs in
+  // one value in six).
+  auto operand = [&](const Operand& x) {
+    return b.device() == c10::DeviceType::CUDA ? castOther(b, x, t) : castTo(b, x, t);
+  };
+  ExprId r = b.binary(op, operand(first), scaleBy(b, alpha, operand(second), t));
   return makeResult(r, t, {self, other});
 }
 

@@ -157,3 +157,26 @@ def run_frozen_like_eager(module: torch.nn.Module, x: torch.Tensor) -> Any:
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
         assert g.stride() == w.stride()
     return torch.jit.last_executed_optimized_graph()
+
+
+def every_value(dtype: torch.dtype, device: str) -> torch.Tensor:
+    """All 65536 bit patterns of a 16-bit dtype: zeros, subnormals, infinities, NaNs."""
+    return torch.arange(-32768, 32768, device=device).to(torch.int16).view(dtype)
+
+
+def pairs(dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every value of a 16-bit dtype against eight random partners each."""
+    gen = torch.Generator().manual_seed(16)
+    a = every_value(dtype, device).repeat(8)
+    b = a[torch.randperm(a.numel(), generator=gen).to(device)]
+    return a, b
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str = "") -> None:
+    """Equal dtype, shape, strides and bits (any NaN matching any NaN)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    assert got.stride() == want.stride(), what
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), what
+    differ = (got.view(torch.int16) != want.view(torch.int16)) & ~nan
+    assert not differ.any(), (what, got[differ][:8], want[differ][:8])

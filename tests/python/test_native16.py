@@ -13,7 +13,15 @@ import torch
 
 import fuser
 from fuser import _C
-from helpers import devices, eager_from_source, run_optimized, script_from_source
+from helpers import (
+    assert_same_bits,
+    devices,
+    eager_from_source,
+    every_value,
+    pairs,
+    run_optimized,
+    script_from_source,
+)
 
 nvrtc_ok, nvrtc_why = _C.nvrtc_available()
 needs_nvrtc = pytest.mark.skipif(not nvrtc_ok, reason=f"NVRTC not found: {nvrtc_why}")
@@ -72,27 +80,6 @@ def test_float32_and_mixed_formats_stay_float():
     # float16 beside bfloat16 promotes to float: no 16-bit format holds both operands.
     mixed = _C.kernel_source(MIXED, [torch.float16, torch.bfloat16], [False] * 2, "cuda", "flat")
     assert native_calls(mixed) == []
-
-
-def every_value(dtype: torch.dtype, device: str) -> torch.Tensor:
-    """All 65536 bit patterns of a 16-bit dtype: zeros, subnormals, infinities, NaNs."""
-    return torch.arange(-32768, 32768, device=device).to(torch.int16).view(dtype)
-
-
-def pairs(dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every value against eight random partners each."""
-    gen = torch.Generator().manual_seed(16)
-    a = every_value(dtype, device).repeat(8)
-    b = a[torch.randperm(a.numel(), generator=gen).to(device)]
-    return a, b
-
-
-def assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
-    assert got.dtype == want.dtype and got.shape == want.shape and got.stride() == want.stride()
-    nan = want.isnan()
-    assert torch.equal(got.isnan(), nan)
-    differ = (got.view(torch.int16) != want.view(torch.int16)) & ~nan
-    assert not differ.any(), (got[differ][:8], want[differ][:8])
 
 
 BINARY = {
