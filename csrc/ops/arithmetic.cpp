@@ -192,7 +192,9 @@ Operand lowerLerp(IrBuilder& b, const Args& a) {
   return makeResult(r, t, {self, end, weight});
 }
 
-// self + value * t1 * t2 (addcmul) or self + value * t1 / t2 (addcdiv), in eager's order.
+// self + value * t1 * t2 (addcmul) or self + value * t1 / t2 (addcdiv), in eager's order:
+// (value * t1) op t2 on the CPU, value * (t1 op t2) on CUDA (a product can overflow in
+// one order and not in the other).
 Operand lowerAddcOp(IrBuilder& b, const Args& a, IrOp op) {
   const Operand& self = a[0];
   const Operand& t1 = a[1];
@@ -200,8 +202,11 @@ Operand lowerAddcOp(IrBuilder& b, const Args& a, IrOp op) {
   const Operand& value = a[3];
   ScalarType t = resultType({self, t1, t2});
   TORCH_CHECK(t != ScalarType::Bool, "addcmul/addcdiv not implemented for 'Bool'");
-  ExprId scaled = scaleBy(b, value, castTo(b, t1, t), t);
-  ExprId r = b.binary(IrOp::Add, castTo(b, self, t), b.binary(op, scaled, castTo(b, t2, t)));
+  const ExprId x1 = castTo(b, t1, t), x2 = castTo(b, t2, t);
+  const ExprId term = b.device() == c10::DeviceType::CUDA
+                          ? scaleBy(b, value, b.binary(op, x1, x2), t)
+                          : b.binary(op, scaleBy(b, value, x1, t), x2);
+  ExprId r = b.binary(IrOp::Add, castTo(b, self, t), term);
   return makeResult(r, t, {self, t1, t2});
 }
 

@@ -6,8 +6,7 @@ an add, the square in a power, the sign of relu's zero), and ours follow each.
 Not listed, because eager's own functions differ from the C library's in the last float
 bit and a few rounded values show it: on the CPU (vectorized SLEEF functions) tanh,
 sin, asin, erf, gelu, mish, atan2, bfloat16 sinh and cosh; on CUDA exp2 (eager's exp2f,
-ours pow). Nor floor division (eager's formula rounds otherwise near ties), or bfloat16
-addcmul and addcdiv, whose CUDA products overflow to inf in bfloat16 where ours do not."""
+ours pow). Nor floor division, whose formula in eager rounds otherwise near ties."""
 
 from __future__ import annotations
 
@@ -47,6 +46,8 @@ BINARY = [
     "a + b", "a - b", "a * b", "a / b", "torch.maximum(a, b)", "torch.minimum(a, b)",
     "torch.pow(a, b)", "torch.where(a > b, a, b * 0.5)", "a * b + a", "(a - b) * (a + b)",
     "torch.lerp(a, b, 0.3)", "a.sigmoid() * b", f"{F}.silu(a) * b", "torch.clamp(a, max=b)",
+    "torch.addcmul(a, a, b, value=0.3)", "torch.addcdiv(a, b, a, value=0.3)",
+    "torch.addcmul(a, b, b, value=0.5)",
 ]  # fmt: skip
 BINARY_BY_DEVICE = {
     "cpu": [],
