@@ -1087,11 +1087,29 @@ int cudaVectorWidth(const Kernel& k) {
   return widest == 4 ? 2 : 16 / widest;
 }
 
+// Work per byte moved (elementCost units per byte of the tensors a flat kernel reads and
+// writes per element) from which a kernel is bound by its instructions, not by memory.
+// There a block of 1024 threads idles SMs at the grid's tail (a block retires only when
+// all its 32 warps have), and blocks of 256 finish sooner: on the H100, GPT-2's float16
+// tanh-GELU (about 8 units a byte) took MEASURED; (x*y+1).relu().sigmoid() (4 a byte)
+// keeps 1024.
+constexpr int kMathBoundCostPerByte = 6;
+
+bool mathBound(const Kernel& k) {
+  int bytes = 0;
+  for (const TensorInput& in : k.inputs) {
+    if (in.access == Access::Flat) bytes += storageBytes(in.dtype);
+  }
+  for (const TensorOutput& out : k.outputs) bytes += storageBytes(out.dtype);
+  return bytes > 0 && elementCost(k) >= kMathBoundCostPerByte * bytes;
+}
+
 int cudaBlockSize(const Kernel& k) {
   const int width = cudaVectorWidth(k);
   const bool sixteen_bytes = width > 1 && width * flatWidestBytes(k) == 16;
-  return sixteen_bytes && vectorsPerStep(k) <= kMaxVectorsPerStep ? kWideVectorBlockSize
-                                                                  : kCudaBlockSize;
+  return sixteen_bytes && vectorsPerStep(k) <= kMaxVectorsPerStep && !mathBound(k)
+             ? kWideVectorBlockSize
+             : kCudaBlockSize;
 }
 
 CudaVectorShape cudaVectorShape(const Kernel& k) {
