@@ -256,3 +256,31 @@ def test_16_bit_vector_tiles_cap_their_registers(dtypes, bound):
     source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
     assert f"__launch_bounds__({bound})" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
+
+
+TANH_GELU = """
+graph(%x : Tensor):
+  %tanh : str = prim::Constant[value="tanh"]()
+  %g : Tensor = aten::gelu(%x, %tanh)
+  return (%g)
+"""
+SIGMOID_CHAIN = """
+graph(%x : Tensor, %y : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %m : Tensor = aten::mul(%x, %y)
+  %a : Tensor = aten::add(%m, %one, %one)
+  %r : Tensor = aten::relu(%a)
+  %s : Tensor = aten::sigmoid(%r)
+  return (%s)
+"""
+
+
+@pytest.mark.parametrize(
+    "ir, arity, block",
+    [(TANH_GELU, 1, 256), (SIGMOID_CHAIN, 2, 1024)],
+    ids=["tanh_gelu_bound_by_math", "sigmoid_chain_at_copy_speed"],
+)
+def test_flat_half_kernels_bound_by_math_take_blocks_of_256(ir, arity, block):
+    graph = torch._C.parse_ir(ir)
+    source = _C.kernel_source(graph, [torch.float16] * arity, [False] * arity, "cuda", "flat")
+    assert f"__launch_bounds__({block})" in source
