@@ -44,13 +44,16 @@ Operand lowerScaledAddSub(IrBuilder& b, const Args& a, IrOp op, bool reversed) {
   }
   const Operand& first = reversed ? other : self;
   const Operand& second = reversed ? self : other;
-  // Eager's CUDA kernels read a scalar operand at opmath precision, as mul does; its
-  // CPU kernels round it to a 16-bit result type first (x - 0.1 in float16 differs in
-  // one value in six).
-  auto operand = [&](const Operand& x) {
-    return b.device() == c10::DeviceType::CUDA ? castOther(b, x, t) : castTo(b, x, t);
-  };
-  ExprId r = b.binary(op, operand(first), scaleBy(b, alpha, operand(second), t));
+  // Eager's CUDA kernels read a scalar operand and alpha at opmath precision, as mul
+  // does; its CPU kernels round them to a 16-bit result type first (x - 0.1 in float16
+  // differs in one value in six, a + 0.3 * b in most).
+  const bool cuda = b.device() == c10::DeviceType::CUDA;
+  auto operand = [&](const Operand& x) { return cuda ? castOther(b, x, t) : castTo(b, x, t); };
+  ExprId scaled = operand(second);
+  if (!isConstant(alpha, 1)) {  // alpha too: rounded to a 16-bit result type on the CPU
+    scaled = b.binary(IrOp::Mul, cuda ? castToOpmath(b, alpha, t) : castTo(b, alpha, t), scaled);
+  }
+  ExprId r = b.binary(op, operand(first), scaled);
   return makeResult(r, t, {self, other});
 }
 
@@ -66,7 +69,16 @@ Operand lowerMul(IrBuilder& b, const Args& a) {
 
 Operand lowerTrueDiv(IrBuilder& b, const Args& a) {
   ScalarType t = toFloating(resultType({a[0], a[1]}));
-  ExprId r = b.binary(IrOp::Div, castTo(b, a[0], t), castOther(b, a[1], t));
+  ExprId divisor = castOther(b, a[1], t);
+  ExprId r;
+  if (b.device() == c10::DeviceType::CUDA && a[1].category == Category::WrappedScalar) {
+    // Eager's CUDA kernels multiply by a scalar divisor's reciprocal (taken at opmath
+    // precision): x / 0.3 differs from x * (1 / 0.3) in one float16 value in seventy.
+    const ExprId one = b.constant(1.0, b.typeOf(divisor));
+    r = b.binary(IrOp::Mul, castTo(b, a[0], t), b.binary(IrOp::Div, one, divisor));
+  } else {
+    r = b.binary(IrOp::Div, castTo(b, a[0], t), divisor);
+  }
   return makeResult(r, t, {a[0], a[1]});
 }
 
