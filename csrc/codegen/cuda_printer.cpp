@@ -902,7 +902,10 @@ class CudaPrinter {
   std::string store(size_t o) const {
     const TensorOutput& out = k_.outputs[o];
     const std::string v = "v" + std::to_string(out.value);
-    return native16_.bits[out.value] == out.dtype ? v + "_b" : storeConversion(out.dtype, v);
+    // A load's bits are not stored as they are: the conversions quiet a NaN, as eager's do.
+    const bool bits =
+        native16_.bits[out.value] == out.dtype && k_.exprs[out.value].op != IrOp::Load;
+    return bits ? v + "_b" : storeConversion(out.dtype, v);
   }
 
   void printStores(const std::string& indent) {

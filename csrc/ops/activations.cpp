@@ -3,6 +3,8 @@
 // eager; relu, relu6 and hardtanh also take integers (they are clamps).
 #include "ops/lowering_rules.h"
 
+#include <cmath>
+
 namespace fuser::ops {
 namespace {
 
@@ -17,17 +19,18 @@ Operand floatActivation(IrBuilder& b, const Args& a, const char* name, Formula f
 }
 
 // max(x, lo), NaN-propagating. Eager's CUDA clamps take fmaxf, whose max of -0 and +0
-// is +0 (relu(-0) is +0 there, -0 on the CPU): x <= lo ? lo : x gives the same.
-ExprId clampBelow(IrBuilder& b, ExprId x, ExprId lo) {
-  if (b.device() == c10::DeviceType::CUDA && c10::isFloatingType(b.typeOf(x))) {
+// is +0 (relu(-0) is +0 there, -0 on the CPU): x <= lo ? lo : x gives the same when lo
+// is a number (`lo_is_number`; a NaN bound must still give NaN).
+ExprId clampBelow(IrBuilder& b, ExprId x, ExprId lo, bool lo_is_number = true) {
+  if (lo_is_number && b.device() == c10::DeviceType::CUDA && c10::isFloatingType(b.typeOf(x))) {
     return b.select(b.binary(IrOp::Le, x, lo), lo, x);
   }
   return b.binary(IrOp::Max, x, lo);
 }
 
 // min(max(x, lo), hi) in x's dtype, NaN-propagating (eager's hardtanh casts the bounds).
-ExprId clampTo(IrBuilder& b, ExprId x, ExprId lo, ExprId hi) {
-  return b.binary(IrOp::Min, clampBelow(b, x, lo), hi);
+ExprId clampTo(IrBuilder& b, ExprId x, ExprId lo, ExprId hi, bool lo_is_number = true) {
+  return b.binary(IrOp::Min, clampBelow(b, x, lo, lo_is_number), hi);
 }
 
 Operand lowerSigmoid(IrBuilder& b, const Args& a) { return lowerUnaryToFloat(b, a, IrOp::Sigmoid); }
@@ -41,7 +44,9 @@ Operand lowerRelu(IrBuilder& b, const Args& a) {
 Operand lowerHardtanh(IrBuilder& b, const Args& a) {
   TORCH_CHECK(a[0].dtype != ScalarType::Bool, "Bool inputs not supported for hardtanh");
   ScalarType t = a[0].dtype;
-  ExprId r = clampTo(b, a[0].expr, castTo(b, a[1], t), castTo(b, a[2], t));
+  const std::optional<c10::IValue>& lo = a[1].constant;
+  const bool lo_is_number = lo && lo->isScalar() && !std::isnan(lo->toScalar().toDouble());
+  ExprId r = clampTo(b, a[0].expr, castTo(b, a[1], t), castTo(b, a[2], t), lo_is_number);
   return makeResult(r, t, {a[0]});
 }
 

@@ -48,7 +48,11 @@ Operand lowerScaledAddSub(IrBuilder& b, const Args& a, IrOp op, bool reversed) {
   // does; its CPU kernels round them to a 16-bit result type first (x - 0.1 in float16
   // differs in one value in six, a + 0.3 * b in most).
   const bool cuda = b.device() == c10::DeviceType::CUDA;
-  auto operand = [&](const Operand& x) { return cuda ? castOther(b, x, t) : castTo(b, x, t); };
+  auto operand = [&](const Operand& x) {
+    // A 0-dim CUDA tensor is converted to the result type like any tensor.
+    const bool scalar = cuda && x.category == Category::WrappedScalar;
+    return scalar ? castToOpmath(b, x, t) : castTo(b, x, t);
+  };
   ExprId scaled = operand(second);
   if (!isConstant(alpha, 1)) {  // alpha too: rounded to a 16-bit result type on the CPU
     scaled = b.binary(IrOp::Mul, cuda ? castToOpmath(b, alpha, t) : castTo(b, alpha, t), scaled);
