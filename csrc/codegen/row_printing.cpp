@@ -55,12 +55,15 @@ template <typename W> FX_INLINE W fx_welford_add(W a, decltype(a.n) x) {
   const T mean = a.mean + fx_welford_div(d, n);
   return W{n, mean, a.m2 + d * (x - mean)};
 }
-// Chan et al.'s pairwise combination.
+// Chan et al.'s pairwise combination. Without a branch: two empty accumulators give
+// the empty one either way, and an early return let the compiler load a partial's mean
+// and m2 only after its count, one round trip after the other (a float16 column
+// variance of 32768 x 1024, whose last stage combines 64 partials per row: 78 us on the
+// H100 that way, 69 without).
 template <typename W> FX_INLINE W fx_combine_welford(W a, W b) {
   using T = decltype(a.n);
   const T n = a.n + b.n;
-  if (n == T(0)) return a;
-  const T f = fx_welford_div(b.n, n);
+  const T f = n == T(0) ? T(0) : fx_welford_div(b.n, n);
   const T d = b.mean - a.mean;
   return W{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
 }
