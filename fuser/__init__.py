@@ -108,7 +108,8 @@ def reset_stats() -> None:
 
 
 def kernel_sources() -> list[str]:
-    """Source text of every kernel compiled or loaded in this process."""
+    """Source text of every kernel compiled or loaded in this process (with
+    FUSER_CROSS_COMPILE, also the CUDA forms compiled beside CPU kernels)."""
     return list(_C.kernel_sources())
 
 

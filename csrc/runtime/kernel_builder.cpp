@@ -25,6 +25,7 @@ void crossCompileForCuda(codegen::Kernel kernel) {
   if (config().dump_kernels) {
     std::cerr << "[fuser] CUDA form of the CPU kernel:\n" << source << std::endl;
   }
+  recordKernelSource(source);
   try {
     cuda::compileToCubin(source, cuda::Arch{arch / 10, arch % 10});
     stats().cuda_cross_compiles++;

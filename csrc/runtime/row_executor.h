@@ -67,6 +67,7 @@ class RowExecutor {
       int64_t splits = 1;
       bool last_stage_per_row = false;  // codegen::lastStagePerRow: one unit per row
       int64_t units_per_slice = 0;  // rows; CUDA columns: threads (codegen::cudaColumnThreads)
+      int64_t last_stage_units = 0;  // the last stage's units where it runs one per row
       WorkspacePlan workspace;
       std::string name;
     };
