@@ -213,9 +213,8 @@ def test_cuda_columns_last_stage_takes_one_row_per_thread(dtype: torch.dtype, sp
     with fuser.enabled(True):
         compare(fn_of("return (x - y).var(0)"), x, y, dtype=dtype, case=case_tolerance(dtype))
     assert fuser.stats()["staged_calls"] >= 1, fuser.stats()
-    stages = [
-        s for s in fuser.kernel_sources()[before:] if "__global__" in s and "fx_welford<float> fx_" in s
-    ]
+    new = fuser.kernel_sources()[before:]
+    stages = [s for s in new if "__global__" in s and "fx_welford<float> fx_" in s]
     walking = [s for s in stages if "fx_acc" in s]
     last = [s for s in stages if "fx_fin" in s and "fx_acc" not in s]
     per_thread = 16 // dtype.itemsize
