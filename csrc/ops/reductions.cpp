@@ -159,13 +159,14 @@ FusionDecision checkRowReduction(const Node* node) {
   if (node->kind() == c10::aten::group_norm) {
     if (auto d = checkGroupNorm(node); !d) return d;
   }
-  // Eager's CUDA kernel gives float statistics for a 16-bit input, its CPU one the
-  // input's dtype: only the dtypes where both agree are fused.
+  // The dtype of native_layer_norm's statistics depends on the device
+  // (layerNormStatisticsType): a 16-bit input's is fused where its device is known.
   if (node->kind() == c10::aten::native_layer_norm) {
     auto type = node->input(0)->type()->cast<c10::TensorType>();
     const ScalarType t = *type->scalarType();
-    if (t != ScalarType::Float && t != ScalarType::Double) {
-      return FusionDecision::no("native_layer_norm is fused for float32 and float64 inputs");
+    const bool known = type->device() && (type->device()->is_cpu() || type->device()->is_cuda());
+    if (isReducedFloat(t) && !known) {
+      return FusionDecision::no("native_layer_norm of a 16-bit input on no profiled device");
     }
   }
   if (!rowReductionOf(node)) {
@@ -337,6 +338,17 @@ FusionDecision checkSoftmaxBackward(const Node* node) {
 // (input, normalized_shape, weight, bias, eps) for both ops; group_norm's arguments
 // (input, num_groups, weight, bias, eps, ...) sit at the same places, and its row is one
 // group, whose weight and bias the row executor reads per channel.
+// The dtype of native_layer_norm's mean and rstd, as eager gives them: float for a
+// 16-bit input on CUDA; on CPU the input's dtype, float where the weight or the bias is of
+// another dtype than a 16-bit input (eager's mixed types); otherwise the input's.
+ScalarType layerNormStatisticsType(c10::DeviceType device, const Args& a) {
+  const ScalarType x = a[0].dtype;
+  if (!isReducedFloat(x)) return x;
+  if (device == c10::DeviceType::CUDA) return ScalarType::Float;
+  const bool mixed = (!isNone(a[2]) && a[2].dtype != x) || (!isNone(a[3]) && a[3].dtype != x);
+  return mixed ? ScalarType::Float : x;
+}
+
 std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
   requireFloating(a[0], "layer_norm");
   ExprId x = a[0].expr;
@@ -349,8 +361,9 @@ std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
   ExprId y = b.binary(IrOp::Mul, centred, rstd);
   if (!isNone(a[2])) y = b.binary(IrOp::Mul, y, b.cast(a[2].expr, t));
   if (!isNone(a[3])) y = b.binary(IrOp::Add, y, b.cast(a[3].expr, t));
-  return {makeResult(y, a[0].dtype, {a[0]}), makeResult(mean, a[0].dtype, {a[0]}),
-          makeResult(rstd, a[0].dtype, {a[0]})};
+  const ScalarType statistics = layerNormStatisticsType(b.device(), a);
+  return {makeResult(y, a[0].dtype, {a[0]}), makeResult(mean, statistics, {a[0]}),
+          makeResult(rstd, statistics, {a[0]})};
 }
 
 Operand lowerLayerNorm(IrBuilder& b, const Args& a) { return lowerLayerNormOutputs(b, a)[0]; }

@@ -31,8 +31,6 @@ ScalarType combine(ScalarType higher, ScalarType lower) {
   return higher;
 }
 
-bool isReducedFloat(ScalarType t) { return t == ScalarType::Half || t == ScalarType::BFloat16; }
-
 // Every value of `from` is exactly a value of `to` (so no rounding is needed).
 bool representableIn(ScalarType from, ScalarType to) {
   return from == to || from == ScalarType::Bool || from == ScalarType::Byte ||
@@ -40,6 +38,8 @@ bool representableIn(ScalarType from, ScalarType to) {
 }
 
 }  // namespace
+
+bool isReducedFloat(ScalarType t) { return t == ScalarType::Half || t == ScalarType::BFloat16; }
 
 c10::ScalarType resultType(const std::vector<Operand>& operands) {
   ScalarType dim = ScalarType::Undefined, zero = ScalarType::Undefined,

@@ -29,6 +29,9 @@ codegen::ExprId castTo(codegen::IrBuilder& b, const Operand& x, c10::ScalarType 
 // and division kernels read a scalar `other` of a half-precision op at float precision.
 codegen::ExprId castToOpmath(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype);
 
+// float16 or bfloat16.
+bool isReducedFloat(c10::ScalarType t);
+
 // A result operand: `expr` holding a value of eager dtype `dtype`.
 Operand makeResult(codegen::ExprId expr, c10::ScalarType dtype, const std::vector<Operand>& from);
 
