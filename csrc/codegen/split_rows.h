@@ -54,7 +54,8 @@ std::vector<SplitBuffer> splitBuffers(const Kernel& kernel, const RowSchedule& s
 int splitBufferOf(const std::vector<SplitBuffer>& buffers, SplitBuffer::Kind kind, ExprId reduce);
 
 // Whether `kernel` is the last stage and its outputs are all per row: it then runs one
-// unit per row (LaunchArgs::numel = rows), the first slice's.
+// unit per row (LaunchArgs::numel = rows; CUDA columns: cudaColumnThreads(rows, 1)
+// threads, one row each), the first slice's.
 bool lastStagePerRow(const Kernel& kernel, const RowSchedule& schedule);
 
 // What a reduction's slices accumulate in: the CPU sums float in double (as its whole

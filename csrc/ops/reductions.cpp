@@ -332,12 +332,6 @@ FusionDecision checkSoftmaxBackward(const Node* node) {
   return FusionDecision::yes();
 }
 
-// (x - mean) * rsqrt(var + eps) * weight + bias, var biased; weight and bias are read in
-// the input's computation type, as eager's kernels read them. Returns the output, the
-// row mean and rstd (native_layer_norm's three results; layer_norm's is the first).
-// (input, normalized_shape, weight, bias, eps) for both ops; group_norm's arguments
-// (input, num_groups, weight, bias, eps, ...) sit at the same places, and its row is one
-// group, whose weight and bias the row executor reads per channel.
 // The dtype of native_layer_norm's mean and rstd, as eager gives them: float for a
 // 16-bit input on CUDA; on CPU the input's dtype, float where the weight or the bias is of
 // another dtype than a 16-bit input (eager's mixed types); otherwise the input's.
@@ -349,6 +343,12 @@ ScalarType layerNormStatisticsType(c10::DeviceType device, const Args& a) {
   return mixed ? ScalarType::Float : x;
 }
 
+// (x - mean) * rsqrt(var + eps) * weight + bias, var biased; weight and bias are read in
+// the input's computation type, as eager's kernels read them. Returns the output, the
+// row mean and rstd (native_layer_norm's three results; layer_norm's is the first).
+// (input, normalized_shape, weight, bias, eps) for both ops; group_norm's arguments
+// (input, num_groups, weight, bias, eps, ...) sit at the same places, and its row is one
+// group, whose weight and bias the row executor reads per channel.
 std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
   requireFloating(a[0], "layer_norm");
   ExprId x = a[0].expr;

@@ -633,7 +633,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     v.splits = splits;
     v.last_stage_per_row = std::all_of(per_row.begin(), per_row.end(), [](bool r) { return r; });
     v.units_per_slice = units_per_slice;
-    // CUDA columns' last stage takes one row per thread (cudaColumnsLastStage).
+    // CUDA columns' last stage takes one row per thread (cudaColumnsLastStage: a column
+    // kernel's outputs are all per row, as printColumnKernel requires, so it holds for
+    // every such last stage).
     v.last_stage_units = columns && p->device.is_cuda() ? codegen::cudaColumnThreads(p->rows, 1)
                                                         : units_per_slice;
     std::vector<BufferNeed> needs;
