@@ -141,6 +141,7 @@ FX_INLINE float fx_expf_nonpos(float x) {
 FX_INLINE double fx_expd(double x) { return exp(x); }
 FX_INLINE float fx_sigmoidf(float x) { return 1.0f / (1.0f + fx_expf(-x)); }
 FX_INLINE double fx_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
+FX_INLINE float fx_sigmoid_half(float x) { return fx_sigmoidf(x); }
 // tanh(x) = sign(x) * (1 - e) / (1 + e), e = exp(-2|x|): no overflow, vectorizable;
 // small |x| uses the odd Taylor series, where the quotient would cancel.
 FX_INLINE float fx_tanhf(float x) {

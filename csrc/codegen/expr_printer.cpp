@@ -154,6 +154,7 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::Cosh: return f.math1("cosh");
     case IrOp::Tanh: return f32 ? "fx_tanhf(" + f.a() + ")" : f.math1("tanh");
     case IrOp::Sigmoid: return (f32 ? "fx_sigmoidf(" : "fx_sigmoidd(") + f.a() + ")";
+    case IrOp::SigmoidHalf: return "fx_sigmoid_half(" + f.a() + ")";
     case IrOp::Erf: return f32 ? "fx_erff(" + f.a() + ")" : f.math1("erf");
     case IrOp::Erfc: return f.math1("erfc");
     case IrOp::Floor: return fp ? f.math1("floor") : f.a();

@@ -25,6 +25,7 @@ enum class IrOp : uint8_t {
   Cast,  // to `type`
   Neg, Abs, Reciprocal, Sqrt, Rsqrt, Exp, Expm1, Log, Log1p, Log2, Log10,
   Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Sigmoid, Erf, Erfc,
+  SigmoidHalf,  // a sigmoid whose result is seen only rounded to float16
   Floor, Ceil, Round /* half to even */, Trunc,
   Sign,        // -1, 0 or 1 (bool: identity); NaN -> 0, as eager on CPU
   // Float -> Float: the nearest float16 / bfloat16 value (round to nearest even), as a

@@ -33,7 +33,12 @@ ExprId clampTo(IrBuilder& b, ExprId x, ExprId lo, ExprId hi, bool lo_is_number =
   return b.binary(IrOp::Min, clampBelow(b, x, lo, lo_is_number), hi);
 }
 
-Operand lowerSigmoid(IrBuilder& b, const Args& a) { return lowerUnaryToFloat(b, a, IrOp::Sigmoid); }
+// A float16 result is seen only rounded (the next op rounds it, a store converts it),
+// which lets CUDA compute it without IEEE division's branch (cuda_prelude.h).
+Operand lowerSigmoid(IrBuilder& b, const Args& a) {
+  const bool half = toFloating(a[0].dtype) == ScalarType::Half;
+  return lowerUnaryToFloat(b, a, half ? IrOp::SigmoidHalf : IrOp::Sigmoid);
+}
 
 Operand lowerRelu(IrBuilder& b, const Args& a) {
   TORCH_CHECK(a[0].dtype != ScalarType::Bool, "Boolean inputs not supported for relu");

@@ -11,6 +11,7 @@ output stays outside), and dropout stays out of them."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -221,3 +222,28 @@ def test_cuda_columns_last_stage_takes_one_row_per_thread(dtype: torch.dtype, sp
     assert walking and last, len(stages)
     assert all(f"fx_units = (fx_rows + {per_thread} - 1) / {per_thread};" in s for s in walking)
     assert all("fx_units = (fx_rows + 1 - 1) / 1;" in s for s in last)
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() and os.environ.get("FUSER_CROSS_COMPILE") is None,
+    reason="needs CUDA, or FUSER_CROSS_COMPILE for the CUDA forms of CPU kernels",
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_cuda_column_sums_add_each_step_in_float(dtype: torch.dtype) -> None:
+    """A CUDA column walk keeps a float sum in double but adds each unrolled step's
+    elements in float first, then the step's sum in double: a conversion to double is a
+    quarter-rate instruction, once per element it cost a float16 column sum 4 us of 62
+    on the H100. Values stay eager's within the reduction tolerance."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x, y = inputs(device, dtype, (3000, 512))
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        compare(fn_of("return (x * y - 0.5).sum(0)"), x, y, dtype=dtype, case=case_tolerance(dtype))
+    walking = [
+        s for s in fuser.kernel_sources()[before:] if "__global__" in s and "double fx_acc" in s
+    ]
+    assert walking
+    for s in walking:
+        (r,) = set(re.findall(r"double fx_acc(\d+)\[", s))
+        assert f"fx_step{r}[fx_j] = fx_combine_sum<float>(fx_step{r}[fx_j]" in s
+        assert f"fx_acc{r}[fx_j] += (double)fx_step{r}[fx_j];" in s

@@ -13,6 +13,8 @@ two float16 values differ)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -107,3 +109,32 @@ def test_unary_ops_on_every_value(device, ops, dtype, fused):
 @pytest.mark.parametrize("device, ops", binary_cases())
 def test_binary_ops_on_pairs(device, ops, dtype, fused):
     check_all(ops, "a, b", *pairs(dtype, device))
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() and os.environ.get("FUSER_CROSS_COMPILE") is None,
+    reason="needs CUDA, or FUSER_CROSS_COMPILE for the CUDA forms of CPU kernels",
+)
+@pytest.mark.parametrize(
+    "dtype, branch_free",
+    [(torch.float16, True), (torch.bfloat16, False), (torch.float32, False)],
+    ids=str,
+)
+def test_cuda_float16_sigmoid_has_no_division_branch(dtype, branch_free, fused):
+    """CUDA computes a float16 sigmoid with its denominator clamped to 2^64 and no
+    branch (cuda_prelude.h), a float16 value being all anyone sees of it; the every-value
+    test above holds its bits to eager's on the GPU. bfloat16 has float's range, where
+    the clamp would change results, and float32 results keep IEEE division."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = every_value(dtype, device) if dtype != torch.float32 else torch.randn(4096, device=device)
+    source = "def f(x):\n    return (x.sigmoid() - 0.125) * x\n"
+    before = len(fuser.kernel_sources())
+    got = run_optimized(script_from_source(source), x)
+    want = eager_from_source(source)(x)
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    else:
+        assert_same_bits(got, want, "sigmoid")
+    new = [s for s in fuser.kernel_sources()[before:] if "__global__" in s]
+    assert new
+    assert all(("= fx_sigmoid_half(v" in s) == branch_free for s in new), new
