@@ -237,9 +237,11 @@ class ColumnPrinter {
   // (CUDA only) in Welford triples.
   std::string accumulatorType(const Expr& e) const {
     if (isWelford(e)) return welfordTypeName(e);
-    const bool wide = e.type == c10::ScalarType::Float && !e.sum_in_type &&
-                      static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
-    return wide ? "double" : computeTypeName(e.type);
+    return widenedSum(e) ? "double" : computeTypeName(e.type);
+  }
+  static bool widenedSum(const Expr& e) {
+    return e.type == c10::ScalarType::Float && !e.sum_in_type &&
+           static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
   }
 
   // One walk over elements [fx_lo, fx_hi) of the block's rows: per element, its offset
@@ -471,7 +473,7 @@ class ColumnPrinter {
     // instruction: a float16 column sum of g * sigmoid(x) over [32768, 1024] took 61.9 us
     // on the H100 with a double add per element, 58.0 with float ones).
     for (ExprId r : pass.reduces) {
-      if (accumulatorType(k_.exprs[r]) != "double") continue;
+      if (!widenedSum(k_.exprs[r])) continue;
       out_ << "      float fx_step" << r << "[" << b << "];\n"
            << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) fx_step"
            << r << "[fx_j] = 0.0f;\n";
@@ -483,7 +485,7 @@ class ColumnPrinter {
           /*in_steps=*/true);
     }
     for (ExprId r : pass.reduces) {
-      if (accumulatorType(k_.exprs[r]) != "double") continue;
+      if (!widenedSum(k_.exprs[r])) continue;
       const std::string n = std::to_string(r);
       out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) fx_acc" << n
            << "[fx_j] += (double)fx_step" << n << "[fx_j];\n";
@@ -521,7 +523,7 @@ class ColumnPrinter {
     printRowExprs(out_, k_, pass.element, "        ", load);
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
-      const bool stepped = in_steps && accumulatorType(e) == "double";
+      const bool stepped = in_steps && widenedSum(e);
       const std::string a = stepped ? "float" : accumulatorType(e);
       const std::string acc = (stepped ? "fx_step" : "fx_acc") + std::to_string(r) + "[fx_j]";
       out_ << "        " << acc << " = " << reduceStep(e, a, acc, "v" + std::to_string(e.args[0]))
