@@ -30,6 +30,7 @@ from fuser.bench.timing import TimingBudget, time_calls, warm_up
 
 KERNEL_PREFIXES = ("fuser_kernel", "fuser_rows", "fused_", "triton_")
 PROFILED_CALLS = 20
+NAME_WIDTH = 60  # characters of a kernel name printed (--name-width)
 
 
 def kernel_us(fn, inputs) -> tuple[float, float, list[tuple[str, float]]]:
@@ -48,7 +49,7 @@ def kernel_us(fn, inputs) -> tuple[float, float, list[tuple[str, float]]]:
     mean = sum(e.self_device_time_total for e in fused) / launches if launches else float("nan")
     kernels = [e for e in events if not e.key.startswith(("Memcpy", "Memset"))]
     per_call = sorted(
-        ((e.key[:60], e.self_device_time_total / PROFILED_CALLS) for e in kernels),
+        ((e.key[:NAME_WIDTH], e.self_device_time_total / PROFILED_CALLS) for e in kernels),
         key=lambda item: -item[1],
     )
     return mean, sum(us for _, us in per_call), per_call
@@ -66,7 +67,7 @@ def kernel_sequence(fn, inputs) -> list[tuple[str, float]]:
         and not e.name.startswith(("Memcpy", "Memset"))
     ]
     kernels.sort(key=lambda e: e.time_range.start)
-    return [(e.name[:60], e.time_range.elapsed_us()) for e in kernels]
+    return [(e.name[:NAME_WIDTH], e.time_range.elapsed_us()) for e in kernels]
 
 
 def main() -> None:
@@ -75,7 +76,10 @@ def main() -> None:
     parser.add_argument("--modes", default="fuser,nnc")
     parser.add_argument("--top", type=int, default=0, help="kernels listed per mode")
     parser.add_argument("--sequence", action="store_true", help="one call's kernels in order")
+    parser.add_argument("--name-width", type=int, default=60, help="characters of kernel names")
     args = parser.parse_args()
+    global NAME_WIDTH
+    NAME_WIDTH = args.name_width
     device = torch.device("cuda")
     budget = TimingBudget(seconds=0.4, min_reps=10, max_reps=4000)
     for row in args.rows.split(","):
