@@ -200,6 +200,13 @@ class CudaRowPrinter {
       out_ << "  }\n";
       return;
     }
+    // Two vectors a lane: the second's loads go out before the first's arithmetic. A
+    // walk has one load in flight per lane otherwise, too few where rows are cut in
+    // slices (H100, GroupNorm + SiLU at batch 1, [1, 256, 128, 128] float32: 23.7 us of
+    // device time, 19.8 unrolled by 2, 20.7 by 4; softmax over long float16 rows 22.0 ->
+    // 13.9, GroupNorm + SiLU at batch 32 in float16 96.6 -> 92.3, a whole-tensor mean
+    // unchanged).
+    out_ << "  #pragma unroll 2\n";
     out_ << "  for (int64_t fx_b = fx_lo + (int64_t)fx_lane * " << v << "; fx_b < fx_hi; fx_b += "
          << lanes * v << ") {\n";
     std::vector<bool> vector_input(k_.inputs.size(), false);

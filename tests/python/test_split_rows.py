@@ -6,6 +6,8 @@ cut: every reduction, dtype and output kind must then match eager as whole rows 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from test_one_pass_variance import check_one_pass
@@ -196,3 +198,33 @@ def test_integer_sums_in_slices(device: str, splits: int) -> None:
         compare("def f(x):\n    return (x * 2).sum(-1)", x)
         compare("def f(x):\n    return (x > 0).sum(-1, keepdim=True) + 1", x)
     stages_ran(fuser.stats())
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() and os.environ.get("FUSER_CROSS_COMPILE") is None,
+    reason="needs CUDA, or FUSER_CROSS_COMPILE for the CUDA forms of CPU kernels",
+)
+@pytest.mark.parametrize("splits", [4], indirect=True)
+def test_cuda_slice_walks_take_two_vectors_a_lane(splits: int) -> None:
+    """A CUDA walk along a row or a slice in vectors is unrolled by 2, so that a lane has
+    the second vector's loads in flight during the first's arithmetic (GroupNorm + SiLU
+    at batch 1 on the H100: 23.7 us of device time, 19.8 with it). Values as eager's."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = torch.randn(1, 32, 24, 40, device=device)
+    w, b = torch.randn(32, device=device), torch.randn(32, device=device)
+    source = (
+        "def f(x, w, b):\n    return torch.nn.functional.silu(torch.group_norm(x, 4, w, b, 1e-5))\n"
+    )
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        got = run_optimized(script_from_source(source), x, w, b)
+    want = eager_from_source(source)(x, w, b)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    stages_ran(fuser.stats())
+    walks = [
+        s for s in fuser.kernel_sources()[before:] if "__global__" in s and "fx_b < fx_hi" in s
+    ]
+    assert walks
+    for s in walks:
+        loops = s.count("for (int64_t fx_b = fx_lo")
+        assert loops and s.count("#pragma unroll 2\n  for (int64_t fx_b = fx_lo") == loops
