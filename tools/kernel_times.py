@@ -30,10 +30,9 @@ from fuser.bench.timing import TimingBudget, time_calls, warm_up
 
 KERNEL_PREFIXES = ("fuser_kernel", "fuser_rows", "fused_", "triton_")
 PROFILED_CALLS = 20
-NAME_WIDTH = 60  # characters of a kernel name printed (--name-width)
 
 
-def kernel_us(fn, inputs) -> tuple[float, float, list[tuple[str, float]]]:
+def kernel_us(fn, inputs, name_width: int = 60) -> tuple[float, float, list[tuple[str, float]]]:
     """Mean device time per launch of the fused kernels; device time per call of every
     kernel (eager's own included); and per kernel name its device time per call, most
     first; over PROFILED_CALLS calls."""
@@ -49,13 +48,13 @@ def kernel_us(fn, inputs) -> tuple[float, float, list[tuple[str, float]]]:
     mean = sum(e.self_device_time_total for e in fused) / launches if launches else float("nan")
     kernels = [e for e in events if not e.key.startswith(("Memcpy", "Memset"))]
     per_call = sorted(
-        ((e.key[:NAME_WIDTH], e.self_device_time_total / PROFILED_CALLS) for e in kernels),
+        ((e.key[:name_width], e.self_device_time_total / PROFILED_CALLS) for e in kernels),
         key=lambda item: -item[1],
     )
     return mean, sum(us for _, us in per_call), per_call
 
 
-def kernel_sequence(fn, inputs) -> list[tuple[str, float]]:
+def kernel_sequence(fn, inputs, name_width: int = 60) -> list[tuple[str, float]]:
     """The kernels of one call in launch order, each with its device time (us)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn(*inputs)
@@ -67,7 +66,7 @@ def kernel_sequence(fn, inputs) -> list[tuple[str, float]]:
         and not e.name.startswith(("Memcpy", "Memset"))
     ]
     kernels.sort(key=lambda e: e.time_range.start)
-    return [(e.name[:NAME_WIDTH], e.time_range.elapsed_us()) for e in kernels]
+    return [(e.name[:name_width], e.time_range.elapsed_us()) for e in kernels]
 
 
 def main() -> None:
@@ -78,8 +77,6 @@ def main() -> None:
     parser.add_argument("--sequence", action="store_true", help="one call's kernels in order")
     parser.add_argument("--name-width", type=int, default=60, help="characters of kernel names")
     args = parser.parse_args()
-    global NAME_WIDTH
-    NAME_WIDTH = args.name_width
     device = torch.device("cuda")
     budget = TimingBudget(seconds=0.4, min_reps=10, max_reps=4000)
     for row in args.rows.split(","):
@@ -94,7 +91,7 @@ def main() -> None:
                 warm_up(fn, [inputs], 5)
                 torch.cuda.synchronize()
                 calls = [time_calls(fn, [inputs], device, budget).median_us for _ in range(2)]
-                kernel, device_per_call, per_call = kernel_us(fn, inputs)
+                kernel, device_per_call, per_call = kernel_us(fn, inputs, args.name_width)
             print(
                 json.dumps(
                     {
@@ -111,7 +108,7 @@ def main() -> None:
                 print(f"    {us:9.2f} us  {kernel_name}", flush=True)
             if args.sequence:
                 with jit_flags(mode.flags(device)), autograd_mode(workload.training):
-                    for kernel_name, us in kernel_sequence(fn, inputs):
+                    for kernel_name, us in kernel_sequence(fn, inputs, args.name_width):
                         print(f"    > {us:9.2f} us  {kernel_name}", flush=True)
 
 

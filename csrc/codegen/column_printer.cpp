@@ -237,11 +237,7 @@ class ColumnPrinter {
   // (CUDA only) in Welford triples.
   std::string accumulatorType(const Expr& e) const {
     if (isWelford(e)) return welfordTypeName(e);
-    return widenedSum(e) ? "double" : computeTypeName(e.type);
-  }
-  static bool widenedSum(const Expr& e) {
-    return e.type == c10::ScalarType::Float && !e.sum_in_type &&
-           static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
+    return sumsInDouble(e) ? "double" : computeTypeName(e.type);
   }
 
   // One walk over elements [fx_lo, fx_hi) of the block's rows: per element, its offset
@@ -469,11 +465,11 @@ class ColumnPrinter {
     }
     for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
     // Sums kept in double add a step's elements in float first: one conversion and one
-    // double add per step, not per element (converting to double is a quarter-rate
-    // instruction: a float16 column sum of g * sigmoid(x) over [32768, 1024] took 61.9 us
-    // on the H100 with a double add per element, 58.0 with float ones).
+    // double add per step, not per element (a conversion to double runs at an eighth of
+    // float arithmetic's rate: a float16 column sum of g * sigmoid(x) over [32768, 1024]
+    // took 61.9 us on the H100 with a double add per element, 58.0 with float ones).
     for (ExprId r : pass.reduces) {
-      if (!widenedSum(k_.exprs[r])) continue;
+      if (!sumsInDouble(k_.exprs[r])) continue;
       out_ << "      float fx_step" << r << "[" << b << "];\n"
            << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) fx_step"
            << r << "[fx_j] = 0.0f;\n";
@@ -485,10 +481,10 @@ class ColumnPrinter {
           /*in_steps=*/true);
     }
     for (ExprId r : pass.reduces) {
-      if (!widenedSum(k_.exprs[r])) continue;
+      if (!sumsInDouble(k_.exprs[r])) continue;
       const std::string n = std::to_string(r);
-      out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) fx_acc" << n
-           << "[fx_j] += (double)fx_step" << n << "[fx_j];\n";
+      out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) "
+           << "fx_acc" << n << "[fx_j] += (double)fx_step" << n << "[fx_j];\n";
     }
     out_ << "    }\n    }\n"
          << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
@@ -523,7 +519,7 @@ class ColumnPrinter {
     printRowExprs(out_, k_, pass.element, "        ", load);
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
-      const bool stepped = in_steps && widenedSum(e);
+      const bool stepped = in_steps && sumsInDouble(e);
       const std::string a = stepped ? "float" : accumulatorType(e);
       const std::string acc = (stepped ? "fx_step" : "fx_acc") + std::to_string(r) + "[fx_j]";
       out_ << "        " << acc << " = " << reduceStep(e, a, acc, "v" + std::to_string(e.args[0]))

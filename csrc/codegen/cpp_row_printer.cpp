@@ -119,10 +119,6 @@ class CppRowPrinter {
   // Softmax's sum of exponentials stays in float, as eager's vectorized CPU kernel sums
   // it: in double the pass ran at half the vector width (softmax over 8192 x 256 took
   // 1480 us on one core, 1231 in float).
-  static bool sumsInDouble(const Expr& e) {
-    return e.type == c10::ScalarType::Float && !e.sum_in_type &&
-           static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
-  }
   static const char* accumulatorType(const Expr& e) {
     return sumsInDouble(e) ? "double" : computeTypeName(e.type);
   }

@@ -65,10 +65,10 @@ int countScalars(const Kernel& k, bool doubles) {
 
 }  // namespace
 
-// Column walks ask for 2 resident blocks, not the compiler's own choice: given none, it
-// held a float16 column sum's walk to 80 registers, too few for a step's 16 vector loads
-// in flight beside the accumulators (H100, 32768 x 1024: 66.7 us; with up to 128
-// registers 53.7, the copy of its inputs taking 49.2).
+// Column kernels (blocks of 256) ask for 2 resident blocks, which allows a thread 128
+// registers: given no minimum, the compiler held a float16 column sum's walk to 80, too
+// few for a step's 16 vector loads in flight beside the accumulators (H100, 32768 x
+// 1024: 66.7 us; with the minimum 53.7, the copy of its inputs taking 49.2).
 void printCudaRowKernelHead(std::ostream& out, const Kernel& k) {
   const int nd = k.outer_ndim + k.inner_ndim;
   out << kCudaPrelude << kCommonPrelude << (drawsRandomNumbers(k) ? kPhiloxPrelude : "")
@@ -80,7 +80,7 @@ void printCudaRowKernelHead(std::ostream& out, const Kernel& k) {
       << "  int64_t iargs[" << nonEmpty(rowIntArgs(k)) << "];\n"
       << "  int64_t rows;\n};\n\n"
       << "extern \"C\" __global__ void __launch_bounds__(" << cudaRowBlock(k)
-      << (k.columns && cudaRowBlock(k) <= 256 ? ", 2" : "") << ") " << k.name
+      << (k.columns ? ", 2" : "") << ") " << k.name
       << "(const FxRowArgs a) {\n"
       << "  const int64_t* fx_sizes = a.sizes;\n"
       << "  const double* fx_dargs = a.dargs;\n  const int64_t* fx_iargs = a.iargs;\n"
@@ -257,9 +257,7 @@ class CudaRowPrinter {
   // the values a lane holds in registers, a few dozen, in their own type.
   static std::string accumulatorType(const Expr& e, bool walked) {
     if (isWelford(e)) return welfordTypeName(e);
-    const bool wide = walked && e.type == c10::ScalarType::Float && !e.sum_in_type &&
-                      static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
-    return wide ? "double" : computeTypeName(e.type);
+    return walked && sumsInDouble(e) ? "double" : computeTypeName(e.type);
   }
 
   // One pass over the row (a stage: over its slice), its reductions combined over the

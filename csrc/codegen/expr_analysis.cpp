@@ -41,7 +41,8 @@ int opCost(IrOp op) {
     case IrOp::Exp: case IrOp::Expm1: case IrOp::Log: case IrOp::Log1p: case IrOp::Log2:
     case IrOp::Log10: case IrOp::Sin: case IrOp::Cos: case IrOp::Tan: case IrOp::Asin:
     case IrOp::Acos: case IrOp::Atan: case IrOp::Sinh: case IrOp::Cosh: case IrOp::Tanh:
-    case IrOp::Sigmoid: case IrOp::SigmoidHalf: case IrOp::Erf: case IrOp::Erfc: case IrOp::Pow: case IrOp::Atan2:
+    case IrOp::Sigmoid: case IrOp::SigmoidHalf: case IrOp::Erf: case IrOp::Erfc: case IrOp::Pow:
+    case IrOp::Atan2:
       return 16;
     case IrOp::PhiloxUniform: return 32;  // ten rounds of two 32-bit multiplies
     default: return 1;

@@ -78,6 +78,8 @@ std::string reduceStep(const Expr& reduce, const std::string& acc_type, const st
 // accumulator is a Welford triple, fx_welford<T> of kCudaWelfordHelpers, which reads as
 // its sum of squared deviations where cast to T.
 bool isWelford(const Expr& reduce);
+// Whether `reduce` is a float sum that walks accumulate in double (sum_in_type aside).
+bool sumsInDouble(const Expr& reduce);
 bool hasWelford(const Kernel& kernel);  // any of its expressions
 std::string welfordTypeName(const Expr& reduce);
 std::string welfordTypeName(c10::ScalarType type);  // fx_welford<T> of `type`'s C type

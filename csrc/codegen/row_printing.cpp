@@ -106,6 +106,11 @@ bool isWelford(const Expr& e) {
   return e.op == IrOp::Reduce && static_cast<ReduceKind>(e.index) == ReduceKind::SquaredDeviations;
 }
 
+bool sumsInDouble(const Expr& e) {
+  return e.op == IrOp::Reduce && e.type == c10::ScalarType::Float && !e.sum_in_type &&
+         static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
+}
+
 bool hasWelford(const Kernel& k) { return std::any_of(k.exprs.begin(), k.exprs.end(), isWelford); }
 
 std::string welfordTypeName(const Expr& e) { return welfordTypeName(e.type); }
