@@ -6,9 +6,7 @@
 namespace fuser::codegen {
 
 c10::ScalarType partialType(const Kernel& k, const Expr& e) {
-  const bool float_sum = e.type == c10::ScalarType::Float && !e.sum_in_type &&
-                         static_cast<ReduceKind>(e.index) == ReduceKind::Sum;
-  return float_sum && k.device == c10::DeviceType::CPU ? c10::ScalarType::Double : e.type;
+  return sumsInDouble(e) && k.device == c10::DeviceType::CPU ? c10::ScalarType::Double : e.type;
 }
 
 std::string splitBufferTypeName(const SplitBuffer& b) {
