@@ -3,28 +3,35 @@
 //
 // After it runs, each aten::batch_norm (no-grad graphs) and aten::_batch_norm_impl_index
 // (autodiff's forward) whose `training` may be True, whose input is a contiguous
-// floating tensor of 3 or more dims with running statistics of its computation dtype,
-// and whose result a fusible node reads, computes
+// floating tensor of 3 or more dims with running statistics of its computation dtype or
+// of its own 16-bit dtype (a model made float16 or bfloat16 whole), and whose result a
+// fusible node reads, computes
+//   t = promote_types(dtype(x), float)   (the computation dtype: float for 16-bit x)
 //   if training:
-//     m = mean(x, dims 2..), v = var(x, dims 2.., correction=0)   (per sample and channel:
-//         trailing dims, one row group; x read in float for float16/bfloat16)
+//     m = mean(x.to(t), dims 2..), v = var(x.to(t), dims 2.., correction=0)   (per sample
+//         and channel: trailing dims, one row group)
 //     mean, var = fuser::batch_norm_batch_stats(m, v, x, running_mean, running_var,
 //                                               momentum, eps)
 //         (combines the rows over the batch, updates the running statistics in place)
 //   else:
-//     mean, var = running_mean, running_var
+//     mean, var = running_mean.to(t), running_var.to(t)
 //   y = batch_norm_with_stats(x, weight, bias, mean, var, training=False, momentum, eps)
 // so that y is the inference batch_norm the elementwise group after it fuses (with the
 // ReLU or residual add that reads it): eager's training forward reads x twice and
 // writes y, and so do these kernels, while the activation after it no longer reads y
 // again. The branch keeps eval mode as it was (the running statistics, no reduction).
+// The batch statistics are in the computation dtype, as eager's CUDA kernels keep them;
+// 16-bit running statistics are updated in it and rounded once. t is computed at run
+// time (the guards of the groups reading it pin it to the profiled dtype), so a model
+// whose dtype changes after profiling still normalizes in its own computation dtype.
 // Autodiff's form also returns what its backward reads: the batch mean and inverse
-// standard deviation (empty in eval mode, as ATen's native kernel returns them), an
-// empty reserve and backend index 0 (ATen's native backward).
+// standard deviation (empty in eval mode, as ATen's native kernel returns them), of the
+// dtype ATen's backward takes on the device (runtime/batch_norm_statistics.h), an empty
+// reserve and backend index 0 (ATen's native backward).
 // The three fuser:: operators run in the interpreter (runtime/batch_norm_statistics.h).
 // Left alone: `training` a constant False (the inference path takes it), channels-last
 // or other strided inputs (the row kernel reads rows of contiguous trailing dims),
-// missing running statistics, 16-bit statistics, and a batch_norm no fusible node reads
+// missing running statistics, and a batch_norm no fusible node reads
 // (ATen's own training kernels are as good there).
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -69,10 +76,14 @@ c10::TensorTypePtr contiguousInput(const Value* x) {
   return type;
 }
 
-// Whether `v` is a profiled tensor of dtype `dtype` (running statistics: not None).
-bool isTensorOf(const Value* v, ScalarType dtype) {
+// The dtype of the running statistics `v` when the rewrite takes it: a profiled tensor
+// (not None) of the computation dtype, or of x's own (16-bit) dtype.
+std::optional<ScalarType> runningDtype(const Value* v, ScalarType x) {
   auto type = v->type()->cast<c10::TensorType>();
-  return type && type->scalarType() == dtype;
+  if (!type || !type->scalarType()) return std::nullopt;
+  const ScalarType dtype = *type->scalarType();
+  if (dtype != statisticsDtype(x) && dtype != x) return std::nullopt;
+  return dtype;
 }
 
 bool fusibleReaderOf(const Value* y) {
@@ -87,11 +98,35 @@ Value* typed(Value* v, c10::TypePtr type) {
   return v;
 }
 
+// aten::to(v, dtype), appended where the insertion point is, typed as `type`.
+Value* castTo(Graph& graph, Value* v, Value* dtype, c10::TypePtr type) {
+  Node* cast = graph.create(c10::aten::to, {v, dtype, graph.insertConstant(false),
+                                            graph.insertConstant(false),
+                                            graph.insertConstant(c10::IValue())});
+  return typed(graph.insertNode(cast)->output(), std::move(type));
+}
+
+// x's computation dtype at run time, promote_types(dtype(x), float): float for float16
+// and bfloat16, x's own for float and double.
+Value* computationDtypeOf(Graph& graph, Value* x) {
+  Value* dtype = graph.insertNode(graph.create(c10::prim::dtype, {x}))->output();
+  Node* promoted = graph.create(
+      c10::aten::promote_types,
+      {typed(dtype, c10::IntType::get()),
+       graph.insertConstant(static_cast<int64_t>(ScalarType::Float))});
+  return typed(graph.insertNode(promoted)->output(), c10::IntType::get());
+}
+
+// The statistics' per-channel type: the running mean's, in the computation dtype.
+c10::TypePtr channelType(const Node* bn, ScalarType dtype) {
+  return bn->input(kRunningMean)->type()->expectRef<c10::TensorType>().withScalarType(dtype);
+}
+
 // The batch statistics of x (see the header): appended where the insertion point is.
 // Returns mean, var and, for autodiff's form, the saved mean, inverse standard deviation
 // and reserve.
 std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::TensorTypePtr& x_type,
-                                        bool for_backward) {
+                                        Value* computation_dtype, bool for_backward) {
   Value* x = bn->input(kX);
   const std::vector<int64_t> sizes = *x_type->sizes().concrete_sizes();
   const ScalarType dtype = statisticsDtype(*x_type->scalarType());
@@ -99,13 +134,7 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
     return typed(graph.insertNode(graph.create(kind, inputs))->output(), std::move(type));
   };
   auto whole = x_type->withScalarType(dtype);
-  Value* read = x;
-  if (dtype != *x_type->scalarType()) {
-    read = op(c10::aten::to,
-              {x, graph.insertConstant(static_cast<int64_t>(dtype)), graph.insertConstant(false),
-               graph.insertConstant(false), graph.insertConstant(c10::IValue())},
-              whole);
-  }
+  Value* read = castTo(graph, x, computation_dtype, whole);
   std::vector<int64_t> dims;
   std::vector<int64_t> row_sizes = {sizes[0], sizes[1]};
   for (size_t d = 2; d < sizes.size(); ++d) {
@@ -127,20 +156,25 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
       for_backward ? batchNormBatchStatsForBackwardSymbol() : batchNormBatchStatsSymbol(),
       {row_mean, row_var, x, bn->input(kRunningMean), bn->input(kRunningVar),
        bn->input(kMomentum), bn->input(kEps)},
-      for_backward ? 4 : 2));
-  const c10::TypePtr channels = bn->input(kRunningMean)->type();
-  for (Value* v : stats->outputs()) typed(v, channels);
+      for_backward ? 5 : 2));
+  typed(stats->output(0), channelType(bn, dtype));
+  typed(stats->output(1), channelType(bn, dtype));
   if (!for_backward) return {stats->output(0), stats->output(1)};
-  typed(stats->output(3), c10::TensorType::get());  // the reserve
-  // What autodiff's backward reads: the saved mean, inverse standard deviation, reserve.
-  return {stats->output(0), stats->output(1), stats->output(0), stats->output(2),
-          stats->output(3)};
+  // What autodiff's backward reads: the saved mean and inverse standard deviation (their
+  // dtype is the device's, known at run time), the reserve.
+  for (size_t i = 2; i < 5; ++i) typed(stats->output(i), c10::TensorType::get());
+  return {stats->output(0), stats->output(1), stats->output(2), stats->output(3),
+          stats->output(4)};
 }
 
 // What eval mode gives: the running statistics and, for autodiff's form, ATen's empty
 // saved statistics and reserve.
-std::vector<Value*> emitRunningStatistics(Graph& graph, Node* bn, bool for_backward) {
-  std::vector<Value*> out = {bn->input(kRunningMean), bn->input(kRunningVar)};
+std::vector<Value*> emitRunningStatistics(Graph& graph, Node* bn, ScalarType dtype,
+                                          Value* computation_dtype, bool for_backward) {
+  std::vector<Value*> out;
+  for (Value* running : {bn->input(kRunningMean), bn->input(kRunningVar)}) {
+    out.push_back(castTo(graph, running, computation_dtype, channelType(bn, dtype)));
+  }
   if (for_backward) {
     Node* saves = graph.insertNode(
         graph.create(batchNormEvalSavesSymbol(), {bn->input(kRunningMean)}, 3));
@@ -156,19 +190,25 @@ std::vector<Value*> emitStatistics(Graph& graph, Node* bn, Node* before,
                                    const c10::TensorTypePtr& x_type, bool constant_training,
                                    bool for_backward) {
   torch::jit::WithInsertPoint at(before);
-  if (constant_training) return emitBatchStatistics(graph, bn, x_type, for_backward);
+  Value* computation_dtype = computationDtypeOf(graph, bn->input(kX));
+  if (constant_training) {
+    return emitBatchStatistics(graph, bn, x_type, computation_dtype, for_backward);
+  }
   Node* branch = graph.insertNode(graph.create(c10::prim::If, {bn->input(kTraining)}, 0));
   torch::jit::Block* batch = branch->addBlock();
   torch::jit::Block* running = branch->addBlock();
   {
     torch::jit::WithInsertPoint in(batch);
-    for (Value* v : emitBatchStatistics(graph, bn, x_type, for_backward)) {
+    for (Value* v : emitBatchStatistics(graph, bn, x_type, computation_dtype, for_backward)) {
       batch->registerOutput(v);
     }
   }
   {
     torch::jit::WithInsertPoint in(running);
-    for (Value* v : emitRunningStatistics(graph, bn, for_backward)) running->registerOutput(v);
+    const ScalarType dtype = statisticsDtype(*x_type->scalarType());
+    for (Value* v : emitRunningStatistics(graph, bn, dtype, computation_dtype, for_backward)) {
+      running->registerOutput(v);
+    }
   }
   std::vector<Value*> stats;
   for (Value* v : batch->outputs()) stats.push_back(branch->addOutput()->setType(v->type()));
@@ -180,10 +220,9 @@ std::vector<Value*> emitStatistics(Graph& graph, Node* bn, Node* before,
 void rewrite(Node* bn) {
   auto x_type = contiguousInput(bn->input(kX));
   if (!x_type) return;
-  const ScalarType dtype = statisticsDtype(*x_type->scalarType());
-  if (!isTensorOf(bn->input(kRunningMean), dtype) || !isTensorOf(bn->input(kRunningVar), dtype)) {
-    return;
-  }
+  const ScalarType x_dtype = *x_type->scalarType();
+  const auto running = runningDtype(bn->input(kRunningMean), x_dtype);
+  if (!running || running != runningDtype(bn->input(kRunningVar), x_dtype)) return;
   std::optional<c10::IValue> training = torch::jit::toIValue(bn->input(kTraining));
   if (training && (!training->isBool() || !training->toBool())) return;
   const bool for_backward = bn->kind() == c10::aten::_batch_norm_impl_index;

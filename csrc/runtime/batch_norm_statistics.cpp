@@ -24,8 +24,8 @@ __device__ T warpSum(T v) {
   return v;
 }
 extern "C" __global__ void fuser_batch_norm_combine(
-    const T* __restrict__ row_mean, const T* __restrict__ row_var, T* running_mean,
-    T* running_var, T* mean, T* var, T* invstd, long long samples, long long channels,
+    const T* __restrict__ row_mean, const T* __restrict__ row_var, R* running_mean,
+    R* running_var, T* mean, T* var, T* invstd, long long samples, long long channels,
     double momentum, double unbias, double eps) {
   const long long c = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -47,32 +47,64 @@ extern "C" __global__ void fuser_batch_norm_combine(
   mean[c] = m;
   var[c] = v;
   if (invstd != nullptr) invstd[c] = (T)1 / sqrt(v + (T)eps);
-  running_mean[c] = (T)momentum * m + (T)(1.0 - momentum) * running_mean[c];
-  running_var[c] = (T)(momentum * unbias) * v + (T)(1.0 - momentum) * running_var[c];
+  running_mean[c] = toRunning((T)momentum * m + (T)(1.0 - momentum) * fromRunning(running_mean[c]));
+  running_var[c] =
+      toRunning((T)(momentum * unbias) * v + (T)(1.0 - momentum) * fromRunning(running_var[c]));
 }
 )";
 
 constexpr unsigned kCombineBlock = 256;  // 8 channels per block
 
+// How the kernel reads and writes running statistics of each dtype it takes (R): as they
+// are, or 16-bit ones converted from and rounded to float (T) once, as eager's kernels do.
+constexpr const char* kSameRunning = R"(
+typedef T R;
+__device__ T fromRunning(R v) { return v; }
+__device__ R toRunning(T v) { return v; }
+)";
+constexpr const char* kHalfRunning = R"(
+typedef unsigned short R;
+__device__ T fromRunning(R v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v)); return f; }
+__device__ R toRunning(T v) { R h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v)); return h; }
+)";
+// bfloat16 rounds to nearest even with integer arithmetic (NaN kept a NaN), on every GPU.
+constexpr const char* kBFloat16Running = R"(
+typedef unsigned short R;
+__device__ T fromRunning(R v) { return __uint_as_float((unsigned)v << 16); }
+__device__ R toRunning(T v) {
+  const unsigned x = __float_as_uint(v);
+  return (R)(v != v ? 0x7fc0u : (x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+)";
+
+// Whether running statistics of dtype `running` take batch statistics of dtype `t`: the
+// same, or 16-bit ones beside float (a float16 or bfloat16 model's).
+bool runningDtypeFits(c10::ScalarType running, c10::ScalarType t) {
+  return running == t || (t == c10::ScalarType::Float && (running == c10::ScalarType::Half ||
+                                                          running == c10::ScalarType::BFloat16));
+}
+
 bool combinesOnCuda(const at::Tensor& row_mean, const at::Tensor& row_var,
                     const at::Tensor& running_mean, const at::Tensor& running_var) {
-  const c10::ScalarType t = running_mean.scalar_type();
+  const c10::ScalarType t = row_mean.scalar_type();
+  const c10::ScalarType running = running_mean.scalar_type();
   for (const at::Tensor* x : {&row_mean, &row_var, &running_mean, &running_var}) {
-    if (!x->is_cuda() || !x->is_contiguous() || x->scalar_type() != t ||
-        x->device() != running_mean.device()) {
+    if (!x->is_cuda() || !x->is_contiguous() || x->device() != running_mean.device()) {
       return false;
     }
   }
-  return t == c10::ScalarType::Float || t == c10::ScalarType::Double;
+  return (t == c10::ScalarType::Float || t == c10::ScalarType::Double) &&
+         row_var.scalar_type() == t && running_var.scalar_type() == running &&
+         runningDtypeFits(running, t);
 }
 
 BatchStatistics combineOnCuda(const at::Tensor& row_mean, const at::Tensor& row_var,
                               at::Tensor& running_mean, at::Tensor& running_var,
                               int64_t samples, int64_t channels, double unbias,
                               double momentum, std::optional<double> eps) {
-  BatchStatistics out{at::empty({channels}, running_mean.options()),
-                      at::empty({channels}, running_mean.options()), at::Tensor()};
-  if (eps) out.invstd = at::empty({channels}, running_mean.options());
+  BatchStatistics out{at::empty({channels}, row_mean.options()),
+                      at::empty({channels}, row_mean.options()), at::Tensor()};
+  if (eps) out.invstd = at::empty({channels}, row_mean.options());
   const void* rm_in = row_mean.data_ptr();
   const void* rv_in = row_var.data_ptr();
   void* run_mean = running_mean.data_ptr();
@@ -87,12 +119,23 @@ BatchStatistics combineOnCuda(const at::Tensor& row_mean, const at::Tensor& row_
                     &invstd, &n,     &c,        &momentum, &unbias, &epsilon};
   const int64_t per_block = kCombineBlock / 32;
   const auto grid = static_cast<unsigned>((channels + per_block - 1) / per_block);
-  // Built once per dtype (the launch looks the kernel up by its source).
-  static const std::string float_source = batchNormCombineSource(c10::ScalarType::Float);
-  static const std::string double_source = batchNormCombineSource(c10::ScalarType::Double);
-  const bool is_float = running_mean.scalar_type() == c10::ScalarType::Float;
-  launchCudaSource(is_float ? float_source : double_source, kBatchNormCombineKernel,
-                   running_mean.device(), grid, kCombineBlock, params);
+  // Built once per pair of dtypes (the launch looks the kernel up by its source).
+  using c10::ScalarType;
+  static const std::string float_source = batchNormCombineSource(ScalarType::Float);
+  static const std::string double_source = batchNormCombineSource(ScalarType::Double);
+  static const std::string half_source =
+      batchNormCombineSource(ScalarType::Float, ScalarType::Half);
+  static const std::string bfloat16_source =
+      batchNormCombineSource(ScalarType::Float, ScalarType::BFloat16);
+  const std::string* source = &double_source;
+  switch (running_mean.scalar_type()) {
+    case ScalarType::Float: source = &float_source; break;
+    case ScalarType::Half: source = &half_source; break;
+    case ScalarType::BFloat16: source = &bfloat16_source; break;
+    default: break;
+  }
+  launchCudaSource(*source, kBatchNormCombineKernel, running_mean.device(), grid, kCombineBlock,
+                   params);
   return out;
 }
 
@@ -101,14 +144,31 @@ BatchStatistics combineWithAten(const at::Tensor& row_mean, const at::Tensor& ro
                                 at::Tensor& running_mean, at::Tensor& running_var,
                                 int64_t samples, int64_t channels, double unbias,
                                 double momentum, std::optional<double> eps) {
-  const c10::ScalarType t = running_mean.scalar_type();
-  auto means = row_mean.to(t).reshape({samples, channels});
+  const c10::ScalarType t = row_mean.scalar_type();
+  auto means = row_mean.reshape({samples, channels});
   auto [between, mean] = at::var_mean(means, {0}, /*correction=*/0, /*keepdim=*/false);
   at::Tensor var = row_var.to(t).reshape({samples, channels}).mean(0).add_(between);
   at::NoGradGuard no_grad;
-  running_mean.mul_(1.0 - momentum).add_(mean.detach(), momentum);
-  running_var.mul_(1.0 - momentum).add_(var.detach(), momentum * unbias);
+  if (running_mean.scalar_type() == t) {
+    running_mean.mul_(1.0 - momentum).add_(mean.detach(), momentum);
+    running_var.mul_(1.0 - momentum).add_(var.detach(), momentum * unbias);
+  } else {
+    // 16-bit running statistics: updated in float and rounded once.
+    running_mean.copy_(running_mean.to(t).mul_(1.0 - momentum).add_(mean.detach(), momentum));
+    running_var.copy_(
+        running_var.to(t).mul_(1.0 - momentum).add_(var.detach(), momentum * unbias));
+  }
   return {mean, var, eps ? (var + *eps).rsqrt() : at::Tensor()};
+}
+
+// What autodiff's backward reads of the batch statistics, in the dtype ATen's backward
+// takes: the running statistics' on the CPU (whose backward wants every per-channel
+// tensor of one dtype), the batch statistics' (float for 16-bit inputs) on CUDA.
+void pushSaved(torch::jit::Stack& stack, const at::Tensor& x, const at::Tensor& running_mean,
+               const at::Tensor& mean, const at::Tensor& invstd) {
+  const c10::ScalarType saved = x.is_cpu() ? running_mean.scalar_type() : mean.scalar_type();
+  torch::jit::push(stack, mean.to(saved), invstd.to(saved),
+                   at::empty({0}, x.options().dtype(at::kByte)));
 }
 
 void batchStatistics(torch::jit::Stack& stack, bool for_backward) {
@@ -123,13 +183,18 @@ void batchStatistics(torch::jit::Stack& stack, bool for_backward) {
               " elements not ", running_mean.numel());
   TORCH_CHECK(running_var.numel() == x.size(1), "running_var should contain ", x.size(1),
               " elements not ", running_var.numel());
+  TORCH_CHECK(runningDtypeFits(running_mean.scalar_type(), row_mean.scalar_type()) &&
+                  running_var.scalar_type() == running_mean.scalar_type(),
+              "fuser: running statistics of ", running_mean.scalar_type(), " and ",
+              running_var.scalar_type(), " beside batch statistics of ",
+              row_mean.scalar_type());
   if (x.numel() == 0) {
     // As eager: an empty batch normalizes nothing and leaves the running statistics be.
-    torch::jit::push(stack, running_mean.clone(), running_var.clone());
-    if (for_backward) {
-      torch::jit::push(stack, (running_var + eps).rsqrt(),
-                       at::empty({0}, x.options().dtype(at::kByte)));
-    }
+    // (Copies in the batch statistics' dtype, which the normalization was planned for.)
+    const c10::ScalarType t = row_mean.scalar_type();
+    at::Tensor mean = running_mean.to(t, false, true);
+    torch::jit::push(stack, mean, running_var.to(t, false, true));
+    if (for_backward) pushSaved(stack, x, running_mean, mean, (running_var.to(t) + eps).rsqrt());
     return;
   }
   const int64_t count = x.numel() / std::max<int64_t>(x.size(1), 1);
@@ -137,9 +202,7 @@ void batchStatistics(torch::jit::Stack& stack, bool for_backward) {
                                              momentum, for_backward ? std::optional(eps)
                                                                     : std::nullopt);
   torch::jit::push(stack, s.mean, s.var);
-  if (for_backward) {
-    torch::jit::push(stack, s.invstd, at::empty({0}, x.options().dtype(at::kByte)));
-  }
+  if (for_backward) pushSaved(stack, x, running_mean, s.mean, s.invstd);
 }
 
 // The inference formula over the given statistics, in ATen ops that autograd sees
@@ -188,7 +251,7 @@ torch::jit::RegisterOperators registration({
     torch::jit::Operator(
         "fuser::batch_norm_batch_stats_for_backward(Tensor row_mean, Tensor row_var, "
         "Tensor input, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, "
-        "float eps) -> (Tensor, Tensor, Tensor, Tensor)",
+        "float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
         [](torch::jit::Stack& stack) { batchStatistics(stack, true); },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
@@ -227,11 +290,17 @@ BatchStatistics combineBatchStatistics(const at::Tensor& row_mean, const at::Ten
                          unbias, momentum, eps);
 }
 
-std::string batchNormCombineSource(c10::ScalarType dtype) {
+std::string batchNormCombineSource(c10::ScalarType dtype, std::optional<c10::ScalarType> running) {
   TORCH_CHECK(dtype == c10::ScalarType::Float || dtype == c10::ScalarType::Double,
               "fuser: batch statistics are combined in float or double");
+  const c10::ScalarType r = running.value_or(dtype);
+  TORCH_CHECK(runningDtypeFits(r, dtype), "fuser: no combining kernel for running statistics of ",
+              r, " beside batch statistics of ", dtype);
+  const char* conversions = r == c10::ScalarType::Half       ? kHalfRunning
+                            : r == c10::ScalarType::BFloat16 ? kBFloat16Running
+                                                             : kSameRunning;
   return std::string("typedef ") + (dtype == c10::ScalarType::Float ? "float" : "double") +
-         " T;\n" + kCombineBody;
+         " T;\n" + conversions + kCombineBody;
 }
 
 }  // namespace fuser::runtime

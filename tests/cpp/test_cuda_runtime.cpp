@@ -91,16 +91,27 @@ TEST(Nvrtc, CompilesSmallKernelToSm90Cubin) {
 }
 
 // The kernel combining batch_norm's per-sample rows (runtime/batch_norm_statistics.h),
-// which no generated kernel covers: it compiles for both dtypes it takes.
+// which no generated kernel covers: it compiles for every pair of statistics' and running
+// statistics' dtypes it takes, and refuses the others.
 TEST(Nvrtc, BatchNormCombineKernelCompiles) {
   SKIP_WITHOUT_NVRTC();
-  for (c10::ScalarType dtype : {c10::ScalarType::Float, c10::ScalarType::Double}) {
+  using c10::ScalarType;
+  const std::pair<ScalarType, ScalarType> pairs[] = {
+      {ScalarType::Float, ScalarType::Float},
+      {ScalarType::Double, ScalarType::Double},
+      {ScalarType::Float, ScalarType::Half},
+      {ScalarType::Float, ScalarType::BFloat16}};
+  for (const auto& [dtype, running] : pairs) {
     const std::string image =
-        compileToCubin(runtime::batchNormCombineSource(dtype), Arch{9, 0});
-    EXPECT_TRUE(isCubin(image)) << dtype;
+        compileToCubin(runtime::batchNormCombineSource(dtype, running), Arch{9, 0});
+    EXPECT_TRUE(isCubin(image)) << dtype << " " << running;
     EXPECT_NE(image.find(runtime::kBatchNormCombineKernel), std::string::npos) << dtype;
   }
-  EXPECT_THROW(runtime::batchNormCombineSource(c10::ScalarType::Half), c10::Error);
+  EXPECT_THROW(runtime::batchNormCombineSource(ScalarType::Half), c10::Error);
+  EXPECT_THROW(runtime::batchNormCombineSource(ScalarType::Double, ScalarType::Half),
+               c10::Error);
+  EXPECT_THROW(runtime::batchNormCombineSource(ScalarType::Float, ScalarType::Double),
+               c10::Error);
 }
 
 // The channels-last max pool (runtime/max_pool_op.h): every dtype and vector width the
