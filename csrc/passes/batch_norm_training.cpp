@@ -106,6 +106,16 @@ Value* castTo(Graph& graph, Value* v, Value* dtype, c10::TypePtr type) {
   return typed(graph.insertNode(cast)->output(), std::move(type));
 }
 
+// aten::_to_copy(v, dtype=dtype): as castTo, but a fresh tensor whatever the dtype, so
+// that the group reading it takes the conversion (an alias of a graph input, which
+// may alias the running statistics written in place, would stay out of groups).
+Value* copyTo(Graph& graph, Value* v, Value* dtype, c10::TypePtr type) {
+  Value* none = graph.insertConstant(c10::IValue());
+  Node* copy = graph.create(c10::aten::_to_copy,
+                            {v, dtype, none, none, none, graph.insertConstant(false), none});
+  return typed(graph.insertNode(copy)->output(), std::move(type));
+}
+
 // x's computation dtype at run time, promote_types(dtype(x), float): float for float16
 // and bfloat16, x's own for float and double.
 Value* computationDtypeOf(Graph& graph, Value* x) {
@@ -134,7 +144,7 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
     return typed(graph.insertNode(graph.create(kind, inputs))->output(), std::move(type));
   };
   auto whole = x_type->withScalarType(dtype);
-  Value* read = castTo(graph, x, computation_dtype, whole);
+  Value* read = copyTo(graph, x, computation_dtype, whole);
   std::vector<int64_t> dims;
   std::vector<int64_t> row_sizes = {sizes[0], sizes[1]};
   for (size_t d = 2; d < sizes.size(); ++d) {

@@ -2,6 +2,7 @@
 #include "runtime/batch_norm_statistics.h"
 
 #include <ATen/ATen.h>
+#include <ATen/AccumulateType.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <algorithm>
@@ -234,10 +235,16 @@ void normalizeWithStats(torch::jit::Stack& stack) {
   torch::jit::push(stack, y);
 }
 
+// Eval mode's empty saved statistics, of the dtype eager's are: the running statistics'
+// on the CPU, their accumulation dtype on CUDA (float for 16-bit ones), which the
+// backward checks.
 void evalSaves(torch::jit::Stack& stack) {
   const at::Tensor running_mean = torch::jit::pop(stack).toTensor();
-  torch::jit::push(stack, at::empty({0}, running_mean.options()),
-                   at::empty({0}, running_mean.options()),
+  const c10::ScalarType saved =
+      running_mean.is_cpu() ? running_mean.scalar_type()
+                            : at::toAccumulateType(running_mean.scalar_type(), /*is_cuda=*/true);
+  auto options = running_mean.options().dtype(saved);
+  torch::jit::push(stack, at::empty({0}, options), at::empty({0}, options),
                    at::empty({0}, running_mean.options().dtype(at::kByte)));
 }
 
