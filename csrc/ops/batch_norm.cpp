@@ -23,12 +23,6 @@ c10::TensorTypePtr tensorTypeOf(const Value* v) { return v->type()->cast<c10::Te
 
 bool isNoneValue(const Value* v) { return v->type()->kind() == c10::TypeKind::NoneType; }
 
-// Eager takes statistics of x's dtype, or float ones beside a float16/bfloat16 x.
-bool statisticsDtypeFits(ScalarType stats, ScalarType x) {
-  if (stats == x) return true;
-  return stats == ScalarType::Float && (x == ScalarType::Half || x == ScalarType::BFloat16);
-}
-
 FusionDecision checkBatchNorm(const Node* node) {
   // A non-constant `training` (a module's self.training) is pinned to False by the
   // guard (passes/guard.cpp); a module in training mode runs the fallback.
@@ -108,6 +102,11 @@ bool batchNormAllocatesInSuggestedFormat(const at::Tensor& x, const at::Tensor& 
   return at::native::_select_batch_norm_backend(x, weight, bias, running_mean, running_var,
                                                 /*training=*/false, eps) !=
          at::native::BatchNormBackend::Native;
+}
+
+bool statisticsDtypeFits(ScalarType stats, ScalarType x) {
+  if (stats == x) return true;
+  return stats == ScalarType::Float && (x == ScalarType::Half || x == ScalarType::BFloat16);
 }
 
 bool isBatchNorm(const Node* node) {

@@ -32,6 +32,10 @@ bool batchNormAllocatesInSuggestedFormat(const at::Tensor& x, const at::Tensor& 
                                          const at::Tensor& bias, const at::Tensor& running_mean,
                                          const at::Tensor& running_var, double eps);
 
+// Whether eager's batch_norm takes per-channel statistics (or weights) of dtype `stats`
+// beside an input of dtype `x`: x's own, or float beside float16/bfloat16.
+bool statisticsDtypeFits(c10::ScalarType stats, c10::ScalarType x);
+
 // Whether `node` is an aten::batch_norm or a fuser::batch_norm_with_stats, which shares
 // its schema (the table's entry decides whether it fuses).
 bool isBatchNorm(const torch::jit::Node* node);

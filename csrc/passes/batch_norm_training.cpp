@@ -38,6 +38,7 @@
 #include <optional>
 #include <vector>
 
+#include "ops/batch_norm.h"
 #include "passes/fusibility.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
@@ -77,13 +78,13 @@ c10::TensorTypePtr contiguousInput(const Value* x) {
 }
 
 // The dtype of the running statistics `v` when the rewrite takes it: a profiled tensor
-// (not None) of the computation dtype, or of x's own (16-bit) dtype.
+// (not None) of a dtype eager takes beside x's (x's own, or float beside 16 bits).
 std::optional<ScalarType> runningDtype(const Value* v, ScalarType x) {
   auto type = v->type()->cast<c10::TensorType>();
-  if (!type || !type->scalarType()) return std::nullopt;
-  const ScalarType dtype = *type->scalarType();
-  if (dtype != statisticsDtype(x) && dtype != x) return std::nullopt;
-  return dtype;
+  if (!type || !type->scalarType() || !ops::statisticsDtypeFits(*type->scalarType(), x)) {
+    return std::nullopt;
+  }
+  return *type->scalarType();
 }
 
 bool fusibleReaderOf(const Value* y) {

@@ -79,10 +79,10 @@ __device__ R toRunning(T v) {
 )";
 
 // Whether running statistics of dtype `running` take batch statistics of dtype `t`: the
-// same, or 16-bit ones beside float (a float16 or bfloat16 model's).
+// same, or 16-bit ones beside float (a float16 or bfloat16 model's) — the pairs eager's
+// batch_norm takes, float statistics beside a 16-bit tensor.
 bool runningDtypeFits(c10::ScalarType running, c10::ScalarType t) {
-  return running == t || (t == c10::ScalarType::Float && (running == c10::ScalarType::Half ||
-                                                          running == c10::ScalarType::BFloat16));
+  return ops::statisticsDtypeFits(t, running);
 }
 
 bool combinesOnCuda(const at::Tensor& row_mean, const at::Tensor& row_var,
