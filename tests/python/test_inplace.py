@@ -200,6 +200,29 @@ def test_scripted_basic_block_fuses_residual_add_and_relu(fused):
     assert residual_group_formed(graph), graph
 
 
+def test_training_step_with_inplace_writes_never_reaches_the_pass(fused):
+    """README's limit, pinned: a training step (gradients on, training mode) of the
+    BasicBlock, whose in-place ReLU and `+=` write values that need gradients. Autodiff
+    forms no differentiable graph there, and TorchScript runs custom passes only inside
+    those when gradients are needed: no group, and results and gradients are eager's.
+    If this starts forming groups, TorchScript changed and the README's note is stale."""
+    block = make_block(torch.float32).train()
+    scripted = torch.jit.script(make_block(torch.float32).train())
+    for step in range(4):
+        x = torch.randn(2, 8, 6, 6, generator=torch.Generator().manual_seed(step))
+        ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+        out, want = scripted(ours), block(theirs)
+        torch.testing.assert_close(out, want)
+        (out * out).sum().backward()
+        (want * want).sum().backward()
+        torch.testing.assert_close(ours.grad, theirs.grad)
+        for a, b in zip(scripted.parameters(), block.parameters(), strict=True):
+            torch.testing.assert_close(a.grad, b.grad)
+    assert fuser.stats()["groups_formed"] == 0
+    graph = torch.jit.last_executed_optimized_graph()
+    assert count_kind(graph, "prim::DifferentiableGraph") == 0
+
+
 def test_traced_frozen_basic_block(fused):
     block = make_block(torch.float32)
     x = torch.randn(2, 8, 6, 6)
