@@ -333,6 +333,15 @@ def test_training_step_returns_the_gradient_of_every_input() -> None:
     torch.testing.assert_close(grad_w, (x.detach() * up).sum(0) * 2)
     # Not equal along the batch: BatchNorm's input gradient would vanish.
     assert not torch.equal(up[0], up[1])
+    # A second call reuses the upstream gradients, unchanged: the same gradients again.
+    again_x, again_w = step(x, w, 2.0)
+    assert torch.equal(again_x, grad_x) and torch.equal(again_w, grad_w)
+    # Another shape or dtype gets its own.
+    y = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    grad_y, _ = step(y, w.double(), 1.0)
+    torch.testing.assert_close(
+        grad_y, w.detach().double().expand(2, 4) * pattern((2, 4), 2).double() + 0.5
+    )
 
 
 def test_training_step_differentiates_the_parameters_it_is_given() -> None:
