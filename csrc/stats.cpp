@@ -34,6 +34,7 @@ std::map<std::string, int64_t> statsSnapshot() {
           {"cuda_cross_compiles", s.cuda_cross_compiles.load()},
           {"cuda_cross_compile_failures", s.cuda_cross_compile_failures.load()},
           {"one_pass_variance_kernels", s.one_pass_variance_kernels.load()},
+          {"batch_statistics_kernels", s.batch_statistics_kernels.load()},
           {"variants_timed", s.variants_timed.load()},
           {"variant_disk_hits", s.variant_disk_hits.load()},
           {"variant_timing_us", s.variant_timing_us.load()},
@@ -49,7 +50,7 @@ void resetStats() {
         &s.guard_failures, &s.compile_failures, &s.kernel_launches, &s.tiled_launches, &s.row_launches,
         &s.repeated_calls, &s.interpreted_runs, &s.layout_fallbacks, &s.kernel_build_us,
         &s.cuda_cross_compiles, &s.cuda_cross_compile_failures, &s.one_pass_variance_kernels,
-        &s.variants_timed,
+        &s.batch_statistics_kernels, &s.variants_timed,
         &s.variant_disk_hits, &s.variant_timing_us, &s.staged_calls, &s.workspace_bytes,
         &s.workspace_buffer_bytes}) {
     counter->store(0);

@@ -29,6 +29,8 @@ struct Stats {
   // CUDA row kernels lowered with one-pass variances (Kernel::one_pass_variance), built
   // or cross-compiled
   std::atomic<int64_t> one_pass_variance_kernels{0};
+  // batch_norm's batch statistics combined by our CUDA kernel (runtime/batch_norm_statistics.h)
+  std::atomic<int64_t> batch_statistics_kernels{0};
   std::atomic<int64_t> variants_timed{0};      // kernel variant choices made by timing them
   std::atomic<int64_t> variant_disk_hits{0};   // ... read from FUSER_CACHE_DIR instead
   std::atomic<int64_t> variant_timing_us{0};   // time spent timing variants

@@ -25,9 +25,11 @@
 // time (the guards of the groups reading it pin it to the profiled dtype), so a model
 // whose dtype changes after profiling still normalizes in its own computation dtype.
 // Autodiff's form also returns what its backward reads: the batch mean and inverse
-// standard deviation (empty in eval mode, as ATen's native kernel returns them), of the
-// dtype ATen's backward takes on the device (runtime/batch_norm_statistics.h), an empty
-// reserve and backend index 0 (ATen's native backward).
+// standard deviation (empty in eval mode: CPU's native kernel returns them so, and
+// CUDA's backward recomputes them from the running statistics when they are empty), of
+// the dtype ATen's backward takes on the device (savedStatisticsDtype, in
+// runtime/batch_norm_statistics.cpp), an empty reserve and backend index 0 (ATen's
+// native backward).
 // The three fuser:: operators run in the interpreter (runtime/batch_norm_statistics.h).
 // Left alone: `training` a constant False (the inference path takes it), channels-last
 // or other strided inputs (the row kernel reads rows of contiguous trailing dims),
@@ -99,18 +101,19 @@ Value* typed(Value* v, c10::TypePtr type) {
   return v;
 }
 
-// aten::to(v, dtype), appended where the insertion point is, typed as `type`.
-Value* castTo(Graph& graph, Value* v, Value* dtype, c10::TypePtr type) {
+// aten::to(v, dtype), appended where the insertion point is, typed as `type`: v itself
+// where it has that dtype.
+Value* aliasingConversion(Graph& graph, Value* v, Value* dtype, c10::TypePtr type) {
   Node* cast = graph.create(c10::aten::to, {v, dtype, graph.insertConstant(false),
                                             graph.insertConstant(false),
                                             graph.insertConstant(c10::IValue())});
   return typed(graph.insertNode(cast)->output(), std::move(type));
 }
 
-// aten::_to_copy(v, dtype=dtype): as castTo, but a fresh tensor whatever the dtype, so
-// that the group reading it takes the conversion (an alias of a graph input, which
-// may alias the running statistics written in place, would stay out of groups).
-Value* copyTo(Graph& graph, Value* v, Value* dtype, c10::TypePtr type) {
+// aten::_to_copy(v, dtype=dtype): as aliasingConversion, but a fresh tensor whatever the
+// dtype, so that the group reading it takes the conversion (an alias of a graph input,
+// which may alias the running statistics written in place, would stay out of groups).
+Value* freshConversion(Graph& graph, Value* v, Value* dtype, c10::TypePtr type) {
   Value* none = graph.insertConstant(c10::IValue());
   Node* copy = graph.create(c10::aten::_to_copy,
                             {v, dtype, none, none, none, graph.insertConstant(false), none});
@@ -145,7 +148,7 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
     return typed(graph.insertNode(graph.create(kind, inputs))->output(), std::move(type));
   };
   auto whole = x_type->withScalarType(dtype);
-  Value* read = copyTo(graph, x, computation_dtype, whole);
+  Value* read = freshConversion(graph, x, computation_dtype, whole);
   std::vector<int64_t> dims;
   std::vector<int64_t> row_sizes = {sizes[0], sizes[1]};
   for (size_t d = 2; d < sizes.size(); ++d) {
@@ -184,7 +187,7 @@ std::vector<Value*> emitRunningStatistics(Graph& graph, Node* bn, ScalarType dty
                                           Value* computation_dtype, bool for_backward) {
   std::vector<Value*> out;
   for (Value* running : {bn->input(kRunningMean), bn->input(kRunningVar)}) {
-    out.push_back(castTo(graph, running, computation_dtype, channelType(bn, dtype)));
+    out.push_back(aliasingConversion(graph, running, computation_dtype, channelType(bn, dtype)));
   }
   if (for_backward) {
     Node* saves = graph.insertNode(

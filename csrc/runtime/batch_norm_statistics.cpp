@@ -12,6 +12,7 @@
 
 #include "ops/batch_norm.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "stats.h"
 
 namespace fuser::runtime {
 namespace {
@@ -80,9 +81,18 @@ __device__ R toRunning(T v) {
 
 // Whether running statistics of dtype `running` take batch statistics of dtype `t`: the
 // same, or 16-bit ones beside float (a float16 or bfloat16 model's) — the pairs eager's
-// batch_norm takes, float statistics beside a 16-bit tensor.
+// batch_norm takes, float statistics beside a 16-bit tensor, read the other way round.
 bool runningDtypeFits(c10::ScalarType running, c10::ScalarType t) {
-  return ops::statisticsDtypeFits(t, running);
+  return ops::statisticsDtypeFits(/*stats=*/t, /*x=*/running);
+}
+
+// The dtype of the saved mean and inverse standard deviation ATen's backward takes beside
+// these running statistics: theirs on the CPU (whose backward wants every per-channel
+// tensor of one dtype), their accumulation dtype on CUDA (float for 16-bit ones, what
+// its backward reads them as; the batch statistics' dtype).
+c10::ScalarType savedStatisticsDtype(const at::Tensor& running_mean) {
+  const c10::ScalarType running = running_mean.scalar_type();
+  return running_mean.is_cpu() ? running : at::toAccumulateType(running, /*is_cuda=*/true);
 }
 
 bool combinesOnCuda(const at::Tensor& row_mean, const at::Tensor& row_var,
@@ -137,6 +147,7 @@ BatchStatistics combineOnCuda(const at::Tensor& row_mean, const at::Tensor& row_
   }
   launchCudaSource(*source, kBatchNormCombineKernel, running_mean.device(), grid, kCombineBlock,
                    params);
+  stats().batch_statistics_kernels++;
   return out;
 }
 
@@ -148,7 +159,7 @@ BatchStatistics combineWithAten(const at::Tensor& row_mean, const at::Tensor& ro
   const c10::ScalarType t = row_mean.scalar_type();
   auto means = row_mean.reshape({samples, channels});
   auto [between, mean] = at::var_mean(means, {0}, /*correction=*/0, /*keepdim=*/false);
-  at::Tensor var = row_var.to(t).reshape({samples, channels}).mean(0).add_(between);
+  at::Tensor var = row_var.reshape({samples, channels}).mean(0).add_(between);
   at::NoGradGuard no_grad;
   if (running_mean.scalar_type() == t) {
     running_mean.mul_(1.0 - momentum).add_(mean.detach(), momentum);
@@ -162,12 +173,11 @@ BatchStatistics combineWithAten(const at::Tensor& row_mean, const at::Tensor& ro
   return {mean, var, eps ? (var + *eps).rsqrt() : at::Tensor()};
 }
 
-// What autodiff's backward reads of the batch statistics, in the dtype ATen's backward
-// takes: the running statistics' on the CPU (whose backward wants every per-channel
-// tensor of one dtype), the batch statistics' (float for 16-bit inputs) on CUDA.
+// What autodiff's backward reads of the batch statistics (savedStatisticsDtype). The
+// saved mean is the batch mean itself where the dtypes agree: nothing writes either.
 void pushSaved(torch::jit::Stack& stack, const at::Tensor& x, const at::Tensor& running_mean,
                const at::Tensor& mean, const at::Tensor& invstd) {
-  const c10::ScalarType saved = x.is_cpu() ? running_mean.scalar_type() : mean.scalar_type();
+  const c10::ScalarType saved = savedStatisticsDtype(running_mean);
   torch::jit::push(stack, mean.to(saved), invstd.to(saved),
                    at::empty({0}, x.options().dtype(at::kByte)));
 }
@@ -235,15 +245,12 @@ void normalizeWithStats(torch::jit::Stack& stack) {
   torch::jit::push(stack, y);
 }
 
-// Eval mode's empty saved statistics, of the dtype eager's are: the running statistics'
-// on the CPU, their accumulation dtype on CUDA (float for 16-bit ones), which the
-// backward checks.
+// Eval mode's saved statistics: empty, as CPU's native kernel returns them (CUDA's
+// backward recomputes empty ones from the running statistics), of the dtype each
+// device's backward checks (savedStatisticsDtype).
 void evalSaves(torch::jit::Stack& stack) {
   const at::Tensor running_mean = torch::jit::pop(stack).toTensor();
-  const c10::ScalarType saved =
-      running_mean.is_cpu() ? running_mean.scalar_type()
-                            : at::toAccumulateType(running_mean.scalar_type(), /*is_cuda=*/true);
-  auto options = running_mean.options().dtype(saved);
+  auto options = running_mean.options().dtype(savedStatisticsDtype(running_mean));
   torch::jit::push(stack, at::empty({0}, options), at::empty({0}, options),
                    at::empty({0}, running_mean.options().dtype(at::kByte)));
 }
