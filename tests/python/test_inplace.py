@@ -215,9 +215,10 @@ def test_training_step_with_inplace_writes_never_reaches_the_pass(fused):
         torch.testing.assert_close(out, want)
         (out * out).sum().backward()
         (want * want).sum().backward()
-        torch.testing.assert_close(ours.grad, theirs.grad)
+        # The same ATen ops, whose convolution backward may sum in another order per run.
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
         for a, b in zip(scripted.parameters(), block.parameters(), strict=True):
-            torch.testing.assert_close(a.grad, b.grad)
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4)
     assert fuser.stats()["groups_formed"] == 0
     graph = torch.jit.last_executed_optimized_graph()
     assert count_kind(graph, "prim::DifferentiableGraph") == 0
