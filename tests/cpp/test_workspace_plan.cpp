@@ -25,7 +25,9 @@ void expectValid(const WorkspacePlan& plan, const std::vector<BufferNeed>& b, in
     EXPECT_LE(plan.offsets[x] + b[x].bytes, plan.bytes);
     for (size_t y = x + 1; y < b.size(); ++y) {
       const bool live_together = b[x].first <= b[y].last && b[y].first <= b[x].last;
-      if (live_together) EXPECT_FALSE(overlapInMemory(plan, b, x, y)) << x << " and " << y;
+      if (live_together) {
+        EXPECT_FALSE(overlapInMemory(plan, b, x, y)) << x << " and " << y;
+      }
     }
   }
   EXPECT_EQ(plan.sum_of_buffers, sum);
