@@ -7,7 +7,10 @@ triton_*), and the device time per call of every kernel: a call slower than its
 kernels waits on the host.
 
 Model rows (gpt2_block:medium:float16) work too; --top N lists each mode's N kernels
-of most device time per call, --sequence one call's kernels in launch order.
+of most device time per call, --sequence one call's kernels in launch order, --gemms
+each GEMM call (mm, bmm, addmm, baddbmm) with its operands' shapes and strides, the
+kernel it ran and its device time: two modes that run the same products with other
+layouts get other cuBLAS kernels.
 
 usage: python tools/kernel_times.py lstm_cell:large:float32,gru_cell:large:float16 \\
            [--modes fuser,nnc] [--top 8]
@@ -30,6 +33,7 @@ from fuser.bench.timing import TimingBudget, time_calls, warm_up
 
 KERNEL_PREFIXES = ("fuser_kernel", "fuser_rows", "fused_", "triton_")
 PROFILED_CALLS = 20
+GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::_addmm_activation")
 
 
 def kernel_us(fn, inputs, name_width: int = 60) -> tuple[float, float, list[tuple[str, float]]]:
@@ -69,6 +73,31 @@ def kernel_sequence(fn, inputs, name_width: int = 60) -> list[tuple[str, float]]
     return [(e.name[:name_width], e.time_range.elapsed_us()) for e in kernels]
 
 
+def gemm_calls(fn, inputs, name_width: int = 60) -> list[tuple[float, int, str]]:
+    """Per distinct GEMM call (op, operand shapes and strides, kernels): its device time
+    per call of fn (us), how many times a call makes it, and a description; most first."""
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+        for _ in range(PROFILED_CALLS):
+            fn(*inputs)
+        torch.cuda.synchronize()
+    totals: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.name not in GEMM_OPS or not event.kernels:
+            continue
+        strides = getattr(event, "structured_input_strides", None)
+        kernels = "; ".join(sorted({k.name[:name_width] for k in event.kernels}))
+        key = f"{event.name} shapes {event.input_shapes} strides {strides} -> {kernels}"
+        us = sum(k.duration for k in event.kernels)
+        entry = totals.setdefault(key, [0.0, 0])
+        entry[0] += us
+        entry[1] += 1
+    return sorted(
+        ((us / PROFILED_CALLS, round(n / PROFILED_CALLS), key) for key, (us, n) in totals.items()),
+        key=lambda item: -item[0],
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", help="workload:size:dtype, comma-separated")
@@ -76,6 +105,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=0, help="kernels listed per mode")
     parser.add_argument("--sequence", action="store_true", help="one call's kernels in order")
     parser.add_argument("--name-width", type=int, default=60, help="characters of kernel names")
+    parser.add_argument("--gemms", action="store_true", help="each GEMM call, its layouts")
     args = parser.parse_args()
     device = torch.device("cuda")
     budget = TimingBudget(seconds=0.4, min_reps=10, max_reps=4000)
@@ -110,6 +140,10 @@ def main() -> None:
                 with jit_flags(mode.flags(device)), autograd_mode(workload.training):
                     for kernel_name, us in kernel_sequence(fn, inputs, args.name_width):
                         print(f"    > {us:9.2f} us  {kernel_name}", flush=True)
+            if args.gemms:
+                with jit_flags(mode.flags(device)), autograd_mode(workload.training):
+                    for us, count, what in gemm_calls(fn, inputs, args.name_width):
+                        print(f"    G {us:9.2f} us  x{count}  {what}", flush=True)
 
 
 if __name__ == "__main__":
