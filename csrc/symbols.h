@@ -98,4 +98,11 @@ inline c10::Symbol typeGuardIntsAttr() {
   return s;
 }
 
+// The int lists a fuser::TypeGuard checks after its ints, flattened: each list's length,
+// then its elements.
+inline c10::Symbol typeGuardListsAttr() {
+  static const c10::Symbol s = c10::Symbol::attr("lists");
+  return s;
+}
+
 }  // namespace fuser

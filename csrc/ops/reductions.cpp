@@ -176,6 +176,19 @@ FusionDecision checkRowReduction(const Node* node) {
   return FusionDecision::yes();
 }
 
+// A floating gradient: its sum keeps the dtype (an integer sum would widen to int64).
+FusionDecision checkGradSumToSize(const Node* node) {
+  auto type = node->input(0)->type()->cast<c10::TensorType>();
+  if (!type || !type->scalarType() || !c10::isFloatingType(*type->scalarType())) {
+    return FusionDecision::no("_grad_sum_to_size is fused for floating gradients");
+  }
+  if (!rowReductionOf(node)) {
+    return FusionDecision::no("its size is neither a constant nor profiled on its result, or it "
+                              "sums both leading dims and dims of size 1 (or none)");
+  }
+  return FusionDecision::yes();
+}
+
 // ---- Lowerings ----------------------------------------------------------------------
 
 ExprId rowMean(IrBuilder& b, ExprId x) {
@@ -235,6 +248,12 @@ Operand lowerSum(IrBuilder& b, const Args& a) {  // (self, dim, keepdim, dtype)
               "fuser: sums are fused into floating or int64 results");
   const Operand x = asResultDtype(b, a[0], t);
   return makeResult(b.reduce(ReduceKind::Sum, x.expr), t, {x});
+}
+
+// Autodiff's sum of a broadcast operand's gradient back to its size (self, size): a sum
+// in self's dtype over the dims rowReductionOf finds in the size.
+Operand lowerGradSumToSize(IrBuilder& b, const Args& a) {
+  return lowerSum(b, {a[0], Operand{}, Operand{}, Operand{}});
 }
 
 Operand lowerMean(IrBuilder& b, const Args& a) {  // (self, dim, keepdim, dtype)
@@ -439,6 +458,8 @@ const RegisterOps kRegister({
      "keepdim=False) -> Tensor", lowerVariance<true>, checkRowReduction, true},
     {"aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor",
      lowerNorm, checkRowReduction, true},
+    {"aten::_grad_sum_to_size(Tensor(a) self, int[]? size) -> Tensor(a)", lowerGradSumToSize,
+     checkGradSumToSize, true},
     {"aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
      lowerSoftmax<false>, checkRowReduction, true},
     {"aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
@@ -474,11 +495,49 @@ bool isLayerNorm(const Node* node) {
 
 bool isLayerNormInputGrad(const Node* node) { return node->kind() == layerNormInputGradSymbol(); }
 
+std::optional<std::vector<int64_t>> gradSumTarget(const Node* node) {
+  if (node->kind() != c10::aten::_grad_sum_to_size) return std::nullopt;
+  if (auto size = constantInput(node, "size")) {
+    if (size->isIntList()) return size->toIntVector();
+    return std::nullopt;  // None: self itself
+  }
+  auto type = node->output()->type()->cast<c10::TensorType>();
+  if (!type) return std::nullopt;
+  return type->sizes().concrete_sizes();
+}
+
+namespace {
+
+// _grad_sum_to_size(self, size) sums self's leading dims (those past size's rank) and
+// the dims size gives as 1, keeping the latter. A row reduction takes either kind,
+// not both (its result keeps every reduced dim or none), and at least one dim.
+std::optional<RowReduction> gradSumReduction(const Node* node, int64_t rank) {
+  auto target = gradSumTarget(node);
+  if (!target) return std::nullopt;
+  const int64_t leading = rank - static_cast<int64_t>(target->size());
+  if (leading < 0) return std::nullopt;
+  RowReduction r;
+  r.rank = rank;
+  for (int64_t d = 0; d < leading; ++d) r.dims.push_back(d);
+  for (size_t i = 0; i < target->size(); ++i) {
+    if ((*target)[i] == 1) r.dims.push_back(leading + static_cast<int64_t>(i));
+  }
+  const bool units = r.dims.size() > static_cast<size_t>(leading);
+  if (r.dims.empty() || (leading > 0 && units)) return std::nullopt;
+  r.reduced = static_cast<int64_t>(r.dims.size());
+  r.result = leading > 0 ? RowReduction::Result::DropDims : RowReduction::Result::KeepDims;
+  if (trailingCount(r.dims, rank)) r.dims.clear();  // the trailing ones
+  return r;
+}
+
+}  // namespace
+
 std::optional<RowReduction> rowReductionOf(const Node* node) {
   const OpEntry* entry = findOp(node);
   if (!entry || !entry->reduces) return std::nullopt;
   auto rank = profiledRank(node->input(0));
   if (!rank || *rank == 0) return std::nullopt;
+  if (node->kind() == c10::aten::_grad_sum_to_size) return gradSumReduction(node, *rank);
   RowReduction r;
   r.rank = *rank;
   if (node->kind() == c10::aten::group_norm) {

@@ -57,6 +57,11 @@ bool isGroupNormAffine(const torch::jit::Node* node, size_t input);
 // ones for the normalizations and softmax) and a profiled input rank; nullopt otherwise.
 std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
 
+// The size aten::_grad_sum_to_size sums its gradient to: its constant `size`, else its
+// result's profiled sizes (the guard pins the size to them, passes/guard.cpp); nullopt
+// for other nodes, a None size, or sizes unknown.
+std::optional<std::vector<int64_t>> gradSumTarget(const torch::jit::Node* node);
+
 // The profiled sizes of the result of a reduction of `input_sizes` (complete).
 std::vector<int64_t> reducedSizes(const std::vector<int64_t>& input_sizes,
                                   const RowReduction& r);

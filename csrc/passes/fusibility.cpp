@@ -150,12 +150,15 @@ FusionDecision checkFusible(const Node* node) {
     return FusionDecision::yes();
   };
 
-  for (const Value* input : node->inputs()) {
+  for (size_t i = 0; i < node->inputs().size(); ++i) {
+    const Value* input = node->input(i);
+    // _grad_sum_to_size's size never reaches the kernel: the guard pins it (guard.cpp).
+    const bool pinned_size = node->kind() == c10::aten::_grad_sum_to_size && i == 1;
     if (input->type()->cast<c10::TensorType>()) {
       // A constant tensor (a frozen weight) is passed as an argument too: partition
       // hoists it out of the subgraph again (hoistTensorConstants).
       if (auto d = checkOperand(input); !d) return d;
-    } else if (!isConstant(input) && !isKernelScalarType(input->type())) {
+    } else if (!isConstant(input) && !isKernelScalarType(input->type()) && !pinned_size) {
       return FusionDecision::no("%" + input->debugName() + " has type " + input->type()->str() +
                                 "; only int, float and bool scalars can be kernel arguments");
     }

@@ -19,8 +19,9 @@ bool isGuardedGroup(const torch::jit::Node* group);
 // Subgraph attributes).
 std::vector<torch::jit::Node*> collectFusionGroups(torch::jit::Block* block);
 
-// Nodes of the group's subgraph other than prim::Constant; layer_norm, softmax and
-// log_softmax count twice (a row kernel alone beats or ties ATen's).
+// Nodes of the group's subgraph other than prim::Constant; layer_norm, softmax,
+// log_softmax and sums over leading dims count twice (a row or column kernel alone beats
+// or ties ATen's).
 size_t countComputeNodes(const torch::jit::Node* group);
 
 // A tensor constant (a frozen weight or bias) that merging cloned into the group's

@@ -14,7 +14,10 @@
 // profiled on those conversions' results (attribute `ints`, for inputs after the
 // tensors), and the group's subgraph reads that dtype as a constant instead. So is a
 // bool read only as batch_norm's `training` or native_dropout's `train` (a module's
-// `self.training`), to False. The
+// `self.training`), to False; so is an int list read only as _grad_sum_to_size's size
+// (autodiff's sum of a broadcast operand's gradient, a bias's), to its result's
+// profiled sizes, which fix the dims the group reduces (attribute `lists`). A group
+// with such a size that cannot be pinned is unfused. The
 // fallback's subgraph is the group's ops, unmodified, with tensor types unspecialized:
 // the profiling executor turns it into a function that is profiled and optimized again. A group whose tensor inputs
 // lack a complete profiled type (dtype, device, rank) is unfused instead: its kernels
@@ -29,6 +32,7 @@
 
 #include "ops/batch_norm.h"
 #include "ops/dropout.h"
+#include "ops/reductions.h"
 #include "passes/chunks.h"
 #include "passes/fusibility.h"
 #include "passes/groups.h"
@@ -96,16 +100,54 @@ bool onlyEvalSwitches(const Value* param) {
   return true;
 }
 
+bool isIntListType(const c10::TypePtr& type) {
+  c10::TypePtr list = type;
+  if (auto optional = type->cast<c10::OptionalType>()) list = optional->getElementType();
+  auto as_list = list->cast<c10::ListType>();
+  return as_list && as_list->getElementType()->kind() == c10::TypeKind::IntType;
+}
+
+// The value an int list input read only as _grad_sum_to_size's size is pinned to: the
+// sizes profiled on every such result, when they agree.
+std::optional<c10::IValue> pinnableSizeList(const Value* param) {
+  if (!isIntListType(param->type()) || param->uses().empty()) return std::nullopt;
+  std::optional<std::vector<int64_t>> sizes;
+  for (const auto& use : param->uses()) {
+    if (use.user->kind() != c10::aten::_grad_sum_to_size || use.offset != 1) return std::nullopt;
+    auto target = ops::gradSumTarget(use.user);
+    if (!target || (sizes && *sizes != *target)) return std::nullopt;
+    sizes = std::move(target);
+  }
+  return c10::IValue(c10::List<int64_t>(*sizes));
+}
+
+// Whether every _grad_sum_to_size of the group sums to a size known when its kernel is
+// built: a constant, or an input the guard pins.
+bool gradSumSizesFixed(const Node* group) {
+  for (const Node* n : group->g(Subgraph)->nodes()) {
+    if (n->kind() != c10::aten::_grad_sum_to_size) continue;
+    const Value* size = n->input(1);
+    if (size->node()->kind() == c10::prim::Constant) continue;
+    if (size->node()->kind() != c10::prim::Param || !pinnableSizeList(size)) return false;
+  }
+  return true;
+}
+
 // Subgraph inputs (by index) that the guard pins, with their value: ints read only as
 // the dtype argument of conversions (or softmax backward's input_dtype) whose results
-// share one profiled dtype (that dtype), and bools read only as batch_norm's `training` or native_dropout's `train`
-// (False).
+// share one profiled dtype (that dtype), bools read only as batch_norm's `training` or
+// native_dropout's `train` (False), and int lists read only as _grad_sum_to_size's size
+// (pinnableSizeList).
 std::vector<std::pair<size_t, c10::IValue>> pinnableInputs(const Node* group) {
   std::vector<std::pair<size_t, c10::IValue>> out;
   auto subgraph = group->g(Subgraph);
   for (size_t i = 0; i < subgraph->inputs().size(); ++i) {
     const Value* param = subgraph->inputs()[i];
     if (param->uses().empty()) continue;
+    if (auto list = pinnableSizeList(param)) {
+      out.emplace_back(i, std::move(*list));
+      continue;
+    }
     if (param->type()->kind() == c10::TypeKind::BoolType && onlyEvalSwitches(param)) {
       out.emplace_back(i, c10::IValue(false));
       continue;
@@ -165,12 +207,22 @@ void guardGroup(Node* group) {
   std::vector<Value*> checked = tensors;
   std::vector<int64_t> ints;
   for (const auto& [index, value] : pinned) {
+    if (value.isIntList()) continue;
     checked.push_back(group->input(index));
     ints.push_back(value.isBool() ? int64_t{value.toBool()} : value.toInt());
+  }
+  std::vector<int64_t> lists;  // each list's length, then its elements
+  for (const auto& [index, value] : pinned) {
+    if (!value.isIntList()) continue;
+    checked.push_back(group->input(index));
+    const std::vector<int64_t> sizes = value.toIntVector();
+    lists.push_back(static_cast<int64_t>(sizes.size()));
+    lists.insert(lists.end(), sizes.begin(), sizes.end());
   }
   Node* guard = graph->create(typeGuardSymbol(), checked, 1);
   guard->tys_(torch::jit::attr::types, std::move(types));
   if (!ints.empty()) guard->is_(typeGuardIntsAttr(), std::move(ints));
+  if (!lists.empty()) guard->is_(typeGuardListsAttr(), std::move(lists));
   guard->output()->setType(c10::BoolType::get());
   guard->insertBefore(group);
 
@@ -224,7 +276,7 @@ void guardGroup(Node* group) {
 void guardFusionGroups(GraphPtr& graph) {
   for (Node* group : collectFusionGroups(graph->block())) {
     if (isGuardedGroup(group)) continue;
-    if (!hasCompleteTypes(tensorInputs(group))) {
+    if (!hasCompleteTypes(tensorInputs(group)) || !gradSumSizesFixed(group)) {
       torch::jit::SubgraphUtils::unmergeSubgraph(group);
       continue;
     }
