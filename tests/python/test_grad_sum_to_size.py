@@ -1,0 +1,182 @@
+"""Autodiff's aten::_grad_sum_to_size (a bias's gradient, a broadcast operand's) in
+groups: a sum over the leading dims, or over the dims the size gives as 1, which a
+column or row kernel computes. The size is an input of the graph (autodiff's captured
+`bias.size()` or broadcast sizes); the guard pins it to the sizes profiled on the
+result, and a call with another size (or None) runs the fallback, which sums as eager
+does. A lone sum over leading dims keeps its group (ATen's are slower)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fuser
+from helpers import all_nodes, devices, fused_kinds, script_from_source
+
+GRAD_SUM = "aten::_grad_sum_to_size"
+TOLERANCE = {
+    torch.float16: {"rtol": 5e-3, "atol": 5e-3},
+    torch.bfloat16: {"rtol": 3e-2, "atol": 3e-2},
+}
+
+
+SUM_TO = """
+def sum_to(g, size: Optional[List[int]]):
+    return torch.ops.aten._grad_sum_to_size(g, size)
+"""
+SIGMOID_SUM_TO = """
+def sigmoid_sum_to(g, x, size: List[int]):
+    return torch.ops.aten._grad_sum_to_size(g * torch.sigmoid(x), size)
+"""
+
+
+def sum_to(g: torch.Tensor, size: list[int] | None) -> torch.Tensor:
+    return torch.ops.aten._grad_sum_to_size(g, size)
+
+
+def run(fn, *args, calls: int = 3):
+    with fuser.enabled(True), torch.no_grad():
+        for _ in range(calls):
+            out = fn(*args)
+        return out, fn.graph_for(*args)
+
+
+def guard_lists(graph) -> list[list[int]]:
+    """Each guard's pinned lists, flattened as the guard holds them (length, elements)."""
+    guards = [n for n in all_nodes(graph) if n.kind() == "fuser::TypeGuard"]
+    return [list(getattr(n, "is")("lists")) for n in guards if n.hasAttribute("lists")]
+
+
+def check_like_eager(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert (got.shape, got.dtype) == (want.shape, want.dtype)
+    assert got.is_contiguous()
+    torch.testing.assert_close(got, want, **TOLERANCE.get(got.dtype, {}))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "shape,size",
+    [
+        ((6, 40, 33), [33]),  # a bias's gradient: every leading dim
+        ((6, 40, 33), [40, 33]),
+        ((300, 7), []),  # every dim, to a scalar
+        ((6, 40, 33), [6, 1, 33]),  # a dim of size 1, kept
+        ((6, 40, 33), [1, 40, 1]),
+        ((5, 9, 2, 3), [5, 9, 1, 1]),  # trailing dims of size 1: a row kernel
+    ],
+    ids=["bias", "two_kept", "scalar", "middle_unit", "outer_units", "trailing_units"],
+)
+def test_sums_fused_like_eager(device: str, dtype: torch.dtype, shape, size) -> None:
+    g = torch.Generator().manual_seed(0)
+    grad = torch.randn(shape, generator=g).to(device, dtype)
+    x = torch.randn(shape, generator=g).to(device, dtype)
+    fn = script_from_source(SIGMOID_SUM_TO)
+    fuser.reset_stats()
+    got, graph = run(fn, grad, x, size)
+    check_like_eager(got, sum_to(grad * torch.sigmoid(x), size))
+    assert GRAD_SUM in fused_kinds(graph), graph
+    assert guard_lists(graph) == [[len(size), *size]], graph
+    assert fuser.stats()["guard_failures"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_lone_bias_gradient_keeps_its_group(device: str) -> None:
+    grad = torch.randn(8, 16, 24, device=device)
+    fn = script_from_source(SUM_TO)
+    got, graph = run(fn, grad, [24])
+    check_like_eager(got, grad.sum([0, 1]))
+    assert GRAD_SUM in fused_kinds(graph), graph
+
+
+@pytest.mark.parametrize("device", devices())
+def test_other_sizes_run_the_fallback(device: str) -> None:
+    g = torch.Generator().manual_seed(1)
+    grad = torch.randn(6, 40, 33, generator=g).to(device)
+    x = torch.randn(6, 40, 33, generator=g).to(device)
+    fn = script_from_source(SIGMOID_SUM_TO)
+    run(fn, grad, x, [33])
+    product = grad * torch.sigmoid(x)
+    fuser.reset_stats()
+    with fuser.enabled(True), torch.no_grad():
+        # Same rank of size, other dims summed: the pinned [33] would sum the wrong ones.
+        for size in ([40, 33], [1, 33], [6, 1, 33], [33]):
+            check_like_eager(fn(grad, x, size), sum_to(product, size))
+    assert fuser.stats()["guard_failures"] >= 3, fuser.stats()
+
+
+@pytest.mark.parametrize("device", devices())
+def test_none_size_after_a_list_runs_the_fallback(device: str) -> None:
+    grad = torch.randn(4, 8, device=device)
+    fn = script_from_source(SUM_TO)
+    run(fn, grad, [8])
+    with fuser.enabled(True), torch.no_grad():
+        got = fn(grad, None)
+    assert torch.equal(got, grad)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_leading_and_unit_dims_together_stay_with_aten(device: str) -> None:
+    # [6, 40, 33] to [1, 33]: dim 0 dropped and dim 1 kept as 1; a row reduction's result
+    # keeps every reduced dim or none.
+    g = torch.Generator().manual_seed(2)
+    grad = torch.randn(6, 40, 33, generator=g).to(device)
+    x = torch.randn(6, 40, 33, generator=g).to(device)
+    fn = script_from_source(SIGMOID_SUM_TO)
+    got, graph = run(fn, grad, x, [1, 33])
+    check_like_eager(got, sum_to(grad * torch.sigmoid(x), [1, 33]))
+    assert GRAD_SUM not in fused_kinds(graph), graph
+    assert "aten::sigmoid" in fused_kinds(graph), graph
+
+
+def block_class() -> type[torch.nn.Module]:
+    """A linear layer, two broadcast parameters and activations: autodiff sums each
+    one's gradient with _grad_sum_to_size. A class per test: scripted modules of one
+    class share their compiled methods, and with them a plan profiled by another test."""
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(24, 48)
+            self.scale = torch.nn.Parameter(torch.rand(48) + 0.5)
+            self.shift = torch.nn.Parameter(torch.randn(5, 1, 48))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.fc(x)
+            return torch.tanh(y * self.scale) + torch.sigmoid(y) * self.shift
+
+    return Block
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+def test_training_gradients_match_eager(device: str, dtype: torch.dtype) -> None:
+    if dtype == torch.float16 and device == "cpu":
+        pytest.skip("eager's CPU addmm of float16 is slow and its sums round per block")
+    torch.manual_seed(0)
+    block = block_class()
+    eager = block().to(device, dtype)
+    scripted = torch.jit.script(block().to(device, dtype))
+    scripted.load_state_dict(eager.state_dict())
+    x = torch.randn(5, 7, 24, device=device, dtype=dtype)
+    weights = torch.randn(5, 7, 48, device=device, dtype=dtype)
+    fuser.reset_stats()
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
+        for _ in range(4):
+            xs = x.clone().requires_grad_()
+            got = scripted(xs)
+            got_grads = torch.autograd.grad((got * weights).sum(), [xs, *scripted.parameters()])
+        backward = torch.jit.last_executed_optimized_graph()
+    xe = x.clone().requires_grad_()
+    want = eager(xe)
+    want_grads = torch.autograd.grad((want * weights).sum(), [xe, *eager.parameters()])
+    tol = TOLERANCE.get(dtype, {})
+    torch.testing.assert_close(got, want, **tol)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride())
+        torch.testing.assert_close(g, w, **tol)
+    # The linear's bias and `scale` sum over every leading dim, `shift` over dim 1 kept.
+    assert GRAD_SUM in fused_kinds(backward), backward
+    pinned = sorted(guard_lists(backward))
+    assert [1, 48] in pinned and [3, 5, 1, 48] in pinned, pinned
+    assert fuser.stats()["guard_failures"] == 0, fuser.stats()
