@@ -54,7 +54,9 @@ def check_like_eager(got: torch.Tensor, want: torch.Tensor) -> None:
 
 
 @pytest.mark.parametrize("device", devices())
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str
+)
 @pytest.mark.parametrize(
     "shape,size",
     [
