@@ -15,9 +15,10 @@
 #   dropout: the dropout tests on CUDA, then the random-dropout rows (bias + gelu +
 #   dropout, attention's masked softmax + dropout) at large size in float32 and float16
 #   beside NNC and torch.compile, and the GPT-2 training step.
-#   training: layer_norm's backward, dropout and reduction tests on CUDA and gelu_backward's
-#   parity, then the training-step rows (residual + layer_norm at large size, the GPT-2
-#   block with and without dropout) beside torch.compile, and their top kernels.
+#   training: layer_norm's backward, dropout, reduction and bias-gradient tests on CUDA and
+#   gelu_backward's parity, then the training-step rows (residual + layer_norm at large
+#   size, the GPT-2 block with and without dropout) beside torch.compile, and their top
+#   kernels.
 #   batchnorm: the batch_norm tests on CUDA (batch statistics and inference), the
 #   BatchNorm + ReLU rows in training and eval mode beside NNC and torch.compile, a
 #   convnet's training step (BN_MODELS, default resnet18_train) and the top kernels.
@@ -64,6 +65,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_matmul_operands.py tests/python/test_dropout.py \
     tests/python/test_layer_norm_backward.py tests/python/test_split_rows.py \
     tests/python/test_column_reductions.py tests/python/test_one_pass_variance.py \
+    tests/python/test_grad_sum_to_size.py \
     tests/python/test_random_reductions.py tests/python/test_channels_last.py \
     tests/python/test_max_pool_first.py tests/python/test_max_pool_kernel.py \
     tests/python/test_native16.py tests/python/test_exact_16bit.py \
@@ -172,7 +174,8 @@ fi
 if [ "$what" = training ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
     --dist loadfile tests/python/test_layer_norm_backward.py tests/python/test_dropout.py \
-    tests/python/test_reductions.py 2>&1 | tee "$OUT/test_training.log" | tail -6
+    tests/python/test_reductions.py tests/python/test_grad_sum_to_size.py \
+    tests/python/test_column_reductions.py 2>&1 | tee "$OUT/test_training.log" | tail -6
   FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_ops.py -k "gelu or every_table" 2>&1 | tee "$OUT/test_ops_gelu.log" | tail -4
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \
