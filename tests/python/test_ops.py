@@ -875,21 +875,22 @@ def test_layouts(expr: str, layout: str, dtype: torch.dtype) -> None:
 
 def test_every_table_schema_is_exercised() -> None:
     """Each schema of the table appears in some case of this file, or of
-    test_reductions.py, test_batch_norm.py, test_batch_norm_training.py, test_dropout.py
-    or test_layer_norm_backward.py (by operator name)."""
+    test_reductions.py, test_batch_norm.py, test_batch_norm_training.py, test_dropout.py,
+    test_layer_norm_backward.py or test_grad_sum_to_size.py (by operator name)."""
     import inspect
     import sys
 
     import test_batch_norm
     import test_batch_norm_training
     import test_dropout
+    import test_grad_sum_to_size
     import test_layer_norm_backward
     import test_reductions
 
     # Reductions, batch_norm and autodiff's dropout and layer_norm have their own files.
     text = inspect.getsource(sys.modules[__name__])
     others = (test_reductions, test_batch_norm, test_batch_norm_training, test_dropout)
-    for other in (*others, test_layer_norm_backward):
+    for other in (*others, test_layer_norm_backward, test_grad_sum_to_size):
         text += inspect.getsource(other)
     aliases = {
         "__and__": "&",
