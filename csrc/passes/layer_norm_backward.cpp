@@ -7,11 +7,19 @@
 // gradient), computes that gradient as
 //   fuser::layer_norm_input_grad(grad_out, input, normalized_shape, mean, rstd, weight)
 // (symbols.h; a row reduction, ops/reductions.cpp), and the weight and bias gradients,
-// where something reads them, with the same aten op given output_mask [False, weight,
-// bias]. Those two are sums over the rows, along the leading dims, which no row kernel
-// takes: ATen's kernel computes them. Eager's CUDA op runs the two parts as two kernels
-// as well; the input gradient now shares its passes with the residual sum before it or
-// the activation's gradient after it.
+// where something reads them, as the sums over the leading dims that they are:
+//   grad_bias   = sum(grad_out, leading, keepdim).reshape(normalized_shape)
+//   grad_weight = sum(grad_out * ((input - mean) * rstd), leading, keepdim)
+//                   [.to(weight's dtype)].reshape(normalized_shape)
+// which one CUDA column group computes (two sums over one tensor's dims), in the
+// statistics' dtype (float for a 16-bit input, as eager's kernel accumulates) and
+// rounded once. Elsewhere (on the CPU, whose column kernels walk a per-row operand
+// such as the mean 4x slower than ATen's op: [8192, 768] floats on 2 cores, 7.1 ms
+// against 1.7; dtypes that differ; no leading dim; statistics not shaped as the
+// forward returns them), the same aten op computes them given output_mask [False,
+// weight, bias]. Eager's CUDA op runs
+// the two parts as two kernels as well; the input gradient now shares its passes with
+// the residual sum before it or the activation's gradient after it.
 // Left alone: a mask that is not a constant, an input gradient nobody reads, and an op
 // with no fusible neighbour (ATen's CPU kernel computes the three gradients in one walk
 // over the rows, which two calls would read twice).
@@ -32,6 +40,106 @@ using torch::jit::Value;
 // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight,
 // bias, output_mask).
 constexpr size_t kOutputMask = 7;
+
+c10::TensorTypePtr tensorType(const Value* v) { return v->type()->cast<c10::TensorType>(); }
+
+// The dims before the normalized ones, when the node's types and normalized_shape say
+// how many, and its weight and bias gradients may be summed as graph ops (see above).
+std::optional<int64_t> leadingDimsToSum(const Node* node) {
+  auto grad = tensorType(node->input(0)), input = tensorType(node->input(1));
+  auto mean = tensorType(node->input(3)), rstd = tensorType(node->input(4));
+  auto weight = tensorType(node->input(5));
+  auto shape = torch::jit::toIValue(node->input(2));
+  if (!grad || !input || !mean || !rstd || !weight || !shape || !shape->isIntList()) {
+    return std::nullopt;
+  }
+  for (const auto& t : {grad, input, mean, rstd, weight}) {
+    if (!t->scalarType() || !t->device() || !t->dim()) return std::nullopt;
+  }
+  const c10::ScalarType dtype = *input->scalarType();
+  if (*grad->scalarType() != dtype || *weight->scalarType() != dtype ||
+      *mean->scalarType() != *rstd->scalarType()) {
+    return std::nullopt;
+  }
+  if (!c10::isFloatingType(dtype) || !input->device()->is_cuda()) return std::nullopt;
+  const int64_t leading =
+      static_cast<int64_t>(*input->dim()) - static_cast<int64_t>(shape->toIntVector().size());
+  if (leading < 1 || *grad->dim() != *input->dim()) return std::nullopt;
+  // The statistics broadcast along the rows only as native_layer_norm returns them: the
+  // input's leading sizes, then 1s (eager's backward also reads them flat, one per row).
+  auto rows = input->sizes().concrete_sizes();
+  if (!rows) return std::nullopt;
+  for (int64_t d = leading; d < static_cast<int64_t>(rows->size()); ++d) (*rows)[d] = 1;
+  for (const auto& t : {mean, rstd}) {
+    if (t->sizes().concrete_sizes() != rows) return std::nullopt;
+  }
+  return leading;
+}
+
+// sum(v, [0, leading), keepdim=True), converted to `dtype` where v has another, reshaped
+// to `shape`: a gradient of the weight or the bias.
+Value* leadingSum(torch::jit::Graph& graph, Value* v, int64_t leading, c10::ScalarType dtype,
+                  Value* shape) {
+  auto type = tensorType(v);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < leading; ++d) dims.push_back(d);
+  Value* none = graph.insertConstant(c10::IValue());
+  Node* sum = graph.insertNode(graph.create(
+      c10::aten::sum, {v, graph.insertConstant(dims), graph.insertConstant(true), none}));
+  // The summed value's type: v's, with the leading dims of size 1.
+  c10::TensorTypePtr summed = type->withDim(type->dim());
+  if (auto sizes = type->sizes().concrete_sizes()) {
+    for (int64_t d = 0; d < leading; ++d) (*sizes)[d] = 1;
+    summed = type->withSizes(*sizes);
+  }
+  sum->output()->setType(summed);
+  Value* result = sum->output();
+  if (*type->scalarType() != dtype) {
+    Node* cast = graph.insertNode(graph.create(
+        c10::aten::to, {result, graph.insertConstant(static_cast<int64_t>(dtype)),
+                        graph.insertConstant(false), graph.insertConstant(false), none}));
+    cast->output()->setType(summed->withScalarType(dtype));
+    result = cast->output();
+  }
+  Node* reshape = graph.insertNode(graph.create(c10::aten::reshape, {result, shape}));
+  reshape->output()->setType(c10::TensorType::get());
+  return reshape->output();
+}
+
+// The weight's and the bias's gradients of `node` as column sums (where asked and
+// possible); returns whether the node has no reader left for them.
+bool sumWeightAndBiasGradients(Node* node) {
+  auto leading = leadingDimsToSum(node);
+  if (!leading) return false;
+  torch::jit::Graph& graph = *node->owningGraph();
+  torch::jit::WithInsertPoint here(node);
+  Value* grad = node->input(0);
+  const c10::ScalarType dtype = *tensorType(node->input(5))->scalarType();
+  if (node->output(2)->hasUses()) {
+    Value* bias_grad = leadingSum(graph, grad, *leading, dtype, node->input(2));
+    bias_grad->copyMetadata(node->output(2));
+    node->output(2)->replaceAllUsesWith(bias_grad);
+  }
+  if (node->output(1)->hasUses()) {
+    auto input = tensorType(node->input(1)), stats = tensorType(node->input(3));
+    auto grad_type = tensorType(grad);
+    const c10::ScalarType t = c10::promoteTypes(*input->scalarType(), *stats->scalarType());
+    Value* one = graph.insertConstant(static_cast<int64_t>(1));
+    Node* centred =
+        graph.insertNode(graph.create(c10::aten::sub, {node->input(1), node->input(3), one}));
+    centred->output()->setType(input->withScalarType(t));
+    Node* normalized =
+        graph.insertNode(graph.create(c10::aten::mul, {centred->output(), node->input(4)}));
+    normalized->output()->setType(input->withScalarType(t));
+    Node* product = graph.insertNode(graph.create(c10::aten::mul, {grad, normalized->output()}));
+    product->output()->setType(
+        grad_type->withScalarType(c10::promoteTypes(*grad_type->scalarType(), t)));
+    Value* weight_grad = leadingSum(graph, product->output(), *leading, dtype, node->input(2));
+    weight_grad->copyMetadata(node->output(1));
+    node->output(1)->replaceAllUsesWith(weight_grad);
+  }
+  return true;
+}
 
 bool hasFusibleNeighbour(const Node* grad) {
   if (checkFusible(grad->input(0)->node())) return true;
@@ -65,7 +173,8 @@ void splitIn(torch::jit::Block* block) {
       grad->destroy();
       continue;
     }
-    if (!node->output(1)->hasUses() && !node->output(2)->hasUses()) {
+    if (sumWeightAndBiasGradients(node) ||
+        (!node->output(1)->hasUses() && !node->output(2)->hasUses())) {
       node->destroy();
       continue;
     }
