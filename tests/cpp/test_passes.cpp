@@ -390,6 +390,95 @@ graph(%a : Tensor, %b : Tensor):
   EXPECT_EQ(countGroups(graph), 1);
 }
 
+// autodiff's sum of a broadcast operand's gradient joins its producer; the size it sums
+// to becomes a constant of the subgraph, and the guard checks the list it was.
+TEST_F(PassesTest, GradSumToSizeJoinsItsProducerAndItsSizeIsPinned) {
+  const std::string g = "Float(6, 4, 5, strides=[20, 5, 1], requires_grad=0, device=cpu)";
+  auto graph = testing_helpers::parseWithTypes(R"IR(
+graph(%g : $G, %x : $G, %size : int[]):
+  %s : $G = aten::sigmoid(%x)
+  %p : $G = aten::mul(%g, %s)
+  %r : $T = aten::_grad_sum_to_size(%p, %size)
+  return (%r))IR",
+                                               {{"$G", g}, {"$T", kT}});
+  fuseGraph(graph);
+  FileCheck()
+      .check("fuser::TypeGuard")
+      ->check("lists=[2, 4, 5]")
+      ->check("(%g, %x, %size)")
+      ->check("fuser::FusionGroup")
+      ->run(*graph);
+  Node* group = collectFusionGroups(graph->block()).at(0);
+  EXPECT_EQ(group->inputs().size(), 2);  // the size is no kernel argument
+  FileCheck()
+      .check("int[] = prim::Constant[value=[4, 5]]")
+      ->check("aten::sigmoid")
+      ->check("aten::_grad_sum_to_size")
+      ->run(*group->g(c10::attr::Subgraph));
+}
+
+// Summing dim 0 away and dim 1 to size 1 gives a result no row reduction returns (it
+// keeps every reduced dim or none): the sum stays an ATen op.
+TEST_F(PassesTest, GradSumToSizeOverLeadingAndUnitDimsStaysOut) {
+  const std::string g = "Float(6, 4, 5, strides=[20, 5, 1], requires_grad=0, device=cpu)";
+  const std::string r = "Float(1, 5, strides=[5, 1], requires_grad=0, device=cpu)";
+  auto graph = testing_helpers::parseWithTypes(R"IR(
+graph(%g : $G, %x : $G, %size : int[]):
+  %s : $G = aten::sigmoid(%x)
+  %p : $G = aten::mul(%g, %s)
+  %r : $R = aten::_grad_sum_to_size(%p, %size)
+  return (%r))IR",
+                                               {{"$G", g}, {"$R", r}});
+  fuseGraph(graph);
+  EXPECT_EQ(countGroups(graph), 1);
+  EXPECT_EQ(countKind(graph->block(), c10::aten::_grad_sum_to_size), 1);
+  Node* group = collectFusionGroups(graph->block()).at(0);
+  EXPECT_EQ(countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::_grad_sum_to_size), 0);
+}
+
+// On CUDA, layer_norm's weight and bias gradients become sums over the leading dims in
+// a group, and no native_layer_norm_backward is left; on the CPU, the op stays for them.
+TEST_F(PassesTest, LayerNormWeightAndBiasGradientsSummedOnCuda) {
+  for (const std::string device : {"cuda:0", "cpu"}) {
+    SCOPED_TRACE(device);
+    const std::string x = "Float(6, 8, 16, strides=[128, 16, 1], requires_grad=0, device=" +
+                          device + ")";
+    const std::string stat = "Float(6, 8, 1, strides=[8, 1, 1], requires_grad=0, device=" +
+                             device + ")";
+    const std::string w = "Float(16, strides=[1], requires_grad=0, device=" + device + ")";
+    auto graph = testing_helpers::parseWithTypes(R"IR(
+graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W):
+  %two : float = prim::Constant[value=2.]()
+  %one : float = prim::Constant[value=1.]()
+  %shape : int[] = prim::Constant[value=[16]]()
+  %mask : bool[] = prim::Constant[value=[1, 1, 1]]()
+  %h : $X = aten::mul(%g, %two)
+  %gi : $X, %gw : $W, %gb : $W = aten::native_layer_norm_backward(%h, %x, %shape, %mean, %rstd, %w, %b, %mask)
+  %out : $X = aten::add(%gi, %one, %one)
+  return (%out, %gw, %gb))IR",
+                                                 {{"$X", x}, {"$S", stat}, {"$W", w}});
+    // (The IR parser reads [1, 1, 1] as ints: the mask is given as bools here.)
+    for (Node* node : graph->nodes()) {
+      if (node->kind() != c10::aten::native_layer_norm_backward) continue;
+      torch::jit::WithInsertPoint at(node);
+      node->replaceInput(7, graph->insertConstant(c10::List<bool>({true, true, true})));
+    }
+    fuseGraph(graph);
+    const size_t left = countKind(graph->block(), c10::aten::native_layer_norm_backward);
+    size_t sums = 0;
+    for (Node* group : collectFusionGroups(graph->block())) {
+      sums += countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::sum);
+    }
+    if (device == "cpu") {
+      EXPECT_EQ(sums, 0);
+      EXPECT_EQ(left, 1);
+    } else {
+      EXPECT_EQ(sums, 2);
+      EXPECT_EQ(left, 0);
+    }
+  }
+}
+
 // Runs `%ok = TypeGuard[types=[Float(4,5) cpu]](%x)` on `x` through the interpreter.
 bool runGuard(const at::Tensor& x) {
   auto graph = parse(R"IR(
@@ -423,6 +512,32 @@ TEST(TypeGuardOp, ChecksDtypeRankAndGradNotSizes) {
     EXPECT_TRUE(runGuard(leaf));
   }
   EXPECT_EQ(stats().guard_failures, 4);
+}
+
+// `%ok = TypeGuard[types=[Float(4,5) cpu], lists=[2, 4, 5]](%x, %size)` on a list.
+bool runListGuard(const c10::IValue& size) {
+  auto graph = parse(R"IR(
+graph(%x : Tensor, %size : int[]?):
+  return (%x))IR");
+  Node* guard = graph->create(typeGuardSymbol(), {graph->inputs()[0], graph->inputs()[1]}, 1);
+  guard->tys_(c10::attr::types, {c10::TensorType::create(torch::zeros({4, 5}))});
+  guard->is_(typeGuardListsAttr(), {2, 4, 5});
+  guard->output()->setType(c10::BoolType::get());
+  graph->prependNode(guard);
+  graph->eraseOutput(0);
+  graph->registerOutput(guard->output());
+  torch::jit::Code code(graph, "guard");
+  torch::jit::Stack stack{torch::zeros({4, 5}), size};
+  torch::jit::InterpreterState(code).run(stack);
+  return stack.back().toBool();
+}
+
+TEST(TypeGuardOp, ChecksPinnedLists) {
+  EXPECT_TRUE(runListGuard(c10::List<int64_t>({4, 5})));
+  EXPECT_FALSE(runListGuard(c10::List<int64_t>({5})));
+  EXPECT_FALSE(runListGuard(c10::List<int64_t>({4, 1})));
+  EXPECT_FALSE(runListGuard(c10::List<int64_t>({4, 5, 1})));
+  EXPECT_FALSE(runListGuard(c10::IValue()));
 }
 
 }  // namespace
