@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "config.h"
 #include "ops/lowering_rules.h"
 #include "symbols.h"
 
@@ -178,6 +179,7 @@ FusionDecision checkRowReduction(const Node* node) {
 
 // A floating gradient: its sum keeps the dtype (an integer sum would widen to int64).
 FusionDecision checkGradSumToSize(const Node* node) {
+  if (!config().gradient_sums) return FusionDecision::no("FUSER_GRADIENT_SUMS=0");
   auto type = node->input(0)->type()->cast<c10::TensorType>();
   if (!type || !type->scalarType() || !c10::isFloatingType(*type->scalarType())) {
     return FusionDecision::no("_grad_sum_to_size is fused for floating gradients");

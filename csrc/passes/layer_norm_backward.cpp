@@ -27,6 +27,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
+#include "config.h"
 #include "passes/fusibility.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
@@ -109,6 +110,7 @@ Value* leadingSum(torch::jit::Graph& graph, Value* v, int64_t leading, c10::Scal
 // The weight's and the bias's gradients of `node` as column sums (where asked and
 // possible); returns whether the node has no reader left for them.
 bool sumWeightAndBiasGradients(Node* node) {
+  if (!config().gradient_sums) return false;  // FUSER_GRADIENT_SUMS=0
   auto leading = leadingDimsToSum(node);
   if (!leading) return false;
   torch::jit::Graph& graph = *node->owningGraph();

@@ -3,7 +3,8 @@ groups: a sum over the leading dims, or over the dims the size gives as 1, which
 column or row kernel computes. The size is an input of the graph (autodiff's captured
 `bias.size()` or broadcast sizes); the guard pins it to the sizes profiled on the
 result, and a call with another size (or None) runs the fallback, which sums as eager
-does. A lone sum over leading dims keeps its group (ATen's are slower)."""
+does. A lone sum over leading dims keeps its group (ATen's are slower).
+FUSER_GRADIENT_SUMS=0 leaves the sums to ATen."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import fuser
-from helpers import all_nodes, devices, fused_kinds, script_from_source
+from helpers import all_nodes, devices, fused_kinds, run_python, script_from_source
 
 GRAD_SUM = "aten::_grad_sum_to_size"
 TOLERANCE = {
@@ -182,3 +183,27 @@ def test_training_gradients_match_eager(device: str, dtype: torch.dtype) -> None
     pinned = sorted(guard_lists(backward))
     assert [1, 48] in pinned and [3, 5, 1, 48] in pinned, pinned
     assert fuser.stats()["guard_failures"] == 0, fuser.stats()
+
+
+def test_flag_leaves_the_sums_to_aten() -> None:
+    code = """
+        import torch, fuser
+        cu = torch.jit.CompilationUnit('''
+        def f(g, x, size: List[int]):
+            return torch.ops.aten._grad_sum_to_size(g * torch.sigmoid(x), size)
+        ''')
+        g, x = torch.randn(6, 40, 33), torch.randn(6, 40, 33)
+        with fuser.enabled(True), torch.no_grad():
+            for _ in range(3):
+                out = cu.f(g, x, [33])
+            graph = cu.f.graph_for(g, x, [33])
+        torch.testing.assert_close(out, (g * torch.sigmoid(x)).sum([0, 1]))
+        groups = [n for n in graph.findAllNodes("fuser::FusionGroup")]
+        inside = [k.kind() for n in groups for k in n.g("Subgraph").nodes()]
+        print("aten::_grad_sum_to_size" in inside)
+    """
+    fused = run_python(code)
+    kept = run_python(code, {"FUSER_GRADIENT_SUMS": "0"})
+    assert fused.returncode == 0 and kept.returncode == 0, fused.stderr + kept.stderr
+    assert fused.stdout.split() == ["True"]
+    assert kept.stdout.split() == ["False"]
