@@ -255,6 +255,7 @@ Operand lowerSum(IrBuilder& b, const Args& a) {  // (self, dim, keepdim, dtype)
 // Autodiff's sum of a broadcast operand's gradient back to its size (self, size): a sum
 // in self's dtype over the dims rowReductionOf finds in the size.
 Operand lowerGradSumToSize(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], "_grad_sum_to_size");  // (an integer sum would widen to int64)
   return lowerSum(b, {a[0], Operand{}, Operand{}, Operand{}});
 }
 

@@ -233,7 +233,7 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
       }
     }
   }
-  EXPECT_EQ(reductions, 19);  // sum and mean in their dim and whole-tensor forms, ...
+  EXPECT_EQ(reductions, 20);  // sum and mean in their dim and whole-tensor forms, ...
 }
 
 // Inference batch_norm (ops/batch_norm.h), and fuser::batch_norm_with_stats which batch
