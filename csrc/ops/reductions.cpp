@@ -513,20 +513,31 @@ namespace {
 
 // _grad_sum_to_size(self, size) sums self's leading dims (those past size's rank) and
 // the dims size gives as 1, keeping the latter. A row reduction takes either kind,
-// not both (its result keeps every reduced dim or none), and at least one dim.
+// not both (its result keeps every reduced dim or none). Every dim the size gives as 1
+// is reduced, also where self's is 1 too (eager skips it; summing one element changes
+// nothing): the guard pins the size, not self's sizes, so a dim of self that was 1 when
+// profiled may not be at run time. A sum that reduced nothing when profiled (no
+// leading dim, and self's size 1 wherever the size is: a None size's result, a no-op)
+// is left to ATen, which returns self itself.
 std::optional<RowReduction> gradSumReduction(const Node* node, int64_t rank) {
   auto target = gradSumTarget(node);
   if (!target) return std::nullopt;
   const int64_t leading = rank - static_cast<int64_t>(target->size());
   if (leading < 0) return std::nullopt;
+  auto self = node->input(0)->type()->cast<c10::TensorType>();
   RowReduction r;
   r.rank = rank;
+  bool reduces_some = leading > 0;
   for (int64_t d = 0; d < leading; ++d) r.dims.push_back(d);
   for (size_t i = 0; i < target->size(); ++i) {
-    if ((*target)[i] == 1) r.dims.push_back(leading + static_cast<int64_t>(i));
+    if ((*target)[i] != 1) continue;
+    const int64_t d = leading + static_cast<int64_t>(i);
+    r.dims.push_back(d);
+    const auto size = self ? self->sizes()[d] : std::nullopt;
+    reduces_some = reduces_some || !size || *size != 1;
   }
   const bool units = r.dims.size() > static_cast<size_t>(leading);
-  if (r.dims.empty() || (leading > 0 && units)) return std::nullopt;
+  if (!reduces_some || (leading > 0 && units)) return std::nullopt;
   r.reduced = static_cast<int64_t>(r.dims.size());
   r.result = leading > 0 ? RowReduction::Result::DropDims : RowReduction::Result::KeepDims;
   if (trailingCount(r.dims, rank)) r.dims.clear();  // the trailing ones

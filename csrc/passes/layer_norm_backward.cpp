@@ -45,11 +45,16 @@ constexpr size_t kOutputMask = 7;
 c10::TensorTypePtr tensorType(const Value* v) { return v->type()->cast<c10::TensorType>(); }
 
 // The dims before the normalized ones, when the node's types and normalized_shape say
-// how many, and its weight and bias gradients may be summed as graph ops (see above).
-std::optional<int64_t> leadingDimsToSum(const Node* node) {
+// how many, and its weight and bias gradients may be summed as graph ops (see above):
+// only gradients the mask asks for are read (eager gives undefined tensors for the
+// others), and the bias is of the weight's dtype where its gradient is read.
+std::optional<int64_t> leadingDimsToSum(const Node* node, const c10::List<bool>& asked) {
+  for (size_t i : {1, 2}) {
+    if (node->output(i)->hasUses() && !asked.get(i)) return std::nullopt;
+  }
   auto grad = tensorType(node->input(0)), input = tensorType(node->input(1));
   auto mean = tensorType(node->input(3)), rstd = tensorType(node->input(4));
-  auto weight = tensorType(node->input(5));
+  auto weight = tensorType(node->input(5)), bias = tensorType(node->input(6));
   auto shape = torch::jit::toIValue(node->input(2));
   if (!grad || !input || !mean || !rstd || !weight || !shape || !shape->isIntList()) {
     return std::nullopt;
@@ -63,6 +68,9 @@ std::optional<int64_t> leadingDimsToSum(const Node* node) {
     return std::nullopt;
   }
   if (!c10::isFloatingType(dtype) || !input->device()->is_cuda()) return std::nullopt;
+  if (node->output(2)->hasUses() && (!bias || bias->scalarType() != dtype)) {
+    return std::nullopt;
+  }
   const int64_t leading =
       static_cast<int64_t>(*input->dim()) - static_cast<int64_t>(shape->toIntVector().size());
   if (leading < 1 || *grad->dim() != *input->dim()) return std::nullopt;
@@ -88,7 +96,7 @@ Value* leadingSum(torch::jit::Graph& graph, Value* v, int64_t leading, c10::Scal
   Node* sum = graph.insertNode(graph.create(
       c10::aten::sum, {v, graph.insertConstant(dims), graph.insertConstant(true), none}));
   // The summed value's type: v's, with the leading dims of size 1.
-  c10::TensorTypePtr summed = type->withDim(type->dim());
+  c10::TensorTypePtr summed = type;
   if (auto sizes = type->sizes().concrete_sizes()) {
     for (int64_t d = 0; d < leading; ++d) (*sizes)[d] = 1;
     summed = type->withSizes(*sizes);
@@ -109,9 +117,9 @@ Value* leadingSum(torch::jit::Graph& graph, Value* v, int64_t leading, c10::Scal
 
 // The weight's and the bias's gradients of `node` as column sums (where asked and
 // possible); returns whether the node has no reader left for them.
-bool sumWeightAndBiasGradients(Node* node) {
+bool sumWeightAndBiasGradients(Node* node, const c10::List<bool>& asked) {
   if (!config().gradient_sums) return false;  // FUSER_GRADIENT_SUMS=0
-  auto leading = leadingDimsToSum(node);
+  auto leading = leadingDimsToSum(node, asked);
   if (!leading) return false;
   torch::jit::Graph& graph = *node->owningGraph();
   torch::jit::WithInsertPoint here(node);
@@ -175,7 +183,7 @@ void splitIn(torch::jit::Block* block) {
       grad->destroy();
       continue;
     }
-    if (sumWeightAndBiasGradients(node) ||
+    if (sumWeightAndBiasGradients(node, asked) ||
         (!node->output(1)->hasUses() && !node->output(2)->hasUses())) {
       node->destroy();
       continue;

@@ -36,10 +36,10 @@ constexpr int64_t kCudaUnitsPerSm = 4;
 constexpr int64_t kCpuUnitsPerThread = 2;
 constexpr int kSliceLanes = 256;
 constexpr int64_t kColumnThreadsPerSm = 2048;
-// Column slices of 512 rows at least (H100, device time of sums to [C] of [8192, C], a
-// bias's gradient: 64 slices of 128 rows took 39.9, 34.2 and 17.1 us in float16 for C
-// = 3072, 2304 and 768, and 50.5, 43.2, 18.1 in float32; 16 slices of 512 rows 29.7,
-// 25.7, 16.9 and 42.7, 36.7, 17.2; 32768 x 1024 keeps its 64 slices of 512 rows).
+// Column slices of 512 elements at least (H100, device time of sums over dim 0 of
+// [8192, C] to [C], a bias's gradient: 64 slices of 128 took 39.9, 34.2 and 17.1 us in
+// float16 for C = 3072, 2304 and 768, and 50.5, 43.2, 18.1 in float32; 16 slices of
+// 512 took 29.7, 25.7, 16.9 and 42.7, 36.7, 17.2; 32768 x 1024 keeps its 64 slices).
 constexpr int64_t kMinColumnSlice = 512;
 // A thread of the last stage combines its rows' partials one slice after another: 1056
 // slices of a column sum of 32768 x 1024 floats took 440 us there, 3.4x the whole walk.
@@ -145,7 +145,8 @@ bool cudaColumnsLastStage(const codegen::Kernel& k, const codegen::RowSchedule& 
 
 // Columns (Kernel::columns) of `units` units (CUDA: threads, codegen::cudaColumnThreads;
 // CPU: rows) per slice: on CUDA, cut in slices until the threads would fill every
-// multiprocessor (kColumnThreadsPerSm), slices of at least kMinColumnSlice elements, at
+// multiprocessor (kColumnThreadsPerSm), slices of at least kMinColumnSlice elements of
+// each row (a row is a column: for a sum over dim 0 of [N, C], elements of the N), at
 // most kMaxColumnSlices of them. On CPU, blocks of rows (codegen::kCpuColumnBlock) fewer
 // than kCpuUnitsPerThread per thread are cut, each block's slice at least
 // kCpuElementsPerThread elements: a block as wide as the tensor streams through
@@ -383,6 +384,12 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
           auto it = shapes.find(node->input(w));
           if (it != shapes.end() && it->second != Sizes{in[1]}) return nullptr;
         }
+      }
+      if (node->kind() == c10::aten::_grad_sum_to_size) {
+        // The guard pins the size, not the gradient's sizes: eager raises where the
+        // size does not expand to the gradient's (the sum would give another shape).
+        auto size = ops::gradSumTarget(node);
+        if (!size || ops::reducedSizes(in, *reduction) != *size) return nullptr;
       }
       if (ops::isLayerNorm(node)) {
         // The guard fixes ranks, not sizes: eager raises for a normalized shape or a

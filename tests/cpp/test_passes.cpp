@@ -479,6 +479,36 @@ graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W):
   }
 }
 
+// A gradient the mask leaves out is undefined in eager's result: where one is read
+// anyway, the weight and bias gradients stay with the ATen op.
+TEST_F(PassesTest, LayerNormGradientsTheMaskLeavesOutStayWithAten) {
+  const std::string x = "Float(6, 8, 16, strides=[128, 16, 1], requires_grad=0, device=cuda:0)";
+  const std::string stat = "Float(6, 8, 1, strides=[8, 1, 1], requires_grad=0, device=cuda:0)";
+  const std::string w = "Float(16, strides=[1], requires_grad=0, device=cuda:0)";
+  auto graph = testing_helpers::parseWithTypes(R"IR(
+graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]):
+  %two : float = prim::Constant[value=2.]()
+  %one : float = prim::Constant[value=1.]()
+  %shape : int[] = prim::Constant[value=[16]]()
+  %h : $X = aten::mul(%g, %two)
+  %gi : $X, %gw : $W, %gb : $W = aten::native_layer_norm_backward(%h, %x, %shape, %mean, %rstd, %w, %b, %mask)
+  %out : $X = aten::add(%gi, %one, %one)
+  return (%out, %gw, %gb))IR",
+                                               {{"$X", x}, {"$S", stat}, {"$W", w}});
+  for (Node* node : graph->nodes()) {
+    if (node->kind() != c10::aten::native_layer_norm_backward) continue;
+    torch::jit::WithInsertPoint at(node);
+    node->replaceInput(7, graph->insertConstant(c10::List<bool>({true, true, false})));
+  }
+  fuseGraph(graph);
+  size_t sums = 0;
+  for (Node* group : collectFusionGroups(graph->block())) {
+    sums += countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::sum);
+  }
+  EXPECT_EQ(sums, 0);
+  EXPECT_EQ(countKind(graph->block(), c10::aten::native_layer_norm_backward), 1);
+}
+
 // Runs `%ok = TypeGuard[types=[Float(4,5) cpu]](%x)` on `x` through the interpreter.
 bool runGuard(const at::Tensor& x) {
   auto graph = parse(R"IR(

@@ -119,6 +119,50 @@ def test_none_size_after_a_list_runs_the_fallback(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "shape,size", [((4, 1), None), ((1, 5), [1, 5]), ((3, 1, 2), [3, 1, 2])], ids=str
+)
+def test_sums_that_reduced_nothing_stay_with_aten(device: str, shape, size) -> None:
+    """A None size, or one that sums only dims of size 1: eager returns the gradient
+    itself. (A group pinning the profiled result's sizes would fail its guard on every
+    None, each fallback profiled and fused again.)"""
+    g = torch.Generator().manual_seed(3)
+    grad = torch.randn(shape, generator=g).to(device)
+    x = torch.randn(shape, generator=g).to(device)
+    fn = script_from_source(SIGMOID_SUM_TO.replace("size: List[int]", "size: Optional[List[int]]"))
+    fuser.reset_stats()
+    with fuser.enabled(True), torch.no_grad():
+        for _ in range(8):
+            got = fn(grad, x, size)
+        graph = fn.graph_for(grad, x, size)
+    check_like_eager(got, sum_to(grad * torch.sigmoid(x), size))
+    assert GRAD_SUM not in fused_kinds(graph), graph
+    stats = fuser.stats()
+    assert stats["guard_failures"] == 0 and stats["groups_formed"] <= 1, stats
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "size,bad",
+    [([33], (6, 40, 34)), ([33], (6, 40, 1)), ([6, 1, 33], (2, 40, 33))],
+    ids=["wider", "narrower", "other_kept_dim"],
+)
+def test_sizes_that_do_not_expand_raise_as_eager(device: str, size, bad) -> None:
+    """The guard pins the size, not the gradient's sizes: a gradient the size does not
+    expand to makes eager raise, and the fused call too (its subgraph runs)."""
+    fn = script_from_source(SIGMOID_SUM_TO)
+    shape = (6, 40, 33)
+    run(fn, torch.randn(shape, device=device), torch.randn(shape, device=device), size)
+    grad, x = torch.randn(bad, device=device), torch.randn(bad, device=device)
+    with pytest.raises(RuntimeError):
+        sum_to(grad * torch.sigmoid(x), size)
+    fuser.reset_stats()
+    with fuser.enabled(True), torch.no_grad(), pytest.raises(RuntimeError):
+        fn(grad, x, size)
+    assert fuser.stats()["guard_failures"] == 0  # the fused path itself refused the call
+
+
+@pytest.mark.parametrize("device", devices())
 def test_leading_and_unit_dims_together_stay_with_aten(device: str) -> None:
     # [6, 40, 33] to [1, 33]: dim 0 dropped and dim 1 kept as 1; a row reduction's result
     # keeps every reduced dim or none.
