@@ -16,10 +16,10 @@
 // rounded once. Elsewhere (on the CPU, whose column kernels walk a per-row operand
 // such as the mean 4x slower than ATen's op: [8192, 768] floats on 2 cores, 7.1 ms
 // against 1.7; dtypes that differ; no leading dim; statistics not shaped as the
-// forward returns them), the same aten op computes them given output_mask [False,
-// weight, bias]. Eager's CUDA op runs
-// the two parts as two kernels as well; the input gradient now shares its passes with
-// the residual sum before it or the activation's gradient after it.
+// forward returns them; a gradient read that the mask leaves out; FUSER_GRADIENT_SUMS=0),
+// the same aten op computes them given output_mask [False, weight, bias]. Eager's CUDA
+// op runs the two parts as two kernels as well; the input gradient now shares its
+// passes with the residual sum before it or the activation's gradient after it.
 // Left alone: a mask that is not a constant, an input gradient nobody reads, and an op
 // with no fusible neighbour (ATen's CPU kernel computes the three gradients in one walk
 // over the rows, which two calls would read twice).

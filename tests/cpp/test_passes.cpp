@@ -436,55 +436,14 @@ graph(%g : $G, %x : $G, %size : int[]):
   EXPECT_EQ(countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::_grad_sum_to_size), 0);
 }
 
-// On CUDA, layer_norm's weight and bias gradients become sums over the leading dims in
-// a group, and no native_layer_norm_backward is left; on the CPU, the op stays for them.
-TEST_F(PassesTest, LayerNormWeightAndBiasGradientsSummedOnCuda) {
-  for (const std::string device : {"cuda:0", "cpu"}) {
-    SCOPED_TRACE(device);
-    const std::string x = "Float(6, 8, 16, strides=[128, 16, 1], requires_grad=0, device=" +
-                          device + ")";
-    const std::string stat = "Float(6, 8, 1, strides=[8, 1, 1], requires_grad=0, device=" +
-                             device + ")";
-    const std::string w = "Float(16, strides=[1], requires_grad=0, device=" + device + ")";
-    auto graph = testing_helpers::parseWithTypes(R"IR(
-graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W):
-  %two : float = prim::Constant[value=2.]()
-  %one : float = prim::Constant[value=1.]()
-  %shape : int[] = prim::Constant[value=[16]]()
-  %mask : bool[] = prim::Constant[value=[1, 1, 1]]()
-  %h : $X = aten::mul(%g, %two)
-  %gi : $X, %gw : $W, %gb : $W = aten::native_layer_norm_backward(%h, %x, %shape, %mean, %rstd, %w, %b, %mask)
-  %out : $X = aten::add(%gi, %one, %one)
-  return (%out, %gw, %gb))IR",
-                                                 {{"$X", x}, {"$S", stat}, {"$W", w}});
-    // (The IR parser reads [1, 1, 1] as ints: the mask is given as bools here.)
-    for (Node* node : graph->nodes()) {
-      if (node->kind() != c10::aten::native_layer_norm_backward) continue;
-      torch::jit::WithInsertPoint at(node);
-      node->replaceInput(7, graph->insertConstant(c10::List<bool>({true, true, true})));
-    }
-    fuseGraph(graph);
-    const size_t left = countKind(graph->block(), c10::aten::native_layer_norm_backward);
-    size_t sums = 0;
-    for (Node* group : collectFusionGroups(graph->block())) {
-      sums += countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::sum);
-    }
-    if (device == "cpu") {
-      EXPECT_EQ(sums, 0);
-      EXPECT_EQ(left, 1);
-    } else {
-      EXPECT_EQ(sums, 2);
-      EXPECT_EQ(left, 0);
-    }
-  }
-}
+using Counts = std::pair<size_t, size_t>;  // aten ops left, sums in groups
 
-// A gradient the mask leaves out is undefined in eager's result: where one is read
-// anyway, the weight and bias gradients stay with the ATen op.
-TEST_F(PassesTest, LayerNormGradientsTheMaskLeavesOutStayWithAten) {
-  const std::string x = "Float(6, 8, 16, strides=[128, 16, 1], requires_grad=0, device=cuda:0)";
-  const std::string stat = "Float(6, 8, 1, strides=[8, 1, 1], requires_grad=0, device=cuda:0)";
-  const std::string w = "Float(16, strides=[1], requires_grad=0, device=cuda:0)";
+// native_layer_norm_backward on `device` given `mask`, all three gradients read (the
+// input's by a fusible add), through the whole pipeline. Returns the aten ops left and
+// the sums inside groups.
+Counts fuseLayerNormBackward(const std::string& device,
+                                                const std::vector<bool>& mask) {
+  const std::string tail = "requires_grad=0, device=" + device + ")";
   auto graph = testing_helpers::parseWithTypes(R"IR(
 graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]):
   %two : float = prim::Constant[value=2.]()
@@ -494,19 +453,36 @@ graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]
   %gi : $X, %gw : $W, %gb : $W = aten::native_layer_norm_backward(%h, %x, %shape, %mean, %rstd, %w, %b, %mask)
   %out : $X = aten::add(%gi, %one, %one)
   return (%out, %gw, %gb))IR",
-                                               {{"$X", x}, {"$S", stat}, {"$W", w}});
+      {{"$X", "Float(6, 8, 16, strides=[128, 16, 1], " + tail},
+       {"$S", "Float(6, 8, 1, strides=[8, 1, 1], " + tail},
+       {"$W", "Float(16, strides=[1], " + tail}});
+  // A constant mask (the IR parser would read [1, 1, 1] as ints).
+  c10::List<bool> bools;
+  for (bool asked : mask) bools.push_back(asked);
   for (Node* node : graph->nodes()) {
     if (node->kind() != c10::aten::native_layer_norm_backward) continue;
     torch::jit::WithInsertPoint at(node);
-    node->replaceInput(7, graph->insertConstant(c10::List<bool>({true, true, false})));
+    node->replaceInput(7, graph->insertConstant(bools));
   }
   fuseGraph(graph);
   size_t sums = 0;
   for (Node* group : collectFusionGroups(graph->block())) {
     sums += countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::sum);
   }
-  EXPECT_EQ(sums, 0);
-  EXPECT_EQ(countKind(graph->block(), c10::aten::native_layer_norm_backward), 1);
+  return {countKind(graph->block(), c10::aten::native_layer_norm_backward), sums};
+}
+
+// On CUDA, layer_norm's weight and bias gradients become sums over the leading dims in
+// a group, and no native_layer_norm_backward is left; on the CPU, the op stays for them.
+TEST_F(PassesTest, LayerNormWeightAndBiasGradientsSummedOnCuda) {
+  EXPECT_EQ(fuseLayerNormBackward("cuda:0", {true, true, true}), Counts(0, 2));
+  EXPECT_EQ(fuseLayerNormBackward("cpu", {true, true, true}), Counts(1, 0));
+}
+
+// A gradient the mask leaves out is undefined in eager's result: where one is read
+// anyway, the weight and bias gradients stay with the ATen op.
+TEST_F(PassesTest, LayerNormGradientsTheMaskLeavesOutStayWithAten) {
+  EXPECT_EQ(fuseLayerNormBackward("cuda:0", {true, true, false}), Counts(1, 0));
 }
 
 // Runs `%ok = TypeGuard[types=[Float(4,5) cpu]](%x)` on `x` through the interpreter.
