@@ -441,8 +441,7 @@ using Counts = std::pair<size_t, size_t>;  // aten ops left, sums in groups
 // native_layer_norm_backward on `device` given `mask`, all three gradients read (the
 // input's by a fusible add), through the whole pipeline. Returns the aten ops left and
 // the sums inside groups.
-Counts fuseLayerNormBackward(const std::string& device,
-                                                const std::vector<bool>& mask) {
+Counts fuseLayerNormBackward(const std::string& device, const std::vector<bool>& mask) {
   const std::string tail = "requires_grad=0, device=" + device + ")";
   auto graph = testing_helpers::parseWithTypes(R"IR(
 graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]):
