@@ -35,6 +35,13 @@ def sum_to(g: torch.Tensor, size: list[int] | None) -> torch.Tensor:
     return torch.ops.aten._grad_sum_to_size(g, size)
 
 
+def gradient_and_input(shape, device: str, dtype: torch.dtype = torch.float32, seed: int = 0):
+    """A gradient and the input of the sigmoid it is multiplied by, seeded."""
+    g = torch.Generator().manual_seed(seed)
+    grad = torch.randn(shape, generator=g).to(device, dtype)
+    return grad, torch.randn(shape, generator=g).to(device, dtype)
+
+
 def run(fn, *args, calls: int = 3):
     with fuser.enabled(True), torch.no_grad():
         for _ in range(calls):
@@ -71,9 +78,7 @@ def check_like_eager(got: torch.Tensor, want: torch.Tensor) -> None:
     ids=["bias", "two_kept", "scalar", "middle_unit", "outer_units", "trailing_units"],
 )
 def test_sums_fused_like_eager(device: str, dtype: torch.dtype, shape, size) -> None:
-    g = torch.Generator().manual_seed(0)
-    grad = torch.randn(shape, generator=g).to(device, dtype)
-    x = torch.randn(shape, generator=g).to(device, dtype)
+    grad, x = gradient_and_input(shape, device, dtype, seed=0)
     fn = script_from_source(SIGMOID_SUM_TO)
     fuser.reset_stats()
     got, graph = run(fn, grad, x, size)
@@ -94,9 +99,7 @@ def test_lone_bias_gradient_keeps_its_group(device: str) -> None:
 
 @pytest.mark.parametrize("device", devices())
 def test_other_sizes_run_the_fallback(device: str) -> None:
-    g = torch.Generator().manual_seed(1)
-    grad = torch.randn(6, 40, 33, generator=g).to(device)
-    x = torch.randn(6, 40, 33, generator=g).to(device)
+    grad, x = gradient_and_input((6, 40, 33), device, seed=1)
     fn = script_from_source(SIGMOID_SUM_TO)
     run(fn, grad, x, [33])
     product = grad * torch.sigmoid(x)
@@ -126,9 +129,7 @@ def test_sums_that_reduced_nothing_stay_with_aten(device: str, shape, size) -> N
     """A None size, or one that sums only dims of size 1: eager returns the gradient
     itself. (A group pinning the profiled result's sizes would fail its guard on every
     None, each fallback profiled and fused again.)"""
-    g = torch.Generator().manual_seed(3)
-    grad = torch.randn(shape, generator=g).to(device)
-    x = torch.randn(shape, generator=g).to(device)
+    grad, x = gradient_and_input(shape, device, seed=3)
     fn = script_from_source(SIGMOID_SUM_TO.replace("size: List[int]", "size: Optional[List[int]]"))
     fuser.reset_stats()
     with fuser.enabled(True), torch.no_grad():
@@ -166,9 +167,7 @@ def test_sizes_that_do_not_expand_raise_as_eager(device: str, size, bad) -> None
 def test_leading_and_unit_dims_together_stay_with_aten(device: str) -> None:
     # [6, 40, 33] to [1, 33]: dim 0 dropped and dim 1 kept as 1; a row reduction's result
     # keeps every reduced dim or none.
-    g = torch.Generator().manual_seed(2)
-    grad = torch.randn(6, 40, 33, generator=g).to(device)
-    x = torch.randn(6, 40, 33, generator=g).to(device)
+    grad, x = gradient_and_input((6, 40, 33), device, seed=2)
     fn = script_from_source(SIGMOID_SUM_TO)
     got, graph = run(fn, grad, x, [1, 33])
     check_like_eager(got, sum_to(grad * torch.sigmoid(x), [1, 33]))
