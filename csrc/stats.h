@@ -24,7 +24,8 @@ struct Stats {
   // ... of which because some output's eager shape was not the iteration shape
   std::atomic<int64_t> layout_fallbacks{0};
   std::atomic<int64_t> kernel_build_us{0};   // making kernels: lowering to loading the module
-  std::atomic<int64_t> cuda_cross_compiles{0};          // FUSER_CROSS_COMPILE checks run
+  // FUSER_CROSS_COMPILE checks run (a form NVRTC compiled before passes again, uncompiled)
+  std::atomic<int64_t> cuda_cross_compiles{0};
   std::atomic<int64_t> cuda_cross_compile_failures{0};  // ... and failed
   // CUDA row kernels lowered with one-pass variances (Kernel::one_pass_variance), built
   // or cross-compiled

@@ -10,20 +10,21 @@ bash tools/setup.sh
 # Tests never read or pollute the user's kernel cache.
 export FUSER_CACHE_DIR=${FUSER_CACHE_DIR:-$(mktemp -d /tmp/fuser-test-cache-XXXXXX)}
 
-echo "== lint"
+echo "== lint (set-up took ${SECONDS} s)"
 "$PYTHON" -m ruff check fuser tests tools
 "$PYTHON" -m ruff format --check fuser tests tools
 "$PYTHON" -m mypy fuser
 
-echo "== ctest"
+echo "== ctest (at ${SECONDS} s)"
 "$PYTHON" tests/cpp/make_test_model.py build/cmake/test_data
 ctest --test-dir build/cmake --output-on-failure
 
-echo "== pytest"
+echo "== pytest (at ${SECONDS} s)"
 # One worker per core (pytest-xdist) for all but the `timing` tests, which bound wall
 # time and so run afterwards on their own.
 workers=${FUSER_TEST_WORKERS:-$(nproc)}
 status=0
 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider -n "$workers" -m "not timing" || status=$?
 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider -m timing || status=$?
+echo "== done in ${SECONDS} s"
 exit $status

@@ -5,17 +5,48 @@
 #include <c10/util/Exception.h>
 
 #include <iostream>
+#include <mutex>
+#include <unordered_set>
 
 #include "codegen/cpp_printer.h"
 #include "codegen/cuda_printer.h"
 #include "codegen/row_printer.h"
 #include "config.h"
-#include "runtime/cuda/nvrtc_compiler.h"
-#include "stats.h"
 #include "runtime/cpu/host_compiler.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/disk_cache.h"
+#include "runtime/hashing.h"
+#include "stats.h"
 
 namespace fuser::runtime {
+
+namespace {
+
+// CUDA forms that NVRTC already compiled for this toolchain: in this process, and on disk
+// (an empty entry under the source), so that the tests' processes, which share one
+// cache directory and build many groups of the same form, compile each form once (an
+// NVRTC compile of a row kernel takes a quarter of a second here). Failures are never
+// recorded: a failing form fails, and warns, every time it is built.
+class CompiledForms {
+ public:
+  bool seen(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return in_memory_.count(fnv1a(key)) > 0 || disk_.load(key).has_value();
+  }
+  void add(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_memory_.insert(fnv1a(key));
+    disk_.store(key, "");
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_set<uint64_t> in_memory_;
+  DiskCache disk_{"cuda-checked"};
+};
+
+}  // namespace
 
 void crossCompileForCuda(codegen::Kernel kernel) {
   const int arch = config().cross_compile_arch;
@@ -26,8 +57,13 @@ void crossCompileForCuda(codegen::Kernel kernel) {
     std::cerr << "[fuser] CUDA form of the CPU kernel:\n" << source << std::endl;
   }
   recordKernelSource(source);
+  static CompiledForms compiled;
   try {
-    cuda::compileToCubin(source, cuda::Arch{arch / 10, arch % 10});
+    const std::string key = cuda::nvrtcIdentity() + "|sm_" + std::to_string(arch) + "\n" + source;
+    if (!compiled.seen(key)) {
+      cuda::compileToCubin(source, cuda::Arch{arch / 10, arch % 10});
+      compiled.add(key);
+    }
     stats().cuda_cross_compiles++;
   } catch (const std::exception& e) {
     stats().cuda_cross_compiles++;
