@@ -163,6 +163,9 @@ class ColumnPrinter {
          << "    const int64_t fx_u0 = fx_s * fx_rows + fx_r0; (void)fx_u0;\n";
   }
 
+  // Input `n` (its index, printed) reads one element for every row of the block.
+  bool shared(const std::string& n) const { return k_.inputs[std::stoi(n)].outer_zero_stride; }
+
   // A value known once per row (not per element, not the same for every row).
   bool perRow(ExprId id) const { return !s_.element[id] && !constant_[id]; }
 
@@ -259,10 +262,11 @@ class ColumnPrinter {
            << " fx_acc" << r << "[fx_j] = " << reduceIdentity(e) << ";\n";
     }
     // One outer dim whose stride is 1 in every input the pass reads (a contiguous tensor
-    // reduced over its leading dims): the block's rows of input I lie side by side from
-    // its first row's. CPU: a vector loop reads them; CUDA: one vector load per input, where the
-    // thread has a whole block and every input is aligned to it. Otherwise each row
-    // reads at its own offset.
+    // reduced over its leading dims), or 0 (TensorInput::outer_zero_stride: one element
+    // for every row): the block's rows of input I lie side by side from its first row's.
+    // CPU: a vector loop reads them; CUDA: one vector load per input, where the thread
+    // has a whole block and every input is aligned to it. Otherwise each row reads at its
+    // own offset.
     std::vector<bool> read(k_.inputs.size(), false);
     for (ExprId id : pass.element) {
       if (k_.exprs[id].op == IrOp::Load) read[k_.exprs[id].index] = true;
@@ -272,7 +276,7 @@ class ColumnPrinter {
       out_ << "    const bool fx_side = true";
       if (cuda_) out_ << " && fx_nb == " << b;
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        if (!read[i]) continue;
+        if (!read[i] || k_.inputs[i].outer_zero_stride) continue;
         const std::string n = std::to_string(i);
         out_ << " && st" << n << "[0] == 1";
         if (!cuda_) continue;
@@ -292,8 +296,8 @@ class ColumnPrinter {
       printElementOffsets("fx_e", "");
       if (side_by_side) {
         out_ << "      if (fx_side) {\n";
-        printElementLoop(pass, [](const std::string& n) {
-          return "in" + n + "[fx_off" + n + "[0] + fx_eo" + n + " + fx_j]";
+        printElementLoop(pass, [this](const std::string& n) {
+          return "in" + n + "[fx_off" + n + "[0] + fx_eo" + n + (shared(n) ? "]" : " + fx_j]");
         });
         out_ << "      } else {\n";
       }
@@ -449,11 +453,19 @@ class ColumnPrinter {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (!read[i]) continue;
         const std::string n = std::to_string(i);
-        const std::string vec = "FxVec<" + std::string(storageTypeName(k_.inputs[i].dtype)) +
-                                ", " + b + ">";
-        out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec << "*)(in"
-             << n << " + fx_off" << n << "[0] + fx_eo" << n << suffix << ");\n";
+        const std::string element = storageTypeName(k_.inputs[i].dtype);
+        const std::string vec = "FxVec<" + element + ", " + b + ">";
+        const std::string at = "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
+        if (k_.inputs[i].outer_zero_stride) {
+          out_ << "      const " << element << " fx_w" << n << suffix << " = *(" << at << ");\n";
+        } else {
+          out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec << "*)("
+               << at << ");\n";
+        }
       }
+    };
+    auto fromVector = [this](const std::string& n, const std::string& suffix) {
+      return "fx_w" + n + suffix + (shared(n) ? std::string() : ".v[fx_j]");
     };
     const int g = kColumnGroups;
     out_ << "    int64_t fx_e = fx_lo + fx_g;\n"
@@ -477,8 +489,7 @@ class ColumnPrinter {
     for (int u = 0; u < kColumnUnroll; ++u) {
       const std::string suffix = "_" + std::to_string(u);
       printElementLoop(
-          pass, [&](const std::string& n) { return "fx_w" + n + suffix + ".v[fx_j]"; },
-          /*in_steps=*/true);
+          pass, [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true);
     }
     for (ExprId r : pass.reduces) {
       if (!sumsInDouble(k_.exprs[r])) continue;
@@ -491,7 +502,7 @@ class ColumnPrinter {
     printElementOffsets("fx_e", "");
     out_ << "      if (fx_side) {\n";
     vectorLoads("");
-    printElementLoop(pass, [](const std::string& n) { return "fx_w" + n + ".v[fx_j]"; });
+    printElementLoop(pass, [&](const std::string& n) { return fromVector(n, ""); });
     out_ << "      } else {\n";
     printElementLoop(pass, [](const std::string& n) {
       return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";

@@ -611,12 +611,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                                        [](int64_t s) { return s == 0; });
     in.row_last_zero_stride = st.back() == 0;
     in.row_last_unit_stride = st.back() == 1;
+    in.outer_zero_stride = columns && outer_ndim == 1 && st[0] == 0;
     accesses.push_back(in);
     zero_dim.push_back(tensors[t].dim() == 0);
     key.push_back(static_cast<uint8_t>(in.dtype));
     key.push_back(static_cast<uint8_t>(in.inner_unit_stride | in.inner_zero_stride << 1 |
                                        in.row_last_zero_stride << 3 |
-                                       in.row_last_unit_stride << 4 | zero_dim.back() << 2));
+                                       in.row_last_unit_stride << 4 | zero_dim.back() << 2 |
+                                       in.outer_zero_stride << 5));
     p->strides.append(st.begin(), st.end());
   }
   for (bool r : per_row) key.push_back(r);

@@ -132,6 +132,37 @@ def test_broadcast_and_strided_inputs(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_input_broadcast_along_the_rows_keeps_the_block_side_by_side(
+    device: str, dtype: torch.dtype
+) -> None:
+    """An input broadcast along the kept dim (layer_norm's per-position mean beside its
+    input and gradient: [6, 50, 1] beside [6, 50, 96], summed over the first two) holds
+    one element for every row of a block: the block still walks side by side (CPU: its
+    vector loop reading that element once; CUDA: vector loads of the other inputs and a
+    scalar load of it) instead of each row at its own offset."""
+    g, x = (torch.randn(6, 50, 96, device=device).to(dtype) for _ in range(2))
+    mean = x.float().mean(-1, keepdim=True).to(dtype)
+    text = "def f(g, x, m):\n    return (g * (x - m)).sum([0, 1])\n"
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        compare(text, g, x, mean, dtype=dtype, case=case_tolerance(dtype))
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 1 and stats["interpreted_runs"] == 0, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats
+    sources = [s for s in fuser.kernel_sources()[before:] if "fx_side" in s]
+    assert sources
+    for s in sources:
+        (side,) = re.findall(r"const bool fx_side = true[^;]*;", s)
+        # The gradient's and the input's rows lie side by side; the mean's need not.
+        assert len(re.findall(r"st\d+\[0\] == 1", side)) == 2, side
+        if "__global__" in s:
+            assert len(set(re.findall(r"const \w+ fx_w(\d+)_0 = \*\(in\1 ", s))) == 1
+        else:
+            assert len(set(re.findall(r"in(\d+)\[fx_off\1\[0\] \+ fx_eo\1\]", s))) == 1
+
+
+@pytest.mark.parametrize("device", devices())
 def test_nan_and_inf_propagate(device: str) -> None:
     x = torch.randn(50, 40, device=device)
     x[3, 5] = float("nan")
