@@ -32,7 +32,11 @@ class CompiledForms {
  public:
   bool seen(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return in_memory_.count(fnv1a(key)) > 0 || disk_.load(key).has_value();
+    const uint64_t hash = fnv1a(key);
+    if (in_memory_.count(hash)) return true;
+    if (!disk_.load(key)) return false;
+    in_memory_.insert(hash);
+    return true;
   }
   void add(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -59,7 +63,9 @@ void crossCompileForCuda(codegen::Kernel kernel) {
   recordKernelSource(source);
   static CompiledForms compiled;
   try {
-    const std::string key = cuda::nvrtcIdentity() + "|sm_" + std::to_string(arch) + "\n" + source;
+    // compileToCubin's options and choice of target follow from these.
+    const std::string key = cuda::nvrtcIdentity() + "|sm_" + std::to_string(arch) +
+                            "|-std=c++17 -default-device\n" + source;
     if (!compiled.seen(key)) {
       cuda::compileToCubin(source, cuda::Arch{arch / 10, arch % 10});
       compiled.add(key);

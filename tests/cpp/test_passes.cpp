@@ -442,7 +442,8 @@ using Counts = std::pair<size_t, size_t>;  // aten ops left, sums in groups
 // input's by a fusible add), through the whole pipeline. Returns the aten ops left and
 // the sums inside groups.
 Counts fuseLayerNormBackward(const std::string& device, const std::vector<bool>& mask,
-                             const std::string& dtype = "Float") {
+                             const std::string& dtype = "Float",
+                             const std::string& stats_dtype = "Float") {
   const std::string tail = "requires_grad=0, device=" + device + ")";
   auto graph = testing_helpers::parseWithTypes(R"IR(
 graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]):
@@ -454,7 +455,7 @@ graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]
   %out : $X = aten::add(%gi, %one, %one)
   return (%out, %gw, %gb))IR",
       {{"$X", dtype + "(6, 8, 16, strides=[128, 16, 1], " + tail},
-       {"$S", dtype + "(6, 8, 1, strides=[8, 1, 1], " + tail},
+       {"$S", stats_dtype + "(6, 8, 1, strides=[8, 1, 1], " + tail},
        {"$W", dtype + "(16, strides=[1], " + tail}});
   // A constant mask (the IR parser would read [1, 1, 1] as ints).
   c10::List<bool> bools;
@@ -474,12 +475,15 @@ graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]
 
 // layer_norm's weight and bias gradients become sums over the leading dims in a group,
 // and no native_layer_norm_backward is left; on the CPU, 16-bit ones stay with the op
-// (their statistics are 16-bit: the product would round at each op).
+// (their statistics are 16-bit, as native_layer_norm returns them there: the product
+// would round at each op). CUDA's statistics of a 16-bit input are float.
 TEST_F(PassesTest, LayerNormWeightAndBiasGradientsSummed) {
   EXPECT_EQ(fuseLayerNormBackward("cuda:0", {true, true, true}), Counts(0, 2));
   EXPECT_EQ(fuseLayerNormBackward("cpu", {true, true, true}), Counts(0, 2));
+  EXPECT_EQ(fuseLayerNormBackward("cpu", {true, true, true}, "Double", "Double"), Counts(0, 2));
   EXPECT_EQ(fuseLayerNormBackward("cuda:0", {true, true, true}, "BFloat16"), Counts(0, 2));
-  EXPECT_EQ(fuseLayerNormBackward("cpu", {true, true, true}, "BFloat16"), Counts(1, 0));
+  EXPECT_EQ(fuseLayerNormBackward("cpu", {true, true, true}, "BFloat16", "BFloat16"),
+            Counts(1, 0));
 }
 
 // A gradient the mask leaves out is undefined in eager's result: where one is read

@@ -2,7 +2,7 @@
 native_layer_norm_backward gives its input gradient to a row group as
 fuser::layer_norm_input_grad, fused with the gradients around it (gelu_backward, a
 residual's sum), and its weight and bias gradients, sums over the leading dims, to a
-CUDA column group (on the CPU, to one ATen call). Every gradient equals eager's;
+column group (16-bit ones on the CPU, to one ATen call). Every gradient equals eager's;
 a lone backward and non-constant masks stay as they were; calls the row kernel cannot
 serve run the group's subgraph."""
 
