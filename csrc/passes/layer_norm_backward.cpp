@@ -11,14 +11,14 @@
 //   grad_bias   = sum(grad_out, leading, keepdim).reshape(normalized_shape)
 //   grad_weight = sum(grad_out * ((input - mean) * rstd), leading, keepdim)
 //                   [.to(weight's dtype)].reshape(normalized_shape)
-// which one column group computes (two sums over one tensor's dims), in the statistics'
-// dtype (float for a 16-bit input on CUDA, as eager's kernel accumulates) and rounded
-// once (on 2 CPU cores, [8192, 768]: float32 1.33 ms against ATen's 1.98, float64 2.71
-// against 5.16). Elsewhere (16-bit dtypes on the CPU, whose statistics are 16-bit too,
-// so that the product would round at each op where eager's kernel rounds once; dtypes
-// that differ; no leading dim; statistics not shaped as the forward returns them; a
-// gradient read that the mask leaves out; FUSER_GRADIENT_SUMS=0), the same aten op
-// computes them given output_mask [False, weight, bias]. Eager's CUDA
+// which one column group computes (two sums over one tensor's dims), in float for a
+// 16-bit input (as eager's kernels compute: CUDA's statistics are float already, the
+// CPU's 16-bit ones are widened first, so that nothing rounds before the sum) and
+// rounded once. On 2 CPU cores, [8192, 768]: float32 1.33 ms against ATen's 1.98,
+// float64 2.71 against 5.16. Elsewhere (dtypes that differ; no leading dim; statistics
+// not shaped as the forward returns them; a gradient read that the mask leaves out;
+// FUSER_GRADIENT_SUMS=0), the same aten op computes them given output_mask [False,
+// weight, bias]. Eager's CUDA
 // op runs the two parts as two kernels as well; the input gradient now shares its
 // passes with the residual sum before it or the activation's gradient after it.
 // Left alone: a mask that is not a constant, an input gradient nobody reads, and an op
@@ -69,7 +69,6 @@ std::optional<int64_t> leadingDimsToSum(const Node* node, const c10::List<bool>&
     return std::nullopt;
   }
   if (!c10::isFloatingType(dtype)) return std::nullopt;
-  if (c10::isReducedFloatingType(dtype) && !input->device()->is_cuda()) return std::nullopt;
   if (node->output(2)->hasUses() && (!bias || bias->scalarType() != dtype)) {
     return std::nullopt;
   }
@@ -85,6 +84,17 @@ std::optional<int64_t> leadingDimsToSum(const Node* node, const c10::List<bool>&
     if (t->sizes().concrete_sizes() != rows) return std::nullopt;
   }
   return leading;
+}
+
+// v (of type `type`) converted to `dtype` by the aten::to a group takes.
+Value* converted(torch::jit::Graph& graph, Value* v, const c10::TensorTypePtr& type,
+                 c10::ScalarType dtype) {
+  Value* none = graph.insertConstant(c10::IValue());
+  Node* cast = graph.insertNode(graph.create(
+      c10::aten::to, {v, graph.insertConstant(static_cast<int64_t>(dtype)),
+                      graph.insertConstant(false), graph.insertConstant(false), none}));
+  cast->output()->setType(type->withScalarType(dtype));
+  return cast->output();
 }
 
 // sum(v, [0, leading), keepdim=True), converted to `dtype` where v has another, reshaped
@@ -105,16 +115,17 @@ Value* leadingSum(torch::jit::Graph& graph, Value* v, int64_t leading, c10::Scal
   }
   sum->output()->setType(summed);
   Value* result = sum->output();
-  if (*type->scalarType() != dtype) {
-    Node* cast = graph.insertNode(graph.create(
-        c10::aten::to, {result, graph.insertConstant(static_cast<int64_t>(dtype)),
-                        graph.insertConstant(false), graph.insertConstant(false), none}));
-    cast->output()->setType(summed->withScalarType(dtype));
-    result = cast->output();
-  }
+  if (*type->scalarType() != dtype) result = converted(graph, result, summed, dtype);
   Node* reshape = graph.insertNode(graph.create(c10::aten::reshape, {result, shape}));
   reshape->output()->setType(c10::TensorType::get());
   return reshape->output();
+}
+
+// `v` converted to float where it is 16-bit, else `v`.
+Value* widened(torch::jit::Graph& graph, Value* v) {
+  auto type = tensorType(v);
+  if (!c10::isReducedFloatingType(*type->scalarType())) return v;
+  return converted(graph, v, type, c10::kFloat);
 }
 
 // The weight's and the bias's gradients of `node` as column sums (where asked and
@@ -133,15 +144,18 @@ bool sumWeightAndBiasGradients(Node* node, const c10::List<bool>& asked) {
     node->output(2)->replaceAllUsesWith(bias_grad);
   }
   if (node->output(1)->hasUses()) {
-    auto input = tensorType(node->input(1)), stats = tensorType(node->input(3));
+    auto input = tensorType(node->input(1));
     auto grad_type = tensorType(grad);
-    const c10::ScalarType t = c10::promoteTypes(*input->scalarType(), *stats->scalarType());
+    // 16-bit statistics (the CPU's) widened to float: the input and the gradient follow
+    // by promotion, and no op of the product rounds to 16 bits.
+    Value* mean = widened(graph, node->input(3));
+    Value* rstd = widened(graph, node->input(4));
+    const c10::ScalarType t =
+        c10::promoteTypes(*input->scalarType(), *tensorType(mean)->scalarType());
     Value* one = graph.insertConstant(static_cast<int64_t>(1));
-    Node* centred =
-        graph.insertNode(graph.create(c10::aten::sub, {node->input(1), node->input(3), one}));
+    Node* centred = graph.insertNode(graph.create(c10::aten::sub, {node->input(1), mean, one}));
     centred->output()->setType(input->withScalarType(t));
-    Node* normalized =
-        graph.insertNode(graph.create(c10::aten::mul, {centred->output(), node->input(4)}));
+    Node* normalized = graph.insertNode(graph.create(c10::aten::mul, {centred->output(), rstd}));
     normalized->output()->setType(input->withScalarType(t));
     Node* product = graph.insertNode(graph.create(c10::aten::mul, {grad, normalized->output()}));
     product->output()->setType(
