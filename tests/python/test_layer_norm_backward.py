@@ -3,8 +3,8 @@ native_layer_norm_backward gives its input gradient to a row group as
 fuser::layer_norm_input_grad, fused with the gradients around it (gelu_backward, a
 residual's sum), and its weight and bias gradients, sums over the leading dims, to a
 column group (the CPU's 16-bit statistics widened to float first). Every gradient
-equals eager's; a lone backward and non-constant masks stay as they were; calls the row kernel cannot
-serve run the group's subgraph."""
+equals eager's; a lone backward and non-constant masks stay as they were; calls the
+row kernel cannot serve run the group's subgraph."""
 
 from __future__ import annotations
 
