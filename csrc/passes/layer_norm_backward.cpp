@@ -14,13 +14,13 @@
 // which one column group computes (two sums over one tensor's dims), in float for a
 // 16-bit input (as eager's kernels compute: CUDA's statistics are float already, the
 // CPU's 16-bit ones are widened first, so that nothing rounds before the sum) and
-// rounded once. On 2 CPU cores, [8192, 768]: float32 1.33 ms against ATen's 1.98,
-// float64 2.71 against 5.16. Elsewhere (dtypes that differ; no leading dim; statistics
-// not shaped as the forward returns them; a gradient read that the mask leaves out;
-// FUSER_GRADIENT_SUMS=0), the same aten op computes them given output_mask [False,
-// weight, bias]. Eager's CUDA
-// op runs the two parts as two kernels as well; the input gradient now shares its
-// passes with the residual sum before it or the activation's gradient after it.
+// rounded once. On 2 CPU cores, [8192, 768], ms: float32 1.33 against ATen's op's 1.98,
+// bfloat16 1.15 against 2.94, float16 1.79 against 2.29, float64 2.71 against 5.16.
+// Elsewhere (dtypes that differ; no leading dim; statistics not shaped as the forward
+// returns them; a gradient read that the mask leaves out; FUSER_GRADIENT_SUMS=0), the
+// same aten op computes them given output_mask [False, weight, bias]. Eager's CUDA op
+// runs the two parts as two kernels as well; the input gradient now shares its passes
+// with the residual sum before it or the activation's gradient after it.
 // Left alone: a mask that is not a constant, an input gradient nobody reads, and an op
 // with no fusible neighbour (ATen's CPU kernel computes the three gradients in one walk
 // over the rows, which two calls would read twice).
