@@ -496,6 +496,14 @@ bool isLayerNorm(const Node* node) {
   return node->kind() == c10::aten::layer_norm || node->kind() == c10::aten::native_layer_norm;
 }
 
+std::optional<std::vector<int64_t>> normalizedShapeOf(const Node* node) {
+  if (!isLayerNorm(node)) return std::nullopt;
+  if (constantInput(node, "normalized_shape")) return constantIntList(node, "normalized_shape");
+  auto weight = node->input(2)->type()->cast<c10::TensorType>();
+  if (!weight) return std::nullopt;
+  return weight->sizes().concrete_sizes();
+}
+
 bool isLayerNormInputGrad(const Node* node) { return node->kind() == layerNormInputGradSymbol(); }
 
 std::optional<std::vector<int64_t>> gradSumTarget(const Node* node) {
@@ -568,7 +576,8 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
                      isLayerNormInputGrad(node);
   std::optional<std::vector<int64_t>> dims;
   if (isLayerNorm(node) || isLayerNormInputGrad(node)) {
-    auto shape = constantIntList(node, "normalized_shape");
+    auto shape = isLayerNorm(node) ? normalizedShapeOf(node)
+                                   : constantIntList(node, "normalized_shape");
     if (!shape || shape->empty() || static_cast<int64_t>(shape->size()) > *rank) {
       return std::nullopt;
     }

@@ -62,6 +62,12 @@ std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
 // for other nodes, a None size, or sizes unknown.
 std::optional<std::vector<int64_t>> gradSumTarget(const torch::jit::Node* node);
 
+// layer_norm's (or native_layer_norm's) normalized_shape: its constant, else its weight's
+// profiled sizes, which eager requires it to equal (the guard pins the list to them,
+// passes/guard.cpp: `F.layer_norm(x, x.shape[-1:], w, b)`); nullopt for other nodes, or
+// no weight of known sizes.
+std::optional<std::vector<int64_t>> normalizedShapeOf(const torch::jit::Node* node);
+
 // The profiled sizes of the result of a reduction of `input_sizes` (complete).
 std::vector<int64_t> reducedSizes(const std::vector<int64_t>& input_sizes,
                                   const RowReduction& r);

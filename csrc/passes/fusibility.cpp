@@ -152,9 +152,11 @@ FusionDecision checkFusible(const Node* node) {
 
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     const Value* input = node->input(i);
-    // _grad_sum_to_size's size never reaches the kernel: the guard pins it, and unfuses a
-    // group whose size it cannot pin (guard.cpp, gradSumSizesFixed).
-    const bool pinned_size = node->kind() == c10::aten::_grad_sum_to_size && i == 1;
+    // _grad_sum_to_size's size and layer_norm's normalized_shape never reach the kernel:
+    // the guard pins them, and unfuses a group with a list it cannot pin (guard.cpp,
+    // sizeListsFixed).
+    const bool pinned_size = (node->kind() == c10::aten::_grad_sum_to_size ||
+                              ops::isLayerNorm(node)) && i == 1;
     if (input->type()->cast<c10::TensorType>()) {
       // A constant tensor (a frozen weight) is passed as an argument too: partition
       // hoists it out of the subgraph again (hoistTensorConstants).

@@ -16,8 +16,9 @@
 // bool read only as batch_norm's `training` or native_dropout's `train` (a module's
 // `self.training`), to False; so is an int list read only as _grad_sum_to_size's size
 // (autodiff's sum of a broadcast operand's gradient, a bias's), to its result's
-// profiled sizes, which fix the dims the group reduces (attribute `lists`). A group
-// with such a size that cannot be pinned is unfused. The
+// profiled sizes, which fix the dims the group reduces (attribute `lists`), or as
+// layer_norm's normalized_shape (`x.shape[-1:]`), to its weight's profiled sizes. A
+// group with such a list that cannot be pinned is unfused. The
 // fallback's subgraph is the group's ops, unmodified, with tensor types unspecialized:
 // the profiling executor turns it into a function that is profiled and optimized again. A group whose tensor inputs
 // lack a complete profiled type (dtype, device, rank) is unfused instead: its kernels
@@ -107,25 +108,32 @@ bool isIntListType(const c10::TypePtr& type) {
   return as_list && as_list->getElementType()->kind() == c10::TypeKind::IntType;
 }
 
-// The value an int list input read only as _grad_sum_to_size's size is pinned to: the
-// sizes profiled on every such result, when they agree.
+// The size list read as `node`'s input 1 when that list is pinned: _grad_sum_to_size's
+// size (its result's profiled sizes) or layer_norm's normalized_shape (its weight's).
+std::optional<std::vector<int64_t>> pinnedSizeOf(const Node* node) {
+  if (node->kind() == c10::aten::_grad_sum_to_size) return ops::gradSumTarget(node);
+  return ops::normalizedShapeOf(node);
+}
+
+// The value an int list input read only as _grad_sum_to_size's size or layer_norm's
+// normalized_shape is pinned to: pinnedSizeOf each such reader, when they agree.
 std::optional<c10::IValue> pinnableSizeList(const Value* param) {
   if (!isIntListType(param->type()) || param->uses().empty()) return std::nullopt;
   std::optional<std::vector<int64_t>> sizes;
   for (const auto& use : param->uses()) {
-    if (use.user->kind() != c10::aten::_grad_sum_to_size || use.offset != 1) return std::nullopt;
-    auto target = ops::gradSumTarget(use.user);
+    if (use.offset != 1) return std::nullopt;
+    auto target = pinnedSizeOf(use.user);
     if (!target || (sizes && *sizes != *target)) return std::nullopt;
     sizes = std::move(target);
   }
   return c10::IValue(c10::List<int64_t>(*sizes));
 }
 
-// Whether every _grad_sum_to_size of the group sums to a size known when its kernel is
-// built: a constant, or an input the guard pins.
-bool gradSumSizesFixed(const Node* group) {
+// Whether every _grad_sum_to_size and layer_norm of the group reads a size list known
+// when its kernel is built: a constant, or an input the guard pins.
+bool sizeListsFixed(const Node* group) {
   for (const Node* n : group->g(Subgraph)->nodes()) {
-    if (n->kind() != c10::aten::_grad_sum_to_size) continue;
+    if (n->kind() != c10::aten::_grad_sum_to_size && !ops::isLayerNorm(n)) continue;
     const Value* size = n->input(1);
     if (size->node()->kind() == c10::prim::Constant) continue;
     if (size->node()->kind() != c10::prim::Param || !pinnableSizeList(size)) return false;
@@ -137,7 +145,7 @@ bool gradSumSizesFixed(const Node* group) {
 // the dtype argument of conversions (or softmax backward's input_dtype) whose results
 // share one profiled dtype (that dtype), bools read only as batch_norm's `training` or
 // native_dropout's `train` (False), and int lists read only as _grad_sum_to_size's size
-// (pinnableSizeList).
+// or layer_norm's normalized_shape (pinnableSizeList).
 std::vector<std::pair<size_t, c10::IValue>> pinnableInputs(const Node* group) {
   std::vector<std::pair<size_t, c10::IValue>> out;
   auto subgraph = group->g(Subgraph);
@@ -276,7 +284,7 @@ void guardGroup(Node* group) {
 void guardFusionGroups(GraphPtr& graph) {
   for (Node* group : collectFusionGroups(graph->block())) {
     if (isGuardedGroup(group)) continue;
-    if (!hasCompleteTypes(tensorInputs(group)) || !gradSumSizesFixed(group)) {
+    if (!hasCompleteTypes(tensorInputs(group)) || !sizeListsFixed(group)) {
       torch::jit::SubgraphUtils::unmergeSubgraph(group);
       continue;
     }

@@ -373,6 +373,42 @@ def test_layer_norm_of_another_width_raises_as_eager(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("shape_expr", ["x.shape[-1:]", "[x.size(-1)]"])
+def test_normalized_shape_from_the_input_sizes_is_pinned(device: str, shape_expr: str) -> None:
+    """A normalized_shape computed from the input's sizes (`F.layer_norm(x,
+    x.shape[-1:], w, b)`) is no constant: the guard pins it to the weight's profiled
+    sizes (its `lists`), which eager requires it to equal, and the group reads it as a
+    constant. A call of another width runs the fallback (eager's values); a list the
+    input's rows disagree with raises as eager does; without a weight nothing fixes the
+    list, and layer_norm stays ATen's."""
+    text = fn_of(
+        f"return torch.nn.functional.layer_norm(x * 2.0, {shape_expr}, w, b, 1e-5) + 1.0",
+        params="x, w, b",
+    )
+    args = [torch.randn(4, 6, 96, device=device), torch.randn(96, device=device)]
+    args.append(torch.randn(96, device=device))
+    with fuser.enabled(True):
+        fn = compare(text, *args)
+        assert fuser.stats()["row_launches"] >= 1 and fuser.stats()["guard_failures"] == 0
+        graph = torch.jit.last_executed_optimized_graph()
+        (guard,) = [n for n in all_nodes(graph) if n.kind() == "fuser::TypeGuard"]
+        assert getattr(guard, "is")("lists") == [1, 96], graph
+        assert "aten::layer_norm" in fused_kinds(graph), graph
+        narrow = [torch.randn(5, 32, device=device), torch.randn(32, device=device)]
+        narrow.append(torch.randn(32, device=device))
+        torch.testing.assert_close(fn(*narrow), eager_from_source(text)(*narrow))
+        assert fuser.stats()["guard_failures"] >= 1
+        wrong = [torch.randn(5, 32, device=device), args[1], args[2]]
+        with pytest.raises(RuntimeError):
+            eager_from_source(text)(*wrong)
+        with pytest.raises(RuntimeError):
+            fn(*wrong)
+        fuser.reset_stats()
+        compare(fn_of(f"return torch.nn.functional.layer_norm(x, {shape_expr}) * 2.0"), args[0])
+        assert fuser.stats()["groups_formed"] == 0, fuser.stats()
+
+
+@pytest.mark.parametrize("device", devices())
 def test_inputs_broadcast_within_and_along_rows(device: str) -> None:
     """Inputs read one value per row ([R, 1]), rows whose dims do not merge into one run
     (an input broadcast along the middle dim), and outputs wider than the inputs (a
