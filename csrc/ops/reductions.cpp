@@ -498,7 +498,7 @@ bool isLayerNorm(const Node* node) {
 
 std::optional<std::vector<int64_t>> normalizedShapeOf(const Node* node) {
   if (!isLayerNorm(node)) return std::nullopt;
-  if (constantInput(node, "normalized_shape")) return constantIntList(node, "normalized_shape");
+  if (auto shape = constantIntList(node, "normalized_shape")) return shape;
   auto weight = node->input(2)->type()->cast<c10::TensorType>();
   if (!weight) return std::nullopt;
   return weight->sizes().concrete_sizes();
