@@ -6,6 +6,10 @@
 // random one. A flag that batch_norm's `training` also reads stays for the guard to pin
 // False (batch statistics are not fused).
 //
+// After aliasEvalDropouts, an eval-mode native_dropout in a group (train False) reads
+// as its input where nothing writes either: the group writes no copy, only the mask of
+// ones autodiff saves for the backward.
+//
 // After drawPhiloxStates, every dropout in a group whose `train` is True is a
 // fuser::philox_dropout reading two group inputs, the seed and offset of a
 // fuser::philox_state node just before the group: one state per dropout and call,
@@ -97,6 +101,71 @@ Value* outerValue(Node* group, Value* v) {
   TORCH_INTERNAL_ASSERT(false, "fuser: dropout's p is neither a constant nor a group input");
 }
 
+// Whether every reader of `v` only reads it: the graph's return (through the outputs of
+// the prim::If blocks that hold it), fusion groups, and ops whose schema neither
+// writes that argument nor returns an alias of it.
+bool onlyRead(const Value* v) {
+  for (const auto& use : v->uses()) {
+    const Node* user = use.user;
+    if (user->kind() == c10::prim::Return) {
+      const Node* owner = user->owningBlock()->owningNode();
+      if (owner && (owner->kind() != c10::prim::If || !onlyRead(owner->output(use.offset)))) {
+        return false;
+      }
+      continue;
+    }
+    if (isFusionGroup(user)) continue;  // its outputs are fresh tensors
+    const c10::FunctionSchema* schema = user->maybeSchema();
+    if (!schema || schema->is_mutable() || use.offset >= schema->arguments().size() ||
+        schema->arguments()[use.offset].alias_info()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Where `group`'s caller finds subgraph value `v`: the group input it is, the group
+// output it already is, or nullptr.
+Value* outerValueOf(Node* group, const Value* v) {
+  auto subgraph = group->g(c10::attr::Subgraph);
+  for (size_t i = 0; i < subgraph->inputs().size(); ++i) {
+    if (subgraph->inputs()[i] == v) return group->input(i);
+  }
+  for (size_t o = 0; o < subgraph->outputs().size(); ++o) {
+    if (subgraph->outputs()[o] == v) return group->output(o);
+  }
+  return nullptr;
+}
+
+// Eval-mode native_dropout(x, p, False) in `group`: its output is x itself, as eager's
+// aten::dropout answers in eval mode (autodiff's native_dropout copies), where nothing
+// in the graph writes either or makes a view of them, and x has the output's profiled
+// type. An autodiff forward then saves one tensor twice, not a tensor and its copy.
+void aliasEvalDropout(Node* group, Node* dropout) {
+  Value* x = dropout->input(0);
+  Value* out = dropout->output(0);
+  if (*x->type() != *out->type()) return;
+  auto subgraph = group->g(c10::attr::Subgraph);
+  std::vector<size_t> positions;
+  for (size_t o = 0; o < subgraph->outputs().size(); ++o) {
+    if (subgraph->outputs()[o] != out) continue;
+    if (!onlyRead(group->output(o))) return;
+    positions.push_back(o);
+  }
+  Value* outer_x = outerValueOf(group, x);
+  if (outer_x && !onlyRead(outer_x)) return;
+  if (!positions.empty() && !outer_x) {
+    subgraph->registerOutput(x);
+    outer_x = group->addOutput()->copyMetadata(group->output(positions[0]));
+  }
+  out->replaceAllUsesWith(x);
+  for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
+    group->output(*it)->replaceAllUsesWith(outer_x);
+    subgraph->eraseOutput(*it);
+    group->eraseOutput(*it);
+  }
+}
+
 void drawStateFor(Node* group, Node* dropout, c10::Device device) {
   Graph* graph = group->owningGraph();
   auto subgraph = group->g(c10::attr::Subgraph);
@@ -146,6 +215,18 @@ void branchOnTrainingSwitches(GraphPtr& graph) {
       branchOnSwitch(group, static_cast<size_t>(index));
       changed = true;
     }
+  }
+}
+
+void aliasEvalDropouts(GraphPtr& graph) {
+  for (Node* group : collectFusionGroups(graph->block())) {
+    std::vector<Node*> eval;
+    for (Node* node : group->g(c10::attr::Subgraph)->nodes()) {
+      if (!ops::isNativeDropout(node)) continue;
+      auto train = torch::jit::toIValue(node->input(ops::kDropoutTrain));
+      if (train && train->isBool() && !train->toBool()) eval.push_back(node);
+    }
+    for (Node* dropout : eval) aliasEvalDropout(group, dropout);
   }
 }
 

@@ -27,6 +27,7 @@ void fuseGraph(GraphPtr& graph) {
   cancelRoundTrips(graph);       // half -> float -> half in a group reads the half value
   buildShapeExpressions(graph);  // size-only outputs leave their groups
   branchOnTrainingSwitches(graph);  // dropout's self.training: a group copy per value
+  aliasEvalDropouts(graph);      // eval-mode native_dropout's output: its input, no copy
   drawPhiloxStates(graph);       // random dropout reads a Philox state drawn per call
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
   captureGraph(graph);           // fuser.report only: a typed copy, refusals attached

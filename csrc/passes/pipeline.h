@@ -29,6 +29,7 @@ void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp
 void cancelRoundTrips(GraphPtr& graph);        // round_trips.cpp
 void buildShapeExpressions(GraphPtr& graph);   // shapes.cpp
 void branchOnTrainingSwitches(GraphPtr& graph);  // dropout.cpp
+void aliasEvalDropouts(GraphPtr& graph);       // dropout.cpp
 void drawPhiloxStates(GraphPtr& graph);        // dropout.cpp
 void guardFusionGroups(GraphPtr& graph);       // guard.cpp
 void cleanUpGraph(GraphPtr& graph, bool keep_types_for_onednn = false);  // cleanup.cpp

@@ -14,7 +14,10 @@
 // - `x.to(x.device, dtype, ...)` is `x.to(dtype, ...)`: the Device value, which no
 //   kernel can take as an argument, is gone;
 // - aten::dropout that eager answers with its input itself (train False, or p 0) is
-//   gone: a frozen model in eval mode keeps no dropout between its groups.
+//   gone: a frozen model in eval mode keeps no dropout between its groups;
+// - autodiff's native_dropout of a constant p 0 has train False: it keeps every
+//   element either way (a mask of ones, the output the input times 1), and in eval
+//   mode no mask is drawn.
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
@@ -120,11 +123,26 @@ void dropIdentityDropouts(torch::jit::Block* block) {
     if (node->kind() != c10::aten::dropout || node->inputs().size() != 3) continue;
     auto p = torch::jit::toIValue(node->input(1));
     auto train = torch::jit::toIValue(node->input(2));
-    if (!p || !p->isDouble() || !train || !train->isBool()) continue;
+    if (!p || !p->isDouble()) continue;
     const double prob = p->toDouble();
-    if (!(prob >= 0 && prob <= 1) || (train->toBool() && prob != 0)) continue;
+    // p 0 keeps every element whatever train is (a module's self.training, say).
+    const bool eval = train && train->isBool() && !train->toBool();
+    if (!(prob >= 0 && prob <= 1) || (prob != 0 && !eval)) continue;
     node->output()->replaceAllUsesWith(node->input(0));
     node->destroy();
+  }
+}
+
+// native_dropout(x, 0, train) keeps every element whatever train says: with train
+// False its mask is ones and its output the input, and no random mask is drawn.
+void settleZeroProbabilityDropouts(torch::jit::Block* block) {
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* sub : node->blocks()) settleZeroProbabilityDropouts(sub);
+    if (node->kind() != c10::aten::native_dropout || node->inputs().size() != 3) continue;
+    auto p = torch::jit::toIValue(node->input(1));
+    if (!p || !p->isDouble() || p->toDouble() != 0) continue;
+    torch::jit::WithInsertPoint before(node);
+    node->replaceInput(2, block->owningGraph()->insertConstant(false));
   }
 }
 
@@ -137,6 +155,7 @@ void prepareGraph(GraphPtr& graph) {
   makeInPlaceOpsFunctional(graph);   // inplace.cpp
   dropOwnDeviceArguments(graph->block());
   dropIdentityDropouts(graph->block());
+  settleZeroProbabilityDropouts(graph->block());
   completeTypesFromInputs(graph);    // and values the rewrites made
 }
 

@@ -436,6 +436,77 @@ graph(%g : $G, %x : $G, %size : int[]):
   EXPECT_EQ(countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::_grad_sum_to_size), 0);
 }
 
+// Attention's tail in autodiff's forward: the probabilities and the eval-mode dropout's
+// output are both saved; the dropout's output is the probabilities themselves.
+const std::string kAttentionTail = R"IR(
+graph(%s : $T, %v : $M):
+  %scale : float = prim::Constant[value=0.5]()
+  %dim : int = prim::Constant[value=-1]()
+  %none : NoneType = prim::Constant()
+  %p : float = prim::Constant[value=0.1]()
+  %train : bool = prim::Constant[value=0]()
+  %scaled : $T = aten::mul(%s, %scale)
+  %probs : $T = aten::softmax(%scaled, %dim, %none)
+  %kept : $T, %mask : $B = aten::native_dropout(%probs, %p, %train)
+  %y : $T = aten::matmul(%kept, %v)
+  return (%y, %probs, %kept, %mask))IR";
+
+GraphPtr attentionTail(const std::string& after_dropout = "") {
+  std::string ir = kAttentionTail;
+  if (!after_dropout.empty()) ir.replace(ir.find("  return"), 0, after_dropout);
+  return testing_helpers::parseWithTypes(
+      ir, {{"$T", kT}, {"$M", kM}, {"$B", "Bool(4, 5, strides=[5, 1], requires_grad=0, device=cpu)"}});
+}
+
+Node* onlyNativeDropout(Node* group) {
+  for (Node* node : group->g(c10::attr::Subgraph)->nodes()) {
+    if (node->kind() == c10::aten::native_dropout) return node;
+  }
+  return nullptr;
+}
+
+TEST_F(PassesTest, EvalDropoutOutputIsItsInput) {
+  auto graph = attentionTail();
+  fuseGraph(graph);
+  Node* group = collectFusionGroups(graph->block()).at(0);
+  Node* dropout = onlyNativeDropout(group);
+  ASSERT_NE(dropout, nullptr);
+  EXPECT_FALSE(dropout->output(0)->hasUses());  // the group writes no copy
+  EXPECT_EQ(group->outputs().size(), 2);        // the probabilities and the mask
+  EXPECT_EQ(graph->outputs()[1], graph->outputs()[2]);
+}
+
+// A view of the dropout's output could be written through: it keeps its copy.
+TEST_F(PassesTest, EvalDropoutWithAViewKeepsItsCopy) {
+  auto graph = attentionTail("  %view : Tensor = aten::t(%kept)\n");
+  graph->registerOutput(graph->block()->nodes().rbegin()->output());
+  fuseGraph(graph);
+  Node* dropout = onlyNativeDropout(collectFusionGroups(graph->block()).at(0));
+  ASSERT_NE(dropout, nullptr);
+  EXPECT_TRUE(dropout->output(0)->hasUses());
+  EXPECT_NE(graph->outputs()[1], graph->outputs()[2]);
+}
+
+// p 0 keeps every element whatever train is: no random mask, no branch on train.
+TEST_F(PassesTest, ZeroProbabilityDropoutDrawsNothing) {
+  auto graph = testing_helpers::parseWithTypes(R"IR(
+graph(%x : $T, %train : bool):
+  %p : float = prim::Constant[value=0.]()
+  %y : $T = aten::sigmoid(%x)
+  %kept : $T, %mask : $B = aten::native_dropout(%y, %p, %train)
+  %z : $T = aten::mul(%kept, %x)
+  return (%z, %mask))IR",
+                                               {{"$T", kT}, {"$B", "Bool(4, 5, strides=[5, 1], requires_grad=0, device=cpu)"}});
+  fuseGraph(graph);
+  EXPECT_EQ(countGroups(graph), 1);
+  EXPECT_EQ(countKind(graph->block(), philoxStateSymbol()), 0);
+  EXPECT_EQ(countKind(graph->block(), c10::prim::If), 1);  // the guard's only
+  Node* dropout = onlyNativeDropout(collectFusionGroups(graph->block()).at(0));
+  ASSERT_NE(dropout, nullptr);
+  EXPECT_EQ(torch::jit::toIValue(dropout->input(2)), c10::IValue(false));
+  EXPECT_FALSE(dropout->output(0)->hasUses());
+}
+
 using Counts = std::pair<size_t, size_t>;  // aten ops left, sums in groups
 
 // native_layer_norm_backward on `device` given `mask`, all three gradients read (the

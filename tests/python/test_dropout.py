@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import fuser
-from helpers import devices, fused_kinds
+from helpers import FUSION_GROUP, all_nodes, count_kind, devices, fused_kinds
 
 
 class Block(nn.Module):
@@ -101,6 +101,114 @@ def test_a_float_mask_stays_with_aten() -> None:
         kinds = fused_kinds(fn.graph_for(g, mask, 2.0))
     torch.testing.assert_close(got, g * 2.0 * mask * 2.0 + 1.0)
     assert "aten::native_dropout_backward" not in kinds, kinds
+
+
+class AttentionTail(nn.Module):
+    """Attention's last steps: softmax, dropout, the product with the values. Autodiff's
+    forward saves the probabilities (for softmax's backward) and the dropout's output
+    (for the product's)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(p)
+
+    def forward(self, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.drop(torch.softmax(s * 0.5, -1)) @ v
+
+
+def eval_dropout_readers(graph: Any) -> list[int]:
+    """For each eval-mode native_dropout in the fusion groups of `graph` (autodiff's
+    forward graphs included): how many nodes of its group read its output, the copy."""
+    readers = []
+    for node in all_nodes(graph):
+        if node.kind() == "prim::DifferentiableGraph":
+            readers += eval_dropout_readers(node.g("Subgraph"))
+        if node.kind() != FUSION_GROUP:
+            continue
+        for inner in node.g("Subgraph").nodes():
+            if inner.kind() == "aten::native_dropout" and inner.inputsAt(2).toIValue() is False:
+                readers.append(len(inner.outputsAt(0).uses()))
+    return readers
+
+
+def attention_step(module: nn.Module, s: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    out = module(s, v)
+    return (out, *torch.autograd.grad((out * out).sum(), [s, v]))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(("p", "training"), [(0.1, False), (0.0, True)], ids=["eval", "p0"])
+def test_a_dropout_that_keeps_everything_writes_no_copy(
+    device: str, p: float, training: bool
+) -> None:
+    """Eval mode (or p 0 in training, which keeps every element too): the forward group
+    computes the mask of ones autodiff saves, and its output is the probabilities
+    themselves, as eager's dropout returns its input, so the group writes no copy of
+    them; p 0 draws no random numbers (eager's dropout of p 0 draws none either), and
+    its group is not copied per value of self.training."""
+    torch.manual_seed(0)
+    eager = AttentionTail(p).to(device).train(training)
+    scripted = script_own_class(AttentionTail, device, p).train(training)
+    s = torch.randn(4, 2, 32, 32, device=device, requires_grad=True)
+    v = torch.randn(4, 2, 32, 16, device=device, requires_grad=True)
+    def generator_state() -> torch.Tensor:
+        return torch.cuda.get_rng_state() if device == "cuda" else torch.get_rng_state()
+
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
+        for _ in range(3):  # profiling (eager's native_dropout draws there), optimizing
+            attention_step(scripted, s, v)
+        before = generator_state()
+        fuser.reset_stats()
+        for _ in range(2):
+            got = attention_step(scripted, s, v)
+        after = generator_state()
+        forward = scripted.graph_for(s, v)
+    for g, w in zip(got, attention_step(eager, s, v), strict=True):
+        assert (g.dtype, g.stride()) == (w.dtype, w.stride())
+        torch.testing.assert_close(g, w)
+    assert eval_dropout_readers(forward) == [0], forward
+    assert fuser.stats()["guard_failures"] == 0, fuser.stats()
+    if p == 0:  # no branch on self.training either: one group, no training copy
+        assert "fuser::philox_dropout" not in fused_kinds(forward), forward
+        assert count_kind(forward, "fuser::philox_state") == 0, forward
+        assert torch.equal(before, after)
+
+
+class ProbabilitiesAndDropped(nn.Module):
+    """Returns softmax's probabilities and their dropout, as a model that also hands
+    back its attention weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = torch.softmax(s * 2.0, -1)
+        return a, self.drop(a)
+
+
+def test_an_eval_dropout_returned_beside_its_input_is_that_input() -> None:
+    """A graph that returns both an eval-mode dropout's input and its output: they are
+    one tensor, as eager's dropout (and PyTorch's decomposition of native_dropout)
+    returns its input; every gradient is eager's, each output's counted once."""
+    eager = ProbabilitiesAndDropped().eval()
+    scripted = script_own_class(ProbabilitiesAndDropped, "cpu").eval()
+    s = torch.randn(8, 32, requires_grad=True)
+    w1, w2 = torch.randn(8, 32), torch.randn(8, 32)
+
+    def gradient(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.autograd.grad((a * w1).sum() + (b * b * w2).sum(), [s])[0]
+
+    with fuser.enabled(True):
+        for _ in range(4):
+            a, b = scripted(s)
+            got = gradient(a, b)
+        forward = scripted.graph_for(s)
+    want_a, want_b = eager(s)
+    assert a.data_ptr() == b.data_ptr() and want_a.data_ptr() == want_b.data_ptr()
+    torch.testing.assert_close(a, want_a)
+    torch.testing.assert_close(got, gradient(want_a, want_b))
+    assert eval_dropout_readers(forward) == [0], forward
 
 
 def kept_mask(out: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -350,6 +458,30 @@ def test_eval_dropout_of_a_frozen_model_is_its_input() -> None:
         graph = torch.jit.last_executed_optimized_graph()
     assert "aten::dropout" not in str(graph), graph
     torch.testing.assert_close(got, model(x))
+
+
+class ZeroDropout(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.0)  # p is a constant of nn.Dropout's scripted forward
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(x * 2.0) + 1.0
+
+
+def test_a_dropout_of_p_zero_is_its_input_in_both_modes() -> None:
+    """aten::dropout(x, 0, self.training) returns x itself in eager in either mode: the
+    graph keeps no dropout and no branch on self.training."""
+    scripted = script_own_class(ZeroDropout, "cpu")
+    x = torch.randn(8, 16)
+    with torch.no_grad(), fuser.enabled(True):
+        for mode in [True, False] * 2:
+            scripted.train(mode)
+            for _ in range(3):
+                got = scripted(x)
+            graph = torch.jit.last_executed_optimized_graph()
+            assert "aten::dropout" not in str(graph) and "philox" not in str(graph), graph
+            torch.testing.assert_close(got, x * 2.0 + 1.0, rtol=0, atol=0)
 
 
 class InferenceBlock(nn.Module):
