@@ -151,6 +151,7 @@ def test_a_dropout_that_keeps_everything_writes_no_copy(
     scripted = script_own_class(AttentionTail, device, p).train(training)
     s = torch.randn(4, 2, 32, 32, device=device, requires_grad=True)
     v = torch.randn(4, 2, 32, 16, device=device, requires_grad=True)
+
     def generator_state() -> torch.Tensor:
         return torch.cuda.get_rng_state() if device == "cuda" else torch.get_rng_state()
 
