@@ -2,7 +2,8 @@
 // training graphs autodiff's native_dropout(x, p, train), which returns the output and
 // the mask that native_dropout_backward(grad, mask, scale) multiplies the gradient by.
 //
-// `train` False (eval mode) is a copy of x and a mask of ones. `train` True draws a
+// `train` False (eval mode) is a copy of x and a mask of ones (passes/dropout.cpp
+// reads the copy as x itself where nothing writes either). `train` True draws a
 // random mask: passes/dropout.cpp turns such a node inside a group into
 // fuser::philox_dropout, which reads a Philox state (codegen/philox.h) that a
 // fuser::philox_state node draws from torch's generator per call; its kernels and its
