@@ -433,7 +433,8 @@ FusionDecision checkLayerNormInputGrad(const Node* node) {
     return FusionDecision::no("layer_norm_input_grad's weight is not of the input's dtype");
   }
   if (!rowReductionOf(node)) {
-    return FusionDecision::no("its normalized_shape is not a constant naming trailing dims");
+    return FusionDecision::no(
+        "its normalized_shape is neither a constant nor its weight's sizes naming trailing dims");
   }
   return FusionDecision::yes();
 }
@@ -497,11 +498,17 @@ bool isLayerNorm(const Node* node) {
 }
 
 std::optional<std::vector<int64_t>> normalizedShapeOf(const Node* node) {
-  if (!isLayerNorm(node)) return std::nullopt;
+  if (!isLayerNorm(node) && !isLayerNormInputGrad(node)) return std::nullopt;
   if (auto shape = constantIntList(node, "normalized_shape")) return shape;
-  auto weight = node->input(2)->type()->cast<c10::TensorType>();
+  auto weight = node->namedInput("weight")->type()->cast<c10::TensorType>();
   if (!weight) return std::nullopt;
   return weight->sizes().concrete_sizes();
+}
+
+std::optional<size_t> sizeListInput(const Node* node) {
+  if (node->kind() == c10::aten::_grad_sum_to_size || isLayerNorm(node)) return 1;
+  if (isLayerNormInputGrad(node)) return 2;
+  return std::nullopt;
 }
 
 bool isLayerNormInputGrad(const Node* node) { return node->kind() == layerNormInputGradSymbol(); }
@@ -576,8 +583,7 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
                      isLayerNormInputGrad(node);
   std::optional<std::vector<int64_t>> dims;
   if (isLayerNorm(node) || isLayerNormInputGrad(node)) {
-    auto shape = isLayerNorm(node) ? normalizedShapeOf(node)
-                                   : constantIntList(node, "normalized_shape");
+    auto shape = normalizedShapeOf(node);
     if (!shape || shape->empty() || static_cast<int64_t>(shape->size()) > *rank) {
       return std::nullopt;
     }

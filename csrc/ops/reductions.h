@@ -62,11 +62,16 @@ std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
 // for other nodes, a None size, or sizes unknown.
 std::optional<std::vector<int64_t>> gradSumTarget(const torch::jit::Node* node);
 
-// layer_norm's (or native_layer_norm's) normalized_shape: its constant, else its weight's
-// profiled sizes, which eager requires it to equal (the guard pins the list to them,
-// passes/guard.cpp: `F.layer_norm(x, x.shape[-1:], w, b)`); nullopt for other nodes, or
-// no weight of known sizes.
+// The normalized_shape of layer_norm, native_layer_norm or layer_norm_input_grad: its
+// constant, else its weight's profiled sizes, which eager requires it to equal (the
+// guard pins the list to them, passes/guard.cpp: `F.layer_norm(x, x.shape[-1:], w, b)`,
+// or nanoGPT's `F.layer_norm(x, self.weight.shape, ...)`, whose backward reads the list
+// as an input); nullopt for other nodes, or no weight of known sizes.
 std::optional<std::vector<int64_t>> normalizedShapeOf(const torch::jit::Node* node);
+
+// The input of `node` that is a size list the guard may pin: _grad_sum_to_size's size,
+// the normalizations' normalized_shape; nullopt for other nodes.
+std::optional<size_t> sizeListInput(const torch::jit::Node* node);
 
 // The profiled sizes of the result of a reduction of `input_sizes` (complete).
 std::vector<int64_t> reducedSizes(const std::vector<int64_t>& input_sizes,

@@ -152,11 +152,10 @@ FusionDecision checkFusible(const Node* node) {
 
   for (size_t i = 0; i < node->inputs().size(); ++i) {
     const Value* input = node->input(i);
-    // _grad_sum_to_size's size and layer_norm's normalized_shape never reach the kernel:
-    // the guard pins them, and unfuses a group with a list it cannot pin (guard.cpp,
-    // sizeListsFixed).
-    const bool pinned_size = (node->kind() == c10::aten::_grad_sum_to_size ||
-                              ops::isLayerNorm(node)) && i == 1;
+    // _grad_sum_to_size's size and the normalizations' normalized_shape never reach the
+    // kernel: the guard pins them, and unfuses a group with a list it cannot pin
+    // (guard.cpp, sizeListsFixed).
+    const bool pinned_size = ops::sizeListInput(node) == i;
     if (input->type()->cast<c10::TensorType>()) {
       // A constant tensor (a frozen weight) is passed as an argument too: partition
       // hoists it out of the subgraph again (hoistTensorConstants).

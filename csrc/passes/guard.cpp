@@ -17,7 +17,8 @@
 // `self.training`), to False; so is an int list read only as _grad_sum_to_size's size
 // (autodiff's sum of a broadcast operand's gradient, a bias's), to its result's
 // profiled sizes, which fix the dims the group reduces (attribute `lists`), or as
-// layer_norm's normalized_shape (`x.shape[-1:]`), to its weight's profiled sizes. A
+// the normalized_shape of layer_norm or of its input gradient (`x.shape[-1:]`, or
+// `self.weight.shape` in the backward), to its weight's profiled sizes. A
 // group with such a list that cannot be pinned is unfused. The
 // fallback's subgraph is the group's ops, unmodified, with tensor types unspecialized:
 // the profiling executor turns it into a function that is profiled and optimized again. A group whose tensor inputs
@@ -108,20 +109,21 @@ bool isIntListType(const c10::TypePtr& type) {
   return as_list && as_list->getElementType()->kind() == c10::TypeKind::IntType;
 }
 
-// The size list read as `node`'s input 1 when that list is pinned: _grad_sum_to_size's
-// size (its result's profiled sizes) or layer_norm's normalized_shape (its weight's).
+// The size list `node` reads as its ops::sizeListInput when that list is pinned:
+// _grad_sum_to_size's size (its result's profiled sizes) or the normalizations'
+// normalized_shape (their weight's).
 std::optional<std::vector<int64_t>> pinnedSizeOf(const Node* node) {
   if (node->kind() == c10::aten::_grad_sum_to_size) return ops::gradSumTarget(node);
   return ops::normalizedShapeOf(node);
 }
 
-// The value an int list input read only as _grad_sum_to_size's size or layer_norm's
-// normalized_shape is pinned to: pinnedSizeOf each such reader, when they agree.
+// The value an int list input read only as such a size list is pinned to: pinnedSizeOf
+// each such reader, when they agree.
 std::optional<c10::IValue> pinnableSizeList(const Value* param) {
   if (!isIntListType(param->type()) || param->uses().empty()) return std::nullopt;
   std::optional<std::vector<int64_t>> sizes;
   for (const auto& use : param->uses()) {
-    if (use.offset != 1) return std::nullopt;
+    if (ops::sizeListInput(use.user) != use.offset) return std::nullopt;
     auto target = pinnedSizeOf(use.user);
     if (!target || (sizes && *sizes != *target)) return std::nullopt;
     sizes = std::move(target);
@@ -129,12 +131,13 @@ std::optional<c10::IValue> pinnableSizeList(const Value* param) {
   return c10::IValue(c10::List<int64_t>(*sizes));
 }
 
-// Whether every _grad_sum_to_size and layer_norm of the group reads a size list known
-// when its kernel is built: a constant, or an input the guard pins.
+// Whether every size list of the group (ops::sizeListInput) is known when its kernel
+// is built: a constant, or an input the guard pins.
 bool sizeListsFixed(const Node* group) {
   for (const Node* n : group->g(Subgraph)->nodes()) {
-    if (n->kind() != c10::aten::_grad_sum_to_size && !ops::isLayerNorm(n)) continue;
-    const Value* size = n->input(1);
+    const auto index = ops::sizeListInput(n);
+    if (!index) continue;
+    const Value* size = n->input(*index);
     if (size->node()->kind() == c10::prim::Constant) continue;
     if (size->node()->kind() != c10::prim::Param || !pinnableSizeList(size)) return false;
   }
@@ -145,7 +148,7 @@ bool sizeListsFixed(const Node* group) {
 // the dtype argument of conversions (or softmax backward's input_dtype) whose results
 // share one profiled dtype (that dtype), bools read only as batch_norm's `training` or
 // native_dropout's `train` (False), and int lists read only as _grad_sum_to_size's size
-// or layer_norm's normalized_shape (pinnableSizeList).
+// or a normalization's normalized_shape (pinnableSizeList).
 std::vector<std::pair<size_t, c10::IValue>> pinnableInputs(const Node* group) {
   std::vector<std::pair<size_t, c10::IValue>> out;
   auto subgraph = group->g(Subgraph);

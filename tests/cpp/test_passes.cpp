@@ -512,22 +512,28 @@ using Counts = std::pair<size_t, size_t>;  // aten ops left, sums in groups
 // native_layer_norm_backward on `device` given `mask`, all three gradients read (the
 // input's by a fusible add), through the whole pipeline. Returns the aten ops left and
 // the sums inside groups.
+// `shape_input`: normalized_shape is an input of the graph (nanoGPT's
+// `F.layer_norm(x, self.weight.shape, ...)` gives the backward such a list), not a constant.
 Counts fuseLayerNormBackward(const std::string& device, const std::vector<bool>& mask,
                              const std::string& dtype = "Float",
-                             const std::string& stats_dtype = "Float") {
+                             const std::string& stats_dtype = "Float", bool shape_input = false,
+                             std::string* printed = nullptr) {
   const std::string tail = "requires_grad=0, device=" + device + ")";
-  auto graph = testing_helpers::parseWithTypes(R"IR(
-graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]):
+  std::string ir = R"IR(
+graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]@LIST_INPUT):
   %two : float = prim::Constant[value=2.]()
   %one : float = prim::Constant[value=1.]()
-  %shape : int[] = prim::Constant[value=[16]]()
+  @LIST_CONSTANT
   %h : $X = aten::mul(%g, %two)
   %gi : $X, %gw : $W, %gb : $W = aten::native_layer_norm_backward(%h, %x, %shape, %mean, %rstd, %w, %b, %mask)
   %out : $X = aten::add(%gi, %one, %one)
-  return (%out, %gw, %gb))IR",
-      {{"$X", dtype + "(6, 8, 16, strides=[128, 16, 1], " + tail},
-       {"$S", stats_dtype + "(6, 8, 1, strides=[8, 1, 1], " + tail},
-       {"$W", dtype + "(16, strides=[1], " + tail}});
+  return (%out, %gw, %gb))IR";
+  auto graph = testing_helpers::parseWithTypes(
+      ir, {{"$X", dtype + "(6, 8, 16, strides=[128, 16, 1], " + tail},
+           {"$S", stats_dtype + "(6, 8, 1, strides=[8, 1, 1], " + tail},
+           {"$W", dtype + "(16, strides=[1], " + tail},
+           {"@LIST_INPUT", shape_input ? ", %shape : int[]" : ""},
+           {"@LIST_CONSTANT", shape_input ? "" : "%shape : int[] = prim::Constant[value=[16]]()"}});
   // A constant mask (the IR parser would read [1, 1, 1] as ints).
   c10::List<bool> bools;
   for (bool asked : mask) bools.push_back(asked);
@@ -537,6 +543,7 @@ graph(%g : $X, %x : $X, %mean : $S, %rstd : $S, %w : $W, %b : $W, %mask : bool[]
     node->replaceInput(7, graph->insertConstant(bools));
   }
   fuseGraph(graph);
+  if (printed) *printed = graph->toString();
   size_t sums = 0;
   for (Node* group : collectFusionGroups(graph->block())) {
     sums += countKind(group->g(c10::attr::Subgraph)->block(), c10::aten::sum);
@@ -558,6 +565,20 @@ TEST_F(PassesTest, LayerNormWeightAndBiasGradientsSummed) {
 
 // A gradient the mask leaves out is undefined in eager's result: where one is read
 // anyway, the weight and bias gradients stay with the ATen op.
+// A normalized_shape read as an input list: the guard pins it to the weight's sizes,
+// and the input gradient joins its neighbours' row group as with a constant list.
+TEST_F(PassesTest, LayerNormBackwardOfAListInputPinsIt) {
+  std::string printed;
+  EXPECT_EQ(fuseLayerNormBackward("cpu", {true, true, true}, "Float", "Float",
+                                  /*shape_input=*/true, &printed),
+            Counts(0, 2));
+  FileCheck()
+      .check("lists=[1, 16]")
+      ->check("fuser::FusionGroup")
+      ->check("fuser::layer_norm_input_grad")
+      ->run(printed);
+}
+
 TEST_F(PassesTest, LayerNormGradientsTheMaskLeavesOutStayWithAten) {
   EXPECT_EQ(fuseLayerNormBackward("cuda:0", {true, true, false}), Counts(1, 0));
 }

@@ -61,8 +61,11 @@ def block_args(device: str, dtype: torch.dtype, shape: tuple[int, ...], normaliz
     return [rand(*shape), rand(*row, shift=1.0), rand(*row), rand(*shape, scale=3.0, shift=2.0)]
 
 
-def check_block(device, dtype, shape, normalized, approximate="none"):
-    text = BLOCK.format(shape=list(shape[len(shape) - normalized :]), approximate=approximate)
+def check_block(device, dtype, shape, normalized, approximate="none", shape_text=None):
+    """`shape_text`: how the block writes normalized_shape (default: the constant)."""
+    if shape_text is None:
+        shape_text = str(list(shape[len(shape) - normalized :]))
+    text = BLOCK.format(shape=shape_text, approximate=approximate)
     fn, eager = script_from_source(text), eager_from_source(text)
     args = block_args(device, dtype, shape, normalized)
     weights = torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(device, dtype)
@@ -94,6 +97,20 @@ def test_input_gradient_fuses_with_the_gelu_gradients(
     kinds = fused_kinds(backward)
     assert {INPUT_GRAD, "aten::gelu_backward"} <= kinds, backward
     assert_weight_and_bias_gradients_summed(backward)
+    assert fuser.stats()["interpreted_runs"] == 0, fuser.stats()
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_normalized_shape_read_from_the_weight(device: str, dtype: torch.dtype) -> None:
+    """nanoGPT's LayerNorm, `F.layer_norm(x, self.weight.shape, ...)`: the backward
+    reads normalized_shape as an input list. The guard pins it to the weight's sizes,
+    and the gradients fuse as with a constant list."""
+    backward = check_block(device, dtype, (3, 10, 48), 1, shape_text="w.shape")
+    assert {INPUT_GRAD, "aten::gelu_backward"} <= fused_kinds(backward), backward
+    assert_weight_and_bias_gradients_summed(backward)
+    guards = [n for n in all_nodes(backward) if n.kind() == "fuser::TypeGuard"]
+    assert any("lists=[1, 48]" in str(n) for n in guards), backward  # one list: [48]
     assert fuser.stats()["interpreted_runs"] == 0, fuser.stats()
 
 
