@@ -1,0 +1,277 @@
+"""Real models through the fuser, against eager: models of torchvision, timm and
+transformers (those installed: the device machine has all three), inference (scripted
+and frozen, or traced) and a training step (in eval mode, so that dropout and batch
+statistics compare), on one device.
+
+Per model and mode: the fused result's norm-wise relative error against eager (outputs,
+and every parameter gradient for a step) beside plain TorchScript's own (the fuser
+off), the fusion groups formed, and the calls that ran interpreted or failed a guard.
+A model that TorchScript cannot script or trace is reported as such; an exception or
+an error far above TorchScript's with the fuser on is a finding (marked FAIL).
+
+usage: PYTHONPATH=. python tools/model_sweep.py --device cuda [--only resnet18,gpt2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import fuser
+from fuser.bench.jit_flags import jit_flags
+from fuser.bench.modes import MODES
+
+# Errors are judged norm-wise, ||got - want|| / ||want|| over all results together:
+# the fused result may be this far from eager beyond TorchScript's own distance.
+ALLOWED = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
+
+
+def torchvision_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+    models = importlib.import_module("torchvision.models")
+
+    def image(name: str) -> Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]:
+        return lambda: (
+            getattr(models, name)(weights=None),
+            (torch.randn(2, 3, 224, 224),),
+            "script",
+        )
+
+    names = [
+        "resnet18",
+        "mobilenet_v3_large",
+        "efficientnet_b0",
+        "convnext_tiny",
+        "vit_b_16",
+        "swin_t",
+        "regnet_y_400mf",
+        "densenet121",
+        "shufflenet_v2_x1_0",
+    ]
+    return {f"tv_{n}": image(n) for n in names}
+
+
+def timm_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+    timm = importlib.import_module("timm")
+
+    def image(name: str) -> Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]:
+        return lambda: (
+            timm.create_model(name, pretrained=False, scriptable=True),
+            (torch.randn(2, 3, 224, 224),),
+            "script",
+        )
+
+    names = [
+        "resnet50d",
+        "vit_small_patch16_224",
+        "deit_tiny_patch16_224",
+        "convnext_nano",
+        "efficientnet_b0",
+        "mixer_b16_224",
+        "regnetz_b16",
+        "coatnet_0_rw_224",
+    ]
+    return {f"timm_{n}": image(n) for n in names}
+
+
+def transformers_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+    transformers = importlib.import_module("transformers")
+    small = {
+        "num_hidden_layers": 2,
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "intermediate_size": 1024,
+        "torchscript": True,
+    }
+
+    def tokens() -> tuple[Any, ...]:
+        return (torch.randint(0, 1000, (2, 64)),)
+
+    return {
+        "hf_bert": lambda: (
+            transformers.BertModel(transformers.BertConfig(**small)),
+            tokens(),
+            "trace",
+        ),
+        "hf_gpt2": lambda: (
+            transformers.GPT2Model(
+                transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, torchscript=True)
+            ),
+            tokens(),
+            "trace",
+        ),
+        "hf_t5_encoder": lambda: (
+            transformers.T5EncoderModel(
+                transformers.T5Config(
+                    num_layers=2, d_model=256, d_kv=64, num_heads=4, d_ff=1024, torchscript=True
+                )
+            ),
+            tokens(),
+            "trace",
+        ),
+    }
+
+
+def bench_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+    """The benchmark's own GPT-2 block (always available)."""
+    from fuser.bench.models import GPT2Block
+
+    return {"gpt2_block": lambda: (GPT2Block(256, 4, 64), (torch.randn(2, 64, 256),), "script")}
+
+
+def available() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+    found: dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]] = {}
+    for source in (bench_models, torchvision_models, timm_models, transformers_models):
+        try:
+            found.update(source())
+        except Exception as error:  # noqa: BLE001 - a library that does not load here
+            print(f"# {source.__name__}: not available ({type(error).__name__}: {error})")
+    return found
+
+
+def flat(results: Any) -> list[torch.Tensor]:
+    """The floating tensors of a model's results (tuples, lists, dicts, HF outputs)."""
+    if isinstance(results, torch.Tensor):
+        return [results] if results.is_floating_point() else []
+    if isinstance(results, dict):
+        results = list(results.values())
+    if isinstance(results, (tuple, list)):
+        return [t for r in results for t in flat(r)]
+    return []
+
+
+def error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
+    if len(got) != len(want):
+        return float("inf")
+    num = sum(float((g.double() - w.double()).norm() ** 2) for g, w in zip(got, want, strict=True))
+    den = sum(float(w.double().norm() ** 2) for w in want)
+    return (num / max(den, 1e-30)) ** 0.5
+
+
+def compile_model(model: torch.nn.Module, args: tuple[Any, ...], how: str, training: bool) -> Any:
+    if how == "trace":
+        traced = torch.jit.trace(model, args, check_trace=False)
+        return traced if training else torch.jit.freeze(traced)
+    if not training:
+        return torch.jit.freeze(torch.jit.script(model))
+    # Scripted modules of one class share their graph executors: a type of its own keeps
+    # the previous mode's optimized graph from being the one run.
+    return torch.jit._recursive.create_script_module(
+        model, torch.jit._recursive.infer_methods_to_compile, share_types=False
+    )
+
+
+def run(
+    compiled: Any,
+    args: tuple[Any, ...],
+    training: bool,
+    weights: list[torch.Tensor] | None,
+    calls: int = 4,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The last of `calls` calls' results and, for a step, its parameter gradients."""
+    out: list[torch.Tensor] = []
+    grads: list[torch.Tensor] = []
+    for _ in range(calls):
+        if not training:
+            with torch.no_grad():
+                out = [t.clone() for t in flat(compiled(*args))]
+            continue
+        results = flat(compiled(*args))
+        params = [p for p in compiled.parameters() if p.requires_grad]
+        if weights is None:
+            weights = [torch.randn_like(r) for r in results]
+        loss = sum((r * w).sum() for r, w in zip(results, weights, strict=True))
+        grads = [
+            g if g is not None else torch.zeros_like(p)
+            for g, p in zip(
+                torch.autograd.grad(loss, params, allow_unused=True), params, strict=True
+            )
+        ]
+        out = [r.detach() for r in results]
+    return out, grads
+
+
+def sweep_one(
+    name: str,
+    make: Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]],
+    device: torch.device,
+    dtype: torch.dtype,
+    training: bool,
+) -> str:
+    torch.manual_seed(0)
+    model, args, how = make()
+    model = model.to(device).eval()
+    if dtype != torch.float32:
+        model = model.to(dtype)
+    args = tuple(a.to(device, dtype) if a.is_floating_point() else a.to(device) for a in args)
+    mode = "step" if training else "infer"
+    try:
+        torch.manual_seed(1)
+        want_out, want_grads = run(model, args, training, None, calls=1)
+    except Exception as error_:  # noqa: BLE001
+        return f"{name:28} {mode:5} eager failed: {type(error_).__name__}: {str(error_)[:80]}"
+    torch.manual_seed(1)
+    weights = [torch.randn_like(r) for r in want_out] if training else None
+    if training:
+        want_out, want_grads = run(model, args, training, weights, calls=1)
+    results = {}
+    for label, on in (("script", False), ("fuser", True)):
+        try:
+            compiled = compile_model(copy.deepcopy(model), args, how, training)
+        except Exception as error_:  # noqa: BLE001
+            return f"{name:28} {mode:5} cannot {how}: {type(error_).__name__}: {str(error_)[:70]}"
+        fuser.reset_stats()
+        start = time.perf_counter()
+        try:
+            with (
+                jit_flags(MODES["fuser" if on else "script"].flags(device)),
+                fuser.enabled(on),
+                torch.autograd.set_multithreading_enabled(False),
+            ):
+                got_out, got_grads = run(compiled, args, training, weights)
+        except Exception as error_:  # noqa: BLE001
+            verdict = "FAIL" if on else "script failed"
+            raised = f"{type(error_).__name__}: {str(error_)[:70]}"
+            return f"{name:28} {mode:5} {verdict}: {label} raised {raised}"
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        results[label] = (
+            error(got_out + got_grads, want_out + want_grads),
+            dict(fuser.stats()),
+            time.perf_counter() - start,
+        )
+    ts_err, _, _ = results["script"]
+    fu_err, stats, seconds = results["fuser"]
+    bad = not (fu_err <= max(10 * ts_err, ALLOWED[dtype]))
+    return (
+        f"{name:28} {mode:5} {'FAIL' if bad else 'ok  '} error {fu_err:.2e} (TorchScript "
+        f"{ts_err:.2e}) groups {stats['groups_formed']:3} launches {stats['kernel_launches']:4} "
+        f"interpreted {stats['interpreted_runs']:3} guard_failures {stats['guard_failures']:3} "
+        f"{seconds:6.1f} s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--modes", default="infer,step")
+    args = parser.parse_args()
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    models = available()
+    only = [n for n in args.only.split(",") if n]
+    for name, make in models.items():
+        if only and name not in only:
+            continue
+        for mode in args.modes.split(","):
+            print(sweep_one(name, make, device, dtype, training=mode == "step"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
