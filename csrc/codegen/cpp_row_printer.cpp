@@ -65,7 +65,7 @@ class CppRowPrinter {
       for (size_t i = 0; i < holders.size(); ++i) {
         if (holders[i] < 0) continue;
         out_ << "    if (fx_n > " << kHeldCapacity << ") fx_held" << i << " = out" << holders[i]
-             << " + fx_r * fx_n;\n";
+             << " + " << outputRowStart(k_, static_cast<size_t>(holders[i])) << ";\n";
       }
       printHeldRow(kept);
       out_ << "    continue;\n    }\n";
@@ -401,7 +401,7 @@ class CppRowPrinter {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       const TensorOutput& out = k_.outputs[o];
       if (out.per_row || s_.storeLoop(k_, o) != l) continue;
-      out_ << indent << "out" << o << "[fx_r * fx_n + fx_e] = "
+      out_ << indent << "out" << o << "[" << outputRowStart(k_, o) << " + fx_e] = "
            << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
     }
   }

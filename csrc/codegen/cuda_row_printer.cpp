@@ -57,6 +57,12 @@ int64_t rowPointers(const Kernel& k) {
   return n;
 }
 
+// Tensors whose strides the launch passes: the inputs, and the outputs where they are
+// strided (Kernel::strided_outputs).
+int64_t stridedTensors(const Kernel& k) {
+  return static_cast<int64_t>(k.inputs.size() + (k.strided_outputs ? k.outputs.size() : 0));
+}
+
 int countScalars(const Kernel& k, bool doubles) {
   int n = 0;
   for (ScalarArgKind s : k.scalars) n += (s == ScalarArgKind::Double) == doubles;
@@ -75,7 +81,7 @@ void printCudaRowKernelHead(std::ostream& out, const Kernel& k) {
       << kRowHelpers << kCudaWelfordHelpers << kCudaRowHelpers << "\nstruct FxRowArgs {\n"
       << "  void* ptrs[" << rowPointers(k) << "];\n"
       << "  int64_t sizes[" << nd << "];\n"
-      << "  int64_t strides[" << nonEmpty(static_cast<int64_t>(k.inputs.size()) * nd) << "];\n"
+      << "  int64_t strides[" << nonEmpty(stridedTensors(k) * nd) << "];\n"
       << "  double dargs[" << nonEmpty(countScalars(k, true)) << "];\n"
       << "  int64_t iargs[" << nonEmpty(rowIntArgs(k)) << "];\n"
       << "  int64_t rows;\n};\n\n"
@@ -246,7 +252,8 @@ class CudaRowPrinter {
       if (k_.outputs[o].per_row) continue;
       const std::string vec = "FxVec<" + std::string(storageTypeName(k_.outputs[o].dtype)) +
                               ", " + std::to_string(v) + ">";
-      out_ << "    *(" << vec << "*)(out" << o << " + fx_r * fx_n + fx_b) = fx_o" << o << ";\n";
+      out_ << "    *(" << vec << "*)(out" << o << " + " << outputRowStart(k_, o) << " + fx_b) = fx_o"
+           << o << ";\n";
     }
     out_ << "  }\n";
   }
@@ -448,7 +455,7 @@ class CudaRowPrinter {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       if (!outputs_here[o]) continue;
       out_ << "    " << guard << "*(FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << ">*)(out"
-           << o << " + fx_r * fx_n + fx_b) = fx_o" << o << ";\n";
+           << o << " + " << outputRowStart(k_, o) << " + fx_b) = fx_o" << o << ";\n";
     }
     out_ << "    }\n  }\n";
   }
@@ -507,7 +514,7 @@ int cudaRowBlock(const Kernel& kernel) { return std::max(kMinBlock, kernel.row_l
 
 int64_t cudaRowArgWords(const Kernel& k) {
   const int64_t nd = k.outer_ndim + k.inner_ndim;
-  return rowPointers(k) + nd + nonEmpty(static_cast<int64_t>(k.inputs.size()) * nd) +
+  return rowPointers(k) + nd + nonEmpty(stridedTensors(k) * nd) +
          nonEmpty(countScalars(k, true)) + nonEmpty(rowIntArgs(k)) + 1;
 }
 

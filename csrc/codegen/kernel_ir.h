@@ -180,6 +180,11 @@ struct Kernel {
   // vector differ in their last-dim index only, so a strided load finds the vector's
   // first element once and steps along that dim for the rest.
   bool row_vector_in_last_dim = false;
+  // Row kernels: outputs are stored through strides of their own over the outer dims
+  // (launch strides after the inputs', per output), not contiguously: eager's layout of
+  // a group whose inputs are permuted views (a transposed activation). A whole output's
+  // row is still one contiguous run.
+  bool strided_outputs = false;
   // Rows that are neighbours in memory, their elements strided (a sum over the leading
   // dims), printed by column_printer.cpp: blocks of neighbouring rows walked together
   // (CUDA: row_vector rows per thread, row_lanes 1), the units of rows cut in slices

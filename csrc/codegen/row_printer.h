@@ -108,6 +108,10 @@ void printRowExprs(std::ostream& out, const Kernel& kernel, const std::vector<Ex
 // computed whole per element kept GCC from vectorizing the loop (gathers, 5.5x slower).
 std::string rowLoadNested(const Kernel& kernel, const Expr& load);
 void printNestedRowBases(std::ostream& out, const Kernel& kernel, const std::string& indent);
+// Where row fx_r of output `o` starts (a whole output) or is stored (a per-row one):
+// fx_r * fx_n or fx_r, or its offset through the output's strides, ooffO
+// (Kernel::strided_outputs; printRowOffsets computes it).
+std::string outputRowStart(const Kernel& kernel, size_t o);
 // outN[fx_r * fx_n + fx_e] = vI for the outputs of one element per row element.
 void printElementStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 // outN[fx_r] = vI for the per-row outputs.

@@ -151,13 +151,19 @@ void printRowPointers(std::ostream& out, const Kernel& k, const std::string& ptr
     const char* t = storageTypeName(k.outputs[o].dtype);
     out << "  " << t << "* __restrict__ out" << o << " = (" << t << "*)" << ptrs << "["
         << k.inputs.size() + o << "];\n";
+    if (k.strided_outputs) {
+      out << "  const int64_t* ost" << o << " = " << strides << " + " << (k.inputs.size() + o) * nd
+          << ";\n";
+    }
   }
   out << "  int64_t fx_n = 1;\n";
   for (int d = 0; d < k.inner_ndim; ++d) out << "  fx_n *= fx_sizes[" << k.outer_ndim + d << "];\n";
 }
 
 void printRowOffsets(std::ostream& out, const Kernel& k, const std::string& indent) {
+  const size_t outputs = k.strided_outputs ? k.outputs.size() : 0;
   for (size_t i = 0; i < k.inputs.size(); ++i) out << indent << "int64_t off" << i << " = 0;\n";
+  for (size_t o = 0; o < outputs; ++o) out << indent << "int64_t ooff" << o << " = 0;\n";
   out << indent << "{\n" << indent << "  int64_t fx_q = fx_r;\n";
   for (int d = k.outer_ndim - 1; d >= 0; --d) {
     out << indent << "  { const int64_t fx_idx = fx_q % fx_sizes[" << d << "]; fx_q /= fx_sizes["
@@ -165,9 +171,17 @@ void printRowOffsets(std::ostream& out, const Kernel& k, const std::string& inde
     for (size_t i = 0; i < k.inputs.size(); ++i) {
       out << " off" << i << " += fx_idx * st" << i << "[" << d << "];";
     }
+    for (size_t o = 0; o < outputs; ++o) {
+      out << " ooff" << o << " += fx_idx * ost" << o << "[" << d << "];";
+    }
     out << " }\n";
   }
   out << indent << "}\n";
+}
+
+std::string outputRowStart(const Kernel& k, size_t o) {
+  if (k.strided_outputs) return "ooff" + std::to_string(o);
+  return k.outputs[o].per_row ? "fx_r" : "fx_r * fx_n";
 }
 
 std::string rowLoadNested(const Kernel& k, const Expr& load) {
@@ -217,7 +231,7 @@ void printElementStores(std::ostream& out, const Kernel& k, const std::string& i
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const TensorOutput& output = k.outputs[o];
     if (output.per_row) continue;
-    out << indent << "out" << o << "[fx_r * fx_n + fx_e] = "
+    out << indent << "out" << o << "[" << outputRowStart(k, o) << " + fx_e] = "
         << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
   }
 }
@@ -226,7 +240,7 @@ void printPerRowStores(std::ostream& out, const Kernel& k, const std::string& in
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const TensorOutput& output = k.outputs[o];
     if (!output.per_row) continue;
-    out << indent << "out" << o << "[fx_r] = "
+    out << indent << "out" << o << "[" << outputRowStart(k, o) << "] = "
         << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
   }
 }

@@ -261,7 +261,8 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     const c10::SmallVector<uint8_t, 32>& key, const std::vector<codegen::TensorInput>& accesses,
     const std::vector<bool>& zero_dim, const std::vector<bool>& per_row, int outer_ndim,
     int inner_ndim, const codegen::CudaRowShape& row_shape,
-    const std::vector<codegen::CudaRowShape>& cross_shapes, c10::Device device, bool staged) {
+    const std::vector<codegen::CudaRowShape>& cross_shapes, c10::Device device, bool staged,
+    bool strided_outputs) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& s : specializations_) {
     if (s->key == key) return *s;
@@ -289,6 +290,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       k.row_vector = shape.vector;
       k.row_vector_in_last_dim = shape.vector_in_last_dim;
       k.columns = shape.columns;
+      k.strided_outputs = strided_outputs;
       for (size_t o = 0; o < k.outputs.size(); ++o) k.outputs[o].per_row = per_row[o];
       if (codegen::hasWelford(k)) stats().one_pass_variance_kernels++;
       return k;
@@ -339,6 +341,32 @@ const RowExecutor::Specialization& RowExecutor::specialize(
   return *specializations_.back();
 }
 
+bool RowExecutor::stridedOutputs(const std::vector<at::Tensor>& tensors,
+                                 const std::vector<size_t>& params, Plan& p) const {
+  if (groups_ != 0 || !reduced_dims_.empty()) return false;
+  auto concrete = [](const torch::jit::Value* v) -> std::optional<std::pair<Sizes, Sizes>> {
+    auto type = v->type()->cast<c10::TensorType>();
+    if (!type) return std::nullopt;
+    auto sizes = type->sizes().concrete_sizes();
+    auto strides = type->strides().concrete_sizes();
+    if (!sizes || !strides) return std::nullopt;
+    return std::make_pair(*sizes, *strides);
+  };
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    auto profiled = concrete(subgraph_->inputs()[params[t]]);
+    if (!profiled || c10::IntArrayRef(profiled->first) != tensors[t].sizes() ||
+        c10::IntArrayRef(profiled->second) != tensors[t].strides()) {
+      return false;
+    }
+  }
+  for (size_t o = 0; o < p.out_sizes.size(); ++o) {
+    auto profiled = concrete(subgraph_->outputs()[o]);
+    if (!profiled || profiled->first != p.out_sizes[o]) return false;
+    p.out_strides[o] = profiled->second;
+  }
+  return true;
+}
+
 std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> inputs,
                                                      c10::SmallVector<int64_t, 32> signature) {
   // Every value's sizes, as eager would give them.
@@ -346,9 +374,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   std::vector<at::Tensor> tensors;
   std::vector<bool> per_channel;  // per tensor: group_norm's weight or bias
   std::vector<bool> any_strides;  // per tensor: read only by normalizations
+  std::vector<size_t> tensor_param;  // per tensor: its subgraph input
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!is_tensor_[i]) continue;
     const at::Tensor& t = inputs[i].toTensor();
+    tensor_param.push_back(i);
     shapes.emplace(subgraph_->inputs()[i], t.sizes().vec());
     tensors.push_back(t);
     per_channel.push_back(channel_tensors_[i]);
@@ -457,11 +487,16 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
 
   // Contiguous inputs, one of the iteration shape: eager's outputs are contiguous too.
   // (Inputs only normalized may have other strides, with rows of unit stride below:
-  // eager's results of those are contiguous.)
+  // eager's results of those are contiguous.) Other inputs (a transposed activation)
+  // give outputs eager's layout of each (stridedOutputs).
   bool full = false;
+  bool strided = false;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    strided = strided || (!tensors[t].is_contiguous() && !any_strides[t]);
+  }
+  if (strided && !stridedOutputs(tensors, tensor_param, *p)) return nullptr;
   std::vector<Sizes> tensor_strides;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    if (!tensors[t].is_contiguous() && !any_strides[t]) return nullptr;
     if (per_channel[t]) {  // [C] along dim 1 (its size was checked above)
       Sizes st(shape->size(), 0);
       if (tensors[t].size(0) != 1) st[1] = tensors[t].stride(0);
@@ -482,6 +517,17 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     iteration = splitDim1(*shape, groups_, per_group, /*strides=*/false);
     for (Sizes& st : tensor_strides) st = splitDim1(st, groups_, per_group, /*strides=*/true);
     row_begin = 2;
+  }
+  // Strided outputs take part in merging dims as the inputs do (after them).
+  if (strided) {
+    for (size_t o = 0; o < p->out_sizes.size(); ++o) {
+      Sizes st(shape->size(), 0);
+      for (size_t d = 0; d < p->out_sizes[o].size() && d < st.size(); ++d) {
+        const bool reduced = per_row[o] && static_cast<int64_t>(d) >= lead;
+        if (p->out_sizes[o][d] != 1 && !reduced) st[d] = p->out_strides[o][d];
+      }
+      tensor_strides.push_back(std::move(st));
+    }
   }
   // Reductions over other dims: the kept dims first (rows), the reduced ones after.
   bool columns = false;
@@ -505,7 +551,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       break;
     }
   }
-  std::vector<c10::SmallVector<int64_t, 8>> strides(tensors.size());
+  std::vector<c10::SmallVector<int64_t, 8>> strides(tensor_strides.size());
   const int outer_ndim = collapse(iteration, tensor_strides, 0, row_begin, p->sizes, strides);
   const int inner_ndim = collapse(iteration, tensor_strides, row_begin,
                                   static_cast<int64_t>(iteration.size()), p->sizes, strides);
@@ -528,6 +574,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     const auto& st = strides[t];
     if (!oneRun(p->sizes, st, outer_ndim)) continue;
     aligned = aligned && reinterpret_cast<uintptr_t>(tensors[t].data_ptr()) % 16 == 0;
+    for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % longest_vector == 0;
+  }
+  // Strided outputs: a whole one's rows must be contiguous runs (the kernels store a row
+  // as one), starting at whole vectors.
+  for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {
+    const auto& st = strides[tensors.size() + o];
+    if (per_row[o]) continue;
+    if (!oneRun(p->sizes, st, outer_ndim)) return nullptr;
     for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % longest_vector == 0;
   }
   // Variants (runtime/variant_timing.h): CUDA kernels of other lane counts, each its
@@ -583,8 +637,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // rows' as candidates beside it (none where FUSER_ROW_SPLITS forces the cut). (Rows
   // that fill the machine a few times over gain little cut: a batch-32 GroupNorm, 256
   // rows on 132 multiprocessors, took 242 us whole and 231-246 at 2 to 8 slices.)
-  const int64_t splits = columns ? columnSplits(units_per_slice, p->row_size, p->device)
-                                 : rowSplits(p->rows, p->row_size, p->device);
+  // (Strided outputs take whole rows: stage kernels store contiguously.)
+  const int64_t splits = columns   ? columnSplits(units_per_slice, p->row_size, p->device)
+                         : strided ? 1
+                                   : rowSplits(p->rows, p->row_size, p->device);
   if (splits > 1 && (!variants || config().row_splits > 1)) {
     row_shapes.clear();
     grains.resize(1);
@@ -622,6 +678,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->strides.append(st.begin(), st.end());
   }
   for (bool r : per_row) key.push_back(r);
+  key.push_back(strided);
+  for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {
+    const auto& st = strides[tensors.size() + o];
+    p->strides.append(st.begin(), st.end());
+  }
   if (splits > 1) {
     // Slices load vectors of the row's vector width (its alignment allowing).
     codegen::CudaRowShape slice_shape =
@@ -634,7 +695,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     staged.push_back(static_cast<uint8_t>(slice_shape.columns));
     const Specialization& spec = specialize(staged, accesses, zero_dim, per_row, outer_ndim,
                                             inner_ndim, slice_shape, {}, p->device,
-                                            /*staged=*/true);
+                                            /*staged=*/true, /*strided_outputs=*/false);
     if (!spec.kernel) return nullptr;
     p->out_dtypes = spec.out_dtypes;
     // The heuristic's count alone. On the H100 it timed best of the counts tried (a
@@ -669,7 +730,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     }
     const Specialization& spec = specialize(shaped, accesses, zero_dim, per_row, outer_ndim,
                                             inner_ndim, row_shape, cross_shapes, p->device,
-                                            /*staged=*/false);
+                                            /*staged=*/false, strided);
     // A variant that does not build is left out; without the heuristic's, the plan fails.
     if (!spec.kernel) {
       if (p->variants.empty()) return nullptr;

@@ -50,11 +50,13 @@ class RowExecutor {
   struct Plan {
     c10::SmallVector<int64_t, 32> signature;
     c10::SmallVector<int64_t, 8> sizes;     // outer dims, then the row's dims
-    c10::SmallVector<int64_t, 32> strides;  // per tensor input, over the same dims
+    c10::SmallVector<int64_t, 32> strides;  // per tensor input (and strided output), same dims
     int64_t rows = 0;
     int64_t row_size = 0;
     std::vector<std::vector<int64_t>> out_sizes;
-    std::vector<std::vector<int64_t>> out_strides;  // contiguous
+    // Contiguous, or eager's layout of each output where inputs are permuted views
+    // (then `strides` holds the outputs' after the inputs': Kernel::strided_outputs).
+    std::vector<std::vector<int64_t>> out_strides;
     std::vector<c10::ScalarType> out_dtypes;
     c10::Device device{c10::kCPU};
     // The candidates (runtime/variant_timing.h): the first call of the plan times them
@@ -97,7 +99,15 @@ class RowExecutor {
                                    const std::vector<bool>& per_row, int outer_ndim,
                                    int inner_ndim, const codegen::CudaRowShape& row_shape,
                                    const std::vector<codegen::CudaRowShape>& cross_shapes,
-                                   c10::Device device, bool staged);
+                                   c10::Device device, bool staged, bool strided_outputs);
+  // Eager's layout of each output (into `p.out_strides`) where some input is neither
+  // contiguous nor read only by a normalization (a transposed activation): the group's
+  // profiled output types, which eager gave these very input layouts, where every tensor
+  // input has its profiled sizes and strides (the guard checks neither). False elsewhere
+  // (such calls run interpreted), and for group_norm and reductions over other dims than
+  // the trailing ones.
+  bool stridedOutputs(const std::vector<at::Tensor>& tensors, const std::vector<size_t>& params,
+                      Plan& p) const;
   void runInterpreted(torch::jit::Stack& stack);
   // The group's reduction returning `result`.
   ops::RowReduction groupReduction(ops::RowReduction::Result result) const;

@@ -230,6 +230,45 @@ def test_calls_the_row_kernel_cannot_serve_match_eager(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_permuted_inputs_keep_eager_layouts(device: str, dtype: torch.dtype) -> None:
+    """A transposed activation beside a contiguous one (batch_first attention hands the
+    encoder [T, B, C] memory as [B, T, C]): the residual sum keeps the transposed layout,
+    layer_norm's output, mean and rstd are contiguous, as eager lays them out; the row
+    kernel stores each output through its own strides, and runs no call interpreted.
+    Another shape of such inputs (whose layouts were not profiled) runs interpreted."""
+    text = fn_of(
+        "h = x + y * 2.0",
+        "out, mean, rstd = torch.native_layer_norm(h, [64], w, b, 1e-5)",
+        "return h, out, mean, rstd, torch.softmax(h, -1)",
+        params="x, y, w, b",
+    )
+
+    def inputs(batch: int) -> tuple[torch.Tensor, ...]:
+        x = torch.randn(33, batch, 64, device=device, dtype=dtype).transpose(0, 1)
+        y = torch.randn(batch, 33, 64, device=device, dtype=dtype)
+        w, b = (torch.randn(64, device=device, dtype=dtype) for _ in range(2))
+        return x, y, w, b
+
+    args = inputs(4)
+    with fuser.enabled(True):
+        fn = compare(text, *args, dtype=dtype)
+        assert {"aten::native_layer_norm", "aten::softmax"} <= subgraph_kinds(fn, *args)
+        fuser.reset_stats()
+        fn(*args)
+    stats = fuser.stats()
+    assert stats["row_launches"] == 1 and stats["interpreted_runs"] == 0, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats  # FUSER_CROSS_COMPILE in CI
+    other = inputs(3)
+    with fuser.enabled(True):
+        got = fn(*other)
+    want = eager_from_source(text)(*other)
+    for g, w in zip(got, want, strict=True):
+        assert g.stride() == w.stride()
+        torch.testing.assert_close(g, w, **tolerance(dtype))
+
+
+@pytest.mark.parametrize("device", devices())
 def test_layer_norm_with_a_wrong_weight_raises_as_eager(device: str) -> None:
     text = "def f(x, w):\n    return torch.layer_norm(x * 2.0, [8], w, None, 1e-5) + 1.0\n"
     fn = script_from_source(text)

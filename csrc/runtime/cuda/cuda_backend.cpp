@@ -76,7 +76,8 @@ class CudaRowKernel final : public CompiledKernel {
         rows_per_block_(codegen::cudaRowBlock(ir) / ir.row_lanes),
         words_(codegen::cudaRowArgWords(ir)),
         num_doubles_(0),
-        num_ints_(codegen::rowIntArgs(ir)) {  // a stage's slice count included
+        num_ints_(codegen::rowIntArgs(ir)),  // a stage's slice count included
+        strided_outputs_(ir.strided_outputs) {
     for (codegen::ScalarArgKind kind : ir.scalars) {
       num_doubles_ += kind == codegen::ScalarArgKind::Double;
     }
@@ -92,7 +93,7 @@ class CudaRowKernel final : public CompiledKernel {
     };
     put(a.ptrs, a.num_inputs + a.num_outputs);
     put(a.sizes, a.ndim);
-    put(a.strides, int64_t{a.num_inputs} * a.ndim);
+    put(a.strides, int64_t{a.num_inputs + (strided_outputs_ ? a.num_outputs : 0)} * a.ndim);
     put(a.dargs, num_doubles_);
     put(a.iargs, num_ints_);
     words[used++] = static_cast<uint64_t>(a.numel);
@@ -111,6 +112,7 @@ class CudaRowKernel final : public CompiledKernel {
   int64_t words_;
   int num_doubles_;
   int num_ints_;
+  bool strided_outputs_;  // the launch strides cover the outputs too
 };
 
 // A kernel written as source (not printed from kernel IR): launched with its own grid,
