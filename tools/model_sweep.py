@@ -34,16 +34,23 @@ from fuser.bench.modes import MODES
 ALLOWED = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
 
 
-def torchvision_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+# A model, its example inputs, and how TorchScript takes it ("script" or "trace").
+ModelMaker = Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]
+
+
+def image_models(
+    prefix: str, build: Callable[[str], torch.nn.Module], names: list[str]
+) -> dict[str, ModelMaker]:
+    """Scripted image classifiers `build(name)`, each on two 224 x 224 images."""
+
+    def maker(name: str) -> ModelMaker:
+        return lambda: (build(name), (torch.randn(2, 3, 224, 224),), "script")
+
+    return {f"{prefix}_{n}": maker(n) for n in names}
+
+
+def torchvision_models() -> dict[str, ModelMaker]:
     models = importlib.import_module("torchvision.models")
-
-    def image(name: str) -> Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]:
-        return lambda: (
-            getattr(models, name)(weights=None),
-            (torch.randn(2, 3, 224, 224),),
-            "script",
-        )
-
     names = [
         "resnet18",
         "mobilenet_v3_large",
@@ -55,19 +62,11 @@ def torchvision_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[
         "densenet121",
         "shufflenet_v2_x1_0",
     ]
-    return {f"tv_{n}": image(n) for n in names}
+    return image_models("tv", lambda n: getattr(models, n)(weights=None), names)
 
 
-def timm_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+def timm_models() -> dict[str, ModelMaker]:
     timm = importlib.import_module("timm")
-
-    def image(name: str) -> Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]:
-        return lambda: (
-            timm.create_model(name, pretrained=False, scriptable=True),
-            (torch.randn(2, 3, 224, 224),),
-            "script",
-        )
-
     names = [
         "resnet50d",
         "vit_small_patch16_224",
@@ -78,7 +77,9 @@ def timm_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ..
         "regnetz_b16",
         "coatnet_0_rw_224",
     ]
-    return {f"timm_{n}": image(n) for n in names}
+    return image_models(
+        "timm", lambda n: timm.create_model(n, pretrained=False, scriptable=True), names
+    )
 
 
 class LastHiddenState(torch.nn.Module):
@@ -93,7 +94,7 @@ class LastHiddenState(torch.nn.Module):
         return self.model(input_ids=ids, use_cache=False, return_dict=False)[0]
 
 
-def transformers_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+def transformers_models() -> dict[str, ModelMaker]:
     transformers = importlib.import_module("transformers")
 
     def tokens() -> tuple[Any, ...]:
@@ -101,7 +102,7 @@ def transformers_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple
 
     def traced(
         make: Callable[[], torch.nn.Module],
-    ) -> Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]:
+    ) -> ModelMaker:
         return lambda: (LastHiddenState(make()), tokens(), "trace")
 
     bert = transformers.BertConfig(
@@ -116,15 +117,15 @@ def transformers_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple
     }
 
 
-def bench_models() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
+def bench_models() -> dict[str, ModelMaker]:
     """The benchmark's own GPT-2 block (always available)."""
     from fuser.bench.models import GPT2Block
 
     return {"gpt2_block": lambda: (GPT2Block(256, 4, 64), (torch.randn(2, 64, 256),), "script")}
 
 
-def available() -> dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]]:
-    found: dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]]] = {}
+def available() -> dict[str, ModelMaker]:
+    found: dict[str, ModelMaker] = {}
     for source in (bench_models, torchvision_models, timm_models, transformers_models):
         try:
             found.update(source())
@@ -197,7 +198,7 @@ def run(
 
 def sweep_one(
     name: str,
-    make: Callable[[], tuple[torch.nn.Module, tuple[Any, ...], str]],
+    make: ModelMaker,
     device: torch.device,
     dtype: torch.dtype,
     training: bool,
