@@ -16,6 +16,7 @@
 // drawn from torch's generator, so torch.manual_seed reproduces the masks and the
 // backward reads the very mask the forward drew (it is a group output).
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <vector>
 
@@ -138,9 +139,11 @@ Value* outerValueOf(Node* group, const Value* v) {
 }
 
 // Eval-mode native_dropout(x, p, False) in `group`: its output is x itself, as eager's
-// aten::dropout answers in eval mode (autodiff's native_dropout copies), where nothing
-// in the graph writes either or makes a view of them, and x has the output's profiled
-// type. An autodiff forward then saves one tensor twice, not a tensor and its copy.
+// aten::dropout answers in eval mode (autodiff's native_dropout copies), where every
+// reader of either outside the group only reads it (onlyRead: no in-place op, no view),
+// and x has the output's profiled type. An autodiff forward then saves one tensor
+// twice, not a tensor and its copy. (A write the caller makes to a returned tensor
+// reaches both, as with eager's aliasing dropout.)
 void aliasEvalDropout(Node* group, Node* dropout) {
   Value* x = dropout->input(0);
   Value* out = dropout->output(0);
@@ -227,6 +230,10 @@ void aliasEvalDropouts(GraphPtr& graph) {
       if (train && train->isBool() && !train->toBool()) eval.push_back(node);
     }
     for (Node* dropout : eval) aliasEvalDropout(group, dropout);
+    if (eval.empty()) continue;
+    // A dropout whose mask nobody reads is gone; a group left with no output too.
+    torch::jit::EliminateDeadCode(group->g(c10::attr::Subgraph));
+    if (group->outputs().empty()) group->destroy();
   }
 }
 

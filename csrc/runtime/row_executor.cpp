@@ -20,6 +20,7 @@
 #include "runtime/output_allocation.h"
 #include "runtime/variant_timing.h"
 #include "stats.h"
+#include "symbols.h"
 
 namespace fuser::runtime {
 namespace {
@@ -344,6 +345,12 @@ const RowExecutor::Specialization& RowExecutor::specialize(
 bool RowExecutor::stridedOutputs(const std::vector<at::Tensor>& tensors,
                                  const std::vector<size_t>& params, Plan& p) const {
   if (groups_ != 0 || !reduced_dims_.empty()) return false;
+  // A random dropout's kernels number the elements in the iteration's order, the
+  // interpreter's fuser::philox_dropout in its output's memory order: with permuted
+  // inputs the two would draw other masks from one state.
+  for (const torch::jit::Node* n : subgraph_->nodes()) {
+    if (n->kind() == philoxDropoutSymbol()) return false;
+  }
   auto concrete = [](const torch::jit::Value* v) -> std::optional<std::pair<Sizes, Sizes>> {
     auto type = v->type()->cast<c10::TensorType>();
     if (!type) return std::nullopt;

@@ -104,8 +104,9 @@ class RowExecutor {
   // contiguous nor read only by a normalization (a transposed activation): the group's
   // profiled output types, which eager gave these very input layouts, where every tensor
   // input has its profiled sizes and strides (the guard checks neither). False elsewhere
-  // (such calls run interpreted), and for group_norm and reductions over other dims than
-  // the trailing ones.
+  // (such calls run interpreted), for group_norm and reductions over other dims than the
+  // trailing ones, and for random dropout (kernel and interpreter draw alike only in
+  // one element order).
   bool stridedOutputs(const std::vector<at::Tensor>& tensors, const std::vector<size_t>& params,
                       Plan& p) const;
   void runInterpreted(torch::jit::Stack& stack);

@@ -476,15 +476,18 @@ TEST_F(PassesTest, EvalDropoutOutputIsItsInput) {
   EXPECT_EQ(graph->outputs()[1], graph->outputs()[2]);
 }
 
-// A view of the dropout's output could be written through: it keeps its copy.
+// A view of the dropout's output, or of its input, could be written through: the
+// dropout keeps its copy.
 TEST_F(PassesTest, EvalDropoutWithAViewKeepsItsCopy) {
-  auto graph = attentionTail("  %view : Tensor = aten::t(%kept)\n");
-  graph->registerOutput(graph->block()->nodes().rbegin()->output());
-  fuseGraph(graph);
-  Node* dropout = onlyNativeDropout(collectFusionGroups(graph->block()).at(0));
-  ASSERT_NE(dropout, nullptr);
-  EXPECT_TRUE(dropout->output(0)->hasUses());
-  EXPECT_NE(graph->outputs()[1], graph->outputs()[2]);
+  for (const char* viewed : {"%kept", "%probs"}) {
+    auto graph = attentionTail(std::string("  %view : Tensor = aten::t(") + viewed + ")\n");
+    graph->registerOutput(graph->block()->nodes().rbegin()->output());
+    fuseGraph(graph);
+    Node* dropout = onlyNativeDropout(collectFusionGroups(graph->block()).at(0));
+    ASSERT_NE(dropout, nullptr) << viewed;
+    EXPECT_TRUE(dropout->output(0)->hasUses()) << viewed;
+    EXPECT_NE(graph->outputs()[1], graph->outputs()[2]) << viewed;
+  }
 }
 
 // p 0 keeps every element whatever train is: no random mask, no branch on train.
@@ -563,8 +566,6 @@ TEST_F(PassesTest, LayerNormWeightAndBiasGradientsSummed) {
             Counts(0, 2));
 }
 
-// A gradient the mask leaves out is undefined in eager's result: where one is read
-// anyway, the weight and bias gradients stay with the ATen op.
 // A normalized_shape read as an input list: the guard pins it to the weight's sizes,
 // and the input gradient joins its neighbours' row group as with a constant list.
 TEST_F(PassesTest, LayerNormBackwardOfAListInputPinsIt) {
@@ -579,6 +580,8 @@ TEST_F(PassesTest, LayerNormBackwardOfAListInputPinsIt) {
       ->run(printed);
 }
 
+// A gradient the mask leaves out is undefined in eager's result: where one is read
+// anyway, the weight and bias gradients stay with the ATen op.
 TEST_F(PassesTest, LayerNormGradientsTheMaskLeavesOutStayWithAten) {
   EXPECT_EQ(fuseLayerNormBackward("cuda:0", {true, true, false}), Counts(1, 0));
 }
