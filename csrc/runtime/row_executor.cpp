@@ -496,10 +496,18 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // (Inputs only normalized may have other strides, with rows of unit stride below:
   // eager's results of those are contiguous.) Other inputs (a transposed activation)
   // give outputs eager's layout of each (stridedOutputs).
+  // Reductions over other dims store per-row outputs only, which eager allocates
+  // contiguous whatever its inputs' layout: their permuted inputs of the iteration
+  // shape (layer_norm's weight gradient over a transposed activation) are read in place
+  // below (columns: neighbouring rows must stay neighbours in memory).
   bool full = false;
   bool strided = false;
+  std::vector<bool> read_in_place(tensors.size(), false);
   for (size_t t = 0; t < tensors.size(); ++t) {
-    strided = strided || (!tensors[t].is_contiguous() && !any_strides[t]);
+    if (tensors[t].is_contiguous() || any_strides[t]) continue;
+    read_in_place[t] = !reduced_dims_.empty() && groups_ == 0 &&
+                       tensors[t].sizes() == c10::IntArrayRef(*shape);
+    strided = strided || !read_in_place[t];
   }
   if (strided && !stridedOutputs(tensors, tensor_param, *p)) return nullptr;
   std::vector<Sizes> tensor_strides;
@@ -668,8 +676,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     in.inner_unit_stride = oneRun(p->sizes, st, outer_ndim);
     // A strided input's rows must still be unit-stride runs (a slice of rows, x[:, 0]):
     // rows read across strides (a permuted NCHW activation) ran 1.55x slower than eager's
-    // copy-then-normalize on CPU.
-    if (!tensors[t].is_contiguous() && !in.inner_unit_stride) return nullptr;
+    // copy-then-normalize on CPU. Columns read in place walk strided elements either way,
+    // as long as a block's rows lie side by side.
+    const bool neighbouring_rows = columns && outer_ndim == 1 && st[0] == 1;
+    if (read_in_place[t] ? !neighbouring_rows
+                         : !tensors[t].is_contiguous() && !in.inner_unit_stride) {
+      return nullptr;
+    }
     in.inner_zero_stride = std::all_of(st.begin() + outer_ndim, st.end(),
                                        [](int64_t s) { return s == 0; });
     in.row_last_zero_stride = st.back() == 0;

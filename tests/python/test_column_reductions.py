@@ -133,6 +133,49 @@ def test_broadcast_and_strided_inputs(device: str) -> None:
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_permuted_inputs_whose_rows_are_neighbours_are_read_in_place(
+    device: str, dtype: torch.dtype, keepdim: bool
+) -> None:
+    """layer_norm's weight and bias gradients over a transposed activation (ViT's
+    [T, B, D] attention output read as [B, T, D]): the column kernel reads it with its
+    strides (neighbouring rows still neighbours in memory) instead of running the group
+    interpreted, and stores contiguous sums, as eager's reductions do whatever their
+    input's layout. A permuted input whose rows are not neighbours (the kept dim strided)
+    still runs interpreted."""
+    t, b, d = 37, 6, 96
+    x = torch.randn(t, b, d, device=device).to(dtype).transpose(0, 1)
+    g = torch.randn(b, t, d, device=device).to(dtype)
+    mean = x.float().mean(-1, keepdim=True).to(dtype)
+    sums = f"[0, 1], keepdim={keepdim}"
+    text = f"def f(g, x, m):\n    return (g * (x - m)).sum({sums}), g.sum({sums})\n"
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        compare(text, g, x, mean, dtype=dtype, case=case_tolerance(dtype))
+        # Both permuted: the transposed gradient and activation.
+        g_t = torch.randn(t, b, d, device=device).to(dtype).transpose(0, 1)
+        compare(text, g_t, x, mean, dtype=dtype, case=case_tolerance(dtype))
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats
+    sources = [s for s in fuser.kernel_sources()[before:] if "fx_side" in s]
+    assert sources
+
+    # The kept dim strided (x.t() of [64, 300]): rows apart in memory run interpreted.
+    y = torch.randn(64, 300, device=device).to(dtype).t()
+    with fuser.enabled(True):
+        compare(
+            "def f(y, z):\n    return (y * z).sum(0)\n",
+            y,
+            torch.randn_like(y),
+            dtype=dtype,
+            case=case_tolerance(dtype),
+        )
+    assert fuser.stats()["interpreted_runs"] >= 1
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_input_broadcast_along_the_rows_keeps_the_block_side_by_side(
     device: str, dtype: torch.dtype
 ) -> None:
