@@ -9,9 +9,9 @@ own (the fuser off; oneDNN Graph off in both), the fusion groups formed, the
 kernel launches (a first call's variant timing included), and the calls that ran
 interpreted or failed a guard.
 A model that TorchScript cannot script or trace is reported as such. An exception with
-the fuser on is a finding (FAIL); so is an error far above TorchScript's, unless the
-fused results are about as close to float64's as eager's are (sums taken in another
-order land elsewhere, not farther from the exact result).
+the fuser on is a finding (FAIL); so is a result whose error is far above TorchScript's
+error of that result, unless it is about as close to float64's as eager's is (sums taken
+in another order land elsewhere, not farther from the exact result).
 
 usage: PYTHONPATH=. python tools/model_sweep.py --device cuda [--only tv_resnet18,hf_gpt2]
 """
@@ -149,19 +149,20 @@ def flat(results: Any) -> list[torch.Tensor]:
     return []
 
 
-def error(got: list[torch.Tensor], want: list[torch.Tensor]) -> float:
-    """The largest norm-wise relative error of a result (a wrong small gradient shows);
-    inf where the results do not pair up or are not finite."""
+def errors(got: list[torch.Tensor], want: list[torch.Tensor]) -> list[float]:
+    """Each result's norm-wise relative error (a wrong small gradient shows); inf where
+    the results do not pair up or are not finite."""
     if len(got) != len(want):
-        return float("inf")
-    worst = 0.0
+        return [float("inf")]
+    out = []
     for g, w in zip(got, want, strict=True):
         if g.shape != w.shape:
-            return float("inf")
+            out.append(float("inf"))
+            continue
         diff = float((g.double() - w.double()).norm())
         scale = max(float(w.double().norm()), 1e-30)
-        worst = max(worst, diff / scale if diff == diff else float("inf"))
-    return worst
+        out.append(diff / scale if diff == diff else float("inf"))
+    return out
 
 
 def switches(fused: bool, device: torch.device) -> Any:
@@ -259,22 +260,31 @@ def sweep_one(
         if device.type == "cuda":
             torch.cuda.synchronize()
         results[label] = (
-            error(got_out + got_grads, want_out + want_grads),
+            errors(got_out + got_grads, want_out + want_grads),
             dict(fuser.stats()),
             time.perf_counter() - start,
             got_out + got_grads,
         )
-    ts_err, _, _, _ = results["script"]
-    fu_err, stats, seconds, fused = results["fuser"]
+    ts_errs, _, _, _ = results["script"]
+    fu_errs, stats, seconds, fused = results["fuser"]
     line = (
-        f"{name:28} {mode:5} {{verdict}} error {fu_err:.2e} (TorchScript {ts_err:.2e}) "
+        f"{name:28} {mode:5} {{verdict}} error {max(fu_errs):.2e} (TorchScript {max(ts_errs):.2e}) "
         f"groups {stats['groups_formed']:3} launches {stats['kernel_launches']:4} "
         f"interpreted {stats['interpreted_runs']:3} guard_failures {stats['guard_failures']:3} "
         f"{seconds:6.1f} s"
     )
-    if fu_err <= max(10 * ts_err, ALLOWED[dtype]):
+    # Judged result by result: a gradient that is rounding noise in every mode (BERT's key
+    # bias, mathematically zero) must not set the bar for the others.
+    far = [
+        i
+        for i, (fu, ts) in enumerate(zip(fu_errs, ts_errs, strict=False))
+        if not fu <= max(10 * ts, ALLOWED[dtype])
+    ]
+    if len(fu_errs) != len(ts_errs):
+        far = list(range(len(fu_errs)))
+    if not far:
         return line.format(verdict="ok  ")
-    # Farther from eager than TorchScript is: judge both against float64's results (a
+    # Farther from eager than TorchScript is: judge those against float64's results (a
     # sum taken in another order lands elsewhere, not necessarily farther from exact).
     wide = copy.deepcopy(model).double()
     wide_args = tuple(a.double() if a.is_floating_point() else a for a in args)
@@ -284,9 +294,14 @@ def sweep_one(
     except Exception as error_:  # noqa: BLE001
         return line.format(verdict="FAIL") + f"; float64 run raised {type(error_).__name__}"
     exact = exact_out + exact_grads
-    ours, eagers = error(fused, exact), error(want_out + want_grads, exact)
-    verdict = "ok  " if ours <= 2 * eagers and ours != float("inf") else "FAIL"
-    return line.format(verdict=verdict) + f"; from float64: fuser {ours:.2e}, eager {eagers:.2e}"
+    ours, eagers = errors(fused, exact), errors(want_out + want_grads, exact)
+    if len(ours) != len(eagers):
+        return line.format(verdict="FAIL") + "; results do not pair up"
+    worst = max(far, key=lambda i: ours[i] / max(eagers[i], 1e-30))
+    verdict = "ok  " if all(ours[i] <= 2 * eagers[i] for i in far) else "FAIL"
+    return line.format(verdict=verdict) + (
+        f"; result {worst} from float64: fuser {ours[worst]:.2e}, eager {eagers[worst]:.2e}"
+    )
 
 
 def main() -> None:
