@@ -71,7 +71,7 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=[],
-    extras_require={"plot": ["matplotlib"], "models": ["torchvision"]},
+    extras_require={"plot": ["matplotlib"], "models": ["torchvision", "timm"]},
     entry_points={
         "torch.backends": [f"fuser = {ENTRY_PACKAGE}:autoload"],
         "console_scripts": ["fuser-bench = fuser.bench.cli:main"],

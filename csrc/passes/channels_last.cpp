@@ -122,6 +122,23 @@ bool isElementwise(const Node* node) {
   return sizes && sizes->size() == 4;
 }
 
+// A sum, mean, amax or amin over exactly H and W of a 4-D tensor (timm's squeeze-excite
+// `x.mean((2, 3), keepdim=True)`, a global pool written as a mean): ATen lays its result
+// out row-major whatever its input's layout, so it reads a channels-last value as it is,
+// with no copy (its values as the convolutions': sums taken in another order).
+bool reducesThePlane(const Node* node) {
+  const bool kind = node->kind() == c10::aten::sum || node->kind() == c10::aten::mean ||
+                    node->kind() == c10::aten::amax || node->kind() == c10::aten::amin;
+  if (!kind || node->inputs().size() < 2) return false;
+  auto sizes = sizesOf(node->input(0));
+  auto dims = torch::jit::toIValue(node->input(1));
+  if (!sizes || sizes->size() != 4 || !dims || !dims->isIntList()) return false;
+  std::vector<int64_t> plane = dims->toIntVector();
+  for (int64_t& d : plane) d = d < 0 ? d + 4 : d;
+  std::sort(plane.begin(), plane.end());
+  return plane == std::vector<int64_t>{2, 3};
+}
+
 // Readers of a tensor's metadata only, which its layout does not change.
 bool readsNoElements(const Node* node) {
   static const c10::Symbol kinds[] = {
@@ -204,15 +221,29 @@ class Region {
     } else {
       operands.assign(node->inputs().begin(), node->inputs().end());
     }
-    const Value* ref = nullptr;
+    // Region operands broadcast over H and W (a squeeze-excite gate, itself computed
+    // channels-last) take no part in the layout of a result they are broadcast into.
+    const Value* ref = nullptr;        // of the full-size operands
+    const Value* plane_ref = nullptr;  // of region operands broadcast over H and W
+    bool plane_refs_agree = true;
     for (const Value* in : operands) {
+      const bool broadcast = !cat && broadcastOverPlane(in);
       auto it = reference_.find(in);
       if (it == reference_.end()) {
-        if (!cat && broadcastOverPlane(in)) continue;
+        if (broadcast) continue;
         return nullptr;
+      }
+      if (broadcast) {
+        plane_refs_agree = plane_refs_agree && (!plane_ref || plane_ref == it->second);
+        plane_ref = it->second;
+        continue;
       }
       if (ref && ref != it->second) return nullptr;
       ref = it->second;
+    }
+    if (!ref) {
+      if (!plane_refs_agree) return nullptr;
+      ref = plane_ref;
     }
     if (ref && cat) kept_lists_.insert(node->input(0)->node());
     return ref;
@@ -228,6 +259,7 @@ class Region {
 
   bool keepsLayout(const Node* user) const {
     if (kept_lists_.count(user) || readsNoElements(user)) return true;
+    if (reducesThePlane(user) && user->owningBlock() == block_) return true;
     if (user->owningBlock() != block_) return false;
     for (const Value* out : user->outputs()) {
       if (reference_.count(out)) return true;

@@ -130,9 +130,39 @@ FusionDecision checkTensorValue(const Value* value) {
   return checkDevice(*type->device());
 }
 
+namespace {
+
+// False where `v`'s profiled layout puts the elements of a row (its trailing `reduced`
+// dims) apart in memory, as a channels-last tensor's H and W are: row kernels read rows
+// as runs, and such calls would run interpreted. True where the layout is unknown.
+bool rowsAreRuns(const Value* v, int64_t reduced) {
+  auto type = v->type()->cast<c10::TensorType>();
+  if (!type) return true;
+  auto sizes = type->sizes().concrete_sizes();
+  auto strides = type->strides().concrete_sizes();
+  if (!sizes || !strides || static_cast<int64_t>(sizes->size()) < reduced) return true;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(sizes->size()) - 1;
+       d >= static_cast<int64_t>(sizes->size()) - reduced; --d) {
+    if ((*sizes)[d] == 1) continue;
+    if ((*strides)[d] != expected) return false;
+    expected *= (*sizes)[d];
+  }
+  return true;
+}
+
+}  // namespace
+
 FusionDecision checkFusible(const Node* node) {
   if (isFusionGroup(node)) return FusionDecision::yes();
   if (auto op = ops::checkOpSupported(node); !op) return op;
+  if (auto r = ops::rowReductionOf(node);
+      r && r->dims.empty() && r->groups == 0 && !rowsAreRuns(node->input(0), r->reduced)) {
+    return FusionDecision::no("its rows (%" + node->input(0)->debugName() + "'s last " +
+                              std::to_string(r->reduced) + " dims) lie apart in memory, as "
+                              "a channels-last tensor's H and W do: the row kernel would "
+                              "run it interpreted, ATen's reduction reads it in place");
+  }
   if (isLeftToOneDnn(node)) {
     return FusionDecision::no("left to oneDNN Graph, which fuses it into its " +
                               oneDnnPartner(node) + " partition");
@@ -304,6 +334,7 @@ std::optional<std::vector<int64_t>> completeSizes(const Value* v) {
   return type->sizes().concrete_sizes();
 }
 
+
 }  // namespace
 
 bool holdsBatchNorm(const Node* node) {
@@ -365,6 +396,7 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
       if (!row) row_input = n->input(0);
       reduced_inputs.push_back(n->input(0));
       row = r;
+
     }
   }
   if (!row) return std::nullopt;

@@ -119,6 +119,28 @@ def torchvision_unavailable() -> str | None:
     return None
 
 
+def _timm_model(name: str) -> Callable[[Dims], nn.Module]:
+    def make(dims: Dims) -> nn.Module:
+        timm = importlib.import_module("timm")
+        return timm.create_model(name, pretrained=False, scriptable=True)
+
+    return make
+
+
+def timm_unavailable() -> str | None:
+    """Why timm's model definitions cannot be imported here; None when they can."""
+    try:
+        importlib.import_module("timm")
+    except ImportError as error:
+        return f"timm is not installed ({error}); pip install timm"
+    except (RuntimeError, OSError) as error:  # torchvision's C ops, which timm imports
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return (
+            f"timm does not load beside torch {torch.__version__}: {type(error).__name__}: {first}"
+        )
+    return None
+
+
 def _available() -> str | None:
     return None
 
@@ -239,6 +261,17 @@ _MODELS: tuple[ModelWorkload, ...] = (
         cuda_sizes=_IMAGES_CUDA,
         make_model=_torchvision_model("mobilenet_v3_large"),
         unavailable_reason=torchvision_unavailable,
+    ),
+    ModelWorkload(
+        name="efficientnet_b0_timm",
+        description="timm efficientnet_b0 (squeeze-excite gates from means over H and W), "
+        "scripted and frozen",
+        source="",
+        make_inputs=_images,
+        sizes=_IMAGES,
+        cuda_sizes=_IMAGES_CUDA,
+        make_model=_timm_model("efficientnet_b0"),
+        unavailable_reason=timm_unavailable,
     ),
     ModelWorkload(
         name="gpt2_block",

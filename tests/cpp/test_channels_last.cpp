@@ -25,10 +25,13 @@ const testing_helpers::TypeNames kTypes = {
 };
 
 // Two 3x3 convolutions and a 1x1 one (weights %w0, %w1, %w2, made constants), ReLUs,
-// then `tail` reading %c (the last convolution's result) and returning %r.
-GraphPtr network(const std::string& tail) {
+// then `tail` reading %c (the last convolution's result) and returning %r; `extra`: the
+// tail's own 1x1 convolutions' weights (%w3, ...), [4, 4, 1, 1] each.
+GraphPtr network(const std::string& tail, int extra = 0) {
+  std::string params;
+  for (int i = 0; i < extra; ++i) params += ", %w" + std::to_string(3 + i) + " : Tensor";
   const std::string ir = R"IR(
-graph(%x : $X, %w0 : Tensor, %w1 : Tensor, %w2 : Tensor):
+graph(%x : $X, %w0 : Tensor, %w1 : Tensor, %w2 : Tensor)IR" + params + R"IR():
   %one : int = prim::Constant[value=1]()
   %ones : int[] = prim::Constant[value=[1, 1]]()
   %zeros : int[] = prim::Constant[value=[0, 0]]()
@@ -40,7 +43,8 @@ graph(%x : $X, %w0 : Tensor, %w1 : Tensor, %w2 : Tensor):
   %c : $X = aten::conv2d(%rb, %w2, %none, %ones, %zeros, %ones, %one)
 )IR" + tail;
   auto graph = testing_helpers::parseWithTypes(ir, kTypes);
-  const std::vector<std::vector<int64_t>> shapes = {{4, 4, 3, 3}, {4, 4, 3, 3}, {4, 4, 1, 1}};
+  std::vector<std::vector<int64_t>> shapes = {{4, 4, 3, 3}, {4, 4, 3, 3}, {4, 4, 1, 1}};
+  shapes.resize(3 + extra, {4, 4, 1, 1});
   torch::jit::WithInsertPoint start(graph->block()->nodes().front());
   for (size_t i = 0; i < shapes.size(); ++i) {
     const at::Tensor w = at::randn(shapes[i]);
@@ -120,6 +124,50 @@ TEST_F(ChannelsLast, GraphsWhoseValuesLeaveAtFullSizeStayRowMajor) {
   for (Node* conv : nodesOf(graph, c10::aten::conv2d)) {
     EXPECT_TRUE(torch::jit::toIValue(conv->input(1))->toTensor().is_contiguous());
   }
+}
+
+TEST_F(ChannelsLast, SqueezeExciteMeansReadTheRegionAndItsGateKeepsIt) {
+  // timm's squeeze-excite: a mean over H and W, a 1x1 convolution of it (a region value
+  // of [2, 4, 1, 1], its reference the mean), a sigmoid, the product with the features.
+  auto graph = network(R"IR(
+  %plane : int[] = prim::Constant[value=[-1, -2]]()
+  %keep : bool = prim::Constant[value=1]()
+  %m : $P = aten::mean(%c, %plane, %keep, %none)
+  %s : $P = aten::conv2d(%m, %w3, %none, %ones, %zeros, %ones, %one)
+  %g : $P = aten::sigmoid(%s)
+  %r : $X = aten::mul(%c, %g)
+  return (%r)
+)IR",
+                       /*extra=*/1);
+  runConvolutionsChannelsLast(graph);
+  graph->lint();
+  // The mean reads the convolution's channels-last result itself, no copy between.
+  Node* mean = nodesOf(graph, c10::aten::mean).at(0);
+  EXPECT_EQ(mean->input(0)->node()->kind(), c10::aten::conv2d);
+  // The gate's product keeps the features' layout; only the graph's output is restored,
+  // to the input's layout.
+  Node* mul = nodesOf(graph, c10::aten::mul).at(0);
+  EXPECT_EQ(*mul->output()->type()->expect<c10::TensorType>()->strides().concrete_sizes(),
+            (std::vector<int64_t>{256, 1, 32, 4}));
+  auto restores = nodesOf(graph, restoreLayoutSymbol());
+  ASSERT_EQ(restores.size(), 1u);
+  EXPECT_EQ(restores[0]->input(0), mul->output());
+  EXPECT_EQ(restores[0]->input(1), graph->inputs()[0]);
+  EXPECT_EQ(graph->outputs()[0], restores[0]->output());
+  EXPECT_EQ(nodesOf(graph, c10::aten::conv2d).size(), 4u);
+}
+
+TEST_F(ChannelsLast, ReductionsOverOtherDimsReadRestoredValues) {
+  // A mean over C and H is laid out by ATen as its input is: it reads eager's layout.
+  auto graph = network(R"IR(
+  %dims : int[] = prim::Constant[value=[1, 2]]()
+  %keep : bool = prim::Constant[value=1]()
+  %r : Float(2, 1, 1, 8, strides=[8, 8, 8, 1], requires_grad=0, device=cpu) = aten::mean(%c, %dims, %keep, %none)
+  return (%r)
+)IR");
+  runConvolutionsChannelsLast(graph);
+  Node* mean = nodesOf(graph, c10::aten::mean).at(0);
+  EXPECT_EQ(mean->input(0)->node()->kind(), restoreLayoutSymbol());
 }
 
 TEST_F(ChannelsLast, CpuGraphsAreLeftAloneByDefault) {

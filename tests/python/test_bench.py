@@ -631,6 +631,8 @@ def test_torchvision_that_fails_to_load_is_skipped_with_its_reason(
     def failing(name: str, *args: Any) -> Any:
         if name.startswith("torchvision"):
             raise RuntimeError("operator torchvision::nms does not exist")
+        if name.startswith("timm"):
+            raise ImportError("No module named 'timm'")
         return real_import(name, *args)
 
     monkeypatch.setattr(importlib, "import_module", failing)
@@ -648,6 +650,7 @@ def test_torchvision_that_fails_to_load_is_skipped_with_its_reason(
     printed = capsys.readouterr().out
     assert "skipped resnet50: torchvision does not load" in printed
     assert "skipped mobilenet_v3_large:" in printed
+    assert "skipped efficientnet_b0_timm: timm is not installed" in printed
 
 
 def test_models_are_not_in_the_default_set_and_run_with_models() -> None:

@@ -122,6 +122,52 @@ def test_one_scripted_network_follows_each_calls_input_layout(channels_last, dev
     run_like_eager(module, scripted, x)
 
 
+class SqueezeExcite(torch.nn.Module):
+    """timm's squeeze-excite blocks: the gate from a mean over H and W through two 1x1
+    convolutions, its product with the features; the head pools by a mean too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.reduce = torch.nn.Conv2d(16, 4, 1)
+        self.expand = torch.nn.Conv2d(4, 16, 1)
+        self.project = torch.nn.Conv2d(16, 8, 1)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = F.silu(self.stem(x))
+        y = F.silu(self.dw(y))
+        gate = torch.sigmoid(self.expand(F.silu(self.reduce(y.mean((2, 3), keepdim=True)))))
+        y = self.project(y * gate)
+        return self.fc(y.mean((-1, -2))), y
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_squeeze_excite_means_read_channels_last_values_in_place(
+    channels_last, device: str, layout: torch.memory_format
+) -> None:
+    """The means over H and W read the channels-last features as they are (ATen lays a
+    mean's result out row-major whatever its input's layout), and the gate's product
+    stays channels-last: nothing is restored but the graph's returned features. The
+    features' groups keep the means outside (their rows lie apart in memory), so no
+    group runs interpreted."""
+    torch.manual_seed(2)
+    module = SqueezeExcite().to(device).eval()
+    x = torch.randn(2, 3, 16, 16, device=device).contiguous(memory_format=layout)
+    graph = run_like_eager(module, frozen(module, device), x)
+    assert fuser.stats()["interpreted_runs"] == 0, fuser.stats()
+    assert len(constant_weights(graph)) == 5
+    restores = graph.findAllNodes(RESTORE)
+    assert len(restores) == 1, graph
+    assert restores[0].output() in list(graph.outputs()) or any(
+        restores[0].output() in list(n.inputs()) for n in graph.findAllNodes("prim::TupleConstruct")
+    )
+    for mean in graph.findAllNodes("aten::mean"):
+        assert mean.inputsAt(0).node().kind() != RESTORE
+
+
 class ThreeConvs(torch.nn.Module):
     """Three 3x3 convolutions a, b, c to 4 channels, a reading `in_channels`."""
 

@@ -719,6 +719,54 @@ def test_strided_inputs_of_normalizations_run_as_row_kernels(
         assert fuser.stats()["row_launches"] == 0, fuser.stats()
 
 
+@pytest.mark.parametrize("device", devices())
+def test_reductions_whose_rows_lie_apart_stay_with_aten(fused: None, device: str) -> None:
+    """A mean over H and W of a channels-last activation (a squeeze-excite's), or a
+    layer_norm over a permuted NCHW tensor's channels (ConvNeXt's LayerNorm2d): the rows
+    are not runs in memory, so the row kernel would run the group interpreted. The
+    reduction stays outside every group, even where single nodes make groups, and reads
+    the tensor in place through ATen; the elementwise ops around it still fuse."""
+    x = torch.randn(2, 16, 6, 5, device=device).contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(16, device=device), torch.randn(16, device=device)
+    cases = {
+        "squeeze_excite": (
+            fn_of("y = x * torch.sigmoid(x)", "return y, y.mean((2, 3), keepdim=True) * 2.0"),
+            (x,),
+            "aten::mean",
+        ),
+        "layer_norm_2d": (
+            fn_of(
+                "y = torch.layer_norm((x + 1.0).permute(0, 2, 3, 1), [16], w, b, 1e-6)",
+                "return y.permute(0, 3, 1, 2) * 2.0",
+                params="x, w, b",
+            ),
+            (x.contiguous(), w, b),
+            "aten::layer_norm",
+        ),
+    }
+    for name, (text, args, reduction) in cases.items():
+        fuser.reset_stats()
+        fn = script_from_source(text)
+        got = run_optimized(fn, *args)
+        want = eager_from_source(text)(*args)
+        for g, e in zip(
+            got if isinstance(got, tuple) else (got,),
+            want if isinstance(want, tuple) else (want,),
+            strict=True,
+        ):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+            assert g.stride() == e.stride(), name
+        stats = fuser.stats()
+        assert stats["interpreted_runs"] == 0 and stats["kernel_launches"] >= 1, (name, stats)
+        assert reduction not in fused_kinds(fn.graph_for(*args)), name
+    # Rows that are runs (the same tensors row-major) still reduce in a group.
+    fuser.reset_stats()
+    fn = script_from_source(cases["squeeze_excite"][0])
+    run_optimized(fn, x.contiguous())
+    assert "aten::mean" in fused_kinds(fn.graph_for(x.contiguous()))
+    assert fuser.stats()["row_launches"] >= 1
+
+
 def test_mean_into_a_narrower_16_bit_dtype_stays_with_eager() -> None:
     """Eager's CPU mean sums a float32 row in float and rounds once (1e5 / 4 is finite
     in float16); rounding each element first would give inf."""
