@@ -677,8 +677,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     // A strided input's rows must still be unit-stride runs (a slice of rows, x[:, 0]):
     // rows read across strides (a permuted NCHW activation) ran 1.55x slower than eager's
     // copy-then-normalize on CPU. Columns read in place walk strided elements either way,
-    // as long as a block's rows lie side by side.
-    const bool neighbouring_rows = columns && outer_ndim == 1 && st[0] == 1;
+    // as long as a block's rows lie side by side, or share their elements (an expanded
+    // gradient: `out.sum().backward()` hands the bias gradient ones of stride 0).
+    const bool neighbouring_rows = columns && outer_ndim == 1 && (st[0] == 1 || st[0] == 0);
     if (read_in_place[t] ? !neighbouring_rows
                          : !tensors[t].is_contiguous() && !in.inner_unit_stride) {
       return nullptr;

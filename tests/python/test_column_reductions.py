@@ -175,6 +175,27 @@ def test_permuted_inputs_whose_rows_are_neighbours_are_read_in_place(
 
 
 @pytest.mark.parametrize("device", devices())
+def test_expanded_inputs_of_the_iteration_shape_are_read_in_place(device: str) -> None:
+    """Inputs expanded to the iteration shape (the gradient `out.sum().backward()` hands
+    a bias: a scalar's ones of stride 0; a column or a row expanded) are read with their
+    zero strides; the sums are eager's, contiguous."""
+    y = torch.randn(300, 64, device=device)
+    text = "def f(g, y):\n    return (g * y).sum(0), g.sum(0, keepdim=True)\n"
+    expanded = {
+        "scalar": torch.randn((), device=device).expand(300, 64),
+        "column": torch.randn(300, 1, device=device).expand(300, 64),
+        "row": torch.randn(1, 64, device=device).expand(300, 64),
+    }
+    for name, g in expanded.items():
+        fuser.reset_stats()
+        with fuser.enabled(True):
+            compare(text, g, y, case="sum")
+        stats = fuser.stats()
+        assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, (name, stats)
+        assert stats["cuda_cross_compile_failures"] == 0, stats
+
+
+@pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_input_broadcast_along_the_rows_keeps_the_block_side_by_side(
     device: str, dtype: torch.dtype
