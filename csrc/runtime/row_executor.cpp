@@ -544,14 +544,31 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       tensor_strides.push_back(std::move(st));
     }
   }
-  // Reductions over other dims: the kept dims first (rows), the reduced ones after.
+  // Reductions over other dims: the kept dims first (rows), the reduced ones after. The
+  // first input read in place with its own layout (a channels-last activation) orders
+  // the reduced dims as its memory does and says whether rows are neighbours; the kept
+  // dims keep their order, which numbers the rows of the per-row outputs.
   bool columns = false;
   if (!reduced_dims_.empty()) {
+    std::optional<Sizes> layout;  // its strides, in the logical order of dims
+    for (size_t t = 0; t < tensors.size() && !layout; ++t) {
+      if (!read_in_place[t]) continue;
+      for (int64_t d = 0; d < rank_ && !layout; ++d) {
+        if ((*shape)[d] != 1 && tensor_strides[t][d] != 0) layout = tensor_strides[t];
+      }
+    }
+    Sizes reduced = reduced_dims_;
+    if (layout) {
+      auto memory_stride = [&](int64_t d) { return (*shape)[d] == 1 ? 0 : (*layout)[d]; };
+      std::stable_sort(reduced.begin(), reduced.end(), [&](int64_t a, int64_t b) {
+        return memory_stride(a) > memory_stride(b);
+      });
+    }
     Sizes order;
     for (int64_t d = 0; d < rank_; ++d) {
       if (!std::binary_search(reduced_dims_.begin(), reduced_dims_.end(), d)) order.push_back(d);
     }
-    order.insert(order.end(), reduced_dims_.begin(), reduced_dims_.end());
+    order.insert(order.end(), reduced.begin(), reduced.end());
     auto permuted = [&](const Sizes& v) {
       Sizes out;
       for (int64_t d : order) out.push_back(v[d]);
@@ -559,12 +576,16 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     };
     iteration = permuted(iteration);
     for (Sizes& st : tensor_strides) st = permuted(st);
-    // Rows are neighbours in memory when the innermost dim that is not of size 1 is kept.
+    // Rows are neighbours in memory when the innermost dim that is not of size 1 is kept
+    // (innermost in the layout's memory, or else the last).
+    int64_t innermost = -1;
     for (int64_t d = rank_ - 1; d >= 0; --d) {
-      if ((*shape)[d] == 1) continue;
-      columns = !std::binary_search(reduced_dims_.begin(), reduced_dims_.end(), d);
-      break;
+      if ((*shape)[d] == 1 || (layout && (*layout)[d] == 0)) continue;
+      if (innermost < 0 || (layout && (*layout)[d] < (*layout)[innermost])) innermost = d;
+      if (!layout) break;
     }
+    columns = innermost >= 0 &&
+              !std::binary_search(reduced_dims_.begin(), reduced_dims_.end(), innermost);
   }
   std::vector<c10::SmallVector<int64_t, 8>> strides(tensor_strides.size());
   const int outer_ndim = collapse(iteration, tensor_strides, 0, row_begin, p->sizes, strides);

@@ -175,6 +175,65 @@ def test_permuted_inputs_whose_rows_are_neighbours_are_read_in_place(
 
 
 @pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("other", ["channels_last", "contiguous"])
+def test_channels_last_inputs_reduce_over_all_but_the_channels_in_place(
+    device: str, dtype: torch.dtype, other: str
+) -> None:
+    """Sums over N, H and W of a channels-last activation (a layer scale's or a
+    BatchNorm's per-channel gradient): in memory the channels are innermost, so the
+    channels are the column walk's rows, read in place, the reduced dims walked in the
+    activation's memory order; beside a second input of either layout. Results are
+    eager's, contiguous."""
+    x = torch.randn(4, 24, 9, 7, device=device).to(dtype)
+    x = x.contiguous(memory_format=torch.channels_last)
+    y = torch.randn(4, 24, 9, 7, device=device).to(dtype)
+    if other == "channels_last":
+        y = y.contiguous(memory_format=torch.channels_last)
+    texts = [
+        fn_of("return (x * y).sum([0, 2, 3], keepdim=True)"),
+        fn_of("return (x - y).mean([0, 2, 3]), (x * y).amax([0, 2, 3])"),
+        fn_of("return (x + y).var([0, 2, 3], keepdim=True)"),
+    ]
+    for text in texts:
+        fuser.reset_stats()
+        with fuser.enabled(True):
+            compare(text, x, y, dtype=dtype, case=case_tolerance(dtype))
+        stats = fuser.stats()
+        assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, (text, stats)
+        assert stats["cuda_cross_compile_failures"] == 0, stats
+
+
+@pytest.mark.parametrize("device", devices())
+def test_layer_scale_gradient_of_a_channels_last_activation(device: str) -> None:
+    """ConvNeXt's layer scale, gamma [1, C, 1, 1] times a channels-last activation: its
+    gradient, autodiff's _grad_sum_to_size over N, H and W, runs as a column kernel
+    reading the activation in place; gradients are eager's."""
+
+    class LayerScale(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gamma = torch.nn.Parameter(torch.randn(1, 24, 1, 1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x * self.gamma + 1.0)
+
+    torch.manual_seed(0)
+    module = LayerScale().to(device)
+    x = torch.randn(4, 24, 9, 7, device=device).contiguous(memory_format=torch.channels_last)
+    grad = torch.randn(4, 24, 9, 7, device=device).contiguous(memory_format=torch.channels_last)
+    want = torch.autograd.grad(module(x), [module.gamma], grad)[0]
+    with fuser.enabled(True):
+        scripted = torch.jit.script(module)
+        for _ in range(3):
+            got = torch.autograd.grad(scripted(x), [scripted.gamma], grad)[0]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert got.stride() == want.stride()
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, stats
+
+
+@pytest.mark.parametrize("device", devices())
 def test_expanded_inputs_of_the_iteration_shape_are_read_in_place(device: str) -> None:
     """Inputs expanded to the iteration shape (the gradient `out.sum().backward()` hands
     a bias: a scalar's ones of stride 0; a column or a row expanded) are read with their
