@@ -545,17 +545,18 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     }
   }
   // Reductions over other dims: the kept dims first (rows), the reduced ones after. The
-  // first input read in place with its own layout (a channels-last activation) orders
-  // the reduced dims as its memory does and says whether rows are neighbours; the kept
-  // dims keep their order, which numbers the rows of the per-row outputs.
+  // first input read in place with a layout of its own (a channels-last activation; not
+  // an expanded one) orders the reduced dims as its memory does and says whether rows
+  // are neighbours; the kept dims keep their order, which numbers the per-row outputs.
   bool columns = false;
   if (!reduced_dims_.empty()) {
     std::optional<Sizes> layout;  // its strides, in the logical order of dims
     for (size_t t = 0; t < tensors.size() && !layout; ++t) {
-      if (!read_in_place[t]) continue;
-      for (int64_t d = 0; d < rank_ && !layout; ++d) {
-        if ((*shape)[d] != 1 && tensor_strides[t][d] != 0) layout = tensor_strides[t];
+      bool expanded = false;
+      for (int64_t d = 0; d < rank_; ++d) {
+        expanded = expanded || ((*shape)[d] != 1 && tensor_strides[t][d] == 0);
       }
+      if (read_in_place[t] && !expanded) layout = tensor_strides[t];
     }
     Sizes reduced = reduced_dims_;
     if (layout) {
@@ -580,7 +581,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     // (innermost in the layout's memory, or else the last).
     int64_t innermost = -1;
     for (int64_t d = rank_ - 1; d >= 0; --d) {
-      if ((*shape)[d] == 1 || (layout && (*layout)[d] == 0)) continue;
+      if ((*shape)[d] == 1) continue;
       if (innermost < 0 || (layout && (*layout)[d] < (*layout)[innermost])) innermost = d;
       if (!layout) break;
     }
