@@ -334,7 +334,6 @@ std::optional<std::vector<int64_t>> completeSizes(const Value* v) {
   return type->sizes().concrete_sizes();
 }
 
-
 }  // namespace
 
 bool holdsBatchNorm(const Node* node) {
@@ -396,7 +395,6 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
       if (!row) row_input = n->input(0);
       reduced_inputs.push_back(n->input(0));
       row = r;
-
     }
   }
   if (!row) return std::nullopt;

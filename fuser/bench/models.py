@@ -104,19 +104,24 @@ def _torchvision_model(name: str) -> Callable[[Dims], nn.Module]:
     return make
 
 
-def torchvision_unavailable() -> str | None:
-    """Why torchvision's model definitions cannot be imported here; None when they can."""
+def _unavailable(package: str, module: str) -> str | None:
+    """Why `module` of `package` cannot be imported here; None when it can."""
     try:
-        importlib.import_module("torchvision.models")
+        importlib.import_module(module)
     except ImportError as error:
-        return f"torchvision is not installed ({error}); pip install torchvision"
-    except (RuntimeError, OSError) as error:  # its C ops fail to load beside this torch
+        return f"{package} is not installed ({error}); pip install {package}"
+    except (RuntimeError, OSError) as error:  # torchvision's C ops fail beside this torch
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return (
-            f"torchvision does not load beside torch {torch.__version__}: "
+            f"{package} does not load beside torch {torch.__version__}: "
             f"{type(error).__name__}: {first}"
         )
     return None
+
+
+def torchvision_unavailable() -> str | None:
+    """Why torchvision's model definitions cannot be imported here; None when they can."""
+    return _unavailable("torchvision", "torchvision.models")
 
 
 def _timm_model(name: str) -> Callable[[Dims], nn.Module]:
@@ -128,17 +133,9 @@ def _timm_model(name: str) -> Callable[[Dims], nn.Module]:
 
 
 def timm_unavailable() -> str | None:
-    """Why timm's model definitions cannot be imported here; None when they can."""
-    try:
-        importlib.import_module("timm")
-    except ImportError as error:
-        return f"timm is not installed ({error}); pip install timm"
-    except (RuntimeError, OSError) as error:  # torchvision's C ops, which timm imports
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return (
-            f"timm does not load beside torch {torch.__version__}: {type(error).__name__}: {first}"
-        )
-    return None
+    """Why timm's model definitions cannot be imported here (timm imports torchvision);
+    None when they can."""
+    return _unavailable("timm", "timm")
 
 
 def _available() -> str | None:
