@@ -156,12 +156,17 @@ bool rowsAreRuns(const Value* v, int64_t reduced) {
 FusionDecision checkFusible(const Node* node) {
   if (isFusionGroup(node)) return FusionDecision::yes();
   if (auto op = ops::checkOpSupported(node); !op) return op;
-  if (auto r = ops::rowReductionOf(node);
-      r && r->dims.empty() && r->groups == 0 && !rowsAreRuns(node->input(0), r->reduced)) {
-    return FusionDecision::no("its rows (%" + node->input(0)->debugName() + "'s last " +
-                              std::to_string(r->reduced) + " dims) lie apart in memory, as "
-                              "a channels-last tensor's H and W do: the row kernel would "
-                              "run it interpreted, ATen's reduction reads it in place");
+  if (auto r = ops::rowReductionOf(node); r && r->dims.empty() && r->groups == 0) {
+    // layer_norm's input gradient walks its forward input's rows beside the gradient's.
+    std::vector<const Value*> walked = {node->input(0)};
+    if (ops::isLayerNormInputGrad(node)) walked.push_back(node->input(ops::kInputGradInput));
+    for (const Value* v : walked) {
+      if (rowsAreRuns(v, r->reduced)) continue;
+      return FusionDecision::no("its rows (%" + v->debugName() + "'s last " +
+                                std::to_string(r->reduced) + " dims) lie apart in memory, as "
+                                "a channels-last tensor's H and W do: the row kernel would "
+                                "run it interpreted, ATen's reduction reads it in place");
+    }
   }
   if (isLeftToOneDnn(node)) {
     return FusionDecision::no("left to oneDNN Graph, which fuses it into its " +

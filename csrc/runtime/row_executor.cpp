@@ -698,11 +698,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     in.inner_unit_stride = oneRun(p->sizes, st, outer_ndim);
     // A strided input's rows must still be unit-stride runs (a slice of rows, x[:, 0]):
     // rows read across strides (a permuted NCHW activation) ran 1.55x slower than eager's
-    // copy-then-normalize on CPU. Columns read in place walk strided elements either way,
-    // as long as a block's rows lie side by side, or share their elements (an expanded
-    // gradient: `out.sum().backward()` hands the bias gradient ones of stride 0).
+    // copy-then-normalize on CPU. Reductions over other dims read their permuted inputs
+    // in place where a block's rows lie side by side (columns), or share their elements
+    // (an expanded gradient: `out.sum().backward()` hands a bias gradient ones of stride
+    // 0), or where each row's innermost elements are a run (the walk's order follows the
+    // input's memory: MLP-Mixer's bias gradients over transposed activations).
     const bool neighbouring_rows = columns && outer_ndim == 1 && (st[0] == 1 || st[0] == 0);
-    if (read_in_place[t] ? !neighbouring_rows
+    const bool rows_of_runs = !columns && st.back() == 1;
+    if (read_in_place[t] ? !neighbouring_rows && !rows_of_runs
                          : !tensors[t].is_contiguous() && !in.inner_unit_stride) {
       return nullptr;
     }

@@ -141,8 +141,10 @@ def test_permuted_inputs_whose_rows_are_neighbours_are_read_in_place(
     [T, B, D] attention output read as [B, T, D]): the column kernel reads it with its
     strides (neighbouring rows still neighbours in memory) instead of running the group
     interpreted, and stores contiguous sums, as eager's reductions do whatever their
-    input's layout. A permuted input whose rows are not neighbours (the kept dim strided)
-    still runs interpreted."""
+    input's layout. A permuted input whose kept dim is strided and whose reduced
+    elements are runs (MLP-Mixer's bias gradient over transposed activations) is walked
+    row by row in its memory's order, in place too; one whose rows are neither
+    neighbours nor runs still runs interpreted."""
     t, b, d = 37, 6, 96
     x = torch.randn(t, b, d, device=device).to(dtype).transpose(0, 1)
     g = torch.randn(b, t, d, device=device).to(dtype)
@@ -161,15 +163,23 @@ def test_permuted_inputs_whose_rows_are_neighbours_are_read_in_place(
     # kernel, by the other keepdim's).
     assert any("fx_side" in s for s in fuser.kernel_sources())
 
-    # The kept dim strided (x.t() of [64, 300]): rows apart in memory run interpreted.
+    # The kept dim strided, the reduced elements runs (y.t() of [64, 300], beside a
+    # transposed and a row-major operand): rows walked in place.
     y = torch.randn(64, 300, device=device).to(dtype).t()
+    text = "def f(y, z):\n    return (y * z).sum(0), y.sum([0], keepdim=True)\n"
+    for z in (torch.randn_like(y), torch.randn(300, 64, device=device).to(dtype)):
+        fuser.reset_stats()
+        with fuser.enabled(True):
+            compare(text, y, z, dtype=dtype, case=case_tolerance(dtype))
+        stats = fuser.stats()
+        assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
+
+    # Kept dims that stay two dims apart in memory, the reduced one strided: interpreted.
+    w = torch.randn(5, 7, 9, device=device).to(dtype).permute(2, 0, 1)
+    fuser.reset_stats()
     with fuser.enabled(True):
         compare(
-            "def f(y, z):\n    return (y * z).sum(0)\n",
-            y,
-            torch.randn_like(y),
-            dtype=dtype,
-            case=case_tolerance(dtype),
+            "def f(w):\n    return (w * 2.0).sum(1)\n", w, dtype=dtype, case=case_tolerance(dtype)
         )
     assert fuser.stats()["interpreted_runs"] >= 1
 

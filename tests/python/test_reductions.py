@@ -767,6 +767,39 @@ def test_reductions_whose_rows_lie_apart_stay_with_aten(fused: None, device: str
     assert fuser.stats()["row_launches"] >= 1
 
 
+@pytest.mark.parametrize("device", devices())
+def test_layer_norm_backward_over_rows_apart_stays_with_aten(device: str) -> None:
+    """MLP-Mixer normalizes a residual stream that eager lays out transposed ([B, T, C]
+    over [B, C, T] memory): layer_norm's rows lie apart in memory, so neither its forward
+    nor its input gradient forms a group (either would run interpreted); the weight and
+    bias gradients, sums over rows of runs, still run as kernels. Gradients are eager's."""
+
+    class Mixer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(24)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = x.transpose(1, 2) * 2.0
+            return torch.sigmoid(self.norm(h)) * h
+
+    torch.manual_seed(0)
+    module = Mixer().to(device)
+    x = torch.randn(3, 24, 10, device=device, requires_grad=True)
+    grad = torch.randn(3, 10, 24, device=device)
+    params = [x, *module.parameters()]
+    want = torch.autograd.grad(module(x), params, grad)
+    with fuser.enabled(True):
+        scripted = torch.jit.script(module)
+        for _ in range(3):
+            got = torch.autograd.grad(scripted(x), [x, *scripted.parameters()], grad)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+        assert g.stride() == w.stride()
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["kernel_launches"] >= 1, stats
+
+
 def test_mean_into_a_narrower_16_bit_dtype_stays_with_eager() -> None:
     """Eager's CPU mean sums a float32 row in float and rounds once (1e5 / 4 is finite
     in float16); rounding each element first would give inf."""
