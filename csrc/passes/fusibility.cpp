@@ -165,7 +165,7 @@ FusionDecision checkFusible(const Node* node) {
       return FusionDecision::no("its rows (%" + v->debugName() + "'s last " +
                                 std::to_string(r->reduced) + " dims) lie apart in memory, as "
                                 "a channels-last tensor's H and W do: the row kernel would "
-                                "run it interpreted, ATen's reduction reads it in place");
+                                "run it interpreted, ATen's op reads it as it is");
     }
   }
   if (isLeftToOneDnn(node)) {

@@ -9,10 +9,10 @@
 // every value's shape from the inputs' sizes; a call the row kernel cannot serve as
 // eager would runs the subgraph through the TorchScript interpreter instead, which gives
 // eager's results and errors: inputs that are not contiguous (eager's outputs might not
-// be; permuted inputs of column walks whose rows stay neighbours in memory are read in
-// place, their per-row outputs contiguous as eager's), no input of the iteration shape,
-// outputs of other shapes, empty tensors, and layer_norm shapes and weights of the
-// wrong size. A call whose inputs repeat the last
+// be; permuted inputs of reductions over other dims whose rows stay neighbours, or are
+// runs, in memory are read in place, their per-row outputs contiguous as eager's), no
+// input of the iteration shape, outputs of other shapes, empty tensors, and layer_norm
+// shapes and weights of the wrong size. A call whose inputs repeat the last
 // call's sizes, strides, dtypes and alignment reuses its plan (or goes straight to the
 // interpreter).
 #pragma once
