@@ -121,6 +121,16 @@ void readChannelsLast(Config& c) {
   c.channels_last_cuda = readBool("FUSER_CHANNELS_LAST", true);
 }
 
+void readColumnSums(Config& c) {
+  const char* v = env("FUSER_COLUMN_SUMS");
+  if (!v) return;
+  if (std::string(v) == "all") {
+    c.column_sums_cpu = true;
+    return;
+  }
+  c.column_sums_cuda = readBool("FUSER_COLUMN_SUMS", true);
+}
+
 void readCacheDir(Config& c) {
   if (const char* v = env("FUSER_CACHE_DIR")) {
     c.cache_dir = v;
@@ -158,6 +168,7 @@ Config* readConfig() {
   c->transpose_tiles = readBool("FUSER_TRANSPOSE_TILES", true);
   c->leave_to_onednn = readBool("FUSER_LEAVE_TO_ONEDNN", true);
   readChannelsLast(*c);
+  readColumnSums(*c);
   c->min_group_size = readInt("FUSER_MIN_GROUP_SIZE", c->keep_singletons ? 1 : 2, 1, 1000000,
                               "an integer >= 1");
   c->max_groups = readInt("FUSER_MAX_GROUPS", 0, 0, 1000000, "an integer >= 0 (0: no limit)");

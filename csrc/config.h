@@ -53,6 +53,13 @@ struct Config {
   // testing the pass where there is no GPU; not measured to pay on CPU).
   bool channels_last_cuda = true;
   bool channels_last_cpu = false;
+  // FUSER_COLUMN_SUMS: which row groups take in the leading-dims sums of what their rows
+  // walk (fusibility.h: checkRowGroup; layer_norm's weight and bias gradients beside its
+  // input gradient): 1 CUDA ones (default: the kernel sums them as it walks its rows), 0
+  // none, `all` CPU ones too (for testing where there is no GPU: CPU kernels write the
+  // summed values whole, for ATen's sum, which reads more than a group of their own).
+  bool column_sums_cuda = true;
+  bool column_sums_cpu = false;
   // FUSER_SHAPE_KERNELS=N: a CUDA group's strided kernel is compiled for each of the
   // first N shapes it meets, sizes and strides as constants; later shapes share one
   // kernel that reads them from its arguments. 0: that shared kernel only.

@@ -39,6 +39,8 @@ std::map<std::string, int64_t> statsSnapshot() {
           {"variant_disk_hits", s.variant_disk_hits.load()},
           {"variant_timing_us", s.variant_timing_us.load()},
           {"staged_calls", s.staged_calls.load()},
+          {"column_sum_calls", s.column_sum_calls.load()},
+          {"column_partial_calls", s.column_partial_calls.load()},
           {"workspace_bytes", s.workspace_bytes.load()},
           {"workspace_buffer_bytes", s.workspace_buffer_bytes.load()}};
 }
@@ -51,7 +53,8 @@ void resetStats() {
         &s.repeated_calls, &s.interpreted_runs, &s.layout_fallbacks, &s.kernel_build_us,
         &s.cuda_cross_compiles, &s.cuda_cross_compile_failures, &s.one_pass_variance_kernels,
         &s.batch_statistics_kernels, &s.variants_timed,
-        &s.variant_disk_hits, &s.variant_timing_us, &s.staged_calls, &s.workspace_bytes,
+        &s.variant_disk_hits, &s.variant_timing_us, &s.staged_calls, &s.column_sum_calls,
+        &s.column_partial_calls, &s.workspace_bytes,
         &s.workspace_buffer_bytes}) {
     counter->store(0);
   }

@@ -38,6 +38,11 @@ struct Stats {
   // Reducing group calls run as several kernels (rows cut in slices), the workspace
   // bytes they allocated, and what one allocation per buffer would have taken.
   std::atomic<int64_t> staged_calls{0};
+  // Leading-dims sums a row kernel computed beside its rows (row_executor.h): calls, and
+  // of those the ones whose kernel kept partial sums (TensorOutput::column_partial)
+  // rather than writing the summed values whole for ATen's sum.
+  std::atomic<int64_t> column_sum_calls{0};
+  std::atomic<int64_t> column_partial_calls{0};
   std::atomic<int64_t> workspace_bytes{0};
   std::atomic<int64_t> workspace_buffer_bytes{0};
 };

@@ -23,6 +23,8 @@
 | FUSER_LEAVE_TO_ONEDNN=0 | with oneDNN Graph on, take the post-ops it fuses into convs too |
 | FUSER_CHANNELS_LAST=0  | frozen CUDA convnets keep row-major convolutions (not channels-last) |
 | FUSER_CHANNELS_LAST=all | CPU convnets channels-last too (testing without a GPU)        |
+| FUSER_COLUMN_SUMS=0    | leading-dims sums stay apart from the row groups they sum beside |
+| FUSER_COLUMN_SUMS=all  | CPU row groups take them in too (testing without a GPU)        |
 | FUSER_TRANSPOSE_TILES=0 | transposed inputs are read along the output's rows, not in tiles |
 | FUSER_TILE_SIDE=32,64  | CUDA: tiles of that side in every dtype (0: 64 if 16-bit, else 32) |
 | FUSER_TILE_GROUP=G     | CUDA: blocks take G tiles down before the next column (0: auto) |

@@ -53,6 +53,11 @@ PYBIND11_MODULE(_C, m) {
     fuser::config().channels_last_cuda = cuda;
     fuser::config().channels_last_cpu = cpu;
   });
+  // Tests: FUSER_COLUMN_SUMS for this process (graphs optimized later follow it).
+  m.def("_set_column_sums", [](bool cuda, bool cpu) {
+    fuser::config().column_sums_cuda = cuda;
+    fuser::config().column_sums_cpu = cpu;
+  });
   m.def("cache_dir", [] { return fuser::config().cache_dir; });
   // Every kernel variant choice this process made: timed, or read from the disk cache.
   m.def("variant_log", [] {

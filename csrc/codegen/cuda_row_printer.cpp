@@ -50,6 +50,15 @@ FX_INLINE T fx_row_reduce(T v, F combine, T* part) {
 
 int nonEmpty(int64_t n) { return static_cast<int>(std::max<int64_t>(n, 1)); }
 
+// Registers the values a lane holds take, in 4-byte words (RowSchedule::held).
+int heldWordsOf(const Kernel& k, const std::vector<bool>& held) {
+  int words = 0;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (held[i]) words += static_cast<int>(c10::elementSize(k.exprs[i].type) + 3) / 4;
+  }
+  return words * k.row_chunks * k.row_vector;
+}
+
 // Inputs, outputs, and a stage kernel's workspace buffers.
 int64_t rowPointers(const Kernel& k) {
   int64_t n = static_cast<int64_t>(k.inputs.size() + k.outputs.size());
@@ -118,6 +127,11 @@ class CudaRowPrinter {
       return out_.str();
     }
     const int lanes = k_.row_lanes;
+    if (hasColumnPartials(k_)) {
+      printColumnPartialRows();
+      out_ << "}\n";
+      return out_.str();
+    }
     out_ << "  const int fx_lane = threadIdx.x % " << lanes << ";\n"
          << "  int64_t fx_r = (int64_t)blockIdx.x * " << block / lanes << " + threadIdx.x / "
          << lanes << ";\n"
@@ -141,6 +155,75 @@ class CudaRowPrinter {
   }
 
  private:
+  // Column partials (TensorOutput::column_partial): the block walks rows blockIdx.x,
+  // blockIdx.x + gridDim.x, ... (each a block's worth of rows), every lane keeping, per
+  // element it holds, running sums of the partial outputs' values over its rows (the
+  // same columns in every row). The rows of a block then combine their sums through
+  // shared memory, and the block stores one row of partials per output.
+  void printColumnPartialRows() {
+    TORCH_CHECK(k_.row_chunks > 0 && heldWords(s_.held) <= kMaxHeldWords,
+                "fuser: column partials need rows held in registers");
+    const int lanes = k_.row_lanes, block = cudaRowBlock(k_);
+    const int held = k_.row_chunks * k_.row_vector;
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (!k_.outputs[o].column_partial) continue;
+      out_ << "  " << partialType(o) << " fx_cp" << o << "[" << held << "] = {};\n";
+    }
+    out_ << "  const int fx_lane = threadIdx.x % " << lanes << ";\n"
+         << "  for (int64_t fx_first = (int64_t)blockIdx.x * " << block / lanes
+         << "; fx_first < a.rows; fx_first += (int64_t)gridDim.x * " << block / lanes << ") {\n"
+         << "  int64_t fx_r = fx_first + threadIdx.x / " << lanes << ";\n"
+         << "  const bool fx_live = fx_r < a.rows;\n"
+         << "  if (!fx_live) fx_r = a.rows - 1;\n";
+    printRowOffsets(out_, k_, "  ");
+    printExprs(s_.row_start, "  ", "0");
+    printHeldRow();
+    out_ << "  }\n";
+    // The rows of the block (block / lanes of them) add up their lanes' sums column by
+    // column in shared memory, one output after another.
+    const int rows = block / lanes;
+    if (rows > 1) out_ << "  __shared__ float fx_colsum[" << block * held << "];\n";
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (!k_.outputs[o].column_partial) continue;
+      const std::string n = std::to_string(o);
+      const std::string into = "out" + n + "[(int64_t)blockIdx.x * fx_n + fx_b + fx_u]";
+      if (rows == 1) {
+        out_ << "  #pragma unroll\n  for (int fx_c = 0; fx_c < " << k_.row_chunks << "; ++fx_c) {\n"
+             << "    const int64_t fx_b = " << chunkStart() << ";\n"
+             << "    if (fx_b < fx_n) {\n"
+             << "      #pragma unroll\n      for (int fx_u = 0; fx_u < " << k_.row_vector
+             << "; ++fx_u) " << into << " = fx_cp" << n << "[fx_c * " << k_.row_vector
+             << " + fx_u];\n    }\n  }\n";
+        continue;
+      }
+      // Slot (row of the block, element held) of this thread's sums; then thread t of
+      // the block adds up, over the block's rows, the held elements t, t + block, ...
+      // of the first row's lanes, which are those of every row.
+      out_ << "  __syncthreads();\n"
+           << "  #pragma unroll\n  for (int fx_h = 0; fx_h < " << held << "; ++fx_h) {\n"
+           << "    fx_colsum[(threadIdx.x / " << lanes << ") * " << lanes * held << " + fx_lane * "
+           << held << " + fx_h] = (float)fx_cp" << n << "[fx_h];\n  }\n"
+           << "  __syncthreads();\n"
+           << "  for (int fx_i = threadIdx.x; fx_i < " << lanes * held << "; fx_i += " << block
+           << ") {\n"
+           << "    float fx_t = 0.f;\n"
+           << "    #pragma unroll\n    for (int fx_g = 0; fx_g < " << rows
+           << "; ++fx_g) fx_t += fx_colsum[fx_g * " << lanes * held << " + fx_i];\n"
+           << "    const int fx_l = fx_i / " << held << ", fx_h = fx_i % " << held << ";\n"
+           << "    const int fx_c = fx_h / " << k_.row_vector << ", fx_u = fx_h % " << k_.row_vector
+           << ";\n"
+           << "    const int64_t fx_b = ((int64_t)fx_c * " << lanes << " + fx_l) * " << k_.row_vector
+           << ";\n"
+           << "    if (fx_b < fx_n) " << into << " = fx_t;\n  }\n";
+    }
+  }
+
+  // What a column partial output's sums are kept and stored in: its value's type
+  // (float for floating values; double ones stay double).
+  std::string partialType(size_t o) const {
+    return computeTypeName(k_.exprs[k_.outputs[o].value].type);
+  }
+
   // A stage of rows cut in slices (split_rows.h): unit fx_u is one slice of one row,
   // row_lanes threads per unit; threads past the last unit compute the last one again
   // and store nothing.
@@ -323,13 +406,7 @@ class CudaRowPrinter {
   // in the first loop that reads them, as vectors.
 
   // Registers the held values take per lane, in 4-byte words.
-  int heldWords(const std::vector<bool>& held) const {
-    int words = 0;
-    for (size_t i = 0; i < held.size(); ++i) {
-      if (held[i]) words += static_cast<int>(c10::elementSize(k_.exprs[i].type) + 3) / 4;
-    }
-    return words * k_.row_chunks * k_.row_vector;
-  }
+  int heldWords(const std::vector<bool>& held) const { return heldWordsOf(k_, held); }
 
   std::string chunkStart() const {
     return "((int64_t)fx_c * " + std::to_string(k_.row_lanes) + " + fx_lane) * " +
@@ -349,8 +426,10 @@ class CudaRowPrinter {
            << k_.row_chunks * k_.row_vector << "];\n";
     }
     const int passes = static_cast<int>(s_.passes.size());
+    // With column partials the rows are a loop's iterations (printColumnPartialRows).
+    const char* leave = hasColumnPartials(k_) ? "continue" : "return";
     for (int l = 0; l <= passes; ++l) {
-      if (l == passes) out_ << "  if (!fx_live) return;\n";
+      if (l == passes) out_ << "  if (!fx_live) " << leave << ";\n";
       if (l == passes) printRowStores();
       printHeldLoop(l, held);
       if (l < passes) printRowReduces(s_.passes[l]);
@@ -394,8 +473,13 @@ class CudaRowPrinter {
     }
     const std::vector<bool> based = printVectorBases(loaded, vector_input, "    ");
     std::vector<bool> outputs_here(k_.outputs.size(), false);
+    std::vector<bool> partials_here(k_.outputs.size(), false);
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       if (k_.outputs[o].per_row || s_.storeLoop(k_, o) != l) continue;
+      if (k_.outputs[o].column_partial) {
+        partials_here[o] = true;
+        continue;
+      }
       outputs_here[o] = true;
       out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> fx_o" << o
            << ";\n";
@@ -448,6 +532,12 @@ class CudaRowPrinter {
       out_ << "      fx_o" << o << ".v[fx_u] = "
            << storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value))
            << ";\n";
+    }
+    // Rows past the last (computed again) add nothing.
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (!partials_here[o]) continue;
+      out_ << "      if (fx_live) fx_cp" << o << "[fx_c * " << v << " + fx_u] += v"
+           << k_.outputs[o].value << ";\n";
     }
     out_ << "    }\n";
     // Before the last loop, threads past the last row compute but do not store.
@@ -511,6 +601,25 @@ class CudaRowPrinter {
 }  // namespace
 
 int cudaRowBlock(const Kernel& kernel) { return std::max(kMinBlock, kernel.row_lanes); }
+
+bool cudaRowsHeld(const Kernel& kernel) {
+  if (kernel.row_chunks == 0 || kernel.row_stage >= 0 || kernel.columns) return false;
+  return heldWordsOf(kernel, scheduleRows(kernel).held) <= kMaxHeldWords;
+}
+
+bool hasColumnPartials(const Kernel& kernel) {
+  return std::any_of(kernel.outputs.begin(), kernel.outputs.end(),
+                     [](const TensorOutput& o) { return o.column_partial; });
+}
+
+int64_t cudaColumnPartialRows(const Kernel& kernel, int64_t rows, int sm_count) {
+  return cudaColumnPartialBlocks(cudaRowBlock(kernel) / kernel.row_lanes, rows, sm_count);
+}
+
+int64_t cudaColumnPartialBlocks(int64_t rows_per_block, int64_t rows, int sm_count) {
+  const int64_t blocks = (std::max<int64_t>(rows, 1) + rows_per_block - 1) / rows_per_block;
+  return std::min<int64_t>(blocks, kColumnPartialBlocksPerSm * std::max(sm_count, 1));
+}
 
 int64_t cudaRowArgWords(const Kernel& k) {
   const int64_t nd = k.outer_ndim + k.inner_ndim;

@@ -36,6 +36,16 @@ std::string printCudaRowKernel(const Kernel& kernel);
 
 // Threads per block of a CUDA row kernel: rows of fewer lanes share a block.
 int cudaRowBlock(const Kernel& kernel);
+// Whether a CUDA row kernel holds its rows in registers (else every pass walks them).
+bool cudaRowsHeld(const Kernel& kernel);
+// Whether a row kernel sums some output over its rows (TensorOutput::column_partial).
+bool hasColumnPartials(const Kernel& kernel);
+// A row kernel with column partials walks its rows in a grid of at most
+// kColumnPartialBlocksPerSm blocks per multiprocessor, each block's rows one after
+// another; it stores one row of partial sums per block: this many for `rows` rows.
+inline constexpr int64_t kColumnPartialBlocksPerSm = 4;
+int64_t cudaColumnPartialRows(const Kernel& kernel, int64_t rows, int sm_count);
+int64_t cudaColumnPartialBlocks(int64_t rows_per_block, int64_t rows, int sm_count);
 // Words of FxRowArgs: pointers (inputs, outputs), sizes, strides, doubles, integers
 // (each array at least one word) and the row count.
 int64_t cudaRowArgWords(const Kernel& kernel);

@@ -148,7 +148,10 @@ void printRowPointers(std::ostream& out, const Kernel& k, const std::string& ptr
         << "  (void)st" << i << ";\n";
   }
   for (size_t o = 0; o < k.outputs.size(); ++o) {
-    const char* t = storageTypeName(k.outputs[o].dtype);
+    // Column partials are sums kept in their value's type (TensorOutput::column_partial).
+    const TensorOutput& output = k.outputs[o];
+    const char* t = output.column_partial ? computeTypeName(k.exprs[output.value].type)
+                                          : storageTypeName(output.dtype);
     out << "  " << t << "* __restrict__ out" << o << " = (" << t << "*)" << ptrs << "["
         << k.inputs.size() + o << "];\n";
     if (k.strided_outputs) {

@@ -561,6 +561,25 @@ std::optional<RowReduction> gradSumReduction(const Node* node, int64_t rank) {
 
 }  // namespace
 
+bool isColumnSumBeside(const Node* node, const RowReduction& row) {
+  const bool sum = node->kind() == c10::aten::sum;
+  if (!sum && node->kind() != c10::aten::_grad_sum_to_size) return false;
+  if (!row.dims.empty() || row.groups != 0 || row.reduced >= row.rank) return false;
+  if (sum) {
+    auto dtype = constantInput(node, "dtype");
+    if (!dtype || !dtype->isNone()) return false;
+  }
+  auto type = node->input(0)->type()->cast<c10::TensorType>();
+  if (!type || !type->scalarType() || !c10::isFloatingType(*type->scalarType())) return false;
+  auto column = rowReductionOf(node);
+  if (!column || column->rank != row.rank || column->result == RowReduction::Result::Whole) {
+    return false;
+  }
+  std::vector<int64_t> leading;
+  for (int64_t d = 0; d < row.rank - row.reduced; ++d) leading.push_back(d);
+  return column->dims == leading;
+}
+
 std::optional<RowReduction> rowReductionOf(const Node* node) {
   const OpEntry* entry = findOp(node);
   if (!entry || !entry->reduces) return std::nullopt;

@@ -57,6 +57,12 @@ bool isGroupNormAffine(const torch::jit::Node* node, size_t input);
 // ones for the normalizations and softmax) and a profiled input rank; nullopt otherwise.
 std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
 
+// Whether `node` sums over the leading dims exactly what a row of `row` (a reduction
+// over the trailing dims) keeps: a sum without a dtype, or a _grad_sum_to_size, of a
+// floating tensor of row's rank (layer_norm's weight and bias gradients beside its
+// input gradient). A row kernel sums it beside its rows (runtime/row_executor.h).
+bool isColumnSumBeside(const torch::jit::Node* node, const RowReduction& row);
+
 // The size aten::_grad_sum_to_size sums its gradient to: its constant `size`, else its
 // result's profiled sizes (the guard pins the size to them, passes/guard.cpp); nullopt
 // for other nodes, a None size, or sizes unknown.

@@ -333,6 +333,26 @@ const Node* definingNode(const Node* node, const Value* out) {
   return node->g(torch::jit::attr::Subgraph)->outputs()[out->offset()]->node();
 }
 
+// Whether the result of `n`, a node of `consumer` or `producer` (either a node itself or
+// a group holding it), feeds a node of the two merged.
+bool feedsMergedGroup(const Node* n, const Node* consumer, const Node* producer) {
+  const bool bare = n == consumer || n == producer;
+  const bool in_producer = !bare && isFusionGroup(producer) &&
+                           n->owningGraph() == producer->g(torch::jit::attr::Subgraph).get();
+  for (const auto& use : n->output()->uses()) {
+    if (bare) {
+      if (n == producer && use.user == consumer) return true;
+      continue;
+    }
+    if (use.user->kind() != c10::prim::Return) return true;  // a node of its subgraph
+    if (!in_producer) continue;
+    for (const auto& outer : producer->outputs()[use.offset]->uses()) {
+      if (outer.user == consumer) return true;
+    }
+  }
+  return false;
+}
+
 std::optional<std::vector<int64_t>> completeSizes(const Value* v) {
   auto type = v->type()->cast<c10::TensorType>();
   if (!type) return std::nullopt;
@@ -381,7 +401,24 @@ bool reduces(const Node* node) {
   return false;
 }
 
+bool columnSumsJoinOn(const std::optional<c10::Device>& device) {
+  if (!device) return false;
+  return device->is_cuda() ? config().column_sums_cuda : config().column_sums_cpu;
+}
+
 std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* producer) {
+  // Where the two hold a reduction over trailing dims, leading-dims sums of values of
+  // its rows join it (config.h: column_sums): the row kernel sums them as it walks.
+  std::optional<ops::RowReduction> trailing;
+  if (columnSumsJoinOn(deviceOf(consumer))) {
+    for (const Node* side : {consumer, producer}) {
+      for (const Node* n : nodesOf(side)) {
+        auto r = ops::rowReductionOf(n);
+        if (r && r->dims.empty() && r->groups == 0 && !trailing) trailing = r;
+      }
+    }
+  }
+  std::vector<const Node*> column_sums;
   std::optional<ops::RowReduction> row;
   const Value* row_input = nullptr;
   std::vector<const Value*> reduced_inputs;
@@ -394,6 +431,11 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
       draws = draws || ops::isDropout(n) || n->kind() == philoxDropoutSymbol();
       auto r = ops::rowReductionOf(n);
       if (!r) continue;
+      if (trailing && ops::isColumnSumBeside(n, *trailing)) {
+        column_sums.push_back(n);
+        reduced_inputs.push_back(n->input(0));
+        continue;
+      }
       if (row && !row->sameDims(*r)) {
         return FusionDecision::no("it reduces over other dims than the group's reductions");
       }
@@ -420,6 +462,14 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
         return FusionDecision::no("%" + v->debugName() + " drops its reduced dims, and only "
                                   "reductions that keep them feed other ops in a group");
       }
+    }
+  }
+  // A column sum's result leaves the group: the kernel keeps its partial sums only.
+  for (const Node* n : column_sums) {
+    if (feedsMergedGroup(n, consumer, producer)) {
+      return FusionDecision::no("%" + n->output()->debugName() +
+                                " sums over the leading dims beside rows, and such sums feed "
+                                "nothing in a group");
     }
   }
   // Outputs have the shape the reductions read, or the reduced one.
@@ -450,16 +500,20 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
     auto r = ops::rowReductionOf(use.user);
     return !whole_outputs && use.offset == 0 && r && r->sameDims(*row);
   };
-  std::vector<const Value*> outputs(consumer->outputs().begin(), consumer->outputs().end());
+  std::vector<std::pair<const Node*, const Value*>> outputs;  // (side, output)
+  for (const Value* v : consumer->outputs()) outputs.emplace_back(consumer, v);
   for (const Value* v : producer->outputs()) {
     for (const auto& use : v->uses()) {
       if (use.user != consumer && !joins_later(use)) {
-        outputs.push_back(v);
+        outputs.emplace_back(producer, v);
         break;
       }
     }
   }
-  for (const Value* v : outputs) {
+  for (const auto& [side, v] : outputs) {
+    // A column sum's result has the row's shape (its own rule, ops::isColumnSumBeside).
+    const Node* defining = definingNode(side, v);
+    if (std::find(column_sums.begin(), column_sums.end(), defining) != column_sums.end()) continue;
     if (!allowed(v)) {
       return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with " +
                                 (whole_outputs ? "neither the shape its reductions read nor "

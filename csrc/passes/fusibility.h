@@ -54,12 +54,17 @@ FusionDecision checkOutputShapes(const torch::jit::Node* consumer,
 // same trailing dims, it holds nothing but reductions and table ops, no reduction that
 // drops its dims feeds another op of the group, every reduction reads the same profiled
 // shape, and each output has that shape or the reduced one (unknown shapes are let
-// through: the runtime checks every call).
+// through: the runtime checks every call). Beside a reduction over the trailing dims,
+// sums over exactly the leading dims (ops::isColumnSumBeside) may join on the devices
+// columnSumsJoinOn allows, where their results feed nothing in the group.
+std::optional<FusionDecision> checkRowGroup(const torch::jit::Node* consumer,
+                                            const torch::jit::Node* producer);
+
 // Whether `node` is a reduction of the table, or a group holding one.
 bool reduces(const torch::jit::Node* node);
 
-std::optional<FusionDecision> checkRowGroup(const torch::jit::Node* consumer,
-                                            const torch::jit::Node* producer);
+// Whether leading-dims sums join row groups on `device` (config.h: column_sums).
+bool columnSumsJoinOn(const std::optional<c10::Device>& device);
 
 // Whether `node` is an aten::batch_norm of the table, or a group holding one.
 bool holdsBatchNorm(const torch::jit::Node* node);

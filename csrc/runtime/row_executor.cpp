@@ -170,6 +170,15 @@ int64_t columnSplits(int64_t units, int64_t n, c10::Device device) {
   return std::max<int64_t>(1, std::min((wanted + units - 1) / units, longest));
 }
 
+// The group's reduction over trailing dims (the rows of its kernel), if any.
+std::optional<ops::RowReduction> trailingRowReduction(const torch::jit::Graph& subgraph) {
+  for (const torch::jit::Node* n : subgraph.nodes()) {
+    auto r = ops::rowReductionOf(n);
+    if (r && r->dims.empty() && r->groups == 0) return r;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool RowExecutor::reduces(const torch::jit::Graph& subgraph) {
@@ -186,6 +195,7 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
       num_inputs_(node->inputs().size()),
       num_outputs_(node->outputs().size()),
       interpreted_(subgraph_) {
+  takeColumnSumsOut();
   for (const torch::jit::Value* in : subgraph_->inputs()) {
     is_tensor_.push_back(isTensor(in));
     scalar_kinds_.push_back(codegen::scalarArgKindOf(in->type()));
@@ -246,6 +256,27 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
   runnable_ = runnable_ && rank_ > 0;
 }
 
+void RowExecutor::takeColumnSumsOut() {
+  column_sums_.assign(num_outputs_, std::nullopt);
+  auto row = trailingRowReduction(*subgraph_);
+  if (!row) return;
+  auto kernel_graph = subgraph_->copy();
+  bool any = false;
+  for (auto it = kernel_graph->nodes().begin(); it != kernel_graph->nodes().end();) {
+    torch::jit::Node* n = *it++;
+    if (!ops::isColumnSumBeside(n, *row)) continue;
+    torch::jit::Value* sum = n->output();
+    bool returned_only = !sum->uses().empty();
+    for (const auto& use : sum->uses()) returned_only = returned_only && use.user->kind() == c10::prim::Return;
+    if (!returned_only) continue;
+    for (const auto& use : sum->uses()) column_sums_[use.offset] = ops::rowReductionOf(n);
+    sum->replaceAllUsesWith(n->input(0));
+    n->destroy();
+    any = true;
+  }
+  if (any) subgraph_ = kernel_graph;
+}
+
 void RowExecutor::runInterpreted(torch::jit::Stack& stack) { interpreted_.run(stack); }
 
 ops::RowReduction RowExecutor::groupReduction(ops::RowReduction::Result result) const {
@@ -280,6 +311,8 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     auto lower = [&](c10::DeviceType on, const codegen::CudaRowShape& shape) {
       const bool one_pass =
           on == c10::DeviceType::CUDA && (staged || shape.columns || shape.chunks == 0);
+      const bool cuda_held =
+          on == c10::DeviceType::CUDA && !staged && !shape.columns && shape.chunks > 0;
       codegen::Kernel k = codegen::lowerSubgraph(*subgraph_, descs, outer_ndim + inner_ndim,
                                                  /*flat=*/false, on, one_pass);
       TORCH_CHECK(k.rows, "fuser: a reducing group lowered without reductions");
@@ -293,6 +326,15 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       k.columns = shape.columns;
       k.strided_outputs = strided_outputs;
       for (size_t o = 0; o < k.outputs.size(); ++o) k.outputs[o].per_row = per_row[o];
+      // Column sums of float values summed in registers where the rows are held.
+      bool partials = cuda_held && codegen::cudaRowsHeld(k);
+      for (size_t o = 0; o < k.outputs.size(); ++o) {
+        if (!column_sums_[o]) continue;
+        partials = partials && k.exprs[k.outputs[o].value].type == c10::ScalarType::Float;
+      }
+      for (size_t o = 0; partials && o < k.outputs.size(); ++o) {
+        k.outputs[o].column_partial = column_sums_[o].has_value();
+      }
       if (codegen::hasWelford(k)) stats().one_pass_variance_kernels++;
       return k;
     };
@@ -327,6 +369,9 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     };
     codegen::Kernel kernel = lower(device.type(), row_shape);
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
+    if (codegen::hasColumnPartials(kernel)) {
+      spec->partial_rows_per_block = codegen::cudaRowBlock(kernel) / kernel.row_lanes;
+    }
     if (staged) {
       spec->buffers = codegen::splitBuffers(kernel, codegen::scheduleRows(kernel));
       stages(kernel, [&](const codegen::Kernel& s) { spec->stages.push_back(buildKernel(s, device)); });
@@ -786,6 +831,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     Plan::Variant v;
     v.kernel = spec.kernel;
     v.units_per_slice = units_per_slice;
+    if (spec.partial_rows_per_block > 0) {
+      v.partial_rows = codegen::cudaColumnPartialBlocks(
+          spec.partial_rows_per_block, p->rows, cuda::deviceInfo(p->device.index()).sm_count);
+    }
     if (p->device.is_cuda()) {
       v.grain = grains[0];
       v.name = row_shape.columns ? std::string("columns")
@@ -819,21 +868,81 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   }
   p->variant_key = subgraph_text_ + "|" + k + "|rows<=" + std::to_string(rows_class) + "|n=" +
                    std::to_string(p->row_size) + "|" + candidates + "|" + machine;
+  // Column sums: the kernel's output is the operand (partials, or it whole); the
+  // group's is its sum, contiguous as eager's.
+  const bool column_sums = std::any_of(column_sums_.begin(), column_sums_.end(),
+                                      [](const auto& r) { return r.has_value(); });
+  if (column_sums) {
+    p->operand_sizes.resize(num_outputs_);
+    p->operand_strides.resize(num_outputs_);
+  }
+  for (size_t o = 0; column_sums && o < num_outputs_; ++o) {
+    if (!column_sums_[o]) continue;
+    p->operand_sizes[o] = std::move(p->out_sizes[o]);
+    p->operand_strides[o] = std::move(p->out_strides[o]);
+    p->out_sizes[o] = ops::reducedSizes(*shape, *column_sums_[o]);
+    const c10::DimVector strides = c10::contiguous_strides(p->out_sizes[o]);
+    p->out_strides[o].assign(strides.begin(), strides.end());
+  }
   p->signature = std::move(signature);
   return p;
 }
 
-void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args) const {
+void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args,
+                                  const std::vector<at::Tensor>& outputs) const {
   std::vector<std::string> names;
   for (const auto& v : p.variants) names.push_back(v.name);
-  auto launch = [&](size_t i) { launchVariant(p, p.variants[i], args); };
+  auto launch = [&](size_t i) { launchVariant(p, p.variants[i], args, outputs); };
   auto sync = [&] {
     if (p.device.is_cuda()) cuda::checkCu(cuda::driver().ctxSynchronize(), "synchronizing");
   };
   p.chosen = chooseVariant(p.variant_key, names, launch, sync);
 }
 
-void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args) const {
+void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args,
+                                const std::vector<at::Tensor>& outputs) const {
+  if (p.operand_sizes.empty()) return launchKernels(p, v, args);
+  // Column sums: the kernel writes into buffers of its own, which are then summed.
+  std::vector<at::Tensor> buffers(num_outputs_);
+  c10::SmallVector<void*, 24> ptrs(args.ptrs, args.ptrs + args.num_inputs + args.num_outputs);
+  for (size_t o = 0; o < num_outputs_; ++o) {
+    if (!column_sums_[o]) continue;
+    buffers[o] = v.partial_rows > 0
+                     ? at::empty({v.partial_rows, p.row_size},
+                                 at::TensorOptions().dtype(at::kFloat).device(p.device))
+                     : at::empty_strided(p.operand_sizes[o], p.operand_strides[o],
+                                         at::TensorOptions().dtype(p.out_dtypes[o]).device(p.device));
+    ptrs[args.num_inputs + o] = buffers[o].data_ptr();
+  }
+  args.ptrs = ptrs.data();
+  launchKernels(p, v, args);
+  finishColumnSums(p, v, buffers, outputs);
+}
+
+void RowExecutor::finishColumnSums(const Plan& p, const Plan::Variant& v,
+                                   const std::vector<at::Tensor>& buffers,
+                                   const std::vector<at::Tensor>& outputs) const {
+  for (size_t o = 0; o < num_outputs_; ++o) {
+    if (!column_sums_[o]) continue;
+    at::Tensor out = outputs[o];
+    if (v.partial_rows > 0) {
+      // Partials in float: summed in float, rounded once to a 16-bit output.
+      at::Tensor flat = out.view({p.row_size});
+      if (flat.scalar_type() == at::kFloat) {
+        at::sum_out(flat, buffers[o], {0});
+      } else {
+        flat.copy_(at::sum(buffers[o], {0}));
+      }
+    } else {
+      const ops::RowReduction& r = *column_sums_[o];
+      at::sum_out(out, buffers[o], r.dims, r.result == ops::RowReduction::Result::KeepDims);
+    }
+  }
+  stats().column_sum_calls++;
+  if (v.partial_rows > 0) stats().column_partial_calls++;
+}
+
+void RowExecutor::launchKernels(const Plan& p, const Plan::Variant& v, LaunchArgs args) const {
   args.grain = v.grain;
   const int64_t units = v.units_per_slice;
   if (v.stages.empty()) {
@@ -947,11 +1056,11 @@ void RowExecutor::run(torch::jit::Stack& stack) {
                   p->device,
                   1};
   if (fresh) {
-    if (fresh->variants.size() > 1) chooseVariantOf(*fresh, args);
+    if (fresh->variants.size() > 1) chooseVariantOf(*fresh, args, outputs);
     std::lock_guard<std::mutex> lock(last_mutex_);
     last_ = fresh;
   }
-  launchVariant(*p, p->variants[p->chosen], args);
+  launchVariant(*p, p->variants[p->chosen], args, outputs);
   torch::jit::drop(stack, num_inputs_);
   for (auto& out : outputs) stack.emplace_back(std::move(out));
 }

@@ -60,6 +60,10 @@ class RowExecutor {
     // (then `strides` holds the outputs' after the inputs': Kernel::strided_outputs).
     std::vector<std::vector<int64_t>> out_strides;
     std::vector<c10::ScalarType> out_dtypes;
+    // Per output that is a column sum: the whole operand's sizes and strides, as the
+    // kernel writes it where it keeps no partials (empty for the other outputs).
+    std::vector<std::vector<int64_t>> operand_sizes;
+    std::vector<std::vector<int64_t>> operand_strides;
     c10::Device device{c10::kCPU};
     // The candidates (runtime/variant_timing.h): the first call of the plan times them
     // and sets `chosen` to the fastest. None: such calls run interpreted.
@@ -74,6 +78,9 @@ class RowExecutor {
       int64_t last_stage_units = 0;  // the last stage's units where it runs one per row
       WorkspacePlan workspace;
       std::string name;
+      // Column sums: rows of partial sums the kernel stores (one per block); 0: it
+      // writes each column sum's operand whole.
+      int64_t partial_rows = 0;
     };
     std::vector<Variant> variants;
     size_t chosen = 0;
@@ -85,15 +92,20 @@ class RowExecutor {
     std::vector<std::shared_ptr<CompiledKernel>> stages;  // rows cut in slices
     std::vector<codegen::SplitBuffer> buffers;            // ... and their buffers
     std::vector<c10::ScalarType> out_dtypes;
+    // CUDA rows held with column partials: the rows a block walks together; 0: none.
+    int64_t partial_rows_per_block = 0;
   };
 
   // The plan for these inputs, or nullptr when the interpreter must run such calls.
   std::shared_ptr<Plan> plan(c10::ArrayRef<c10::IValue> inputs,
                              c10::SmallVector<int64_t, 32> signature);
   // Picks the plan's variant on this call's arguments (outputs included).
-  void chooseVariantOf(Plan& p, const LaunchArgs& args) const;
-  // Runs one variant: its kernel, or its stages over a fresh workspace.
-  void launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args) const;
+  void chooseVariantOf(Plan& p, const LaunchArgs& args, const std::vector<at::Tensor>& outputs) const;
+  // Runs one variant into `outputs`, column sums included.
+  void launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args,
+                     const std::vector<at::Tensor>& outputs) const;
+  // Its kernel, or its stages over a fresh workspace.
+  void launchKernels(const Plan& p, const Plan::Variant& v, LaunchArgs args) const;
   // `staged`: the kernels of rows cut in slices, one per stage.
   const Specialization& specialize(const c10::SmallVector<uint8_t, 32>& key,
                                    const std::vector<codegen::TensorInput>& accesses,
@@ -112,10 +124,23 @@ class RowExecutor {
   bool stridedOutputs(const std::vector<at::Tensor>& tensors, const std::vector<size_t>& params,
                       Plan& p) const;
   void runInterpreted(torch::jit::Stack& stack);
+  // Leading-dims sums of what the rows walk (ops::isColumnSumBeside) that only the
+  // group returns: the kernel's subgraph returns their operands instead, which the
+  // kernel sums over its rows (partials) or writes whole, and ATen's sum finishes.
+  void takeColumnSumsOut();
+  // The partial sums (CUDA rows held: one row per block), or whole operands, of the
+  // column sums summed into their outputs.
+  void finishColumnSums(const Plan& p, const Plan::Variant& v,
+                        const std::vector<at::Tensor>& buffers,
+                        const std::vector<at::Tensor>& outputs) const;
   // The group's reduction returning `result`.
   ops::RowReduction groupReduction(ops::RowReduction::Result result) const;
 
+  // The group's subgraph, its column sums taken out (takeColumnSumsOut); the
+  // interpreter runs the group's own.
   std::shared_ptr<torch::jit::Graph> subgraph_;
+  // Per group output: what its column sum reduces (nullopt: the kernel writes it).
+  std::vector<std::optional<ops::RowReduction>> column_sums_;
   std::string subgraph_text_;  // part of every variant key
   size_t num_inputs_;
   size_t num_outputs_;

@@ -259,6 +259,59 @@ graph(%x : $X):
   EXPECT_EQ(collectFusionGroups(graph->block()).size(), 2u);
 }
 
+// The same graph on CUDA, where leading-dims sums join the row group beside them
+// (config.h: column_sums): the row kernel sums %b as it walks its rows. A sum whose
+// result the group would read again stays apart.
+const std::string kCudaX = "Float(4, 6, strides=[6, 1], requires_grad=0, device=cuda:0)";
+const std::string kCudaRow = "Float(4, 1, strides=[1, 1], requires_grad=0, device=cuda:0)";
+const std::string kCudaColumn = "Float(1, 6, strides=[6, 1], requires_grad=0, device=cuda:0)";
+
+GraphPtr partitionedOnCuda(const std::string& ir) {
+  auto graph = testing_helpers::parseWithTypes(
+      ir, {{"$X", kCudaX}, {"$ROW", kCudaRow}, {"$COL", kCudaColumn}});
+  prepareGraph(graph);
+  formFusionGroups(graph);
+  return graph;
+}
+
+TEST(ColumnSums, ALeadingDimSumJoinsTheRowsBesideItOnCuda) {
+  auto graph = partitionedOnCuda(R"IR(
+graph(%x : $X):
+  %two : float = prim::Constant[value=2.]()
+  %last : int[] = prim::Constant[value=[-1]]()
+  %first : int[] = prim::Constant[value=[0]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %a : $X = aten::mul(%x, %two)
+  %m : $ROW = aten::mean(%a, %last, %keep, %none)
+  %b : $X = aten::mul(%x, %two)
+  %s : $COL = aten::sum(%b, %first, %keep, %none)
+  return (%m, %s))IR");
+  ASSERT_EQ(collectFusionGroups(graph->block()).size(), 1u);
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::sum), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::mean), std::make_pair(size_t{1}, size_t{0}));
+}
+
+TEST(ColumnSums, ASumTheGroupWouldReadStaysApart) {
+  auto graph = partitionedOnCuda(R"IR(
+graph(%x : $X):
+  %two : float = prim::Constant[value=2.]()
+  %last : int[] = prim::Constant[value=[-1]]()
+  %first : int[] = prim::Constant[value=[0]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %m : $ROW = aten::mean(%x, %last, %keep, %none)
+  %s : $COL = aten::sum(%x, %first, %keep, %none)
+  %d : $X = aten::sub(%x, %m, %two)
+  %e : $X = aten::mul(%d, %s)
+  return (%e))IR");
+  for (Node* group : collectFusionGroups(graph->block())) {
+    auto* sub = group->g(torch::jit::attr::Subgraph)->block();
+    EXPECT_FALSE(testing_helpers::countKind(sub, c10::aten::sum) > 0 &&
+                 testing_helpers::countKind(sub, c10::aten::mean) > 0);
+  }
+}
+
 // Reductions over the leading dims: rows are columns (kept dim 1, of 6), stored per row.
 const std::string kColumn = "Float(1, 6, strides=[6, 1], requires_grad=0, device=cpu)";
 const std::string kColumns = "Float(6, strides=[1], requires_grad=0, device=cpu)";

@@ -77,7 +77,8 @@ class CudaRowKernel final : public CompiledKernel {
         words_(codegen::cudaRowArgWords(ir)),
         num_doubles_(0),
         num_ints_(codegen::rowIntArgs(ir)),  // a stage's slice count included
-        strided_outputs_(ir.strided_outputs) {
+        strided_outputs_(ir.strided_outputs),
+        column_partials_(codegen::hasColumnPartials(ir)) {
     for (codegen::ScalarArgKind kind : ir.scalars) {
       num_doubles_ += kind == codegen::ScalarArgKind::Double;
     }
@@ -99,7 +100,12 @@ class CudaRowKernel final : public CompiledKernel {
     words[used++] = static_cast<uint64_t>(a.numel);
     TORCH_INTERNAL_ASSERT(used == words_);
     void* params[] = {words};
-    const int64_t grid = (a.numel + rows_per_block_ - 1) / rows_per_block_;
+    // Column partials: a block per row of partials, the runtime's buffer's count.
+    const int64_t grid =
+        column_partials_
+            ? codegen::cudaColumnPartialBlocks(rows_per_block_, a.numel,
+                                               cuda::deviceInfo(a.device.index()).sm_count)
+            : (a.numel + rows_per_block_ - 1) / rows_per_block_;
     TORCH_CHECK(grid < (int64_t{1} << 31), "fuser: too many rows for one launch");
     loaded_->launch(static_cast<unsigned>(grid), 1, static_cast<unsigned>(block_), params,
                     currentStream(a.device));
@@ -113,6 +119,7 @@ class CudaRowKernel final : public CompiledKernel {
   int num_doubles_;
   int num_ints_;
   bool strided_outputs_;  // the launch strides cover the outputs too
+  bool column_partials_;  // TensorOutput::column_partial
 };
 
 // A kernel written as source (not printed from kernel IR): launched with its own grid,
