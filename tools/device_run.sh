@@ -175,7 +175,8 @@ if [ "$what" = training ]; then
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-4}" \
     --dist loadfile tests/python/test_layer_norm_backward.py tests/python/test_dropout.py \
     tests/python/test_reductions.py tests/python/test_grad_sum_to_size.py \
-    tests/python/test_column_reductions.py 2>&1 | tee "$OUT/test_training.log" | tail -6
+    tests/python/test_column_reductions.py tests/python/test_column_sums.py 2>&1 \
+    | tee "$OUT/test_training.log" | tail -6
   FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_ops.py -k "gelu or every_table" 2>&1 | tee "$OUT/test_ops_gelu.log" | tail -4
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size large \

@@ -612,13 +612,9 @@ bool hasColumnPartials(const Kernel& kernel) {
                      [](const TensorOutput& o) { return o.column_partial; });
 }
 
-int64_t cudaColumnPartialRows(const Kernel& kernel, int64_t rows, int sm_count) {
-  return cudaColumnPartialBlocks(cudaRowBlock(kernel) / kernel.row_lanes, rows, sm_count);
-}
-
-int64_t cudaColumnPartialBlocks(int64_t rows_per_block, int64_t rows, int sm_count) {
+int64_t cudaColumnPartialBlocks(int64_t rows_per_block, int64_t rows, int64_t resident) {
   const int64_t blocks = (std::max<int64_t>(rows, 1) + rows_per_block - 1) / rows_per_block;
-  return std::min<int64_t>(blocks, kColumnPartialBlocksPerSm * std::max(sm_count, 1));
+  return std::min<int64_t>(blocks, std::max<int64_t>(resident, 1));
 }
 
 int64_t cudaRowArgWords(const Kernel& k) {

@@ -121,7 +121,7 @@ struct TensorOutput {
   bool per_row = false;  // row kernels: one element per row, contiguous over the rows
   // CUDA row kernels with rows held (Kernel::row_chunks > 0): the value summed over the
   // rows each block walks, stored in its value's type (float) as one row of partial
-  // sums per block (cudaColumnPartialRows of them); the runtime sums the partials into
+  // sums per block (cudaColumnPartialBlocks of them); the runtime sums the partials into
   // the output, of `dtype`. A
   // leading-dims sum of what the row kernel computes, without writing or reading it
   // again (layer_norm's weight and bias gradients beside its input gradient).

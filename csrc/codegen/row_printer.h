@@ -40,12 +40,10 @@ int cudaRowBlock(const Kernel& kernel);
 bool cudaRowsHeld(const Kernel& kernel);
 // Whether a row kernel sums some output over its rows (TensorOutput::column_partial).
 bool hasColumnPartials(const Kernel& kernel);
-// A row kernel with column partials walks its rows in a grid of at most
-// kColumnPartialBlocksPerSm blocks per multiprocessor, each block's rows one after
-// another; it stores one row of partial sums per block: this many for `rows` rows.
-inline constexpr int64_t kColumnPartialBlocksPerSm = 4;
-int64_t cudaColumnPartialRows(const Kernel& kernel, int64_t rows, int sm_count);
-int64_t cudaColumnPartialBlocks(int64_t rows_per_block, int64_t rows, int sm_count);
+// A row kernel with column partials walks its rows in a grid of at most `resident`
+// blocks (those the device holds at once), each block's rows one after another; it
+// stores one row of partial sums per block: this many for `rows` rows.
+int64_t cudaColumnPartialBlocks(int64_t rows_per_block, int64_t rows, int64_t resident);
 // Words of FxRowArgs: pointers (inputs, outputs), sizes, strides, doubles, integers
 // (each array at least one word) and the row count.
 int64_t cudaRowArgWords(const Kernel& kernel);

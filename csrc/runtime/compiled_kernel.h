@@ -30,6 +30,13 @@ class CompiledKernel {
   // Runs the kernel over all `numel` elements. Throws c10::Error on a kernel-reported
   // error (integer division by zero) or a launch failure.
   virtual void launch(const LaunchArgs& args) const = 0;
+  // A CUDA row kernel with column partials (codegen::TensorOutput::column_partial): the
+  // rows of partial sums it stores for `rows` rows, one per block of a grid that fills
+  // the device once; 0 for other kernels.
+  virtual int64_t columnPartialRows(int64_t rows) const {
+    (void)rows;
+    return 0;
+  }
 };
 
 }  // namespace fuser::runtime

@@ -369,9 +369,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     };
     codegen::Kernel kernel = lower(device.type(), row_shape);
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
-    if (codegen::hasColumnPartials(kernel)) {
-      spec->partial_rows_per_block = codegen::cudaRowBlock(kernel) / kernel.row_lanes;
-    }
+    spec->column_partials = codegen::hasColumnPartials(kernel);
     if (staged) {
       spec->buffers = codegen::splitBuffers(kernel, codegen::scheduleRows(kernel));
       stages(kernel, [&](const codegen::Kernel& s) { spec->stages.push_back(buildKernel(s, device)); });
@@ -831,10 +829,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     Plan::Variant v;
     v.kernel = spec.kernel;
     v.units_per_slice = units_per_slice;
-    if (spec.partial_rows_per_block > 0) {
-      v.partial_rows = codegen::cudaColumnPartialBlocks(
-          spec.partial_rows_per_block, p->rows, cuda::deviceInfo(p->device.index()).sm_count);
-    }
+    if (spec.column_partials) v.partial_rows = spec.kernel->columnPartialRows(p->rows);
     if (p->device.is_cuda()) {
       v.grain = grains[0];
       v.name = row_shape.columns ? std::string("columns")
@@ -902,37 +897,45 @@ void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args,
 void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args,
                                 const std::vector<at::Tensor>& outputs) const {
   if (p.operand_sizes.empty()) return launchKernels(p, v, args);
-  // Column sums: the kernel writes into buffers of its own, which are then summed.
+  // Column sums: the kernel writes into buffers of its own, which are then summed. The
+  // partials of every column sum lie in one tensor, [sums, blocks, row], for one sum.
   std::vector<at::Tensor> buffers(num_outputs_);
   c10::SmallVector<void*, 24> ptrs(args.ptrs, args.ptrs + args.num_inputs + args.num_outputs);
+  at::Tensor partials;
+  if (v.partial_rows > 0) {
+    const auto sums = std::count_if(column_sums_.begin(), column_sums_.end(),
+                                    [](const auto& r) { return r.has_value(); });
+    partials = at::empty({sums, v.partial_rows, p.row_size},
+                         at::TensorOptions().dtype(at::kFloat).device(p.device));
+  }
+  int64_t next = 0;
   for (size_t o = 0; o < num_outputs_; ++o) {
     if (!column_sums_[o]) continue;
     buffers[o] = v.partial_rows > 0
-                     ? at::empty({v.partial_rows, p.row_size},
-                                 at::TensorOptions().dtype(at::kFloat).device(p.device))
+                     ? partials[next++]
                      : at::empty_strided(p.operand_sizes[o], p.operand_strides[o],
                                          at::TensorOptions().dtype(p.out_dtypes[o]).device(p.device));
     ptrs[args.num_inputs + o] = buffers[o].data_ptr();
   }
   args.ptrs = ptrs.data();
   launchKernels(p, v, args);
-  finishColumnSums(p, v, buffers, outputs);
+  finishColumnSums(p, v, buffers, partials, outputs);
 }
 
 void RowExecutor::finishColumnSums(const Plan& p, const Plan::Variant& v,
                                    const std::vector<at::Tensor>& buffers,
+                                   const at::Tensor& partials,
                                    const std::vector<at::Tensor>& outputs) const {
+  // Partials in float: all summed over their blocks at once, in float, then each
+  // rounded once to its output's dtype.
+  at::Tensor totals;
+  int64_t next = 0;
   for (size_t o = 0; o < num_outputs_; ++o) {
     if (!column_sums_[o]) continue;
     at::Tensor out = outputs[o];
     if (v.partial_rows > 0) {
-      // Partials in float: summed in float, rounded once to a 16-bit output.
-      at::Tensor flat = out.view({p.row_size});
-      if (flat.scalar_type() == at::kFloat) {
-        at::sum_out(flat, buffers[o], {0});
-      } else {
-        flat.copy_(at::sum(buffers[o], {0}));
-      }
+      if (!totals.defined()) totals = at::sum(partials, {1});
+      out.view({p.row_size}).copy_(totals[next++]);
     } else {
       const ops::RowReduction& r = *column_sums_[o];
       at::sum_out(out, buffers[o], r.dims, r.result == ops::RowReduction::Result::KeepDims);

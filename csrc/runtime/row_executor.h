@@ -92,8 +92,7 @@ class RowExecutor {
     std::vector<std::shared_ptr<CompiledKernel>> stages;  // rows cut in slices
     std::vector<codegen::SplitBuffer> buffers;            // ... and their buffers
     std::vector<c10::ScalarType> out_dtypes;
-    // CUDA rows held with column partials: the rows a block walks together; 0: none.
-    int64_t partial_rows_per_block = 0;
+    bool column_partials = false;  // codegen::hasColumnPartials(kernel)
   };
 
   // The plan for these inputs, or nullptr when the interpreter must run such calls.
@@ -128,10 +127,10 @@ class RowExecutor {
   // group returns: the kernel's subgraph returns their operands instead, which the
   // kernel sums over its rows (partials) or writes whole, and ATen's sum finishes.
   void takeColumnSumsOut();
-  // The partial sums (CUDA rows held: one row per block), or whole operands, of the
-  // column sums summed into their outputs.
+  // The partial sums (CUDA rows held: `partials`, [sums, blocks, row]), or whole
+  // operands (`buffers`), of the column sums summed into their outputs.
   void finishColumnSums(const Plan& p, const Plan::Variant& v,
-                        const std::vector<at::Tensor>& buffers,
+                        const std::vector<at::Tensor>& buffers, const at::Tensor& partials,
                         const std::vector<at::Tensor>& outputs) const;
   // The group's reduction returning `result`.
   ops::RowReduction groupReduction(ops::RowReduction::Result result) const;

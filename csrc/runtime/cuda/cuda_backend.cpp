@@ -79,9 +79,20 @@ class CudaRowKernel final : public CompiledKernel {
         num_ints_(codegen::rowIntArgs(ir)),  // a stage's slice count included
         strided_outputs_(ir.strided_outputs),
         column_partials_(codegen::hasColumnPartials(ir)) {
+    if (column_partials_) {
+      resident_blocks_ = loaded_->residentBlocksPerSm(block_) *
+                         cuda::deviceInfo(loaded_->device()).sm_count;
+    }
     for (codegen::ScalarArgKind kind : ir.scalars) {
       num_doubles_ += kind == codegen::ScalarArgKind::Double;
     }
+  }
+
+  // As many blocks as are resident at once on the whole device (a second wave would
+  // walk its rows after the first's), fewer where the rows do not need them.
+  int64_t columnPartialRows(int64_t rows) const override {
+    if (!column_partials_) return 0;
+    return codegen::cudaColumnPartialBlocks(rows_per_block_, rows, resident_blocks_);
   }
 
   void launch(const LaunchArgs& a) const override {
@@ -101,11 +112,8 @@ class CudaRowKernel final : public CompiledKernel {
     TORCH_INTERNAL_ASSERT(used == words_);
     void* params[] = {words};
     // Column partials: a block per row of partials, the runtime's buffer's count.
-    const int64_t grid =
-        column_partials_
-            ? codegen::cudaColumnPartialBlocks(rows_per_block_, a.numel,
-                                               cuda::deviceInfo(a.device.index()).sm_count)
-            : (a.numel + rows_per_block_ - 1) / rows_per_block_;
+    const int64_t grid = column_partials_ ? columnPartialRows(a.numel)
+                                          : (a.numel + rows_per_block_ - 1) / rows_per_block_;
     TORCH_CHECK(grid < (int64_t{1} << 31), "fuser: too many rows for one launch");
     loaded_->launch(static_cast<unsigned>(grid), 1, static_cast<unsigned>(block_), params,
                     currentStream(a.device));
@@ -120,6 +128,7 @@ class CudaRowKernel final : public CompiledKernel {
   int num_ints_;
   bool strided_outputs_;  // the launch strides cover the outputs too
   bool column_partials_;  // TensorOutput::column_partial
+  int resident_blocks_ = 1;  // on the device at once (column partials)
 };
 
 // A kernel written as source (not printed from kernel IR): launched with its own grid,

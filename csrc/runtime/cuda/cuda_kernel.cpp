@@ -54,4 +54,13 @@ void LoadedKernel::launch(unsigned grid_x, unsigned grid_y, unsigned block_x,
   }
 }
 
+int LoadedKernel::residentBlocksPerSm(int block) const {
+  PrimaryContextGuard context(device_);
+  int blocks = 0;
+  const CUresult r =
+      driver().occupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_, block, 0);
+  if (r != kCudaSuccess) throwCuError(r, "reading the occupancy of " + onDevice(name_, device_));
+  return blocks;
+}
+
 }  // namespace fuser::cuda

@@ -28,6 +28,9 @@ class LoadedKernel {
   void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, void** kernel_params,
               void* stream, unsigned shared_bytes = 0) const;
 
+  // Blocks of `block` threads that can be resident on one multiprocessor at once.
+  int residentBlocksPerSm(int block) const;
+
   int device() const { return device_; }
   const std::string& name() const { return name_; }
 

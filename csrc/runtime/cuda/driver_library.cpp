@@ -32,6 +32,8 @@ bool resolveDriver(void* handle, DriverApi& api, std::string* why) {
   need("cuModuleGetFunction", api.moduleGetFunction);
   need("cuModuleUnload", api.moduleUnload);
   need("cuLaunchKernel", api.launchKernel);
+  need("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+       api.occupancyMaxActiveBlocksPerMultiprocessor);
   need("cuGetErrorName", api.getErrorName);
   need("cuGetErrorString", api.getErrorString);
   need("cuMemAlloc_v2", api.memAlloc);

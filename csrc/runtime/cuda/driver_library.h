@@ -54,6 +54,8 @@ struct DriverApi {
   CUresult (*launchKernel)(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                            unsigned block_x, unsigned block_y, unsigned block_z,
                            unsigned shared_bytes, CUstream stream, void** params, void** extra);
+  CUresult (*occupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction function,
+                                                        int block_size, size_t shared_bytes);
   CUresult (*getErrorName)(CUresult result, const char** name);
   CUresult (*getErrorString)(CUresult result, const char** text);
   // Tests use these to check a launch end to end; the runtime allocates through PyTorch.
