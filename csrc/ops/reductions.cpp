@@ -580,6 +580,12 @@ bool isColumnSumBeside(const Node* node, const RowReduction& row) {
   return column->dims == leading;
 }
 
+bool isFloatingConversion(const Node* node) {
+  if (node->kind() != c10::aten::to || node->outputs().size() != 1) return false;
+  auto type = node->output()->type()->cast<c10::TensorType>();
+  return type && type->scalarType() && c10::isFloatingType(*type->scalarType());
+}
+
 std::optional<RowReduction> rowReductionOf(const Node* node) {
   const OpEntry* entry = findOp(node);
   if (!entry || !entry->reduces) return std::nullopt;

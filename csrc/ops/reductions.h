@@ -62,6 +62,10 @@ std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
 // floating tensor of row's rank (layer_norm's weight and bias gradients beside its
 // input gradient). A row kernel sums it beside its rows (runtime/row_executor.h).
 bool isColumnSumBeside(const torch::jit::Node* node, const RowReduction& row);
+// Whether `node` converts a value to another floating dtype (aten::to), as a column
+// sum's result may be before it leaves its group (a 16-bit weight's gradient summed in
+// float).
+bool isFloatingConversion(const torch::jit::Node* node);
 
 // The size aten::_grad_sum_to_size sums its gradient to: its constant `size`, else its
 // result's profiled sizes (the guard pins the size to them, passes/guard.cpp); nullopt

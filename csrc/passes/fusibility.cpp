@@ -335,16 +335,22 @@ const Node* definingNode(const Node* node, const Value* out) {
 
 // Whether the result of `n`, a node of `consumer` or `producer` (either a node itself or
 // a group holding it), feeds a node of the two merged.
+// A conversion of its result to another floating dtype (ops::isFloatingConversion)
+// counts as the result itself, where the conversion's result only leaves its group.
 bool feedsMergedGroup(const Node* n, const Node* consumer, const Node* producer) {
   const bool bare = n == consumer || n == producer;
   const bool in_producer = !bare && isFusionGroup(producer) &&
                            n->owningGraph() == producer->g(torch::jit::attr::Subgraph).get();
   for (const auto& use : n->output()->uses()) {
     if (bare) {
-      if (n == producer && use.user == consumer) return true;
+      if (n == producer && use.user == consumer && !ops::isFloatingConversion(consumer)) return true;
       continue;
     }
-    if (use.user->kind() != c10::prim::Return) return true;  // a node of its subgraph
+    if (use.user->kind() != c10::prim::Return) {  // a node of its subgraph
+      if (!ops::isFloatingConversion(use.user)) return true;
+      if (feedsMergedGroup(use.user, consumer, producer)) return true;
+      continue;
+    }
     if (!in_producer) continue;
     for (const auto& outer : producer->outputs()[use.offset]->uses()) {
       if (outer.user == consumer) return true;
@@ -513,6 +519,7 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   for (const auto& [side, v] : outputs) {
     // A column sum's result has the row's shape (its own rule, ops::isColumnSumBeside).
     const Node* defining = definingNode(side, v);
+    if (ops::isFloatingConversion(defining)) defining = defining->input(0)->node();
     if (std::find(column_sums.begin(), column_sums.end(), defining) != column_sums.end()) continue;
     if (!allowed(v)) {
       return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with " +

@@ -258,19 +258,40 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
 
 void RowExecutor::takeColumnSumsOut() {
   column_sums_.assign(num_outputs_, std::nullopt);
+  column_dtypes_.assign(num_outputs_, c10::ScalarType::Undefined);
   auto row = trailingRowReduction(*subgraph_);
   if (!row) return;
   auto kernel_graph = subgraph_->copy();
   bool any = false;
+  auto returned_only = [](const torch::jit::Value* v) {
+    return !v->uses().empty() &&
+           std::all_of(v->uses().begin(), v->uses().end(), [](const torch::jit::Use& use) {
+             return use.user->kind() == c10::prim::Return;
+           });
+  };
   for (auto it = kernel_graph->nodes().begin(); it != kernel_graph->nodes().end();) {
     torch::jit::Node* n = *it++;
     if (!ops::isColumnSumBeside(n, *row)) continue;
     torch::jit::Value* sum = n->output();
-    bool returned_only = !sum->uses().empty();
-    for (const auto& use : sum->uses()) returned_only = returned_only && use.user->kind() == c10::prim::Return;
-    if (!returned_only) continue;
-    for (const auto& use : sum->uses()) column_sums_[use.offset] = ops::rowReductionOf(n);
-    sum->replaceAllUsesWith(n->input(0));
+    // The sum's result, or its conversion (a 16-bit weight's gradient summed in float).
+    torch::jit::Node* conversion = nullptr;
+    if (sum->uses().size() == 1 && ops::isFloatingConversion(sum->uses()[0].user) &&
+        returned_only(sum->uses()[0].user->output())) {
+      conversion = sum->uses()[0].user;
+    } else if (!returned_only(sum)) {
+      continue;
+    }
+    torch::jit::Value* result = conversion ? conversion->output() : sum;
+    const c10::ScalarType dtype = *result->type()->expect<c10::TensorType>()->scalarType();
+    for (const auto& use : result->uses()) {
+      column_sums_[use.offset] = ops::rowReductionOf(n);
+      column_dtypes_[use.offset] = dtype;
+    }
+    result->replaceAllUsesWith(n->input(0));
+    if (conversion) {
+      if (*it == conversion) ++it;
+      conversion->destroy();
+    }
     n->destroy();
     any = true;
   }
@@ -870,11 +891,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   if (column_sums) {
     p->operand_sizes.resize(num_outputs_);
     p->operand_strides.resize(num_outputs_);
+    p->operand_dtypes.resize(num_outputs_, c10::ScalarType::Undefined);
   }
   for (size_t o = 0; column_sums && o < num_outputs_; ++o) {
     if (!column_sums_[o]) continue;
     p->operand_sizes[o] = std::move(p->out_sizes[o]);
     p->operand_strides[o] = std::move(p->out_strides[o]);
+    p->operand_dtypes[o] = p->out_dtypes[o];
+    p->out_dtypes[o] = column_dtypes_[o];
     p->out_sizes[o] = ops::reducedSizes(*shape, *column_sums_[o]);
     const c10::DimVector strides = c10::contiguous_strides(p->out_sizes[o]);
     p->out_strides[o].assign(strides.begin(), strides.end());
@@ -914,7 +938,7 @@ void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArg
     buffers[o] = v.partial_rows > 0
                      ? partials[next++]
                      : at::empty_strided(p.operand_sizes[o], p.operand_strides[o],
-                                         at::TensorOptions().dtype(p.out_dtypes[o]).device(p.device));
+                                         at::TensorOptions().dtype(p.operand_dtypes[o]).device(p.device));
     ptrs[args.num_inputs + o] = buffers[o].data_ptr();
   }
   args.ptrs = ptrs.data();
@@ -937,8 +961,15 @@ void RowExecutor::finishColumnSums(const Plan& p, const Plan::Variant& v,
       if (!totals.defined()) totals = at::sum(partials, {1});
       out.view({p.row_size}).copy_(totals[next++]);
     } else {
+      // The operand summed in its dtype (ATen's float accumulation for 16-bit ones),
+      // converted where the group's result is a conversion of the sum.
       const ops::RowReduction& r = *column_sums_[o];
-      at::sum_out(out, buffers[o], r.dims, r.result == ops::RowReduction::Result::KeepDims);
+      const bool keep = r.result == ops::RowReduction::Result::KeepDims;
+      if (out.scalar_type() == buffers[o].scalar_type()) {
+        at::sum_out(out, buffers[o], r.dims, keep);
+      } else {
+        out.copy_(at::sum(buffers[o], r.dims, keep));
+      }
     }
   }
   stats().column_sum_calls++;

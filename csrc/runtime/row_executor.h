@@ -64,6 +64,7 @@ class RowExecutor {
     // kernel writes it where it keeps no partials (empty for the other outputs).
     std::vector<std::vector<int64_t>> operand_sizes;
     std::vector<std::vector<int64_t>> operand_strides;
+    std::vector<c10::ScalarType> operand_dtypes;
     c10::Device device{c10::kCPU};
     // The candidates (runtime/variant_timing.h): the first call of the plan times them
     // and sets `chosen` to the fastest. None: such calls run interpreted.
@@ -140,6 +141,8 @@ class RowExecutor {
   std::shared_ptr<torch::jit::Graph> subgraph_;
   // Per group output: what its column sum reduces (nullopt: the kernel writes it).
   std::vector<std::optional<ops::RowReduction>> column_sums_;
+  // ... and its dtype (the sum's, or the conversion's the group returns).
+  std::vector<c10::ScalarType> column_dtypes_;
   std::string subgraph_text_;  // part of every variant key
   size_t num_inputs_;
   size_t num_outputs_;

@@ -78,19 +78,30 @@ def residual_inputs(device: str, dtype: torch.dtype, shape: tuple[int, ...]):
     return args, upstream
 
 
-def assert_like_eager(got: list[torch.Tensor], want: list[torch.Tensor], dtype) -> None:
+def assert_like_eager(got: list[torch.Tensor], want: list[torch.Tensor], dtype, exact=None) -> None:
+    """`exact`: the results in float64, which a result beyond the tolerance must be
+    nearer to than eager's (eager's CPU 16-bit layer_norm backward rounds more)."""
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride()), i
-        torch.testing.assert_close(g, w, **TOLERANCE[dtype], msg=lambda m, i=i: f"result {i}: {m}")
+        try:
+            torch.testing.assert_close(g, w, **TOLERANCE[dtype])
+        except AssertionError:
+            if exact is None:
+                raise
+            ours = (g.double() - exact[i]).abs().max().item()
+            eagers = (w.double() - exact[i]).abs().max().item()
+            assert ours <= eagers, (i, ours, eagers)
 
 
 def check_residual_layer_norm(device: str, dtype: torch.dtype, shape: tuple[int, ...]):
     text = RESIDUAL_LAYER_NORM.format(row=[shape[-1]])
     args, upstream = residual_inputs(device, dtype, shape)
     want, _ = training_step(eager_from_source(text), args, upstream, calls=1)
+    wide = [a.double() for a in args], [u.double() for u in upstream]
+    exact, _ = training_step(eager_from_source(text), *wide, calls=1)
     fuser.reset_stats()
     got, backward = training_step(script_from_source(text), args, upstream)
-    assert_like_eager(got, want, dtype)
+    assert_like_eager(got, want, dtype, exact)
     return backward
 
 
@@ -102,8 +113,6 @@ def test_layer_norm_gradients_sum_beside_the_input_gradient(
 ) -> None:
     """One group computes layer_norm's input gradient and the three leading-dims sums;
     rows of 37 are not whole vectors, [2, 24, 96] sums over two leading dims."""
-    if device == "cpu" and dtype != torch.float32:
-        pytest.skip("CPU 16-bit layer_norm gradients widen their statistics first (other groups)")
     backward = check_residual_layer_norm(device, dtype, shape)
     stats = fuser.stats()
     assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
