@@ -15,6 +15,7 @@
 #include "codegen/row_printer.h"
 #include "ops/op_table.h"
 #include "config.h"
+#include "runtime/column_partials.h"
 #include "runtime/cuda/driver_library.h"
 #include "runtime/kernel_builder.h"
 #include "runtime/output_allocation.h"
@@ -950,26 +951,31 @@ void RowExecutor::finishColumnSums(const Plan& p, const Plan::Variant& v,
                                    const std::vector<at::Tensor>& buffers,
                                    const at::Tensor& partials,
                                    const std::vector<at::Tensor>& outputs) const {
-  // Partials in float: all summed over their blocks at once, in float, then each
-  // rounded once to its output's dtype.
-  at::Tensor totals;
-  int64_t next = 0;
-  for (size_t o = 0; o < num_outputs_; ++o) {
-    if (!column_sums_[o]) continue;
-    at::Tensor out = outputs[o];
-    if (v.partial_rows > 0) {
-      if (!totals.defined()) totals = at::sum(partials, {1});
-      out.view({p.row_size}).copy_(totals[next++]);
+  // Partials in float: summed over their blocks in float, each rounded once to its
+  // output's dtype (one launch of ours; ATen's sum where the outputs' dtypes differ).
+  if (v.partial_rows > 0) {
+    std::vector<at::Tensor> sums;
+    for (size_t o = 0; o < num_outputs_; ++o) {
+      if (column_sums_[o]) sums.push_back(outputs[o]);
+    }
+    if (columnPartialsFinishable(sums)) {
+      sumColumnPartials(partials, sums);
     } else {
-      // The operand summed in its dtype (ATen's float accumulation for 16-bit ones),
-      // converted where the group's result is a conversion of the sum.
-      const ops::RowReduction& r = *column_sums_[o];
-      const bool keep = r.result == ops::RowReduction::Result::KeepDims;
-      if (out.scalar_type() == buffers[o].scalar_type()) {
-        at::sum_out(out, buffers[o], r.dims, keep);
-      } else {
-        out.copy_(at::sum(buffers[o], r.dims, keep));
-      }
+      const at::Tensor totals = at::sum(partials, {1});
+      for (size_t s = 0; s < sums.size(); ++s) sums[s].view({p.row_size}).copy_(totals[s]);
+    }
+  }
+  // Operands written whole: summed in their dtype (ATen's float accumulation for 16-bit
+  // ones), converted where the group's result is a conversion of the sum.
+  for (size_t o = 0; o < num_outputs_; ++o) {
+    if (!column_sums_[o] || v.partial_rows > 0) continue;
+    at::Tensor out = outputs[o];
+    const ops::RowReduction& r = *column_sums_[o];
+    const bool keep = r.result == ops::RowReduction::Result::KeepDims;
+    if (out.scalar_type() == buffers[o].scalar_type()) {
+      at::sum_out(out, buffers[o], r.dims, keep);
+    } else {
+      out.copy_(at::sum(buffers[o], r.dims, keep));
     }
   }
   stats().column_sum_calls++;

@@ -17,6 +17,7 @@
 #include "runtime/cuda/driver_library.h"
 #include "runtime/max_pool_op.h"
 #include "runtime/cuda/library_search.h"
+#include "runtime/column_partials.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/primary_context.h"
 
@@ -112,6 +113,18 @@ TEST(Nvrtc, BatchNormCombineKernelCompiles) {
                c10::Error);
   EXPECT_THROW(runtime::batchNormCombineSource(ScalarType::Float, ScalarType::Double),
                c10::Error);
+}
+
+// The kernel that adds up a row kernel's column partials (runtime/column_partials.h),
+// for each output dtype it stores.
+TEST(Nvrtc, ColumnPartialsKernelCompilesForEachDtype) {
+  SKIP_WITHOUT_NVRTC();
+  for (auto dtype : {c10::kFloat, c10::kHalf, c10::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const std::string image = compileToCubin(runtime::columnPartialsSource(dtype), Arch{9, 0});
+    EXPECT_TRUE(isCubin(image));
+    EXPECT_NE(image.find(runtime::kColumnPartialsKernel), std::string::npos);
+  }
 }
 
 // The channels-last max pool (runtime/max_pool_op.h): every dtype and vector width the

@@ -140,8 +140,9 @@ class CudaSourceKernel final : public CompiledKernel {
   void launch(const LaunchArgs&) const override {
     TORCH_CHECK(false, "fuser: a source kernel takes its own arguments (launchCudaSource)");
   }
-  void launch(unsigned grid, unsigned block, void** params, c10::Device device) const {
-    loaded_->launch(grid, 1, block, params, currentStream(device));
+  void launch(unsigned grid, unsigned grid_y, unsigned block, void** params,
+              c10::Device device) const {
+    loaded_->launch(grid, grid_y, block, params, currentStream(device));
   }
 
  private:
@@ -224,11 +225,11 @@ std::shared_ptr<CompiledKernel> compileCudaRowKernel(const codegen::Kernel& kern
 }
 
 void launchCudaSource(const std::string& source, const std::string& name, c10::Device device,
-                      unsigned grid, unsigned block, void** params) {
+                      unsigned grid, unsigned block, void** params, unsigned grid_y) {
   const auto kernel = loadCudaKernel(source, name, device, [](auto loaded) {
     return std::make_shared<CudaSourceKernel>(std::move(loaded));
   });
-  static_cast<const CudaSourceKernel&>(*kernel).launch(grid, block, params, device);
+  static_cast<const CudaSourceKernel&>(*kernel).launch(grid, grid_y, block, params, device);
 }
 
 }  // namespace fuser::runtime

@@ -23,8 +23,9 @@ std::shared_ptr<CompiledKernel> compileCudaRowKernel(const codegen::Kernel& kern
 
 // Launches extern "C" kernel `name` of self-contained CUDA `source` (compiled, or read
 // from the disk cache, once per process and device) as `grid` blocks of `block` threads
-// on PyTorch's current stream; `params` is cuLaunchKernel's array of argument pointers.
+// on PyTorch's current stream (`grid_y` rows of them); `params` is cuLaunchKernel's
+// array of argument pointers.
 void launchCudaSource(const std::string& source, const std::string& name, c10::Device device,
-                      unsigned grid, unsigned block, void** params);
+                      unsigned grid, unsigned block, void** params, unsigned grid_y = 1);
 
 }  // namespace fuser::runtime
