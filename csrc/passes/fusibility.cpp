@@ -334,9 +334,8 @@ const Node* definingNode(const Node* node, const Value* out) {
 }
 
 // Whether the result of `n`, a node of `consumer` or `producer` (either a node itself or
-// a group holding it), feeds a node of the two merged.
-// A conversion of its result to another floating dtype (ops::isFloatingConversion)
-// counts as the result itself, where the conversion's result only leaves its group.
+// a group holding it), feeds a node of the two merged. A conversion of the result to
+// another floating dtype (ops::isFloatingConversion) counts as the result itself.
 bool feedsMergedGroup(const Node* n, const Node* consumer, const Node* producer) {
   const bool bare = n == consumer || n == producer;
   const bool in_producer = !bare && isFusionGroup(producer) &&
@@ -517,7 +516,8 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
     }
   }
   for (const auto& [side, v] : outputs) {
-    // A column sum's result has the row's shape (its own rule, ops::isColumnSumBeside).
+    // A column sum's result (or its conversion) has the shape of the row's dims, which
+    // the row executor sums the kernel's partials into.
     const Node* defining = definingNode(side, v);
     if (ops::isFloatingConversion(defining)) defining = defining->input(0)->node();
     if (std::find(column_sums.begin(), column_sums.end(), defining) != column_sums.end()) continue;

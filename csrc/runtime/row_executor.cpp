@@ -283,10 +283,12 @@ void RowExecutor::takeColumnSumsOut() {
       continue;
     }
     torch::jit::Value* result = conversion ? conversion->output() : sum;
-    const c10::ScalarType dtype = *result->type()->expect<c10::TensorType>()->scalarType();
     for (const auto& use : result->uses()) {
       column_sums_[use.offset] = ops::rowReductionOf(n);
-      column_dtypes_[use.offset] = dtype;
+      // isFloatingConversion checked the profiled type's dtype.
+      if (conversion) {
+        column_dtypes_[use.offset] = *result->type()->expect<c10::TensorType>()->scalarType();
+      }
     }
     result->replaceAllUsesWith(n->input(0));
     if (conversion) {
@@ -899,7 +901,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->operand_sizes[o] = std::move(p->out_sizes[o]);
     p->operand_strides[o] = std::move(p->out_strides[o]);
     p->operand_dtypes[o] = p->out_dtypes[o];
-    p->out_dtypes[o] = column_dtypes_[o];
+    if (column_dtypes_[o] != c10::ScalarType::Undefined) p->out_dtypes[o] = column_dtypes_[o];
     p->out_sizes[o] = ops::reducedSizes(*shape, *column_sums_[o]);
     const c10::DimVector strides = c10::contiguous_strides(p->out_sizes[o]);
     p->out_strides[o].assign(strides.begin(), strides.end());
@@ -923,7 +925,8 @@ void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArg
                                 const std::vector<at::Tensor>& outputs) const {
   if (p.operand_sizes.empty()) return launchKernels(p, v, args);
   // Column sums: the kernel writes into buffers of its own, which are then summed. The
-  // partials of every column sum lie in one tensor, [sums, blocks, row], for one sum.
+  // partials of every column sum lie in one tensor, [sums, blocks, row], which one
+  // kernel adds up.
   std::vector<at::Tensor> buffers(num_outputs_);
   c10::SmallVector<void*, 24> ptrs(args.ptrs, args.ptrs + args.num_inputs + args.num_outputs);
   at::Tensor partials;

@@ -141,7 +141,8 @@ class RowExecutor {
   std::shared_ptr<torch::jit::Graph> subgraph_;
   // Per group output: what its column sum reduces (nullopt: the kernel writes it).
   std::vector<std::optional<ops::RowReduction>> column_sums_;
-  // ... and its dtype (the sum's, or the conversion's the group returns).
+  // ... and, where the group returns a conversion of the sum, the conversion's dtype
+  // (Undefined: the sum's own, its operand's).
   std::vector<c10::ScalarType> column_dtypes_;
   std::string subgraph_text_;  // part of every variant key
   size_t num_inputs_;
