@@ -2,6 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
+
 #include "codegen/cuda_prelude.h"
 #include "codegen/expr_printer.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -64,17 +68,22 @@ void sumColumnPartials(const at::Tensor& partials, const std::vector<at::Tensor>
   long long blocks = partials.size(1);
   long long n = partials.size(2);
   void* params[] = {&data, &blocks, &n, &outs};
-  // Built once per dtype (the launch looks the kernel up by its source).
-  static const std::string float_source = columnPartialsSource(c10::kFloat);
-  static const std::string half_source = columnPartialsSource(c10::kHalf);
-  static const std::string bfloat16_source = columnPartialsSource(c10::kBFloat16);
+  // Built once per dtype and device, and kept: every call with column partials runs it
+  // (looking it up by its source would hash the source each time).
+  static std::mutex mutex;
+  static std::map<std::pair<c10::ScalarType, int>, std::shared_ptr<CompiledKernel>> kernels;
   const c10::ScalarType t = outputs[0].scalar_type();
-  const std::string& source = t == c10::kHalf       ? half_source
-                              : t == c10::kBFloat16 ? bfloat16_source
-                                                    : float_source;
+  const c10::Device device = partials.device();
+  std::shared_ptr<CompiledKernel> kernel;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& slot = kernels[{t, device.index()}];
+    if (!slot) slot = loadCudaSource(columnPartialsSource(t), kColumnPartialsKernel, device);
+    kernel = slot;
+  }
   const auto columns = static_cast<unsigned>((n + kColumnsPerBlock - 1) / kColumnsPerBlock);
-  launchCudaSource(source, kColumnPartialsKernel, partials.device(), columns,
-                   kColumnsPerBlock * kSlices, params, static_cast<unsigned>(outputs.size()));
+  launchCudaSource(*kernel, device, columns, kColumnsPerBlock * kSlices, params,
+                   static_cast<unsigned>(outputs.size()));
 }
 
 }  // namespace fuser::runtime

@@ -224,12 +224,21 @@ std::shared_ptr<CompiledKernel> compileCudaRowKernel(const codegen::Kernel& kern
   });
 }
 
-void launchCudaSource(const std::string& source, const std::string& name, c10::Device device,
-                      unsigned grid, unsigned block, void** params, unsigned grid_y) {
-  const auto kernel = loadCudaKernel(source, name, device, [](auto loaded) {
+std::shared_ptr<CompiledKernel> loadCudaSource(const std::string& source, const std::string& name,
+                                               c10::Device device) {
+  return loadCudaKernel(source, name, device, [](auto loaded) {
     return std::make_shared<CudaSourceKernel>(std::move(loaded));
   });
-  static_cast<const CudaSourceKernel&>(*kernel).launch(grid, grid_y, block, params, device);
+}
+
+void launchCudaSource(const CompiledKernel& kernel, c10::Device device, unsigned grid,
+                      unsigned block, void** params, unsigned grid_y) {
+  static_cast<const CudaSourceKernel&>(kernel).launch(grid, grid_y, block, params, device);
+}
+
+void launchCudaSource(const std::string& source, const std::string& name, c10::Device device,
+                      unsigned grid, unsigned block, void** params, unsigned grid_y) {
+  launchCudaSource(*loadCudaSource(source, name, device), device, grid, block, params, grid_y);
 }
 
 }  // namespace fuser::runtime

@@ -27,5 +27,11 @@ std::shared_ptr<CompiledKernel> compileCudaRowKernel(const codegen::Kernel& kern
 // array of argument pointers.
 void launchCudaSource(const std::string& source, const std::string& name, c10::Device device,
                       unsigned grid, unsigned block, void** params, unsigned grid_y = 1);
+// The same in two steps, for a caller that launches one source on every call: the kernel
+// (compiled or found by hashing its source, once), then its launches.
+std::shared_ptr<CompiledKernel> loadCudaSource(const std::string& source, const std::string& name,
+                                               c10::Device device);
+void launchCudaSource(const CompiledKernel& kernel, c10::Device device, unsigned grid,
+                      unsigned block, void** params, unsigned grid_y = 1);
 
 }  // namespace fuser::runtime
