@@ -26,6 +26,9 @@ constexpr int kMinLanes = 8;
 // row in every pass instead.
 constexpr int kMaxHeldElements = 32;
 constexpr int kMaxHeldWords = 96;
+// ... and with column partials, the held values and the running sums together (the
+// float32 layer_norm backward's 32 lanes per row of 1024, 160 words, took 237 registers).
+constexpr int kMaxHeldAndSummedWords = 128;
 
 const char* kCudaRowHelpers = R"FUSER(
 // `v` combined over the L lanes of this thread's row; `part` holds one value per warp
@@ -163,6 +166,10 @@ class CudaRowPrinter {
   void printColumnPartialRows() {
     TORCH_CHECK(k_.row_chunks > 0 && heldWords(s_.held) <= kMaxHeldWords,
                 "fuser: column partials need rows held in registers");
+    for (const TensorOutput& o : k_.outputs) {
+      TORCH_CHECK(!o.column_partial || (!o.per_row && k_.exprs[o.value].type == c10::ScalarType::Float),
+                  "fuser: column partials sum float values of every element");
+    }
     const int lanes = k_.row_lanes, block = cudaRowBlock(k_);
     const int held = k_.row_chunks * k_.row_vector;
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
@@ -218,8 +225,8 @@ class CudaRowPrinter {
     }
   }
 
-  // What a column partial output's sums are kept and stored in: its value's type
-  // (float for floating values; double ones stay double).
+  // What a column partial output's sums are kept and stored in: its value's type, float
+  // (the row executor asks for partials of float values only).
   std::string partialType(size_t o) const {
     return computeTypeName(k_.exprs[k_.outputs[o].value].type);
   }
@@ -533,11 +540,14 @@ class CudaRowPrinter {
            << storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value))
            << ";\n";
     }
-    // Rows past the last (computed again) add nothing.
+    // Rows past the last (computed again) add nothing. A 16-bit value adds as stored
+    // (rounded), as eager's sum reads it.
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       if (!partials_here[o]) continue;
-      out_ << "      if (fx_live) fx_cp" << o << "[fx_c * " << v << " + fx_u] += v"
-           << k_.outputs[o].value << ";\n";
+      const c10::ScalarType t = k_.outputs[o].dtype;
+      const std::string value = "v" + std::to_string(k_.outputs[o].value);
+      out_ << "      if (fx_live) fx_cp" << o << "[fx_c * " << v << " + fx_u] += "
+           << loadConversion(t, c10::ScalarType::Float, storeConversion(t, value)) << ";\n";
     }
     out_ << "    }\n";
     // Before the last loop, threads past the last row compute but do not store.
@@ -601,6 +611,12 @@ class CudaRowPrinter {
 }  // namespace
 
 int cudaRowBlock(const Kernel& kernel) { return std::max(kMinBlock, kernel.row_lanes); }
+
+bool cudaColumnPartialsFit(const Kernel& kernel, int sums) {
+  return heldWordsOf(kernel, scheduleRows(kernel).held) +
+             sums * kernel.row_chunks * kernel.row_vector <=
+         kMaxHeldAndSummedWords;
+}
 
 bool cudaRowsHeld(const Kernel& kernel) {
   if (kernel.row_chunks == 0 || kernel.row_stage >= 0 || kernel.columns) return false;

@@ -38,6 +38,8 @@ std::string printCudaRowKernel(const Kernel& kernel);
 int cudaRowBlock(const Kernel& kernel);
 // Whether a CUDA row kernel holds its rows in registers (else every pass walks them).
 bool cudaRowsHeld(const Kernel& kernel);
+// Whether running sums of `sums` column partials fit in registers beside its held rows.
+bool cudaColumnPartialsFit(const Kernel& kernel, int sums);
 // Whether a row kernel sums some output over its rows (TensorOutput::column_partial).
 bool hasColumnPartials(const Kernel& kernel);
 // A row kernel with column partials walks its rows in a grid of at most `resident`

@@ -569,8 +569,12 @@ bool isColumnSumBeside(const Node* node, const RowReduction& row) {
     auto dtype = constantInput(node, "dtype");
     if (!dtype || !dtype->isNone()) return false;
   }
+  // Float and 16-bit values: the kernels keep float partial sums.
   auto type = node->input(0)->type()->cast<c10::TensorType>();
-  if (!type || !type->scalarType() || !c10::isFloatingType(*type->scalarType())) return false;
+  if (!type || !type->scalarType() || !c10::isFloatingType(*type->scalarType()) ||
+      *type->scalarType() == c10::ScalarType::Double) {
+    return false;
+  }
   auto column = rowReductionOf(node);
   if (!column || column->rank != row.rank || column->result == RowReduction::Result::Whole) {
     return false;
@@ -581,9 +585,19 @@ bool isColumnSumBeside(const Node* node, const RowReduction& row) {
 }
 
 bool isFloatingConversion(const Node* node) {
-  if (node->kind() != c10::aten::to || node->outputs().size() != 1) return false;
+  // aten::to.dtype: (self, dtype, non_blocking, copy, memory_format), no other tensor.
+  if (node->kind() != c10::aten::to || node->outputs().size() != 1 || node->inputs().size() != 5 ||
+      node->input(1)->type()->kind() != c10::TypeKind::IntType) {
+    return false;
+  }
   auto type = node->output()->type()->cast<c10::TensorType>();
   return type && type->scalarType() && c10::isFloatingType(*type->scalarType());
+}
+
+const torch::jit::Value* columnSumResult(const Node* sum) {
+  const auto& uses = sum->output()->uses();
+  if (uses.size() == 1 && isFloatingConversion(uses[0].user)) return uses[0].user->output();
+  return sum->output();
 }
 
 std::optional<RowReduction> rowReductionOf(const Node* node) {

@@ -59,13 +59,16 @@ std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
 
 // Whether `node` sums over the leading dims exactly what a row of `row` (a reduction
 // over the trailing dims) keeps: a sum without a dtype, or a _grad_sum_to_size, of a
-// floating tensor of row's rank (layer_norm's weight and bias gradients beside its
-// input gradient). A row kernel sums it beside its rows (runtime/row_executor.h).
+// float or 16-bit tensor of row's rank (layer_norm's weight and bias gradients beside
+// its input gradient). A row kernel sums it beside its rows (runtime/row_executor.h).
 bool isColumnSumBeside(const torch::jit::Node* node, const RowReduction& row);
-// Whether `node` converts a value to another floating dtype (aten::to), as a column
+// Whether `node` converts a value to a floating dtype (aten::to.dtype), as a column
 // sum's result may be before it leaves its group (a 16-bit weight's gradient summed in
 // float).
 bool isFloatingConversion(const torch::jit::Node* node);
+// What leaves a group for column sum `sum`: the conversion of its result where that
+// conversion is the result's only reader (isFloatingConversion), else the result.
+const torch::jit::Value* columnSumResult(const torch::jit::Node* sum);
 
 // The size aten::_grad_sum_to_size sums its gradient to: its constant `size`, else its
 // result's profiled sizes (the guard pins the size to them, passes/guard.cpp); nullopt

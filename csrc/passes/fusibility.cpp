@@ -333,23 +333,23 @@ const Node* definingNode(const Node* node, const Value* out) {
   return node->g(torch::jit::attr::Subgraph)->outputs()[out->offset()]->node();
 }
 
-// Whether the result of `n`, a node of `consumer` or `producer` (either a node itself or
-// a group holding it), feeds a node of the two merged. A conversion of the result to
-// another floating dtype (ops::isFloatingConversion) counts as the result itself.
+// Whether what column sum `n` (a node of `consumer` or `producer`, either a node
+// itself or a group holding it) hands out, its result or that result's conversion
+// (ops::columnSumResult), would feed a node of the two merged.
 bool feedsMergedGroup(const Node* n, const Node* consumer, const Node* producer) {
-  const bool bare = n == consumer || n == producer;
-  const bool in_producer = !bare && isFusionGroup(producer) &&
+  const torch::jit::Value* result = ops::columnSumResult(n);
+  if (n == consumer) return false;  // its readers are outside the two
+  if (n == producer) {
+    const bool converted_by_consumer = result != n->output() && result->node() == consumer;
+    for (const auto& use : n->output()->uses()) {
+      if (use.user == consumer && !converted_by_consumer) return true;
+    }
+    return false;
+  }
+  const bool in_producer = isFusionGroup(producer) &&
                            n->owningGraph() == producer->g(torch::jit::attr::Subgraph).get();
-  for (const auto& use : n->output()->uses()) {
-    if (bare) {
-      if (n == producer && use.user == consumer && !ops::isFloatingConversion(consumer)) return true;
-      continue;
-    }
-    if (use.user->kind() != c10::prim::Return) {  // a node of its subgraph
-      if (!ops::isFloatingConversion(use.user)) return true;
-      if (feedsMergedGroup(use.user, consumer, producer)) return true;
-      continue;
-    }
+  for (const auto& use : result->uses()) {
+    if (use.user->kind() != c10::prim::Return) return true;  // a node of its subgraph
     if (!in_producer) continue;
     for (const auto& outer : producer->outputs()[use.offset]->uses()) {
       if (outer.user == consumer) return true;
@@ -406,6 +406,10 @@ bool reduces(const Node* node) {
   return false;
 }
 
+// The longest row beside which leading-dims sums join (checkRowGroup): a float32 row of
+// 16384 is held by 1024 lanes of 16 elements.
+constexpr int64_t kMaxColumnSumRow = 16384;
+
 bool columnSumsJoinOn(const std::optional<c10::Device>& device) {
   if (!device) return false;
   return device->is_cuda() ? config().column_sums_cuda : config().column_sums_cpu;
@@ -414,12 +418,21 @@ bool columnSumsJoinOn(const std::optional<c10::Device>& device) {
 std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* producer) {
   // Where the two hold a reduction over trailing dims, leading-dims sums of values of
   // its rows join it (config.h: column_sums): the row kernel sums them as it walks.
+  // Rows longer than kMaxColumnSumRow are not held in registers, and a kernel that walks
+  // them writes the summed values whole for ATen's sum: more traffic than the sums' own
+  // column kernel.
   std::optional<ops::RowReduction> trailing;
   if (columnSumsJoinOn(deviceOf(consumer))) {
     for (const Node* side : {consumer, producer}) {
       for (const Node* n : nodesOf(side)) {
         auto r = ops::rowReductionOf(n);
-        if (r && r->dims.empty() && r->groups == 0 && !trailing) trailing = r;
+        if (!r || !r->dims.empty() || r->groups != 0 || trailing) continue;
+        trailing = r;
+        if (auto sizes = completeSizes(n->input(0))) {
+          int64_t row = 1;
+          for (int64_t d = r->rank - r->reduced; d < r->rank; ++d) row *= (*sizes)[d];
+          if (row > kMaxColumnSumRow) trailing = std::nullopt;
+        }
       }
     }
   }

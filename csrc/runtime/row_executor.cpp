@@ -260,6 +260,7 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
 void RowExecutor::takeColumnSumsOut() {
   column_sums_.assign(num_outputs_, std::nullopt);
   column_dtypes_.assign(num_outputs_, c10::ScalarType::Undefined);
+  column_targets_.assign(num_outputs_, std::nullopt);
   auto row = trailingRowReduction(*subgraph_);
   if (!row) return;
   auto kernel_graph = subgraph_->copy();
@@ -273,18 +274,14 @@ void RowExecutor::takeColumnSumsOut() {
   for (auto it = kernel_graph->nodes().begin(); it != kernel_graph->nodes().end();) {
     torch::jit::Node* n = *it++;
     if (!ops::isColumnSumBeside(n, *row)) continue;
-    torch::jit::Value* sum = n->output();
-    // The sum's result, or its conversion (a 16-bit weight's gradient summed in float).
-    torch::jit::Node* conversion = nullptr;
-    if (sum->uses().size() == 1 && ops::isFloatingConversion(sum->uses()[0].user) &&
-        returned_only(sum->uses()[0].user->output())) {
-      conversion = sum->uses()[0].user;
-    } else if (!returned_only(sum)) {
-      continue;
-    }
-    torch::jit::Value* result = conversion ? conversion->output() : sum;
+    // The sum's result, or its conversion (a 16-bit weight's gradient summed in float),
+    // as the partition let it join (fusibility.h: checkRowGroup).
+    auto* result = const_cast<torch::jit::Value*>(ops::columnSumResult(n));
+    if (!returned_only(result)) continue;
+    torch::jit::Node* conversion = result == n->output() ? nullptr : result->node();
     for (const auto& use : result->uses()) {
       column_sums_[use.offset] = ops::rowReductionOf(n);
+      column_targets_[use.offset] = ops::gradSumTarget(n);
       // isFloatingConversion checked the profiled type's dtype.
       if (conversion) {
         column_dtypes_[use.offset] = *result->type()->expect<c10::TensorType>()->scalarType();
@@ -350,11 +347,16 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       k.columns = shape.columns;
       k.strided_outputs = strided_outputs;
       for (size_t o = 0; o < k.outputs.size(); ++o) k.outputs[o].per_row = per_row[o];
-      // Column sums of float values summed in registers where the rows are held.
-      bool partials = cuda_held && codegen::cudaRowsHeld(k);
+      // Column sums of float values summed in registers where the rows are held and
+      // the sums' registers fit beside the held values.
+      const auto sums = static_cast<int>(std::count_if(
+          column_sums_.begin(), column_sums_.end(), [](const auto& r) { return r.has_value(); }));
+      bool partials = sums > 0 && cuda_held && codegen::cudaRowsHeld(k) &&
+                      codegen::cudaColumnPartialsFit(k, sums);
       for (size_t o = 0; o < k.outputs.size(); ++o) {
         if (!column_sums_[o]) continue;
-        partials = partials && k.exprs[k.outputs[o].value].type == c10::ScalarType::Float;
+        partials = partials && !k.outputs[o].per_row &&
+                   k.exprs[k.outputs[o].value].type == c10::ScalarType::Float;
       }
       for (size_t o = 0; partials && o < k.outputs.size(); ++o) {
         k.outputs[o].column_partial = column_sums_[o].has_value();
@@ -538,6 +540,17 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   for (int64_t s : *shape) numel *= s;
   if (numel == 0) return nullptr;
 
+  // Column sums read values of the iteration shape (the guard pins ranks, not sizes: a
+  // value of one element per row would be a per-row output), and a _grad_sum_to_size
+  // gives its pinned size (eager raises otherwise).
+  for (size_t o = 0; o < num_outputs_; ++o) {
+    if (!column_sums_[o]) continue;
+    auto it = shapes.find(subgraph_->outputs()[o]);
+    if (it == shapes.end() || it->second != *shape) return nullptr;
+    if (column_targets_[o] && ops::reducedSizes(*shape, *column_sums_[o]) != *column_targets_[o]) {
+      return nullptr;
+    }
+  }
   // Whole outputs have the iteration shape, per-row ones the reduced shape.
   auto p = std::make_shared<Plan>();
   const int64_t lead = rank_ - reduced_;
@@ -946,6 +959,8 @@ void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArg
     ptrs[args.num_inputs + o] = buffers[o].data_ptr();
   }
   args.ptrs = ptrs.data();
+  // The kernel's grid is the partials' row count (both from the rows and the device).
+  TORCH_INTERNAL_ASSERT(v.partial_rows == 0 || v.kernel->columnPartialRows(args.numel) == v.partial_rows);
   launchKernels(p, v, args);
   finishColumnSums(p, v, buffers, partials, outputs);
 }
@@ -956,10 +971,20 @@ void RowExecutor::finishColumnSums(const Plan& p, const Plan::Variant& v,
                                    const std::vector<at::Tensor>& outputs) const {
   // Partials in float: summed over their blocks in float, each rounded once to its
   // output's dtype (one launch of ours; ATen's sum where the outputs' dtypes differ).
+  // A 16-bit sum that the group converts to another dtype rounds to its own first, as
+  // eager's sum does before the conversion.
   if (v.partial_rows > 0) {
     std::vector<at::Tensor> sums;
+    std::vector<std::pair<at::Tensor, at::Tensor>> conversions;  // (sum, output)
     for (size_t o = 0; o < num_outputs_; ++o) {
-      if (column_sums_[o]) sums.push_back(outputs[o]);
+      if (!column_sums_[o]) continue;
+      const c10::ScalarType own = p.operand_dtypes[o];
+      if (outputs[o].scalar_type() != own && (own == at::kHalf || own == at::kBFloat16)) {
+        sums.push_back(at::empty({p.row_size}, outputs[o].options().dtype(own)));
+        conversions.emplace_back(sums.back(), outputs[o]);
+        continue;
+      }
+      sums.push_back(outputs[o]);
     }
     if (columnPartialsFinishable(sums)) {
       sumColumnPartials(partials, sums);
@@ -967,6 +992,7 @@ void RowExecutor::finishColumnSums(const Plan& p, const Plan::Variant& v,
       const at::Tensor totals = at::sum(partials, {1});
       for (size_t s = 0; s < sums.size(); ++s) sums[s].view({p.row_size}).copy_(totals[s]);
     }
+    for (auto& [sum, out] : conversions) out.view({p.row_size}).copy_(sum);
   }
   // Operands written whole: summed in their dtype (ATen's float accumulation for 16-bit
   // ones), converted where the group's result is a conversion of the sum.

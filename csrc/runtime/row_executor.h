@@ -144,6 +144,8 @@ class RowExecutor {
   // ... and, where the group returns a conversion of the sum, the conversion's dtype
   // (Undefined: the sum's own, its operand's).
   std::vector<c10::ScalarType> column_dtypes_;
+  // ... and a _grad_sum_to_size's size, which the sum must give (eager raises otherwise).
+  std::vector<std::optional<std::vector<int64_t>>> column_targets_;
   std::string subgraph_text_;  // part of every variant key
   size_t num_inputs_;
   size_t num_outputs_;

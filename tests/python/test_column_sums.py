@@ -3,9 +3,9 @@ a sum over exactly the leading dims of a value that a row group's rows walk join
 that group (layer_norm's weight and bias gradients and a residual's bias gradient,
 beside layer_norm's input gradient). On CUDA, where the rows are held in registers,
 the row kernel keeps running sums of each such value per block as it walks its rows
-and stores one row of partial sums per block, which ATen's sum adds up; elsewhere
-(CPU with FUSER_COLUMN_SUMS=all, rows walked from memory) the kernel writes the
-value whole and ATen's sum reads it. Every result equals eager's: shape, dtype,
+and stores one row of partial sums per block, which one more kernel adds up
+(runtime/column_partials.h); elsewhere (CPU with FUSER_COLUMN_SUMS=all, rows walked
+from memory) the kernel writes the value whole and ATen's sum reads it. Every result equals eager's: shape, dtype,
 strides and values."""
 
 from __future__ import annotations
@@ -209,3 +209,31 @@ def test_a_sum_read_again_stays_out_of_the_rows(column_sums, device: str) -> Non
     assert fuser.stats()["interpreted_runs"] == 0
     softmax = [g for g in groups_of(graph) if "aten::softmax" in g]
     assert len(softmax) == 1 and "aten::sum" not in softmax[0], groups_of(graph)
+
+
+# The summed value broadcasts into the rows: profiled as [3, 7, 64], called with
+# [3, 7, 1] it is one element per row, which the kernel cannot sum as columns.
+SUM_OF_A_BROADCAST = """
+def f(x, y):
+    s = torch.softmax(x + y, -1)
+    return s, (y * 2.0).sum([0, 1], keepdim=True)
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_summed_value_of_other_sizes_runs_as_eager(column_sums, device: str) -> None:
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 7, 64, generator=g).to(device)
+    fn, eager = script_from_source(SUM_OF_A_BROADCAST), eager_from_source(SUM_OF_A_BROADCAST)
+    with torch.no_grad():
+        for _ in range(3):
+            got = fn(x, torch.randn(3, 7, 64, generator=g).to(device))
+        graph = torch.jit.last_executed_optimized_graph()
+        softmax = [g for g in groups_of(graph) if "aten::softmax" in g]
+        assert len(softmax) == 1 and "aten::sum" in softmax[0], groups_of(graph)
+        y = torch.randn(3, 7, 1, generator=g).to(device)
+        fuser.reset_stats()
+        got = fn(x, y)
+    assert_like_eager(list(got), list(eager(x, y)), torch.float32)
+    assert fuser.stats()["interpreted_runs"] == 1, fuser.stats()
+
