@@ -40,6 +40,9 @@ int cudaRowBlock(const Kernel& kernel);
 bool cudaRowsHeld(const Kernel& kernel);
 // Whether running sums of `sums` column partials fit in registers beside its held rows.
 bool cudaColumnPartialsFit(const Kernel& kernel, int sums);
+// The elements a lane holds, at most, in the row shape the runtime picks first for a
+// kernel with column partials.
+inline constexpr int kColumnPartialHeld = 16;
 // Whether a row kernel sums some output over its rows (TensorOutput::column_partial).
 bool hasColumnPartials(const Kernel& kernel);
 // A row kernel with column partials walks its rows in a grid of at most `resident`

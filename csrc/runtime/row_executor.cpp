@@ -712,11 +712,29 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       p->device.is_cuda() && variants ? codegen::cudaRowShapeCandidates(p->row_size, widest, aligned)
                                       : std::vector<codegen::CudaRowShape>{
                                             codegen::cudaRowShape(p->row_size, widest, aligned)};
+  // Column sums: the heuristic's lanes hold at most kColumnPartialHeld elements each, so
+  // that their running sums fit in registers beside them (codegen::cudaColumnPartialsFit;
+  // a float16 row of 1024 takes 64 lanes, not 32). Timing still tries the others.
+  const bool column_sums = std::any_of(column_sums_.begin(), column_sums_.end(),
+                                      [](const auto& r) { return r.has_value(); });
+  auto fewer_held = [&](std::vector<codegen::CudaRowShape>& shapes) {
+    if (!column_sums || shapes.empty()) return;
+    codegen::CudaRowShape first = shapes[0];
+    while (first.chunks * first.vector > codegen::kColumnPartialHeld && first.lanes < 1024) {
+      first = codegen::cudaRowShapeWithLanes(p->row_size, widest, aligned, first.lanes * 2);
+    }
+    shapes.erase(std::remove_if(shapes.begin(), shapes.end(),
+                                [&](const auto& s) { return s.lanes == first.lanes; }),
+                 shapes.end());
+    shapes.insert(shapes.begin(), first);
+  };
+  fewer_held(row_shapes);
   // On CPU, FUSER_CROSS_COMPILE compiles the CUDA form of every lane variant.
   std::vector<codegen::CudaRowShape> cross_shapes =
       p->device.is_cuda() || !config().cross_compile_arch
           ? std::vector<codegen::CudaRowShape>{}
           : codegen::cudaRowShapeCandidates(p->row_size, widest, aligned);
+  fewer_held(cross_shapes);
   // Columns (codegen::printColumnKernel): on CUDA a thread takes a vector of neighbouring
   // rows, eight warps of a block sharing them; on CPU a task walks blocks of neighbouring
   // rows together. Their single form is not timed.
@@ -902,8 +920,6 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                    std::to_string(p->row_size) + "|" + candidates + "|" + machine;
   // Column sums: the kernel's output is the operand (partials, or it whole); the
   // group's is its sum, contiguous as eager's.
-  const bool column_sums = std::any_of(column_sums_.begin(), column_sums_.end(),
-                                      [](const auto& r) { return r.has_value(); });
   if (column_sums) {
     p->operand_sizes.resize(num_outputs_);
     p->operand_strides.resize(num_outputs_);
