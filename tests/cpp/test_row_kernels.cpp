@@ -242,9 +242,8 @@ graph(%x : $X):
   return (%m, %v))IR"), 1u);
 }
 
-TEST(RowPartition, SiblingsOverOtherDimsStayApart) {
-  // A row mean beside a column sum of x: no one row shape serves both.
-  auto graph = partitioned(R"IR(
+// A row mean beside a column sum of x ($COL: the sum's type).
+const char* kMeanBesideColumnSum = R"IR(
 graph(%x : $X):
   %two : float = prim::Constant[value=2.]()
   %last : int[] = prim::Constant[value=[-1]]()
@@ -254,8 +253,16 @@ graph(%x : $X):
   %a : $X = aten::mul(%x, %two)
   %m : $ROW = aten::mean(%a, %last, %keep, %none)
   %b : $X = aten::mul(%x, %two)
-  %s : Float(1, 6, strides=[6, 1], requires_grad=0, device=cpu) = aten::sum(%b, %first, %keep, %none)
-  return (%m, %s))IR");
+  %s : $COL = aten::sum(%b, %first, %keep, %none)
+  return (%m, %s))IR";
+
+TEST(RowPartition, SiblingsOverOtherDimsStayApart) {
+  // On the CPU (FUSER_COLUMN_SUMS' default) no one row shape serves both.
+  auto graph = testing_helpers::parseWithTypes(
+      kMeanBesideColumnSum,
+      {{"$X", kX}, {"$ROW", kRow}, {"$COL", "Float(1, 6, strides=[6, 1], requires_grad=0, device=cpu)"}});
+  prepareGraph(graph);
+  formFusionGroups(graph);
   EXPECT_EQ(collectFusionGroups(graph->block()).size(), 2u);
 }
 
@@ -275,18 +282,7 @@ GraphPtr partitionedOnCuda(const std::string& ir) {
 }
 
 TEST(ColumnSums, ALeadingDimSumJoinsTheRowsBesideItOnCuda) {
-  auto graph = partitionedOnCuda(R"IR(
-graph(%x : $X):
-  %two : float = prim::Constant[value=2.]()
-  %last : int[] = prim::Constant[value=[-1]]()
-  %first : int[] = prim::Constant[value=[0]]()
-  %keep : bool = prim::Constant[value=1]()
-  %none : NoneType = prim::Constant()
-  %a : $X = aten::mul(%x, %two)
-  %m : $ROW = aten::mean(%a, %last, %keep, %none)
-  %b : $X = aten::mul(%x, %two)
-  %s : $COL = aten::sum(%b, %first, %keep, %none)
-  return (%m, %s))IR");
+  auto graph = partitionedOnCuda(kMeanBesideColumnSum);
   ASSERT_EQ(collectFusionGroups(graph->block()).size(), 1u);
   EXPECT_EQ(insideAndOutside(graph, c10::aten::sum), std::make_pair(size_t{1}, size_t{0}));
   EXPECT_EQ(insideAndOutside(graph, c10::aten::mean), std::make_pair(size_t{1}, size_t{0}));

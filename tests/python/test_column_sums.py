@@ -5,8 +5,8 @@ beside layer_norm's input gradient). On CUDA, where the rows are held in registe
 the row kernel keeps running sums of each such value per block as it walks its rows
 and stores one row of partial sums per block, which one more kernel adds up
 (runtime/column_partials.h); elsewhere (CPU with FUSER_COLUMN_SUMS=all, rows walked
-from memory) the kernel writes the value whole and ATen's sum reads it. Every result equals eager's: shape, dtype,
-strides and values."""
+from memory) the kernel writes the value whole and ATen's sum reads it. Every result
+equals eager's: shape, dtype, strides and values."""
 
 from __future__ import annotations
 
@@ -168,6 +168,15 @@ def f(x, b):
 """
 
 
+def inference(fn, *args: torch.Tensor):
+    """`fn`'s results once optimized (the stats count the last call) and its graph."""
+    with torch.no_grad():
+        for _ in range(3):
+            fuser.reset_stats()
+            got = fn(*args)
+        return list(got), torch.jit.last_executed_optimized_graph()
+
+
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 @pytest.mark.parametrize("shape", [(4, 6, 40), (3, 50, 2000)])
@@ -180,13 +189,8 @@ def test_sums_of_rows_values_join_the_rows(
     x = torch.randn(*shape, generator=g).to(device, dtype)
     b = torch.randn(shape[-1], generator=g).to(device, dtype)
     want = eager_from_source(SOFTMAX_SUMS)(x, b)
-    fn = script_from_source(SOFTMAX_SUMS)
-    with torch.no_grad():
-        for _ in range(3):
-            fuser.reset_stats()
-            got = fn(x, b)
-        graph = torch.jit.last_executed_optimized_graph()
-    assert_like_eager(list(got), list(want), dtype)
+    got, graph = inference(script_from_source(SOFTMAX_SUMS), x, b)
+    assert_like_eager(got, list(want), dtype)
     stats = fuser.stats()
     assert stats["interpreted_runs"] == 0 and stats["column_sum_calls"] == 1, stats
     softmax = [g for g in groups_of(graph) if "aten::softmax" in g]
@@ -199,13 +203,8 @@ def test_a_sum_read_again_stays_out_of_the_rows(column_sums, device: str) -> Non
     x = torch.randn(3, 7, 64, generator=g).to(device)
     b = torch.randn(64, generator=g).to(device)
     want = eager_from_source(SUM_READ_AGAIN)(x, b)
-    fn = script_from_source(SUM_READ_AGAIN)
-    with torch.no_grad():
-        for _ in range(3):
-            fuser.reset_stats()
-            got = fn(x, b)
-        graph = torch.jit.last_executed_optimized_graph()
-    assert_like_eager(list(got), list(want), torch.float32)
+    got, graph = inference(script_from_source(SUM_READ_AGAIN), x, b)
+    assert_like_eager(got, list(want), torch.float32)
     assert fuser.stats()["interpreted_runs"] == 0
     softmax = [g for g in groups_of(graph) if "aten::softmax" in g]
     assert len(softmax) == 1 and "aten::sum" not in softmax[0], groups_of(graph)
@@ -236,4 +235,3 @@ def test_a_summed_value_of_other_sizes_runs_as_eager(column_sums, device: str) -
         got = fn(x, y)
     assert_like_eager(list(got), list(eager(x, y)), torch.float32)
     assert fuser.stats()["interpreted_runs"] == 1, fuser.stats()
-
