@@ -174,7 +174,7 @@ class CudaRowPrinter {
     const int held = k_.row_chunks * k_.row_vector;
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       if (!k_.outputs[o].column_partial) continue;
-      out_ << "  " << partialType(o) << " fx_cp" << o << "[" << held << "] = {};\n";
+      out_ << "  float fx_cp" << o << "[" << held << "] = {};\n";
     }
     out_ << "  const int fx_lane = threadIdx.x % " << lanes << ";\n"
          << "  for (int64_t fx_first = (int64_t)blockIdx.x * " << block / lanes
@@ -209,7 +209,7 @@ class CudaRowPrinter {
       out_ << "  __syncthreads();\n"
            << "  #pragma unroll\n  for (int fx_h = 0; fx_h < " << held << "; ++fx_h) {\n"
            << "    fx_colsum[(threadIdx.x / " << lanes << ") * " << lanes * held << " + fx_lane * "
-           << held << " + fx_h] = (float)fx_cp" << n << "[fx_h];\n  }\n"
+           << held << " + fx_h] = fx_cp" << n << "[fx_h];\n  }\n"
            << "  __syncthreads();\n"
            << "  for (int fx_i = threadIdx.x; fx_i < " << lanes * held << "; fx_i += " << block
            << ") {\n"
@@ -223,12 +223,6 @@ class CudaRowPrinter {
            << ";\n"
            << "    if (fx_b < fx_n) " << into << " = fx_t;\n  }\n";
     }
-  }
-
-  // What a column partial output's sums are kept and stored in: its value's type, float
-  // (the row executor asks for partials of float values only).
-  std::string partialType(size_t o) const {
-    return computeTypeName(k_.exprs[k_.outputs[o].value].type);
   }
 
   // A stage of rows cut in slices (split_rows.h): unit fx_u is one slice of one row,

@@ -256,30 +256,28 @@ graph(%x : $X):
   %s : $COL = aten::sum(%b, %first, %keep, %none)
   return (%m, %s))IR";
 
-TEST(RowPartition, SiblingsOverOtherDimsStayApart) {
-  // On the CPU (FUSER_COLUMN_SUMS' default) no one row shape serves both.
+// `ir` partitioned with $X [4, 6], $ROW [4, 1] and $COL [1, 6] floats on `device`.
+GraphPtr partitionedOn(const std::string& ir, const std::string& device) {
+  auto type = [&](const std::string& sizes, const std::string& strides) {
+    return "Float(" + sizes + ", strides=[" + strides + "], requires_grad=0, device=" + device + ")";
+  };
   auto graph = testing_helpers::parseWithTypes(
-      kMeanBesideColumnSum,
-      {{"$X", kX}, {"$ROW", kRow}, {"$COL", "Float(1, 6, strides=[6, 1], requires_grad=0, device=cpu)"}});
+      ir, {{"$X", type("4, 6", "6, 1")}, {"$ROW", type("4, 1", "1, 1")}, {"$COL", type("1, 6", "6, 1")}});
   prepareGraph(graph);
   formFusionGroups(graph);
+  return graph;
+}
+
+TEST(RowPartition, SiblingsOverOtherDimsStayApart) {
+  // On the CPU (FUSER_COLUMN_SUMS' default) no one row shape serves both.
+  auto graph = partitionedOn(kMeanBesideColumnSum, "cpu");
   EXPECT_EQ(collectFusionGroups(graph->block()).size(), 2u);
 }
 
 // The same graph on CUDA, where leading-dims sums join the row group beside them
 // (config.h: column_sums): the row kernel sums %b as it walks its rows. A sum whose
 // result the group would read again stays apart.
-const std::string kCudaX = "Float(4, 6, strides=[6, 1], requires_grad=0, device=cuda:0)";
-const std::string kCudaRow = "Float(4, 1, strides=[1, 1], requires_grad=0, device=cuda:0)";
-const std::string kCudaColumn = "Float(1, 6, strides=[6, 1], requires_grad=0, device=cuda:0)";
-
-GraphPtr partitionedOnCuda(const std::string& ir) {
-  auto graph = testing_helpers::parseWithTypes(
-      ir, {{"$X", kCudaX}, {"$ROW", kCudaRow}, {"$COL", kCudaColumn}});
-  prepareGraph(graph);
-  formFusionGroups(graph);
-  return graph;
-}
+GraphPtr partitionedOnCuda(const std::string& ir) { return partitionedOn(ir, "cuda:0"); }
 
 TEST(ColumnSums, ALeadingDimSumJoinsTheRowsBesideItOnCuda) {
   auto graph = partitionedOnCuda(kMeanBesideColumnSum);
