@@ -117,7 +117,8 @@ FusionDecision checkProfiledResultDtype(const Node* node, c10::DeviceType device
 
 FusionDecision checkTensorValue(const Value* value) {
   auto type = value->type()->cast<c10::TensorType>();
-  const std::string name = "%" + value->debugName();
+  std::string name = "%";  // (`"%" + debugName()` draws GCC 12's -Warray-bounds)
+  name += value->debugName();
   if (!type) return FusionDecision::no(name + " is not a tensor");
   if (!type->scalarType()) return FusionDecision::no(name + " has no profiled dtype");
   if (!type->device()) return FusionDecision::no(name + " has no profiled device");
@@ -134,21 +135,24 @@ namespace {
 
 // False where `v`'s profiled layout puts the elements of a row (its trailing `reduced`
 // dims) apart in memory, as a channels-last tensor's H and W are: row kernels read rows
-// as runs, and such calls would run interpreted. True where the layout is unknown.
+// as runs (or a value broadcast along the row), and such calls would run interpreted.
+// True where the layout is unknown.
 bool rowsAreRuns(const Value* v, int64_t reduced) {
   auto type = v->type()->cast<c10::TensorType>();
   if (!type) return true;
   auto sizes = type->sizes().concrete_sizes();
   auto strides = type->strides().concrete_sizes();
   if (!sizes || !strides || static_cast<int64_t>(sizes->size()) < reduced) return true;
+  const int64_t first = static_cast<int64_t>(sizes->size()) - reduced;
   int64_t expected = 1;
-  for (int64_t d = static_cast<int64_t>(sizes->size()) - 1;
-       d >= static_cast<int64_t>(sizes->size()) - reduced; --d) {
+  bool broadcast = true;
+  for (int64_t d = static_cast<int64_t>(sizes->size()) - 1; d >= first; --d) {
     if ((*sizes)[d] == 1) continue;
-    if ((*strides)[d] != expected) return false;
-    expected *= (*sizes)[d];
+    broadcast = broadcast && (*strides)[d] == 0;
+    if ((*strides)[d] == expected) expected *= (*sizes)[d];
+    else expected = -1;
   }
-  return true;
+  return broadcast || expected > 0;
 }
 
 }  // namespace
@@ -157,10 +161,9 @@ FusionDecision checkFusible(const Node* node) {
   if (isFusionGroup(node)) return FusionDecision::yes();
   if (auto op = ops::checkOpSupported(node); !op) return op;
   if (auto r = ops::rowReductionOf(node); r && r->dims.empty() && r->groups == 0) {
-    // layer_norm's input gradient walks its forward input's rows beside the gradient's.
-    std::vector<const Value*> walked = {node->input(0)};
-    if (ops::isLayerNormInputGrad(node)) walked.push_back(node->input(ops::kInputGradInput));
-    for (const Value* v : walked) {
+    // Every tensor operand of the row's rank is walked (layer_norm's input gradient
+    // walks its forward input beside the gradient, softmax's backward its output).
+    for (const Value* v : node->inputs()) {
       if (rowsAreRuns(v, r->reduced)) continue;
       return FusionDecision::no("its rows (%" + v->debugName() + "'s last " +
                                 std::to_string(r->reduced) + " dims) lie apart in memory, as "
@@ -470,6 +473,18 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   if (draws && !row->dims.empty()) {
     return FusionDecision::no("dropout does not join reductions over other dims than the "
                               "trailing ones");
+  }
+  // The row kernel reads each operand's rows as runs (or broadcast along the row); an
+  // operand whose rows lie apart (transposed) would run the group interpreted.
+  if (row->dims.empty() && row->groups == 0) {
+    for (const Node* side : {consumer, producer}) {
+      for (const Value* v : side->inputs()) {
+        if (v->node() == producer || rowsAreRuns(v, row->reduced)) continue;
+        return FusionDecision::no("%" + v->debugName() + "'s rows (its last " +
+                                  std::to_string(row->reduced) + " dims) lie apart in memory, "
+                                  "and a reducing group reads its operands' rows as runs");
+      }
+    }
   }
   // A reduction that drops its dims gives a value the row kernel cannot broadcast back.
   for (const Value* v : producer->outputs()) {

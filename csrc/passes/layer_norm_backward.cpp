@@ -94,6 +94,18 @@ std::optional<int64_t> leadingDimsToSum(const Node* node, const c10::List<bool>&
   return leading;
 }
 
+// Whether a tensor of `type` may hold two elements at one offset (a stride of 0 over a
+// dim of more than one element), or its strides are unknown.
+bool overlapping(const c10::TensorTypePtr& type) {
+  auto sizes = type->sizes().concrete_sizes();
+  auto strides = type->strides().concrete_sizes();
+  if (!sizes || !strides) return true;
+  for (size_t d = 0; d < sizes->size(); ++d) {
+    if ((*sizes)[d] > 1 && (*strides)[d] == 0) return true;
+  }
+  return false;
+}
+
 // v (of type `type`) converted to `dtype` by the aten::to a group takes.
 Value* converted(torch::jit::Graph& graph, Value* v, const c10::TensorTypePtr& type,
                  c10::ScalarType dtype) {
@@ -166,8 +178,11 @@ bool sumWeightAndBiasGradients(Node* node, const c10::List<bool>& asked) {
     Node* normalized = graph.insertNode(graph.create(c10::aten::mul, {centred->output(), rstd}));
     normalized->output()->setType(input->withScalarType(t));
     Node* product = graph.insertNode(graph.create(c10::aten::mul, {grad, normalized->output()}));
+    // The product's layout: the gradient's, unless that overlaps (an expanded gradient,
+    // from a sum's backward): then the input's, dense as eager's product is.
+    const c10::TensorTypePtr& layout = overlapping(grad_type) ? input : grad_type;
     product->output()->setType(
-        grad_type->withScalarType(c10::promoteTypes(*grad_type->scalarType(), t)));
+        layout->withScalarType(c10::promoteTypes(*grad_type->scalarType(), t)));
     Value* weight_grad = leadingSum(graph, product->output(), *leading, dtype, node->input(2));
     weight_grad->copyMetadata(node->output(1));
     node->output(1)->replaceAllUsesWith(weight_grad);

@@ -19,6 +19,7 @@
 #include "runtime/cuda/driver_library.h"
 #include "runtime/kernel_builder.h"
 #include "runtime/output_allocation.h"
+#include "runtime/tensor_view.h"
 #include "runtime/variant_timing.h"
 #include "stats.h"
 #include "symbols.h"
@@ -58,6 +59,20 @@ Sizes expandedStrides(const at::Tensor& t, const Sizes& shape) {
     if (t.size(d) != 1) strides[lead + d] = t.stride(d);
   }
   return strides;
+}
+
+// Whether `t` is a row-major tensor expanded along some dims (autograd's gradient of a
+// sum or mean, `grad.expand(sizes)`): its other dims step as a contiguous tensor of
+// their sizes would. Eager's TensorIterator orders dims by the strides that are not 0,
+// so such an input leaves its results row-major, as a contiguous one does.
+bool expandedRowMajor(const at::Tensor& t) {
+  int64_t step = 1;
+  for (int64_t d = t.dim(); d-- > 0;) {
+    if (t.size(d) == 1 || t.stride(d) == 0) continue;
+    if (t.stride(d) != step) return false;
+    step *= t.size(d);
+  }
+  return true;
 }
 
 // The subgraph's ops and values without the profiled sizes and strides of its types
@@ -436,8 +451,16 @@ bool RowExecutor::stridedOutputs(const std::vector<at::Tensor>& tensors,
     }
   }
   for (size_t o = 0; o < p.out_sizes.size(); ++o) {
+    // A column sum's operand is only summed: it stays contiguous.
+    if (column_sums_[o]) continue;
     auto profiled = concrete(subgraph_->outputs()[o]);
     if (!profiled || profiled->first != p.out_sizes[o]) return false;
+    // Eager's results never overlap; a value typed otherwise (strides of an expanded
+    // operand) would have its elements written over one another.
+    TensorView layout;
+    layout.sizes.assign(profiled->first.begin(), profiled->first.end());
+    layout.strides.assign(profiled->second.begin(), profiled->second.end());
+    if (!layout.isNonOverlappingAndDense()) return false;
     p.out_strides[o] = profiled->second;
   }
   return true;
@@ -572,7 +595,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->out_strides.emplace_back(strides.begin(), strides.end());
   }
 
-  // Contiguous inputs, one of the iteration shape: eager's outputs are contiguous too.
+  // Contiguous inputs (or row-major ones expanded: expandedRowMajor), one of the
+  // iteration shape: eager's outputs are contiguous too.
   // (Inputs only normalized may have other strides, with rows of unit stride below:
   // eager's results of those are contiguous.) Other inputs (a transposed activation)
   // give outputs eager's layout of each (stridedOutputs).
@@ -587,7 +611,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (tensors[t].is_contiguous() || any_strides[t]) continue;
     read_in_place[t] = !reduced_dims_.empty() && groups_ == 0 &&
                        tensors[t].sizes() == c10::IntArrayRef(*shape);
-    strided = strided || !read_in_place[t];
+    strided = strided || (!read_in_place[t] && !expandedRowMajor(tensors[t]));
   }
   if (strided && !stridedOutputs(tensors, tensor_param, *p)) return nullptr;
   std::vector<Sizes> tensor_strides;
@@ -801,14 +825,17 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     // (an expanded gradient: `out.sum().backward()` hands a bias gradient ones of stride
     // 0), or where each row's innermost elements are a run (the walk's order follows the
     // input's memory: MLP-Mixer's bias gradients over transposed activations).
+    // An input broadcast along its rows holds one value per row wherever it lies (the
+    // gradient of a row mean, `grad.expand(...) / n`, is [rows, n] of strides [1, 0]).
     const bool neighbouring_rows = columns && outer_ndim == 1 && (st[0] == 1 || st[0] == 0);
     const bool rows_of_runs = !columns && st.back() == 1;
-    if (read_in_place[t] ? !neighbouring_rows && !rows_of_runs
-                         : !tensors[t].is_contiguous() && !in.inner_unit_stride) {
-      return nullptr;
-    }
     in.inner_zero_stride = std::all_of(st.begin() + outer_ndim, st.end(),
                                        [](int64_t s) { return s == 0; });
+    if (read_in_place[t] ? !neighbouring_rows && !rows_of_runs
+                         : !tensors[t].is_contiguous() && !in.inner_unit_stride &&
+                               !in.inner_zero_stride) {
+      return nullptr;
+    }
     in.row_last_zero_stride = st.back() == 0;
     in.row_last_unit_stride = st.back() == 1;
     in.outer_zero_stride = columns && outer_ndim == 1 && st[0] == 0;

@@ -235,3 +235,28 @@ def test_a_summed_value_of_other_sizes_runs_as_eager(column_sums, device: str) -
         got = fn(x, y)
     assert_like_eager(list(got), list(eager(x, y)), torch.float32)
     assert fuser.stats()["interpreted_runs"] == 1, fuser.stats()
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_gradients_of_an_expanded_upstream_gradient(column_sums, device: str, layout: str) -> None:
+    """`layer_norm(...).sum([0, 1])`: autodiff's backward hands the norm an upstream
+    gradient expanded from [C] (strides [0, 0, 1]), and the weight gradient sums its
+    product with the normalized input. Where the kernel keeps no partials (CPU), it
+    writes that product whole for ATen's sum; the product once took the gradient's
+    layout, one slot per column for every row, and beside a transposed input (whose
+    outputs take their profiled layouts) the weight gradient came out wrong."""
+    text = "def f(x, w, b):\n    return (torch.layer_norm(x * 2.0, [64], w, b, 1e-5).sum([0, 1]),)\n"
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 64, generator=g) + 1.0
+    if layout == "transposed":
+        x = (torch.randn(3, 4, 64, generator=g) + 1.0).transpose(0, 1)
+    w, b = torch.randn(64, generator=g) + 1.0, torch.randn(64, generator=g)
+    args = [t.to(device) for t in (x, w, b)]
+    upstream = [torch.randn(64, generator=g).to(device)]
+    want, _ = training_step(eager_from_source(text), args, upstream, calls=1)
+    fuser.reset_stats()
+    got, backward = training_step(script_from_source(text), args, upstream)
+    assert_like_eager(got, want, torch.float32)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["column_sum_calls"] >= 1, stats

@@ -850,3 +850,44 @@ def test_softmax_backward_joins_the_gradients_around_it(
         assert fused_error <= eager_error + step, (fused_error, eager_error, step)
     else:
         torch.testing.assert_close(got, want)
+
+
+# Training programs whose backward hands a row group the row mean's gradient,
+# `grad.expand(...) / n`: the mean subtracted beside a layer_norm of the same value, and
+# RMSNorm written out.
+CENTRED_BESIDE_NORM = (
+    "def f(x, w):\n"
+    "    h = x + x\n"
+    "    return torch.layer_norm(h, [{n}], w, w, 1e-5), h - h.mean(-1, keepdim=True)\n"
+)
+RMS_NORM = "def f(x, w):\n    return (x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w,)\n"
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("width", [40, 1024])
+@pytest.mark.parametrize("source", [CENTRED_BESIDE_NORM, RMS_NORM], ids=["centred", "rms"])
+def test_gradients_broadcast_along_rows_run_as_row_kernels(
+    device: str, width: int, source: str
+) -> None:
+    """A row mean's gradient reaches the group as one value per row with a row stride
+    of 0 ([6, 5, n] of strides [5, 1, 0]): it is read a value per row, and, row-major
+    where its strides are not 0, leaves eager's results contiguous. No call runs
+    interpreted (the centred program's backward did)."""
+    source = source.format(n=width)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 5, width, generator=g).to(device)
+    w = (torch.randn(width, generator=g) + 1.0).to(device)
+    leaves = [a.clone().requires_grad_() for a in (x, w)]
+    outs = eager_from_source(source)(*leaves)
+    upstream = [torch.randn(o.shape, generator=g).to(device) for o in outs]
+    want = torch.autograd.grad(outs, leaves, upstream)
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
+        fn = script_from_source(source)
+        for _ in range(4):
+            leaves = [a.clone().requires_grad_() for a in (x, w)]
+            got = torch.autograd.grad(fn(*leaves), leaves, upstream)
+    for ours, eager in zip(got, want, strict=True):
+        assert (ours.shape, ours.stride()) == (eager.shape, eager.stride())
+        torch.testing.assert_close(ours, eager, rtol=1e-5, atol=1e-5)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, stats
