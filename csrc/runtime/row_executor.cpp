@@ -827,10 +827,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     // input's memory: MLP-Mixer's bias gradients over transposed activations).
     // An input broadcast along its rows holds one value per row wherever it lies (the
     // gradient of a row mean, `grad.expand(...) / n`, is [rows, n] of strides [1, 0]).
-    const bool neighbouring_rows = columns && outer_ndim == 1 && (st[0] == 1 || st[0] == 0);
-    const bool rows_of_runs = !columns && st.back() == 1;
     in.inner_zero_stride = std::all_of(st.begin() + outer_ndim, st.end(),
                                        [](int64_t s) { return s == 0; });
+    const bool neighbouring_rows = columns && outer_ndim == 1 && (st[0] == 1 || st[0] == 0);
+    const bool rows_of_runs = !columns && (st.back() == 1 || in.inner_zero_stride);
     if (read_in_place[t] ? !neighbouring_rows && !rows_of_runs
                          : !tensors[t].is_contiguous() && !in.inner_unit_stride &&
                                !in.inner_zero_stride) {

@@ -12,7 +12,14 @@ import pytest
 import torch
 
 import fuser
-from helpers import all_nodes, devices, fused_kinds, run_python, script_from_source
+from helpers import (
+    all_nodes,
+    devices,
+    eager_from_source,
+    fused_kinds,
+    run_python,
+    script_from_source,
+)
 
 GRAD_SUM = "aten::_grad_sum_to_size"
 TOLERANCE = {
@@ -250,3 +257,29 @@ def test_flag_leaves_the_sums_to_aten() -> None:
     assert fused.returncode == 0 and kept.returncode == 0, fused.stderr + kept.stderr
     assert fused.stdout.split() == ["True"]
     assert kept.stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize("device", devices())
+def test_transposed_and_expanded_operands_sum_in_place(device: str) -> None:
+    """`p`'s gradient in `(x / (p * p + 1)).sum([0])` with `x` transposed: the sum over
+    dim 0 reads x's columns as runs and the upstream gradient expanded along dim 0
+    (strides [0, 1]), one value per walked row: read in place, not interpreted (the
+    expanded operand was refused where the walk went by rows)."""
+    source = "def f(x, p):\n    return (x / (p * p + 1.0)).sum([0])\n"
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 6, generator=g).to(device).t()
+    p = torch.randn(8, generator=g).to(device)
+    upstream = torch.randn(8, generator=g).to(device)
+    leaves = [a.clone().requires_grad_() for a in (x, p)]
+    want = torch.autograd.grad(eager_from_source(source)(*leaves), leaves, upstream)
+    fn = script_from_source(source)
+    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
+        for _ in range(4):
+            leaves = [a.clone().requires_grad_() for a in (x, p)]
+            got = torch.autograd.grad(fn(*leaves), leaves, upstream)
+        backward = torch.jit.last_executed_optimized_graph()
+    for ours, eager in zip(got, want, strict=True):
+        torch.testing.assert_close(ours, eager, rtol=1e-5, atol=1e-5)
+    assert GRAD_SUM in fused_kinds(backward), backward
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0, stats
