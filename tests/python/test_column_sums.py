@@ -246,7 +246,9 @@ def test_gradients_of_an_expanded_upstream_gradient(column_sums, device: str, la
     writes that product whole for ATen's sum; the product once took the gradient's
     layout, one slot per column for every row, and beside a transposed input (whose
     outputs take their profiled layouts) the weight gradient came out wrong."""
-    text = "def f(x, w, b):\n    return (torch.layer_norm(x * 2.0, [64], w, b, 1e-5).sum([0, 1]),)\n"
+    text = (
+        "def f(x, w, b):\n    return (torch.layer_norm(x * 2.0, [64], w, b, 1e-5).sum([0, 1]),)\n"
+    )
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4, 3, 64, generator=g) + 1.0
     if layout == "transposed":

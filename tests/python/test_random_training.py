@@ -20,7 +20,8 @@ from helpers import devices, eager_from_source, script_from_source
 SHAPES = [(6, 8), (2, 5, 12), (33, 37), (4, 3, 64)]
 UNARY = ["torch.tanh", "torch.sigmoid", "torch.relu", "torch.nn.functional.silu"]
 # Steps that keep a full-shape value; `{a}`/`{b}` are full-shape values, `{p}` a row
-# parameter (one element per column), `{row}` the normalized shape.
+# parameter (one element per column), `w` a square weight (a linear layer's, GEMMs
+# between groups), `{row}` the normalized shape.
 STEPS = [
     "{u}({a})",
     "{a} + {b}",
@@ -36,6 +37,12 @@ STEPS = [
     "torch.exp(torch.tanh({a}))",
     "torch.log_softmax({a}, -1)",
     "{a} / ({p} * {p} + 1.0)",
+    "{a} * torch.rsqrt(({a} * {a}).mean(-1, keepdim=True) + 1e-6) * {p}",
+    "({a} - {a}.mean(-1, keepdim=True)) / torch.sqrt({a}.var(-1, keepdim=True) + 1e-5)",
+    "torch.nn.functional.linear({a}, w, {p})",
+    "torch.relu(torch.matmul({a}, w) + {p})",
+    "torch.sigmoid({a}.transpose(0, 1)).transpose(0, 1) * {b}",
+    "torch.dropout({a}, 0.0, True) + {b}",
 ]
 # How far from the float64 result a value may be beyond four times eager's distance, as
 # a share of the result's largest magnitude.
@@ -45,8 +52,9 @@ REDUCED = ["{a}.sum(-1)", "{a}.mean(-1, keepdim=True)", "{a}.sum({lead})"]
 
 
 def random_program(rng: random.Random, rank: int) -> tuple[str, int, int]:
-    """Source of `f(x0..xN, p0..pM)`: N full-shape inputs and M row parameters, all of
-    which take gradients; a few steps; full-shape and reduced values returned."""
+    """Source of `f(x0..xN, p0..pM, w)`: N full-shape inputs, M row parameters and a
+    square weight, all of which take gradients; a few steps; full-shape and reduced
+    values returned."""
     num_full = rng.randint(1, 3)
     num_params = rng.randint(1, 3)
     full = [f"x{i}" for i in range(num_full)]
@@ -73,7 +81,7 @@ def random_program(rng: random.Random, rank: int) -> tuple[str, int, int]:
         if rng.random() < 0.3:
             returned.append(name)
     returned.append(full[-1])
-    signature = ", ".join(full[:num_full] + params)
+    signature = ", ".join(full[:num_full] + params + ["w"])
     body = "\n".join(lines)
     outs = ", ".join(dict.fromkeys(returned))
     return f"def f({signature}):\n{body}\n    return ({outs},)\n", num_full, num_params
@@ -93,7 +101,8 @@ def program_inputs(
         else:
             full.append(torch.randn(*shape, generator=g))
     params = [torch.randn(shape[-1], generator=g) + 1.0 for _ in range(num_params)]
-    return [t.to(device, dtype) for t in full + params]
+    weight = torch.randn(shape[-1], shape[-1], generator=g) / shape[-1] ** 0.5
+    return [t.to(device, dtype) for t in full + params + [weight]]
 
 
 def training_step(fn, args: list[torch.Tensor], seed: int, calls: int) -> list[torch.Tensor]:
@@ -107,7 +116,9 @@ def training_step(fn, args: list[torch.Tensor], seed: int, calls: int) -> list[t
             upstream = [torch.randn(o.shape, generator=g).to(o) for o in outs]
             grads = torch.autograd.grad(outs, ours, upstream, allow_unused=True)
         results = [o.detach() for o in outs]
-        return results + [torch.zeros_like(a) if d is None else d for a, d in zip(args, grads)]
+        return results + [
+            torch.zeros_like(a) if d is None else d for a, d in zip(args, grads, strict=True)
+        ]
 
 
 def difference_from_eager(source: str, args: list[torch.Tensor], seed: int) -> str | None:
@@ -128,7 +139,9 @@ def difference_from_eager(source: str, args: list[torch.Tensor], seed: int) -> s
     exact = training_step(eager_from_source(source), [a.double() for a in args], seed, 1)
     for i, (g, u, w, e) in enumerate(zip(got, unfused, want, exact, strict=True)):
         if (g.shape, g.dtype, g.stride()) != (w.shape, w.dtype, u.stride()):
-            return f"result {i}: {(g.shape, g.dtype, g.stride())} vs {(w.shape, w.dtype, u.stride())}"
+            return (
+                f"result {i}: {(g.shape, g.dtype, g.stride())} vs {(w.shape, w.dtype, u.stride())}"
+            )
         ours = (g.double() - e).abs().max().item() if g.numel() else 0.0
         eagers = (w.double() - e).abs().max().item() if w.numel() else 0.0
         scale = e.abs().max().item() if e.numel() else 0.0

@@ -860,7 +860,9 @@ CENTRED_BESIDE_NORM = (
     "    h = x + x\n"
     "    return torch.layer_norm(h, [{n}], w, w, 1e-5), h - h.mean(-1, keepdim=True)\n"
 )
-RMS_NORM = "def f(x, w):\n    return (x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w,)\n"
+RMS_NORM = (
+    "def f(x, w):\n    return (x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w,)\n"
+)
 
 
 @pytest.mark.parametrize("device", devices())
