@@ -144,15 +144,15 @@ bool rowsAreRuns(const Value* v, int64_t reduced) {
   auto strides = type->strides().concrete_sizes();
   if (!sizes || !strides || static_cast<int64_t>(sizes->size()) < reduced) return true;
   const int64_t first = static_cast<int64_t>(sizes->size()) - reduced;
+  bool runs = true, broadcast = true;
   int64_t expected = 1;
-  bool broadcast = true;
   for (int64_t d = static_cast<int64_t>(sizes->size()) - 1; d >= first; --d) {
     if ((*sizes)[d] == 1) continue;
+    runs = runs && (*strides)[d] == expected;
     broadcast = broadcast && (*strides)[d] == 0;
-    if ((*strides)[d] == expected) expected *= (*sizes)[d];
-    else expected = -1;
+    expected *= (*sizes)[d];
   }
-  return broadcast || expected > 0;
+  return runs || broadcast;
 }
 
 }  // namespace
@@ -161,8 +161,8 @@ FusionDecision checkFusible(const Node* node) {
   if (isFusionGroup(node)) return FusionDecision::yes();
   if (auto op = ops::checkOpSupported(node); !op) return op;
   if (auto r = ops::rowReductionOf(node); r && r->dims.empty() && r->groups == 0) {
-    // Every tensor operand of the row's rank is walked (layer_norm's input gradient
-    // walks its forward input beside the gradient, softmax's backward its output).
+    // Every tensor operand is walked along its trailing dims (layer_norm's input
+    // gradient walks its forward input beside the gradient, softmax's backward its output).
     for (const Value* v : node->inputs()) {
       if (rowsAreRuns(v, r->reduced)) continue;
       return FusionDecision::no("its rows (%" + v->debugName() + "'s last " +
