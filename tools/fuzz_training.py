@@ -21,6 +21,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="0:10", help="first:end")
     parser.add_argument("--programs", type=int, default=20, help="per seed")
     parser.add_argument("--column-sums", action="store_true", help="on CPU too (=all)")
+    parser.add_argument(
+        "--strict-layouts",
+        action="store_true",
+        help="gradients of transposed inputs laid out as TorchScript's or eager's",
+    )
     a = parser.parse_args()
     first, end = (int(s) for s in a.seeds.split(":"))
     failures = programs = groups = 0
@@ -31,7 +36,7 @@ def main() -> None:
             for _ in range(a.programs):
                 source, args, upstream_seed = random_case(rng, a.device)
                 try:
-                    why = difference_from_eager(source, args, upstream_seed)
+                    why = difference_from_eager(source, args, upstream_seed, a.strict_layouts)
                 except Exception as e:  # noqa: BLE001 - every failure is reported
                     why = f"raised {str(e)[:500]}"
                 programs += 1
