@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from test_layer_norm_backward import TOLERANCE as LAYER_NORM_TOLERANCE
+from test_random_training import training_step
 
 import fuser
 from helpers import (
@@ -879,15 +880,9 @@ def test_gradients_broadcast_along_rows_run_as_row_kernels(
     g = torch.Generator().manual_seed(0)
     x = torch.randn(6, 5, width, generator=g).to(device)
     w = (torch.randn(width, generator=g) + 1.0).to(device)
-    leaves = [a.clone().requires_grad_() for a in (x, w)]
-    outs = eager_from_source(source)(*leaves)
-    upstream = [torch.randn(o.shape, generator=g).to(device) for o in outs]
-    want = torch.autograd.grad(outs, leaves, upstream)
-    with fuser.enabled(True), torch.autograd.set_multithreading_enabled(False):
-        fn = script_from_source(source)
-        for _ in range(4):
-            leaves = [a.clone().requires_grad_() for a in (x, w)]
-            got = torch.autograd.grad(fn(*leaves), leaves, upstream)
+    want = training_step(eager_from_source(source), [x, w], seed=1, calls=1)
+    with fuser.enabled(True):
+        got = training_step(script_from_source(source), [x, w], seed=1, calls=4)
     for ours, eager in zip(got, want, strict=True):
         assert (ours.shape, ours.stride()) == (eager.shape, eager.stride())
         torch.testing.assert_close(ours, eager, rtol=1e-5, atol=1e-5)
