@@ -16,7 +16,7 @@ import torch
 from fuser.bench.chart import write_chart
 from fuser.bench.json_report import write_json
 from fuser.bench.machine import available_devices, busy_note
-from fuser.bench.models import MODEL_WORKLOADS, model_unavailable
+from fuser.bench.models import MODEL_WORKLOADS, ZOO_WORKLOADS, model_unavailable
 from fuser.bench.modes import EAGER, MODES
 from fuser.bench.presets import FULL, QUICK, SLOW_TO_BUILD_MODES, SMOKE
 from fuser.bench.progress import Progress
@@ -25,8 +25,8 @@ from fuser.bench.table import render_smoke_list, render_table
 from fuser.bench.workloads import SIZE_NAMES, WORKLOADS
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
-# The kernel workloads run by default; the models with --models or --workload.
-ALL_WORKLOADS = (*WORKLOADS, *MODEL_WORKLOADS)
+# The kernel workloads run by default; the models with --models, --zoo or --workload.
+ALL_WORKLOADS = (*WORKLOADS, *MODEL_WORKLOADS, *ZOO_WORKLOADS)
 
 JSON_NAME = "results.json"
 CHART_NAME = "speedup.png"
@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"the model set ({', '.join(MODEL_WORKLOADS)}): scripted, frozen, profiled; "
         "not in the default set",
+    )
+    parser.add_argument(
+        "--zoo",
+        action="store_true",
+        help=f"more image classifiers ({', '.join(ZOO_WORKLOADS)}), scripted and frozen; "
+        "torchvision and timm, each skipped with its reason where it does not import",
     )
     parser.add_argument(
         "--mode",
@@ -117,6 +123,8 @@ def parse_options(argv: Sequence[str] | None) -> tuple[RunOptions, Path]:
     asked_workloads = _split(args.workload)
     if args.models:
         asked_workloads += list(MODEL_WORKLOADS)
+    if args.zoo:
+        asked_workloads += list(ZOO_WORKLOADS)
     workloads = _choose(parser, asked_workloads or list(WORKLOADS), ALL_WORKLOADS, "workload")
     if args.size:
         preset = dataclasses.replace(

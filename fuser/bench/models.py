@@ -204,7 +204,7 @@ def _initial_state(name: str, dims_items: tuple[tuple[str, int], ...]) -> dict[s
     """The weights of model workload `name` at these dims: seeded, on the CPU in float32."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(MODEL_SEED)
-        model = MODEL_WORKLOADS[name].make_model(dict(dims_items))
+        model = every_model_workload()[name].make_model(dict(dims_items))
     gen = torch.Generator().manual_seed(MODEL_SEED)
     _realistic_norm_statistics(model, gen)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -335,3 +335,57 @@ def _under_autocast(model: ModelWorkload) -> ModelWorkload:
 MODEL_WORKLOADS: dict[str, ModelWorkload] = {
     w.name: w for w in (*_MODELS, *(_under_autocast(m) for m in _MODELS if not m.training))
 }
+
+
+def _zoo_image_model(
+    prefix: str, name: str, make: Callable[[str], Callable[[Dims], nn.Module]], unavailable: Any
+) -> ModelWorkload:
+    return ModelWorkload(
+        name=f"{prefix}_{name}",
+        description=f"{'torchvision' if prefix == 'tv' else 'timm'} {name}, scripted and frozen",
+        source="",
+        make_inputs=_images,
+        sizes=_IMAGES,
+        cuda_sizes=_IMAGES_CUDA,
+        make_model=make(name),
+        unavailable_reason=unavailable,
+    )
+
+
+# More deployed image classifiers, run with --zoo (not with --models: building and timing
+# them all in every mode takes minutes): the layouts and ops the set above lacks
+# (LayerNorm over channels, attention, depthwise convolutions, dense concatenations,
+# channel shuffles, token mixing), as a user's own model would bring them.
+_ZOO_TORCHVISION = (
+    "resnet18",
+    "efficientnet_b0",
+    "regnet_y_400mf",
+    "densenet121",
+    "shufflenet_v2_x1_0",
+    "convnext_tiny",
+    "vit_b_16",
+    "swin_t",
+)
+_ZOO_TIMM = (
+    "resnet50d",
+    "regnetz_b16",
+    "convnext_nano",
+    "vit_small_patch16_224",
+    "mixer_b16_224",
+    "coatnet_0_rw_224",
+)
+ZOO_WORKLOADS: dict[str, ModelWorkload] = {
+    w.name: w
+    for w in (
+        *(
+            _zoo_image_model("tv", n, _torchvision_model, torchvision_unavailable)
+            for n in _ZOO_TORCHVISION
+        ),
+        *(_zoo_image_model("timm", n, _timm_model, timm_unavailable) for n in _ZOO_TIMM),
+    )
+}
+
+
+def every_model_workload() -> dict[str, ModelWorkload]:
+    """The model set and the zoo."""
+    return {**MODEL_WORKLOADS, **ZOO_WORKLOADS}

@@ -7,7 +7,7 @@ own, one line per mode: time, host time, groups and ATen elementwise kernels per
 
 from __future__ import annotations
 
-from fuser.bench.models import MODEL_WORKLOADS
+from fuser.bench.models import every_model_workload
 from fuser.bench.modes import EAGER, FUSER
 from fuser.bench.results import ModeResult, Row, SuiteResult
 
@@ -110,7 +110,7 @@ def _row_label(row: Row) -> str:
 
 
 def is_model_row(row: Row) -> bool:
-    return row.workload in MODEL_WORKLOADS
+    return row.workload in every_model_workload()
 
 
 MODEL_COLUMNS = [

@@ -664,6 +664,19 @@ def test_models_are_not_in_the_default_set_and_run_with_models() -> None:
     assert full.row_count() == len(MODEL_WORKLOADS)
 
 
+def test_the_zoo_runs_with_zoo_only() -> None:
+    models_only, _ = cli.parse_options(["--models", "--device", "cpu"])
+    assert not set(models_only.workloads) & set(models.ZOO_WORKLOADS)
+    zoo, _ = cli.parse_options(["--zoo", "--device", "cpu"])
+    assert list(zoo.workloads) == list(models.ZOO_WORKLOADS)
+    assert "tv_convnext_tiny" in zoo.workloads and "timm_mixer_b16_224" in zoo.workloads
+    for name in zoo.workloads:
+        workload = runner.workload_named(name)
+        assert isinstance(workload, models.ModelWorkload) and not workload.training
+        assert zoo.sizes(workload) == ["medium"]
+        assert workload.dims("medium", torch.device("cuda")) == {"B": 32, "HW": 224}
+
+
 def test_a_timed_model_row_records_host_time_and_elementwise_counts(tmp_path: Path) -> None:
     preset = dataclasses.replace(
         QUICK, sizes=("tiny",), budget=TimingBudget(seconds=0.0, min_reps=2, max_reps=2)
