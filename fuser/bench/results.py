@@ -21,6 +21,10 @@ class ModeResult:
     groups: int | None = None  # fusion groups of this mode's own kind in its graph
     na_reason: str | None = None  # why there is no time: unavailable, raised, not timed
     mismatch: str | None = None  # how its result differed from eager's
+    # A frozen model's result that differs from eager's as TorchScript's own does, judged
+    # against TorchScript's result instead (runner.judge_against_torchscript): how far
+    # it is from eager's.
+    eager_difference: str | None = None
     # Model rows only (fuser/bench/models.py): median host time per call (on CPU the
     # time itself), and ATen elementwise kernels launched per call outside fusion
     # groups (fuser/bench/elementwise_count.py).

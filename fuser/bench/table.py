@@ -100,6 +100,11 @@ def notes(result: SuiteResult) -> list[str]:
             if mode_result.mismatch and mode != FUSER:
                 first = mode_result.mismatch.splitlines()[0]
                 lines.append(f"wrong: {mode} on {_row_label(row)}: {first}")
+            if mode_result.eager_difference:
+                lines.append(
+                    f"judged against TorchScript's result: {mode} on {_row_label(row)}, which "
+                    f"differs from eager as TorchScript's own does: {mode_result.eager_difference}"
+                )
     for row in result.failed_rows:
         lines.append(f"FAILED: {_row_label(row)}: {row.failure}")
     return lines

@@ -675,6 +675,7 @@ def test_the_zoo_runs_with_zoo_only() -> None:
         assert isinstance(workload, models.ModelWorkload) and not workload.training
         assert zoo.sizes(workload) == ["medium"]
         assert workload.dims("medium", torch.device("cuda")) == {"B": 32, "HW": 224}
+        assert workload.dims("small", torch.device("cuda")) == {"B": 1, "HW": 224}
 
 
 def test_a_timed_model_row_records_host_time_and_elementwise_counts(tmp_path: Path) -> None:
@@ -748,3 +749,30 @@ def test_float32_models_get_tf32_room_on_cuda_only() -> None:
         assert model_tolerances(on_cuda=True)[torch.float32] == 1e-4
     finally:
         torch.backends.cudnn.allow_tf32 = before
+
+
+def test_a_model_result_that_differs_from_eager_as_torchscript_does_is_judged_against_it() -> None:
+    want = torch.randn(64)
+    folded = want + 0.01 * torch.randn(64)  # TorchScript's frozen result, 1% off
+    fused_alike = folded + 1e-7 * torch.randn(64)
+    fused_off = folded + 0.01 * torch.randn(64)
+
+    def prepared(name: str, actual: torch.Tensor) -> runner.PreparedMode:
+        result = ModeResult(name, mismatch=mismatch(actual, want, torch.float32, model=True))
+        return runner.PreparedMode(MODES[name], result, actual=actual)
+
+    script, fused = prepared("script", folded), prepared("fuser", fused_alike)
+    assert script.result.mismatch is not None and fused.result.mismatch is not None
+    nnc = prepared("nnc", fused_off)
+    runner.judge_against_torchscript([script, fused, nnc], torch.float32)
+    assert fused.result.mismatch is None
+    assert fused.result.eager_difference is not None
+    assert "norm-wise relative error" in fused.result.eager_difference
+    # Farther from TorchScript's result than the tolerance: still wrong.
+    assert nnc.result.mismatch is not None and nnc.result.eager_difference is None
+    assert script.result.mismatch is not None  # TorchScript's own difference stays shown
+
+    # Where TorchScript matches eager, nothing is excused.
+    script_ok, wrong = prepared("script", want), prepared("fuser", folded)
+    runner.judge_against_torchscript([script_ok, wrong], torch.float32)
+    assert wrong.result.mismatch is not None and wrong.result.eager_difference is None
