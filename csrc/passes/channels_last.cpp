@@ -87,6 +87,20 @@ std::optional<at::Tensor> constantWeight(const Node* node) {
   return w;
 }
 
+// Whether running `conv` (a constant-weight convolution) channels-last saves its layout
+// transforms. cuDNN's 16-bit channels-last convolutions run on tensor cores with channel
+// counts in multiples of 8 and pad any other count around each call: ShuffleNet v2's
+// convolutions of 58 and 116 channels, float16 on the H100 at batch 32, spent 280 us per
+// call in cuDNN's padding and transform kernels channels-last, and the network 1293 us
+// of device time against 1060 row-major.
+bool gainsFromChannelsLast(const Node* conv, const at::Tensor& weight) {
+  const at::ScalarType dtype = weight.scalar_type();
+  if (dtype != at::kHalf && dtype != at::kBFloat16) return true;
+  auto in = sizesOf(conv->input(0));
+  const int64_t in_channels = in && in->size() == 4 ? (*in)[1] : 0;
+  return in_channels % 8 == 0 && weight.size(0) % 8 == 0;
+}
+
 // An operand that does not take part in the result's layout: broadcast over H and W
 // (a [C, 1, 1] bias, an [N, C, 1, 1] scale, a scalar).
 bool broadcastOverPlane(const Value* v) {
@@ -164,13 +178,15 @@ class Region {
       }
       if (const Value* ref = keptReference(node)) taint(node->output(), ref);
     }
-    if (static_cast<int>(convolutions_.size()) < kMinConvolutions) return false;
+    int gaining = 0;
+    for (Node* conv : convolutions_) gaining += gainsFromChannelsLast(conv, *constantWeight(conv));
+    if (gaining < kMinConvolutions) return false;
     int full_size_exits = 0;
     for (const auto& [value, ref] : reference_) {
       if (leaves(value) && !broadcastOverPlane(value)) ++full_size_exits;
     }
-    // Each convolution saved two layout transforms; each exit costs one copy.
-    return full_size_exits * 2 <= static_cast<int>(convolutions_.size());
+    // Each convolution that gains saved two layout transforms; each exit costs one copy.
+    return full_size_exits * 2 <= gaining;
   }
 
   void convert(torch::jit::Graph& graph) {

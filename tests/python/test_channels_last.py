@@ -230,6 +230,46 @@ def test_networks_whose_values_leave_at_full_size_stay_row_major(channels_last) 
     assert all(w.is_contiguous() for w in constant_weights(graph))
 
 
+class Narrow(torch.nn.Module):
+    """Three convolutions of `channels` channels after an RGB stem, one value leaving."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, channels, 3, padding=1)
+        self.a = torch.nn.Conv2d(channels, channels, 3, padding=1)
+        self.b = torch.nn.Conv2d(channels, channels, 1)
+        self.c = torch.nn.Conv2d(channels, channels, 3, padding=1, groups=channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.a(F.relu(self.stem(x))))
+        return self.c(F.relu(self.b(y)))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("channels", [12, 16])
+def test_16_bit_convolutions_of_padded_channel_counts_stay_row_major(
+    channels_last, channels: int, dtype: torch.dtype
+) -> None:
+    # cuDNN pads 16-bit channels-last convolutions to multiples of 8 channels around each
+    # call: 12 channels gain nothing in 16 bits (the RGB stem never does), 16 do; float32
+    # convolutions gain at any count.
+    torch.manual_seed(0)
+    module = Narrow(channels).eval().to(dtype)
+    x = torch.randn(2, 3, 8, 8, dtype=dtype)
+    scripted = frozen(module, "cpu")
+    with torch.no_grad():
+        want = module(x)
+        for _ in range(3):
+            got = scripted(x)
+    tolerance = 1e-2 if dtype == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
+    assert got.stride() == want.stride()
+    graph = torch.jit.last_executed_optimized_graph()
+    converted = not all(w.is_contiguous() for w in constant_weights(graph))
+    assert converted == (channels % 8 == 0 or dtype == torch.float32)
+    assert bool(graph.findAllNodes(RESTORE)) == converted
+
+
 def test_off_leaves_graphs_alone(fused) -> None:
     fuser._C._set_channels_last(False, False)
     try:
