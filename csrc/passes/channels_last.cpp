@@ -12,9 +12,10 @@
 // After it runs, in the graph's top block, every aten::conv2d (or a trace's
 // aten::_convolution, not transposed) on CUDA whose weight is a
 // constant row-major 4-D tensor reads a channels-last copy of it (a weight with size-1
-// dims, in both orders already, a view with channels-last strides), provided the graph has
-// at least kMinConvolutions of them and few values leave the channels-last region at full
-// size (each such exit is a layout copy). The region: the convolutions' results and
+// dims, in both orders already, a view with channels-last strides), provided at least
+// kMinConvolutions of them gain from it (16-bit ones of padded channel counts do not) and
+// few values leave the channels-last region at full size or come back into it (each
+// such exit or re-entry is a layout copy). The region: the convolutions' results and
 // what layout-keeping ops compute from them (elementwise ops whose other operands are
 // broadcast over H and W, pools, batch_norm, cat of region values). Every other reader
 // of a region value (other ops, nested blocks, the graph's outputs) reads
@@ -172,6 +173,7 @@ class Region {
       if (constantWeight(node)) {
         convolutions_.push_back(node);
         Value* in = node->input(0);
+        if (!reference_.count(in)) entries_.insert(in);
         const Value* ref = reference_.count(in) ? reference_[in] : in;
         taint(node->output(), ref);
         continue;
@@ -185,8 +187,14 @@ class Region {
     for (const auto& [value, ref] : reference_) {
       if (leaves(value) && !broadcastOverPlane(value)) ++full_size_exits;
     }
-    // Each convolution that gains saved two layout transforms; each exit costs one copy.
-    return full_size_exits * 2 <= gaining;
+    // A convolution reading a row-major value from outside the region converts it to
+    // channels-last first: the network's input once, but a value that left the region
+    // and comes back (ShuffleNet's channel shuffle, `view`, `transpose`, `contiguous`
+    // between the convolutions of every block) once per block.
+    const int reentries = std::max(0, static_cast<int>(entries_.size()) - 1);
+    // Each convolution that gains saves two layout transforms; each exit or re-entry
+    // costs one copy.
+    return (full_size_exits + reentries) * 2 <= gaining;
   }
 
   void convert(torch::jit::Graph& graph) {
@@ -305,6 +313,7 @@ class Region {
 
   torch::jit::Block* block_;
   std::vector<Node*> convolutions_;
+  std::unordered_set<const Value*> entries_;  // values from outside that convolutions read
   std::unordered_map<const Value*, const Value*> reference_;  // region value -> its input
   std::vector<Value*> order_;                                  // region values, in order
   std::unordered_set<const Node*> kept_lists_;  // a region cat's list of operands

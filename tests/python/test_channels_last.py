@@ -298,23 +298,35 @@ def test_restore_layout_copies_only_across_orders() -> None:
 
 
 class Contiguous(ThreeConvs):
-    def __init__(self) -> None:
+    def __init__(self, more: int = 1) -> None:
         super().__init__(3)
+        self.more = torch.nn.Sequential(*[torch.nn.Conv2d(4, 4, 1) for _ in range(more)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.a(x).to(torch.float32)  # to() preserving the layout: stays in the region
         z = self.b(y).contiguous()  # sets the layout: leaves it
-        return torch.flatten(F.adaptive_avg_pool2d(self.c(z), 1), 1)
+        # c converts z back to channels-last: a second copy.
+        return torch.flatten(F.adaptive_avg_pool2d(self.more(self.c(z)), 1), 1)
 
 
 def test_ops_that_set_the_layout_leave_the_region(channels_last) -> None:
     module = Contiguous().eval()
     graph = run_like_eager(module, frozen(module, "cpu"), torch.randn(1, 3, 8, 8))
-    a, b, _ = graph.findAllNodes("aten::conv2d")
+    a, b, _, _ = graph.findAllNodes("aten::conv2d")
     restored = [r.inputsAt(0).node() for r in graph.findAllNodes(RESTORE)]
     assert len(restored) == 2  # b's result (read by contiguous), and the pooled features
     assert any(node is b for node in restored)
     assert not any(node is a for node in restored)
+
+
+def test_values_that_leave_and_come_back_count_as_copies(channels_last) -> None:
+    # b's result leaves (contiguous) and c converts it back: two copies, which three
+    # convolutions' transforms do not pay for, and four do.
+    for more, converted in ((0, False), (1, True)):
+        module = Contiguous(more).eval()
+        graph = run_like_eager(module, frozen(module, "cpu"), torch.randn(1, 3, 8, 8))
+        assert bool(graph.findAllNodes(RESTORE)) == converted
+        assert all(w.is_contiguous() for w in constant_weights(graph)) != converted
 
 
 def test_traced_networks_run_channels_last(channels_last) -> None:
