@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The run on the lent GPU machine (Python 3.12, torch 2.11+cu130, no network): build
 # from source, CUDA tests, then the benchmark. Logs go to $OUT (or ./device_out).
-# Usage: bash tools/device_run.sh [tests|bench|host|models|layouts|reductions|splits|dropout|training|batchnorm|columns|profile|all] [extra fuser.bench arguments]
+# Usage: bash tools/device_run.sh [tests|bench|host|models|zoo|layouts|reductions|splits|dropout|training|batchnorm|columns|profile|all] [extra fuser.bench arguments]
 #   profile: device time per call and the top kernels of PROFILE_ROWS in PROFILE_MODES.
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
@@ -28,6 +28,9 @@
 #   NNC and torch.compile, and their top kernels.
 #   host: the CUDA driver's launch cost by launch path (tools/launch_cost), the per-group
 #   host cost (fuser.bench.host_cost) and a sampling profile of fused calls.
+#   zoo: the zoo's image classifiers (fuser.bench --zoo) at ZOO_SIZE (default medium,
+#   batch 32) in ZOO_DTYPES (default float16; each dtype takes about 4 minutes) beside
+#   TorchScript and NNC (ZOO_MODES).
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
@@ -79,6 +82,12 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   FUSER_TEST_DEVICE=cuda PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     -n "${TEST_WORKERS:-4}" tests/python/test_ops.py 2>&1 | tee "$OUT/test_ops_cuda.log" | tail -5
 fi
+if [ "$what" = zoo ]; then
+  PYTHONPATH=. python3 -m fuser.bench --device cuda --zoo --size "${ZOO_SIZE:-medium}" \
+    --dtype "${ZOO_DTYPES:-float16}" --mode "${ZOO_MODES:-script,nnc,fuser}" \
+    --out "$OUT/zoo" "$@" 2>&1 | tee "$OUT/zoo.log" | grep -v '^\['
+fi
+
 if [ "$what" = models ]; then
   PYTHONPATH=. python3 -m fuser.bench.host_cost --device cuda 2>&1 | tee "$OUT/host_cost.log"
   PYTHONPATH=. python3 -m fuser.bench --device cuda --models --dtype float32,float16 \
