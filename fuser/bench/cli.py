@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from fuser.bench.chart import write_chart
-from fuser.bench.json_report import write_json
+from fuser.bench.json_report import read_json, write_json
 from fuser.bench.machine import available_devices, busy_note
 from fuser.bench.models import MODEL_WORKLOADS, ZOO_WORKLOADS, model_unavailable
 from fuser.bench.modes import EAGER, MODES
@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"the model set ({', '.join(MODEL_WORKLOADS)}): scripted, frozen, profiled; "
         "not in the default set",
+    )
+    parser.add_argument(
+        "--show",
+        type=Path,
+        metavar="JSON",
+        help="print the table of a saved results.json (rows of a run cut short included) and exit",
     )
     parser.add_argument(
         "--zoo",
@@ -157,6 +163,10 @@ def skip_unavailable(options: RunOptions) -> RunOptions:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    saved = build_parser().parse_args(argv).show
+    if saved is not None:
+        print(render_table(read_json(saved)))
+        return 0
     options, out_dir = parse_options(argv)
     options = skip_unavailable(options)
     if not options.workloads:
@@ -170,11 +180,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # float32 matmuls stay exact on purpose (eager's default), so inductor's advice
         # to use TF32 is noise here.
         warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
-        result = run_suite(options, Progress(options.row_count()))
+        # The JSON file is rewritten after every row: a run cut short (a time limit on a
+        # lent machine) keeps the rows it finished.
+        json_path = out_dir / JSON_NAME
+        result = run_suite(
+            options, Progress(options.row_count()), lambda so_far: write_json(so_far, json_path)
+        )
     note = busy_note(result.metadata["load_average"]) if options.preset.timed else None
 
     print(render_smoke_list(result) if options.preset is SMOKE else render_table(result))
-    json_path = out_dir / JSON_NAME
     write_json(result, json_path)
     print(f"wrote {json_path}")
     if note:

@@ -12,7 +12,7 @@ profiler, the ATen elementwise kernels it launches per call. Nothing a mode does
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -341,7 +341,13 @@ def run_row(
     return row
 
 
-def run_suite(options: RunOptions, progress: Progress) -> SuiteResult:
+def run_suite(
+    options: RunOptions,
+    progress: Progress,
+    row_done: Callable[[SuiteResult], None] | None = None,
+) -> SuiteResult:
+    """Every row of `options`; `row_done` sees the result so far after each row (the
+    command line writes it out, so that a run cut short keeps its finished rows)."""
     result = SuiteResult(
         metadata=machine_metadata(list(options.devices)),
         options=options.to_dict(),
@@ -369,6 +375,8 @@ def run_suite(options: RunOptions, progress: Progress) -> SuiteResult:
                         progress,
                     )
                     result.rows.append(row)
+                    if row_done is not None:
+                        row_done(result)
                     progress.step_done()
                     if row.failure:
                         progress.message(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import io
 import json
 import os
 import subprocess
@@ -776,3 +777,35 @@ def test_a_model_result_that_differs_from_eager_as_torchscript_does_is_judged_ag
     script_ok, wrong = prepared("script", want), prepared("fuser", folded)
     runner.judge_against_torchscript([script_ok, wrong], torch.float32)
     assert wrong.result.mismatch is not None and wrong.result.eager_difference is None
+
+
+def test_results_are_written_after_every_row_and_shown_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run cut short keeps the rows it finished: run_suite hands each one out.
+    options, _ = cli.parse_options(
+        [
+            "--smoke",
+            "--workload",
+            "elementwise_chain,gelu_bias",
+            "--device",
+            "cpu",
+            "--mode",
+            "fuser",
+        ]
+    )
+    seen: list[list[str]] = []
+    runner.run_suite(
+        options,
+        Progress(options.row_count(), io.StringIO()),
+        lambda so_far: seen.append([r.workload for r in so_far.rows]),
+    )
+    assert seen == [["elementwise_chain"], ["elementwise_chain", "gelu_bias"]]
+    argv = ["--workload", "elementwise_chain", "--device", "cpu", "--mode", "fuser"]
+    argv += ["--size", "tiny"]
+    assert cli.main([*argv, "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    table = printed[: printed.index("wrote ")]
+    assert cli.main(["--show", str(tmp_path / cli.JSON_NAME)]) == 0
+    shown = capsys.readouterr().out
+    assert "elementwise_chain" in shown and shown.strip() == table.strip()
