@@ -98,8 +98,8 @@ bool gainsFromChannelsLast(const Node* conv, const at::Tensor& weight) {
   const at::ScalarType dtype = weight.scalar_type();
   if (dtype != at::kHalf && dtype != at::kBFloat16) return true;
   auto in = sizesOf(conv->input(0));
-  const int64_t in_channels = in && in->size() == 4 ? (*in)[1] : 0;
-  return in_channels % 8 == 0 && weight.size(0) % 8 == 0;
+  if (!in || in->size() != 4) return true;  // channels unknown: counted, as before
+  return (*in)[1] % 8 == 0 && weight.size(0) % 8 == 0;
 }
 
 // An operand that does not take part in the result's layout: broadcast over H and W

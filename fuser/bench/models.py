@@ -204,7 +204,7 @@ def _initial_state(name: str, dims_items: tuple[tuple[str, int], ...]) -> dict[s
     """The weights of model workload `name` at these dims: seeded, on the CPU in float32."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(MODEL_SEED)
-        model = every_model_workload()[name].make_model(dict(dims_items))
+        model = EVERY_MODEL_WORKLOAD[name].make_model(dict(dims_items))
     gen = torch.Generator().manual_seed(MODEL_SEED)
     _realistic_norm_statistics(model, gen)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -338,11 +338,15 @@ MODEL_WORKLOADS: dict[str, ModelWorkload] = {
 
 
 def _zoo_image_model(
-    prefix: str, name: str, make: Callable[[str], Callable[[Dims], nn.Module]], unavailable: Any
+    library: str,
+    prefix: str,
+    name: str,
+    make: Callable[[str], Callable[[Dims], nn.Module]],
+    unavailable: Callable[[], str | None],
 ) -> ModelWorkload:
     return ModelWorkload(
         name=f"{prefix}_{name}",
-        description=f"{'torchvision' if prefix == 'tv' else 'timm'} {name}, scripted and frozen",
+        description=f"{library} {name}, scripted and frozen",
         source="",
         make_inputs=_images,
         sizes=_ZOO_IMAGES,
@@ -389,14 +393,13 @@ ZOO_WORKLOADS: dict[str, ModelWorkload] = {
     w.name: w
     for w in (
         *(
-            _zoo_image_model("tv", n, _torchvision_model, torchvision_unavailable)
+            _zoo_image_model("torchvision", "tv", n, _torchvision_model, torchvision_unavailable)
             for n in _ZOO_TORCHVISION
         ),
-        *(_zoo_image_model("timm", n, _timm_model, timm_unavailable) for n in _ZOO_TIMM),
+        *(_zoo_image_model("timm", "timm", n, _timm_model, timm_unavailable) for n in _ZOO_TIMM),
     )
 }
 
 
-def every_model_workload() -> dict[str, ModelWorkload]:
-    """The model set and the zoo."""
-    return {**MODEL_WORKLOADS, **ZOO_WORKLOADS}
+# The model set and the zoo: every workload whose functions are modules.
+EVERY_MODEL_WORKLOAD: dict[str, ModelWorkload] = {**MODEL_WORKLOADS, **ZOO_WORKLOADS}

@@ -25,7 +25,7 @@ from fuser.bench.elementwise_count import elementwise_kernels_per_call
 from fuser.bench.graph_stats import count_groups, optimized_graph
 from fuser.bench.jit_flags import jit_flags
 from fuser.bench.machine import last_level_cache_bytes, machine_metadata
-from fuser.bench.models import ModelWorkload, every_model_workload, placed
+from fuser.bench.models import EVERY_MODEL_WORKLOAD, ModelWorkload, placed
 from fuser.bench.modes import EAGER, FUSER, MODES, Mode
 from fuser.bench.presets import COPY_BUDGET, Preset, dtypes_for
 from fuser.bench.progress import Progress
@@ -106,7 +106,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 def workload_named(name: str) -> Workload:
     """A kernel workload (workloads.py) or a model workload (models.py)."""
-    return WORKLOADS[name] if name in WORKLOADS else every_model_workload()[name]
+    return WORKLOADS[name] if name in WORKLOADS else EVERY_MODEL_WORKLOAD[name]
 
 
 # Each mode's timing budget is spent in this many rounds, the modes taking turns. On

@@ -7,7 +7,7 @@ own, one line per mode: time, host time, groups and ATen elementwise kernels per
 
 from __future__ import annotations
 
-from fuser.bench.models import every_model_workload
+from fuser.bench.models import EVERY_MODEL_WORKLOAD
 from fuser.bench.modes import EAGER, FUSER
 from fuser.bench.results import ModeResult, Row, SuiteResult
 
@@ -115,7 +115,7 @@ def _row_label(row: Row) -> str:
 
 
 def is_model_row(row: Row) -> bool:
-    return row.workload in every_model_workload()
+    return row.workload in EVERY_MODEL_WORKLOAD
 
 
 MODEL_COLUMNS = [
