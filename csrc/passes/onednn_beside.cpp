@@ -3,6 +3,7 @@
 #include <torch/csrc/jit/codegen/onednn/interface.h>
 
 #include <algorithm>
+#include <iostream>
 #include <string>
 #include <unordered_map>
 
@@ -126,7 +127,7 @@ void runBeforeOneDnnGraph(torch::jit::GraphPassNameType ours) {
   std::rotate(theirs, mine, mine + 1);
 }
 
-bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph) {
+bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph, bool leave_patterns) {
   if (!oneDnnGraphRegistered()) return false;
   // Replaces a std::function of a later entry of the list TorchScript is iterating over;
   // the list itself keeps its size and order.
@@ -144,11 +145,25 @@ bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph) {
     // oneDNN cannot take this graph: leave it nothing, fuse all we can.
     return false;
   }
-  if (!config().leave_to_onednn) return true;
+  if (!leave_patterns) return true;
   collectPartitions(dry_run->block(), claimed);
   for (const auto& [tag, compute] : claimed) {
     auto it = by_tag.find(tag);
     if (it != by_tag.end()) it->second->s_(leftToOneDnnAttr(), compute);
+  }
+  return true;
+}
+
+bool oneDnnPassSucceeds(const std::shared_ptr<torch::jit::Graph>& graph) {
+  std::shared_ptr<torch::jit::Graph> dry_run = graph->copy();
+  try {
+    torch::jit::fuser::onednn::fuseGraph(dry_run);
+  } catch (const std::exception& error) {
+    if (config().dump_reasons) {
+      std::cerr << "[fuser] oneDNN Graph's pass throws on the fused graph (" << error.what()
+                << "); fusing it again with nothing left to oneDNN Graph" << std::endl;
+    }
+    return false;
   }
   return true;
 }

@@ -33,14 +33,20 @@ bool oneDnnGraphRegistered();
 // does the same for an entry registered after enable()).
 void runBeforeOneDnnGraph(torch::jit::GraphPassNameType ours);
 
-// Pipeline stage, after prepareGraph: when oneDNN Graph is registered, marks each node
-// it would fuse together with a convolution or matmul; checkFusible refuses marked
-// nodes. Unmarks nothing: clearOneDnnMarks does, in cleanup.
+// Pipeline stage, after prepareGraph: when oneDNN Graph is registered and
+// `leave_patterns`, marks each node it would fuse together with a convolution or matmul;
+// checkFusible refuses marked nodes. Unmarks nothing: clearOneDnnMarks does, in cleanup.
 // Returns whether oneDNN Graph's pass will work on this graph after ours (it is
 // registered and its dry run succeeded); only then must cleanup keep the types it reads.
 // Where its dry run throws, cleanup wipes the types as usual, so that its real pass
 // finds nothing to take instead of failing the user's call.
-bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph);
+bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph, bool leave_patterns);
+
+// Whether oneDNN Graph's pass, run on a copy, takes `graph` without throwing. Its pass
+// throws on some graphs ours made from graphs it takes (its merging loses track of a
+// partition's outputs); the pipeline then fuses again without leaving it anything.
+// Says so under FUSER_DUMP=reasons.
+bool oneDnnPassSucceeds(const std::shared_ptr<torch::jit::Graph>& graph);
 
 // True for a node markOneDnnPatterns marked; oneDnnPartner names the convolution or
 // matmul kind it would be fused with.

@@ -6,13 +6,17 @@
 #include "config.h"
 #include "passes/onednn_beside.h"
 #include "passes/report_capture.h"
+#include "stats.h"
 
 namespace fuser {
 
-void fuseGraph(GraphPtr& graph) {
-  if (config().killed) return;
+namespace {
+
+// The stages in order. `leave_to_onednn`: nodes oneDNN Graph would fuse with a
+// convolution or matmul are left to it. Returns whether oneDNN Graph's pass runs next.
+bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
-  bool onednn_next = markOneDnnPatterns(graph);  // what oneDNN fuses with a conv/matmul stays
+  bool onednn_next = markOneDnnPatterns(graph, leave_to_onednn);  // its conv/matmul patterns stay
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
   runConvolutionsChannelsLast(graph);  // CUDA convnets: channels-last weights, eager's exits
   splitBiasEpilogues(graph);     // conv/linear bias becomes an add the next group takes
@@ -32,6 +36,26 @@ void fuseGraph(GraphPtr& graph) {
   guardFusionGroups(graph);      // TypeGuard + prim::If + prim::FallbackGraph
   captureGraph(graph);           // fuser.report only: a typed copy, refusals attached
   cleanUpGraph(graph, onednn_next);  // DCE, CSE, peephole; types wiped unless oneDNN is next
+  return onednn_next;
+}
+
+}  // namespace
+
+void fuseGraph(GraphPtr& graph) {
+  if (config().killed) return;
+  // Where oneDNN Graph's pass comes next, what we left to it must reach it: its pass
+  // throws on some graphs that ours produced from graphs it takes (BERT's), and then
+  // nobody would fuse the nodes we left. Such a graph is fused again, leaving nothing.
+  GraphPtr unfused = oneDnnGraphRegistered() ? graph->copy() : nullptr;
+  const int64_t groups_before = stats().groups_formed.load();
+  bool onednn_next = runStages(graph, config().leave_to_onednn);
+  if (onednn_next && config().leave_to_onednn && !oneDnnPassSucceeds(graph)) {
+    // Only the graph that runs counts, in fuser.stats() as in fuser.report.
+    stats().groups_formed -= stats().groups_formed.load() - groups_before;
+    discardLastCapturedGraph();
+    graph = unfused;
+    runStages(graph, /*leave_to_onednn=*/false);
+  }
   if (config().dump_graph) std::cerr << "[fuser] fused graph:\n" << *graph << std::endl;
 }
 

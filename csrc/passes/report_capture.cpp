@@ -53,6 +53,13 @@ void captureGraph(const std::shared_ptr<torch::jit::Graph>& graph) {
   removeMarks(graph->block());
 }
 
+void discardLastCapturedGraph() {
+  Capture& c = capture();
+  if (!c.on) return;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (!c.graphs.empty()) c.graphs.pop_back();
+}
+
 std::vector<std::shared_ptr<torch::jit::Graph>> takeCapturedGraphs() {
   Capture& c = capture();
   std::lock_guard<std::mutex> lock(c.mutex);

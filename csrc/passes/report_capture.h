@@ -25,6 +25,10 @@ void markRefused(torch::jit::Node* node, const std::string& reason);
 // nothing while capture is off.
 void captureGraph(const std::shared_ptr<torch::jit::Graph>& graph);
 
+// Forgets the latest copy (a pipeline that fuses the same graph again). Nothing while
+// capture is off.
+void discardLastCapturedGraph();
+
 // The copies captured since the last call, oldest first.
 std::vector<std::shared_ptr<torch::jit::Graph>> takeCapturedGraphs();
 

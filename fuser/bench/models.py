@@ -170,6 +170,9 @@ class ModelWorkload(Workload):
     # Defaults only because Workload's last fields have them; every entry names its own.
     make_model: Callable[[Dims], nn.Module] = _gpt2_block
     unavailable_reason: Callable[[], str | None] = _available
+    # How TorchScript takes the model: "script", or "trace" for a model that cannot be
+    # scripted (transformers' models), traced on the row's inputs.
+    deploy: str = "script"
     # Set by placed(): the row's dims, device and dtype, which the weights follow.
     placement: tuple[tuple[tuple[str, int], ...], torch.device, torch.dtype] | None = None
 
@@ -189,6 +192,8 @@ class ModelWorkload(Workload):
         """A fresh module, scripted and frozen as deployed models are; a training row's
         stays unfrozen, its weights parameters that the step differentiates."""
         eager = self.eager_function()
+        if self.deploy == "trace":
+            return torch.jit.freeze(torch.jit.trace(eager.eval(), self._example_inputs()))
         if not self.training:
             return torch.jit.freeze(torch.jit.script(eager).eval())
         # Unfrozen, a scripted module shares its class's compiled methods, and with them
@@ -197,6 +202,13 @@ class ModelWorkload(Workload):
         return torch.jit._recursive.create_script_module(
             eager, torch.jit._recursive.infer_methods_to_compile, share_types=False
         )
+
+    def _example_inputs(self) -> Inputs:
+        """Inputs of the row's sizes for the tracer (which records their shapes' ops)."""
+        assert self.placement is not None
+        dims_items, device, dtype = self.placement
+        gen = torch.Generator(device=device).manual_seed(MODEL_SEED)
+        return self.make_inputs(dict(dims_items), dtype, device, gen)
 
 
 @functools.lru_cache(maxsize=4)
@@ -389,6 +401,89 @@ _ZOO_TIMM = (
     "mixer_b16_224",
     "coatnet_0_rw_224",
 )
+
+
+class LastHiddenState(nn.Module):
+    """A transformers model's last hidden state as one tensor: the tracer takes neither
+    dicts nor ModelOutput results."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, return_dict=False)[0]
+
+
+def _transformers_model(name: str) -> Callable[[Dims], nn.Module]:
+    """transformers' `name` at its base model's configuration, randomly initialized (the
+    benchmark downloads nothing), without a key-value cache as an encoder is served."""
+
+    def make(dims: Dims) -> nn.Module:
+        transformers = importlib.import_module("transformers")
+        model_class, config_class, settings = _TRANSFORMERS_MODELS[name]
+        config = getattr(transformers, config_class)(use_cache=False, **settings)
+        return LastHiddenState(getattr(transformers, model_class)(config))
+
+    return make
+
+
+def transformers_unavailable() -> str | None:
+    """Why transformers' models cannot be imported here; None when they can."""
+    return _unavailable("transformers", "transformers")
+
+
+def _token_ids(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    # Ids below every model's vocabulary; the row's dtype is the weights'.
+    return (torch.randint(0, 1000, (dims["B"], dims["T"]), generator=gen, device=device),)
+
+
+# Each model's class, its configuration's class and the settings that differ from the
+# library's defaults (its base model's configuration). Llama's default is a 7B model:
+# this one is GPT-2 small's size with Llama's blocks (RMSNorm, rotary position
+# embeddings, a SiLU-gated MLP).
+_TRANSFORMERS_MODELS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "bert": ("BertModel", "BertConfig", {}),
+    "gpt2": ("GPT2Model", "GPT2Config", {}),
+    "t5_encoder": ("T5EncoderModel", "T5Config", {}),
+    "llama": (
+        "LlamaModel",
+        "LlamaConfig",
+        {
+            "hidden_size": 768,
+            "intermediate_size": 2048,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 12,
+            "vocab_size": 32000,
+        },
+    ),
+}
+# Sequences of 128 tokens: one request (small), a batch of 4 on CPU and 32 on CUDA (medium).
+_ZOO_TOKENS = {
+    "tiny": {"B": 1, "T": 16},
+    "small": {"B": 1, "T": 128},
+    "medium": {"B": 4, "T": 128},
+}
+_ZOO_TOKENS_CUDA = {**_ZOO_TOKENS, "medium": {"B": 32, "T": 128}}
+
+
+def _zoo_transformers_model(name: str) -> ModelWorkload:
+    return ModelWorkload(
+        name=f"hf_{name}",
+        description=f"transformers {_TRANSFORMERS_MODELS[name][0]}, traced and frozen",
+        source="",
+        make_inputs=_token_ids,
+        sizes=_ZOO_TOKENS,
+        cuda_sizes=_ZOO_TOKENS_CUDA,
+        make_model=_transformers_model(name),
+        unavailable_reason=transformers_unavailable,
+        deploy="trace",
+    )
+
+
 ZOO_WORKLOADS: dict[str, ModelWorkload] = {
     w.name: w
     for w in (
@@ -397,6 +492,7 @@ ZOO_WORKLOADS: dict[str, ModelWorkload] = {
             for n in _ZOO_TORCHVISION
         ),
         *(_zoo_image_model("timm", "timm", n, _timm_model, timm_unavailable) for n in _ZOO_TIMM),
+        *(_zoo_transformers_model(n) for n in _TRANSFORMERS_MODELS),
     )
 }
 

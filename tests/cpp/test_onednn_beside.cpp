@@ -52,7 +52,7 @@ Node* firstOfKind(torch::jit::Graph& graph, const std::string& kind) {
 TEST(OneDnnBeside, PostOpsOfAConvolutionAreLeftToOneDnn) {
   WithOneDnn on;
   auto graph = testing_helpers::parseWithTypes(kConvIr, {});
-  markOneDnnPatterns(graph);
+  markOneDnnPatterns(graph, /*leave_patterns=*/true);
   Node* relu = firstOfKind(*graph, "aten::relu");
   ASSERT_TRUE(isLeftToOneDnn(relu));
   EXPECT_EQ(oneDnnPartner(relu), "aten::conv2d");
@@ -73,7 +73,7 @@ TEST(OneDnnBeside, PostOpsOfAConvolutionAreLeftToOneDnn) {
 TEST(OneDnnBeside, NothingIsMarkedWithoutOneDnn) {
   auto graph = testing_helpers::parseWithTypes(kConvIr, {});
   ASSERT_FALSE(oneDnnGraphRegistered());
-  markOneDnnPatterns(graph);
+  markOneDnnPatterns(graph, /*leave_patterns=*/true);
   for (Node* node : graph->nodes()) EXPECT_FALSE(isLeftToOneDnn(node));
 }
 

@@ -671,12 +671,29 @@ def test_the_zoo_runs_with_zoo_only() -> None:
     zoo, _ = cli.parse_options(["--zoo", "--device", "cpu"])
     assert list(zoo.workloads) == list(models.ZOO_WORKLOADS)
     assert "tv_convnext_tiny" in zoo.workloads and "timm_mixer_b16_224" in zoo.workloads
+    assert "hf_bert" in zoo.workloads and "hf_llama" in zoo.workloads
     for name in zoo.workloads:
         workload = runner.workload_named(name)
         assert isinstance(workload, models.ModelWorkload) and not workload.training
         assert zoo.sizes(workload) == ["medium"]
-        assert workload.dims("medium", torch.device("cuda")) == {"B": 32, "HW": 224}
-        assert workload.dims("small", torch.device("cuda")) == {"B": 1, "HW": 224}
+        # transformers' models are traced on 128 tokens; the image classifiers scripted.
+        text = name.startswith("hf_")
+        assert workload.deploy == ("trace" if text else "script")
+        other = {"T": 128} if text else {"HW": 224}
+        assert workload.dims("medium", torch.device("cuda")) == {"B": 32, **other}
+        assert workload.dims("small", torch.device("cuda")) == {"B": 1, **other}
+
+
+def test_a_traced_model_workload_is_traced_on_its_row_and_frozen() -> None:
+    block = dataclasses.replace(models.MODEL_WORKLOADS["gpt2_block"], deploy="trace")
+    placed = models.placed(block, "tiny", CPU, torch.float32)
+    traced = placed.scripted_function()
+    assert isinstance(traced, torch.jit.ScriptModule)
+    # Frozen: the weights are constants, no attribute is read.
+    assert "prim::GetAttr" not in str(traced.graph)
+    (x,) = placed._example_inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(traced(x), placed.eager_function()(x))
 
 
 def test_a_timed_model_row_records_host_time_and_elementwise_counts(tmp_path: Path) -> None:

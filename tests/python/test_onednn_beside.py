@@ -232,3 +232,58 @@ def test_a_graph_onednn_cannot_take_still_runs_with_our_groups(onednn: None) -> 
     with torch.no_grad():
         torch.testing.assert_close(out, module(x), rtol=1e-4, atol=1e-4)
     assert fuser.stats()["groups_formed"] >= 1
+
+
+def test_what_onednn_cannot_take_after_us_is_fused_by_us(onednn: None) -> None:
+    """Nodes left to oneDNN Graph must not end up fused by nobody. A transformer MLP
+    (layer_norm, then linear + gelu and linear + residual add: oneDNN's patterns) is a
+    graph oneDNN Graph takes alone, but its partitioning throws on the graph our pass
+    makes of it when we leave it its patterns (BERT's layers); the graph is then fused
+    again with nothing left to it."""
+    from helpers import run_python
+
+    result = run_python(
+        """
+        import torch, torch.nn as nn, torch.nn.functional as F, fuser
+        torch.jit.enable_onednn_fusion(True)
+        fuser.enable()
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.up = nn.Linear(64, 256)
+                self.down = nn.Linear(256, 64)
+            def forward(self, x):
+                x = F.layer_norm(x, [64])
+                return self.down(F.gelu(self.up(x))) + x
+        torch.manual_seed(0)
+        eager = M().eval()
+        m = torch.jit.freeze(torch.jit.script(eager))
+        x = torch.randn(2, 16, 64)
+        with torch.no_grad():
+            for _ in range(3):
+                out = m(x)
+            torch.testing.assert_close(out, eager(x), rtol=1e-4, atol=1e-4)
+        graph = torch.jit.last_executed_optimized_graph()
+        def nodes(block):
+            for n in block.nodes():
+                yield n
+                for b in n.blocks():
+                    yield from nodes(b)
+        groups = [n for n in nodes(graph) if n.kind() == "fuser::FusionGroup"]
+        ours = sorted({i.kind() for g in groups for i in g.g("Subgraph").nodes()
+                       if i.kind().startswith("aten::")})
+        outside = sorted({n.kind() for n in nodes(graph) if n.kind().startswith("aten::")})
+        print("ours:", ours)
+        print("outside:", outside)
+        print("groups:", len(groups), fuser.stats()["groups_formed"])
+        """,
+        env={"FUSER_DUMP": "reasons"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "oneDNN Graph's pass throws on the fused graph" in result.stderr
+    assert "ours: ['aten::add', 'aten::gelu', 'aten::layer_norm']" in result.stdout
+    outside = result.stdout.split("outside:")[1].splitlines()[0]
+    assert outside == " []"
+    # Only the graph that runs counts its groups.
+    counted = result.stdout.split("groups:")[1].split()
+    assert counted[0] == counted[1]
