@@ -21,6 +21,7 @@ void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
 void poolBeforeMonotoneOps(GraphPtr& graph);   // max_pool_first.cpp
 void useChannelsLastMaxPoolKernel(GraphPtr& graph);  // max_pool_kernel.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp
+void denseAttentionMasks(GraphPtr& graph);     // attention_masks.cpp
 void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp
 void splitBatchNormTraining(GraphPtr& graph);  // batch_norm_training.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
