@@ -18,6 +18,7 @@ void prepareGraph(GraphPtr& graph);            // prepare.cpp
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void runConvolutionsChannelsLast(GraphPtr& graph);  // channels_last.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
+void sinkAddsPastViews(GraphPtr& graph);       // adds_past_views.cpp
 void poolBeforeMonotoneOps(GraphPtr& graph);   // max_pool_first.cpp
 void useChannelsLastMaxPoolKernel(GraphPtr& graph);  // max_pool_kernel.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp

@@ -151,3 +151,49 @@ def test_bias_stays_when_nothing_fusible_reads_it() -> None:
     convs = [n for n in all_nodes(graph) if n.kind() == "aten::conv2d"]
     assert len(convs) == 1
     assert convs[0].inputsAt(2).type().kind() != "NoneType"
+
+
+class Conv1DGelu(nn.Module):
+    """transformers' Conv1D (GPT-2's projections: addmm of the flattened rows, viewed
+    back) and GPT-2's tanh GELU, or a split into heads after it (`heads`)."""
+
+    def __init__(self, heads: bool = False) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 32))
+        self.bias = nn.Parameter(torch.randn(32))
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        if self.heads:  # the view splits the dim the bias spans
+            h = h.view(x.size(0), x.size(1), 4, 8)
+        else:
+            h = h.view(x.size(0), x.size(1), 32)
+        return 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_bias_add_moves_past_the_view_after_it(device: str, dtype: torch.dtype) -> None:
+    """TorchScript decomposes addmm into mm + add(bias); the add moves past Conv1D's view
+    and joins the GELU (passes/adds_past_views.cpp)."""
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("half-precision matmul on CPU is eager-only territory here")
+    module = prepared(Conv1DGelu(), dtype, device)
+    x = torch.randn(4, 5, 16, device=device, dtype=dtype)
+    groups = check(module, x, True, tolerance(dtype))
+    assert any(kinds[0] == "aten::add" and "aten::tanh" in kinds for kinds in groups), groups
+    adds_outside = [
+        n.kind()
+        for n in torch.jit.last_executed_optimized_graph().nodes()
+        if n.kind() == "aten::add"
+    ]
+    assert not adds_outside
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_bias_add_stays_before_a_view_that_splits_its_dim(device: str) -> None:
+    module = prepared(Conv1DGelu(heads=True), torch.float32, device)
+    x = torch.randn(4, 5, 16, device=device)
+    groups = check(module, x, True, tolerance(torch.float32))
+    assert not any(kinds[0] == "aten::add" and "aten::tanh" in kinds for kinds in groups)

@@ -1,0 +1,103 @@
+// sinkAddsPastViews: a bias add that a view separates from the work after it moves past
+// the view, so that it joins that work's group.
+//
+// TorchScript decomposes addmm into mm + add (the bias), and transformers' Conv1D (GPT-2's
+// every projection) views the product back to [B, T, N] before the activation or
+// residual add that follows: mm -> add(bias) -> view -> gelu. The view is no fusible op,
+// so the add stays a kernel of its own, a full read and write of the product. After this
+// pass such an add reads the viewed product instead: mm -> view -> add(bias) -> gelu,
+// and partition merges the add with what follows.
+//
+// The same sums: the product is row-major and the view keeps the trailing dims the other
+// operand spans (it regroups only dims that operand broadcasts along), so every element
+// meets the same operand element, in the same dtype. Only where the profiled types say
+// so: a complete, row-major product of the add's own sizes and dtype, an operand of at
+// most as many dims, a view whose result keeps the trailing dims of that operand, the add
+// read by the view alone, and the view read by a fusible node (else nothing would join).
+// Adds left to oneDNN Graph (its matmul + bias pattern) stay where they are.
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <optional>
+#include <vector>
+
+#include "passes/fusibility.h"
+#include "passes/onednn_beside.h"
+#include "passes/pipeline.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+c10::TensorTypePtr completeType(const Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  if (!type || !type->isComplete()) return nullptr;
+  return type;
+}
+
+bool isView(const Node* node) {
+  return node->kind() == c10::aten::view || node->kind() == c10::aten::reshape;
+}
+
+bool readByFusibleNode(const Value* out) {
+  for (const torch::jit::Use& use : out->uses()) {
+    if (checkFusible(use.user) && !readsFromOutsideItsGroup(use.user, use.offset)) return true;
+  }
+  return false;
+}
+
+// Which of the add's operands (0 or 1) is the product the view may read instead: of the
+// add's sizes, dtype and row-major; the other operand spans trailing dims the view keeps.
+std::optional<size_t> viewableOperand(const Node* add, const c10::TensorType& viewed) {
+  auto out = completeType(add->output());
+  if (!out) return std::nullopt;
+  const std::vector<int64_t> out_sizes = *out->sizes().concrete_sizes();
+  const std::vector<int64_t> view_sizes = *viewed.sizes().concrete_sizes();
+  for (size_t i = 0; i < 2; ++i) {
+    auto product = completeType(add->input(i));
+    auto other = completeType(add->input(1 - i));
+    if (!product || !other || product->scalarType() != out->scalarType() ||
+        *product->sizes().concrete_sizes() != out_sizes ||
+        *product->strides().concrete_sizes() != *product->contiguous()->strides().concrete_sizes()) {
+      continue;
+    }
+    const size_t spanned = *other->dim();
+    if (spanned > out_sizes.size() || spanned > view_sizes.size()) continue;
+    if (!std::equal(out_sizes.end() - spanned, out_sizes.end(), view_sizes.end() - spanned)) {
+      continue;
+    }
+    return i;
+  }
+  return std::nullopt;
+}
+
+void sinkIn(torch::jit::Block* block) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+    Node* view = *it++;
+    for (torch::jit::Block* sub : view->blocks()) sinkIn(sub);
+    if (!isView(view)) continue;
+    Node* add = view->input(0)->node();
+    if (add->kind() != c10::aten::add || add->inputs().size() != 3 ||
+        add->owningBlock() != block || add->output()->uses().size() != 1 ||
+        isLeftToOneDnn(add)) {
+      continue;
+    }
+    auto viewed = completeType(view->output());
+    if (!viewed || !readByFusibleNode(view->output())) continue;
+    std::optional<size_t> product = viewableOperand(add, *viewed);
+    if (!product) continue;
+    // view(product) first, then the add of the other operand, in the add's own order.
+    view->replaceInput(0, add->input(*product));
+    add->moveAfter(view);
+    view->output()->replaceAllUsesWith(add->output());
+    add->replaceInput(*product, view->output());
+    add->output()->setType(viewed);
+  }
+}
+
+}  // namespace
+
+void sinkAddsPastViews(GraphPtr& graph) { sinkIn(graph->block()); }
+
+}  // namespace fuser
