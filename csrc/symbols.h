@@ -45,6 +45,15 @@ inline c10::Symbol restoreLayoutSymbol() {
   return s;
 }
 
+// fuser::dense_attention_mask(Tensor(a) mask) -> Tensor(a): the mask, copied row-major
+// where it is a CUDA tensor whose last dim has another stride than 1 (CUDA's fused
+// attention kernels refuse it); itself otherwise (passes/attention_masks.cpp;
+// runtime/dense_attention_mask_op.cpp).
+inline c10::Symbol denseAttentionMaskSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::dense_attention_mask");
+  return s;
+}
+
 // fuser::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2]
 // padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor: aten::max_pool2d, by a
 // kernel of ours on channels-last CUDA tensors (passes/max_pool_kernel.cpp;

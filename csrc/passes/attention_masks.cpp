@@ -14,7 +14,11 @@
 //
 // Only where the profiled type says the mask is a CUDA tensor of more than one element
 // along its last dim with another stride there, and records no gradient. The CPU's
-// fused kernels take such masks as they are.
+// fused kernels take such masks as they are. TorchScript profiles no input of attention
+// itself, so a mask whose producer's result was not profiled (an aten::expand) has no
+// strides in the graph: where the query, key or value is typed as CUDA, such a mask goes through
+// fuser::dense_attention_mask instead, which copies it only where the tensor itself
+// needs it (runtime/dense_attention_mask_op.cpp; an ATen copy, not a group).
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <c10/core/MemoryFormat.h>
@@ -22,6 +26,7 @@
 #include <unordered_map>
 
 #include "passes/pipeline.h"
+#include "symbols.h"
 
 namespace fuser {
 namespace {
@@ -31,33 +36,51 @@ using torch::jit::Value;
 
 constexpr size_t kMaskInput = 3;  // query, key, value, attn_mask, ...
 
-// The mask's profiled type where the fused kernels would refuse it; null otherwise.
-c10::TensorTypePtr refusedMaskType(const Node* node) {
+// How a mask reaches the fused kernels: as it is, through a row-major copy (its profiled
+// type says the kernels refuse it), or through fuser::dense_attention_mask (the graph
+// does not say how it is laid out).
+enum class MaskCopy { kNone, kContiguous, kDecidedPerCall };
+
+bool isCuda(const Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  return type && type->device() && type->device()->is_cuda();
+}
+
+MaskCopy maskCopyFor(const Node* node) {
   if (node->kind() != c10::aten::scaled_dot_product_attention ||
       node->inputs().size() <= kMaskInput) {
-    return nullptr;
+    return MaskCopy::kNone;
   }
   auto type = node->input(kMaskInput)->type()->cast<c10::TensorType>();
-  if (!type || !type->isComplete() || type->requiresGrad().value_or(true) ||
-      !type->device()->is_cuda() || *type->dim() == 0) {
-    return nullptr;
+  if (!type) return MaskCopy::kNone;  // no mask
+  if (!type->isComplete()) {
+    const bool on_cuda = isCuda(node->input(0)) || isCuda(node->input(1)) || isCuda(node->input(2));
+    return on_cuda ? MaskCopy::kDecidedPerCall : MaskCopy::kNone;
+  }
+  if (type->requiresGrad().value_or(true) || !type->device()->is_cuda() || *type->dim() == 0) {
+    return MaskCopy::kNone;
   }
   const std::vector<int64_t> sizes = *type->sizes().concrete_sizes();
   const std::vector<int64_t> strides = *type->strides().concrete_sizes();
-  if (sizes.back() <= 1 || strides.back() == 1) return nullptr;
-  return type;
+  if (sizes.back() <= 1 || strides.back() == 1) return MaskCopy::kNone;
+  return MaskCopy::kContiguous;
 }
 
-// The dense copy of `mask`, made once, after its definition.
-Value* denseCopy(Value* mask, const c10::TensorTypePtr& type,
-                 std::unordered_map<Value*, Value*>& copies) {
+// The copy of `mask`, made once, after its definition.
+Value* maskCopy(Value* mask, MaskCopy how, std::unordered_map<Value*, Value*>& copies) {
   auto found = copies.find(mask);
   if (found != copies.end()) return found->second;
   torch::jit::Graph& graph = *mask->owningGraph();
   torch::jit::WithInsertPoint after(mask->node()->next());
-  Value* format = graph.insertConstant(static_cast<int64_t>(c10::MemoryFormat::Contiguous));
-  Node* copy = graph.insertNode(graph.create(c10::aten::contiguous, {mask, format}));
-  copy->output()->setType(type->contiguous());
+  Node* copy = nullptr;
+  if (how == MaskCopy::kContiguous) {
+    Value* format = graph.insertConstant(static_cast<int64_t>(c10::MemoryFormat::Contiguous));
+    copy = graph.insertNode(graph.create(c10::aten::contiguous, {mask, format}));
+    copy->output()->setType(mask->type()->expect<c10::TensorType>()->contiguous());
+  } else {
+    copy = graph.insertNode(graph.create(denseAttentionMaskSymbol(), {mask}));
+    copy->output()->setType(mask->type());
+  }
   copies.emplace(mask, copy->output());
   return copy->output();
 }
@@ -65,8 +88,9 @@ Value* denseCopy(Value* mask, const c10::TensorTypePtr& type,
 void densifyIn(torch::jit::Block* block, std::unordered_map<Value*, Value*>& copies) {
   for (Node* node : block->nodes()) {
     for (torch::jit::Block* sub : node->blocks()) densifyIn(sub, copies);
-    if (auto type = refusedMaskType(node)) {
-      node->replaceInput(kMaskInput, denseCopy(node->input(kMaskInput), type, copies));
+    const MaskCopy how = maskCopyFor(node);
+    if (how != MaskCopy::kNone) {
+      node->replaceInput(kMaskInput, maskCopy(node->input(kMaskInput), how, copies));
     }
   }
 }

@@ -19,7 +19,7 @@ const std::string kExpanded = "Bool(2, 1, 8, 8, strides=[1, 1, 0, 0], requires_g
 
 // Two layers' attention reading one mask; returns, per layer, the node kind its mask comes
 // from after the pass, and checks the copies' types.
-std::vector<std::string> maskSources(const std::string& mask_type) {
+std::vector<std::string> maskSources(const std::string& mask_type, const std::string& qkv = kQkv) {
   auto graph = testing_helpers::parseWithTypes(R"IR(
 graph(%q : $QKV, %k : $QKV, %v : $QKV, %mask : $MASK):
   %none : NoneType = prim::Constant()
@@ -29,7 +29,7 @@ graph(%q : $QKV, %k : $QKV, %v : $QKV, %mask : $MASK):
   %b : Tensor = aten::scaled_dot_product_attention(%a, %k, %v, %mask, %p, %f, %none, %f)
   return (%b)
 )IR",
-                                               {{"$QKV", kQkv}, {"$MASK", mask_type}});
+                                               {{"$QKV", qkv}, {"$MASK", mask_type}});
   denseAttentionMasks(graph);
   std::vector<std::string> sources;
   const torch::jit::Value* first_copy = nullptr;
@@ -37,6 +37,10 @@ graph(%q : $QKV, %k : $QKV, %v : $QKV, %mask : $MASK):
     if (node->kind() != c10::aten::scaled_dot_product_attention) continue;
     const torch::jit::Value* mask = node->input(3);
     sources.push_back(mask->node()->kind().toQualString());
+    if (mask->node()->kind() == c10::Symbol::fromQualString("fuser::dense_attention_mask")) {
+      if (first_copy) EXPECT_EQ(mask, first_copy);
+      first_copy = mask;
+    }
     if (mask->node()->kind() != c10::aten::contiguous) continue;
     auto type = mask->type()->expect<c10::TensorType>();
     EXPECT_TRUE(type->isComplete());
@@ -53,6 +57,15 @@ TEST(AttentionMasks, ExpandedMasksAreCopiedOnceForEveryLayer) {
   const std::string per_query =
       "Bool(2, 1, 8, 8, strides=[8, 8, 1, 0], requires_grad=0, device=cuda:0)";
   EXPECT_EQ(maskSources(per_query), std::vector<std::string>(2, "aten::contiguous"));
+}
+
+// TorchScript profiles no input of attention: a mask from an unprofiled producer has no
+// strides in the graph, and the copy is decided per call.
+TEST(AttentionMasks, MasksOfUnknownLayoutAreCheckedPerCallOnCuda) {
+  EXPECT_EQ(maskSources("Tensor"), std::vector<std::string>(2, "fuser::dense_attention_mask"));
+  std::string cpu = kQkv;
+  cpu.replace(cpu.find("cuda:0"), 6, "cpu");
+  EXPECT_EQ(maskSources("Tensor", cpu), std::vector<std::string>(2, "prim::Param"));
 }
 
 TEST(AttentionMasks, MasksTheKernelsTakeAndCpuMasksAreLeftAlone) {

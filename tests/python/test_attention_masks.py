@@ -1,8 +1,10 @@
 """Attention masks that CUDA's fused attention kernels refuse for their layout (a last
 dim of stride 0: a traced transformers model's expanded all-true mask) are copied dense
 first (passes/attention_masks.cpp), so scaled_dot_product_attention runs a fused kernel
-instead of its math path; one copy serves every layer, and a group makes it. The
-results are those of the same attention with a dense mask. tests/cpp/test_attention_masks
+instead of its math path; one copy serves every layer. TorchScript profiles no input of
+attention, so the mask's layout is mostly unknown to the graph: the copy is then decided
+per call (fuser::dense_attention_mask). The results are those of the same attention with
+a dense mask. tests/cpp/test_attention_masks
 checks the decision on CUDA-typed graphs without a GPU."""
 
 from __future__ import annotations
@@ -25,6 +27,18 @@ def f(q, k, v, keep):
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="the masks are made dense for CUDA's kernels"
 )
+
+
+def mask_copies(graph: torch._C.Graph) -> list[torch._C.Node]:
+    """The nodes that make a mask dense: a group of one contiguous(), or the per-call op."""
+    return [
+        n
+        for n in all_nodes(graph)
+        if n.kind() == "fuser::dense_attention_mask"
+        or n.kind() == FUSION_GROUP
+        and [i.kind() for i in n.g("Subgraph").nodes() if i.kind() != "prim::Constant"]
+        == ["aten::contiguous"]
+    ]
 
 
 def attention_kernels(fn: object, *args: torch.Tensor) -> set[str]:
@@ -61,17 +75,10 @@ def test_an_expanded_mask_reaches_a_fused_kernel_once_copied(dtype: torch.dtype)
     assert kernels, "no attention ran"
     tolerance = 1e-5 if dtype == torch.float32 else 2e-3
     torch.testing.assert_close(out, expected, rtol=tolerance, atol=tolerance)
-    copies = [
-        n
-        for n in all_nodes(graph)
-        if n.kind() == FUSION_GROUP
-        and [i.kind() for i in n.g("Subgraph").nodes() if i.kind() != "prim::Constant"]
-        == ["aten::contiguous"]
-    ]
-    assert len(copies) == 1, graph
+    assert len(mask_copies(graph)) == 1, graph
 
 
-def test_a_dense_mask_is_left_as_it_is() -> None:
+def test_a_dense_mask_is_not_copied() -> None:
     q, k, v = (torch.randn(4, 2, 64, 32, device="cuda") for _ in range(3))
     mask = torch.rand(4, 1, 64, 64, device="cuda") > 0.2
     source = """
@@ -84,5 +91,18 @@ def f(q, k, v, mask):
         graph = torch.jit.last_executed_optimized_graph()
     assert not any(n.kind() == "aten::contiguous" for n in all_nodes(graph))
     assert not any(n.kind() == FUSION_GROUP for n in all_nodes(graph))
+    # Where the graph does not know its layout, the check per call hands it on as it is.
+    for node in all_nodes(graph):
+        if node.kind() == "fuser::dense_attention_mask":
+            dense = torch.ops.fuser.dense_attention_mask(mask)
+            assert dense.data_ptr() == mask.data_ptr() and dense.stride() == mask.stride()
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(out, expected)
+
+
+def test_the_per_call_copy_copies_only_what_the_kernels_refuse() -> None:
+    expanded = torch.ones(4, 1, 1, 1, dtype=torch.bool, device="cuda").expand(4, 1, 64, 64)
+    dense = torch.ops.fuser.dense_attention_mask(expanded)
+    assert dense.is_contiguous() and torch.equal(dense, expanded)
+    keys = torch.ones(4, 1, 1, 64, dtype=torch.bool, device="cuda").expand(4, 1, 64, 64)
+    assert torch.ops.fuser.dense_attention_mask(keys).data_ptr() == keys.data_ptr()
