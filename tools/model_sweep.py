@@ -30,6 +30,7 @@ import torch
 
 import fuser
 from fuser.bench.jit_flags import jit_flags
+from fuser.bench.models import LastHiddenState
 from fuser.bench.modes import MODES
 
 # Errors are judged norm-wise per result, ||got - want|| / ||want||, the largest over
@@ -86,18 +87,6 @@ def timm_models() -> dict[str, ModelMaker]:
     )
 
 
-class LastHiddenState(torch.nn.Module):
-    """A transformers model's first output as a tensor (the tracer takes no dict or
-    ModelOutput results)."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=ids, use_cache=False, return_dict=False)[0]
-
-
 def transformers_models() -> dict[str, ModelMaker]:
     transformers = importlib.import_module("transformers")
 
@@ -110,10 +99,16 @@ def transformers_models() -> dict[str, ModelMaker]:
         return lambda: (LastHiddenState(make()), tokens(), "trace")
 
     bert = transformers.BertConfig(
-        num_hidden_layers=2, hidden_size=256, num_attention_heads=4, intermediate_size=1024
+        num_hidden_layers=2,
+        hidden_size=256,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        use_cache=False,
     )
-    gpt2 = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4)
-    t5 = transformers.T5Config(num_layers=2, d_model=256, d_kv=64, num_heads=4, d_ff=1024)
+    gpt2 = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, use_cache=False)
+    t5 = transformers.T5Config(
+        num_layers=2, d_model=256, d_kv=64, num_heads=4, d_ff=1024, use_cache=False
+    )
     return {
         "hf_bert": traced(lambda: transformers.BertModel(bert)),
         "hf_gpt2": traced(lambda: transformers.GPT2Model(gpt2)),

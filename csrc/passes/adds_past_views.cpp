@@ -36,6 +36,10 @@ c10::TensorTypePtr completeType(const Value* v) {
   return type;
 }
 
+bool isRowMajor(const c10::TensorType& t) {
+  return *t.strides().concrete_sizes() == *t.contiguous()->strides().concrete_sizes();
+}
+
 bool isView(const Node* node) {
   return node->kind() == c10::aten::view || node->kind() == c10::aten::reshape;
 }
@@ -58,8 +62,7 @@ std::optional<size_t> viewableOperand(const Node* add, const c10::TensorType& vi
     auto product = completeType(add->input(i));
     auto other = completeType(add->input(1 - i));
     if (!product || !other || product->scalarType() != out->scalarType() ||
-        *product->sizes().concrete_sizes() != out_sizes ||
-        *product->strides().concrete_sizes() != *product->contiguous()->strides().concrete_sizes()) {
+        *product->sizes().concrete_sizes() != out_sizes || !isRowMajor(*product)) {
       continue;
     }
     const size_t spanned = *other->dim();

@@ -1,5 +1,5 @@
 // denseAttentionMasks: an attention mask that CUDA's fused attention kernels refuse for
-// its layout is copied to a dense one first, which a group takes.
+// its layout is copied to a dense one first.
 //
 // scaled_dot_product_attention on CUDA runs its flash, memory-efficient or cuDNN kernel
 // only where the mask's last dim has stride 1; otherwise it falls back to the math path
@@ -7,18 +7,18 @@
 // kernels, a tenth of the speed). Traced transformers models hand it such a mask: the
 // tracer cannot skip an all-true mask as eager does, so a mask broadcast by expand (last
 // stride 0) reaches every layer (BERT on the H100: the math path in each of its 12
-// layers, eager efficient attention). After this pass each such mask is
-// `aten::contiguous(mask)` first, once per mask value, right after its definition (so
-// the copy dominates every layer that reads it): the same values, so the attention
-// computed is the one eager computes, and the copy is a group of ours (groups.cpp).
+// layers, eager efficient attention). After this pass each such mask is copied first,
+// once per mask value, right after its definition (so the copy dominates every layer
+// that reads it): the same values, so the attention computed is the one eager computes.
 //
-// Only where the profiled type says the mask is a CUDA tensor of more than one element
-// along its last dim with another stride there, and records no gradient. The CPU's
-// fused kernels take such masks as they are. TorchScript profiles no input of attention
-// itself, so a mask whose producer's result was not profiled (an aten::expand) has no
-// strides in the graph: where the query, key or value is typed as CUDA, such a mask goes through
-// fuser::dense_attention_mask instead, which copies it only where the tensor itself
-// needs it (runtime/dense_attention_mask_op.cpp; an ATen copy, not a group).
+// The copy is `aten::contiguous(mask)`, a group of ours (groups.cpp), where the profiled
+// type says the mask is a CUDA tensor of more than one element along its last dim with
+// another stride there, and records no gradient. TorchScript profiles no input of
+// attention itself, so a mask whose producer's result was not profiled (an aten::expand)
+// has no strides in the graph: where the query, key or value is typed as CUDA, such a
+// mask goes through fuser::dense_attention_mask instead, which copies it only where the
+// tensor itself needs it (runtime/dense_attention_mask_op.cpp; an ATen copy). The CPU's
+// fused kernels take such masks as they are.
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <c10/core/MemoryFormat.h>

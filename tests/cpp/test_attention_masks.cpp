@@ -13,9 +13,11 @@
 namespace fuser {
 namespace {
 
-const std::string kQkv = "Float(2, 4, 8, 16, strides=[512, 128, 16, 1], requires_grad=0, device=cuda:0)";
+const std::string kQkv =
+    "Float(2, 4, 8, 16, strides=[512, 128, 16, 1], requires_grad=0, device=cuda:0)";
 // A traced transformers model's all-true mask: [B, 1, T, T] expanded from [B, 1, 1, 1].
-const std::string kExpanded = "Bool(2, 1, 8, 8, strides=[1, 1, 0, 0], requires_grad=0, device=cuda:0)";
+const std::string kExpanded =
+    "Bool(2, 1, 8, 8, strides=[1, 1, 0, 0], requires_grad=0, device=cuda:0)";
 
 // Two layers' attention reading one mask; returns, per layer, the node kind its mask comes
 // from after the pass, and checks the copies' types.
