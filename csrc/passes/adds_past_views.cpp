@@ -44,13 +44,6 @@ bool isView(const Node* node) {
   return node->kind() == c10::aten::view || node->kind() == c10::aten::reshape;
 }
 
-bool readByFusibleNode(const Value* out) {
-  for (const torch::jit::Use& use : out->uses()) {
-    if (checkFusible(use.user) && !readsFromOutsideItsGroup(use.user, use.offset)) return true;
-  }
-  return false;
-}
-
 // Which of the add's operands (0 or 1) is the product the view may read instead: of the
 // add's sizes, dtype and row-major; the other operand spans trailing dims the view keeps.
 std::optional<size_t> viewableOperand(const Node* add, const c10::TensorType& viewed) {

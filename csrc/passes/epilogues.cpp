@@ -37,13 +37,6 @@ std::optional<int64_t> spatialRank(const Node* node) {
   return std::nullopt;
 }
 
-bool readByFusibleNode(const Value* out) {
-  for (const torch::jit::Use& use : out->uses()) {
-    if (checkFusible(use.user) && !readsFromOutsideItsGroup(use.user, use.offset)) return true;
-  }
-  return false;
-}
-
 // `bias` as the op's output broadcasts it: [C] -> [C, 1, ..., 1] for convolutions.
 Value* broadcastableBias(Value* bias, int64_t spatial, torch::jit::Graph& graph) {
   if (spatial == 0) return bias;

@@ -383,6 +383,13 @@ bool readsFromOutsideItsGroup(const Node* user, size_t input) {
   return input == ops::kBatchNormInput || ops::isBatchNormChannelOperand(user, input);
 }
 
+bool readByFusibleNode(const torch::jit::Value* value) {
+  for (const torch::jit::Use& use : value->uses()) {
+    if (checkFusible(use.user) && !readsFromOutsideItsGroup(use.user, use.offset)) return true;
+  }
+  return false;
+}
+
 FusionDecision checkOperandsFromOutside(const Node* consumer, const Node* producer) {
   for (const Node* n : nodesOf(consumer)) {
     for (size_t i = 0; i < n->inputs().size(); ++i) {

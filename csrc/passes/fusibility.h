@@ -75,6 +75,11 @@ bool holdsBatchNorm(const torch::jit::Node* node);
 // group_norm's weight and bias (read per channel by the row executor).
 bool readsFromOutsideItsGroup(const torch::jit::Node* user, size_t input);
 
+// Whether some fusible node reads `value` as an operand its group may compute (not one it
+// must read from outside, readsFromOutsideItsGroup): the rewrites that make `value` an
+// add (epilogues.cpp, adds_past_views.cpp) do so only where that group would take it.
+bool readByFusibleNode(const torch::jit::Value* value);
+
 // Yes unless `producer` computes an operand that some node of `consumer` must read
 // from outside its group (readsFromOutsideItsGroup).
 FusionDecision checkOperandsFromOutside(const torch::jit::Node* consumer,
