@@ -28,9 +28,9 @@
 #   NNC and torch.compile, and their top kernels.
 #   host: the CUDA driver's launch cost by launch path (tools/launch_cost), the per-group
 #   host cost (fuser.bench.host_cost) and a sampling profile of fused calls.
-#   zoo: the zoo's image classifiers (fuser.bench --zoo) at ZOO_SIZE (default medium,
-#   batch 32) in ZOO_DTYPES (default float16; each dtype takes about 4 minutes) beside
-#   TorchScript and NNC (ZOO_MODES).
+#   zoo: the zoo's image classifiers and transformers models (fuser.bench --zoo) at
+#   ZOO_SIZE (default medium, batch 32) in ZOO_DTYPES (default float16; each dtype takes
+#   about 6 minutes) beside TorchScript and NNC (ZOO_MODES).
 #   models: the model rows (CUDA float32/float16, CPU float32 with oneDNN Graph beside us
 #   and without leaving it its post-ops) and the per-group host cost.
 #   layouts: the transpose-tile tests on CUDA, then the layout rows (transpose, permute,
