@@ -54,6 +54,26 @@ inline c10::Symbol denseAttentionMaskSymbol() {
   return s;
 }
 
+// fuser::additive_attention_mask(Tensor(a) mask, Tensor query) -> Tensor(a): a boolean
+// mask as the additive mask scaled_dot_product_attention makes of it (0 where true, -inf
+// where false, in the query's dtype); any other mask as it is. Computed once per call for
+// every layer that reads the mask (passes/attention_masks_once.cpp;
+// runtime/attention_mask_once_ops.cpp).
+inline c10::Symbol additiveAttentionMaskSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::additive_attention_mask");
+  return s;
+}
+
+// fuser::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor?
+// attn_mask, Tensor? additive_mask, float dropout_p, bool is_causal, float? scale, bool
+// enable_gqa) -> Tensor: aten::scaled_dot_product_attention of `attn_mask`, handed
+// `additive_mask` in its place where that is what attention would convert it to
+// (passes/attention_masks_once.cpp; runtime/attention_mask_once_ops.cpp).
+inline c10::Symbol attentionWithAdditiveMaskSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::scaled_dot_product_attention");
+  return s;
+}
+
 // fuser::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2]
 // padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor: aten::max_pool2d, by a
 // kernel of ours on channels-last CUDA tensors (passes/max_pool_kernel.cpp;

@@ -25,6 +25,7 @@ bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   useChannelsLastMaxPoolKernel(graph);  // CUDA channels-last max pools: our kernel
   copyMatmulOperands(graph);     // batched matmul operands ATen would copy: copied in groups
   denseAttentionMasks(graph);    // CUDA attention masks the fused kernels refuse: made dense
+  convertAttentionMasksOnce(graph);  // a boolean mask read by every layer: converted once
   splitLayerNormBackward(graph); // layer_norm's input gradient: an op a row group takes
   splitBatchNormTraining(graph); // batch statistics: a row group, then an inference batch_norm
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups

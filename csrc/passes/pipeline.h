@@ -23,6 +23,7 @@ void poolBeforeMonotoneOps(GraphPtr& graph);   // max_pool_first.cpp
 void useChannelsLastMaxPoolKernel(GraphPtr& graph);  // max_pool_kernel.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp
 void denseAttentionMasks(GraphPtr& graph);     // attention_masks.cpp
+void convertAttentionMasksOnce(GraphPtr& graph);  // attention_masks_once.cpp
 void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp
 void splitBatchNormTraining(GraphPtr& graph);  // batch_norm_training.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp

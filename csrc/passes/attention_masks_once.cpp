@@ -1,0 +1,107 @@
+// convertAttentionMasksOnce: a boolean attention mask read by several layers is converted
+// to its additive form once per call, not once per layer.
+//
+// scaled_dot_product_attention converts a boolean mask to an additive one (0 where true,
+// -inf where false, in the query's dtype) before its flash or memory-efficient kernel,
+// on every call: a full pass over a [B, 1, T, T] mask in each layer of a transformers
+// model, which hands the same mask to all of them (GPT-2 and Llama traced: 12 of the
+// elementwise kernels left per call on CPU; BERT on the H100, 36 of 39). After this pass
+// the conversion runs once, before the first layer that reads the mask
+// (fuser::additive_attention_mask), and each layer's attention becomes
+// fuser::scaled_dot_product_attention, which is handed both masks and passes the converted
+// one to ATen only where attention would have converted the boolean one to exactly those
+// values: the backend chosen for the boolean mask is flash or memory-efficient attention,
+// the converted mask chooses the same, and it has the query's dtype and the mask's sizes.
+// Anywhere else (cuDNN, whose conversion differs; the math path; another dtype) the layer
+// gets the boolean mask, as before. The converted values are the ones attention makes, so
+// each layer computes what eager computes, bit for bit (runtime/attention_mask_once_ops.cpp).
+//
+// Masks read by one layer are left (nothing to share), and so are masks whose readers are
+// not all in one block (the conversion must come before every one of them) and masks the
+// graph types as other than boolean.
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "passes/pipeline.h"
+#include "symbols.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+constexpr size_t kMaskInput = 3;  // query, key, value, attn_mask, dropout_p, is_causal, ...
+constexpr size_t kAttentionInputs = 8;  // ..., scale, enable_gqa
+
+bool mayBeBooleanMask(const Value* mask) {
+  auto type = mask->type()->cast<c10::TensorType>();
+  if (!type) return false;  // None: no mask
+  return !type->scalarType() || *type->scalarType() == c10::ScalarType::Bool;
+}
+
+// Every attention node in `block` (and the blocks under it) by the mask it reads, in
+// node order.
+void collectReaders(torch::jit::Block* block,
+                    std::unordered_map<Value*, std::vector<Node*>>& readers,
+                    std::vector<Value*>& masks) {
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* sub : node->blocks()) collectReaders(sub, readers, masks);
+    if (node->kind() != c10::aten::scaled_dot_product_attention ||
+        node->inputs().size() != kAttentionInputs ||
+        !mayBeBooleanMask(node->input(kMaskInput))) {
+      continue;
+    }
+    auto& of_mask = readers[node->input(kMaskInput)];
+    if (of_mask.empty()) masks.push_back(node->input(kMaskInput));
+    of_mask.push_back(node);
+  }
+}
+
+bool allInOneBlock(const std::vector<Node*>& nodes) {
+  for (const Node* node : nodes) {
+    if (node->owningBlock() != nodes.front()->owningBlock()) return false;
+  }
+  return true;
+}
+
+// `layers` read `mask`, all in one block, in node order.
+void convertOnce(Value* mask, const std::vector<Node*>& layers) {
+  torch::jit::Graph& graph = *mask->owningGraph();
+  Node* first = layers.front();
+  Value* additive = nullptr;
+  {
+    torch::jit::WithInsertPoint before(first);
+    Node* convert =
+        graph.insertNode(graph.create(additiveAttentionMaskSymbol(), {mask, first->input(0)}));
+    convert->copyMetadata(first);
+    convert->output()->setType(c10::TensorType::get());
+    additive = convert->output();
+  }
+  for (Node* layer : layers) {
+    torch::jit::WithInsertPoint before(layer);
+    std::vector<Value*> inputs(layer->inputs().begin(), layer->inputs().end());
+    inputs.insert(inputs.begin() + kMaskInput + 1, additive);
+    Node* attention = graph.insertNode(graph.create(attentionWithAdditiveMaskSymbol(), inputs));
+    attention->copyMetadata(layer);
+    attention->output()->setType(layer->output()->type());
+    layer->output()->replaceAllUsesWith(attention->output());
+    layer->destroy();
+  }
+}
+
+}  // namespace
+
+void convertAttentionMasksOnce(GraphPtr& graph) {
+  std::unordered_map<Value*, std::vector<Node*>> readers;
+  std::vector<Value*> masks;  // in the order their first readers come, for a stable graph
+  collectReaders(graph->block(), readers, masks);
+  for (Value* mask : masks) {
+    const std::vector<Node*>& layers = readers.at(mask);
+    if (layers.size() >= 2 && allInOneBlock(layers)) convertOnce(mask, layers);
+  }
+}
+
+}  // namespace fuser

@@ -1,0 +1,147 @@
+"""A boolean attention mask read by several layers is converted to its additive form once
+per call (passes/attention_masks_once.cpp), where scaled_dot_product_attention would
+convert it in every layer; each layer is handed the converted mask only where attention
+would have made exactly those values itself (flash or memory-efficient attention, the
+query's dtype), so its result is eager's, bit for bit. tests/cpp/test_attention_masks_once
+checks which graphs are rewritten."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import fuser
+from helpers import all_nodes, count_kind, devices, eager_from_source, run_optimized, script_from_source
+
+TWO_LAYERS = """
+def f(q, k, v, mask):
+    a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return torch.nn.functional.scaled_dot_product_attention(a, k, v, attn_mask=mask)
+"""
+
+# The second layer in float64: the mask converted for the first (float32) does not fit it.
+SECOND_LAYER_IN_DOUBLE = """
+def f(q, k, v, mask):
+    a = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return torch.nn.functional.scaled_dot_product_attention(
+        a.double(), k.double(), v.double(), attn_mask=mask)
+"""
+
+
+def attention_inputs(device: str, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 32, 16, device=device, dtype=dtype) for _ in range(3))
+    mask = torch.rand(2, 1, 32, 32, device=device) > 0.3
+    mask[0, 0, 5] = False  # a query that may attend to nothing
+    mask[1, 0, :, 7] = False  # a key nobody attends to
+    return q, k, v, mask
+
+
+def where_calls(fn: object, *args: torch.Tensor) -> int:
+    """The aten::where calls of one call of `fn`: the mask conversions."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn(*args)  # type: ignore[operator]
+    return sum(
+        1
+        for e in prof.events()
+        if e.name == "aten::where" and not (e.cpu_parent and e.cpu_parent.name == "aten::where")
+    )
+
+
+def fused_and_eager(source: str, args: tuple[torch.Tensor, ...]) -> tuple[object, object]:
+    with fuser.enabled():
+        fused = script_from_source(source)
+        run_optimized(fused, *args)
+    return fused, eager_from_source(source)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_boolean_mask_is_converted_once_for_every_layer(device: str, dtype: torch.dtype) -> None:
+    if dtype == torch.float16 and device == "cpu":
+        pytest.skip("float16 attention is a CUDA case")
+    args = attention_inputs(device, dtype)
+    with torch.no_grad():
+        fused, eager = fused_and_eager(TWO_LAYERS, args)
+        with fuser.enabled():
+            got = fused(*args)  # type: ignore[operator]
+            graph = torch.jit.last_executed_optimized_graph()
+            fused_conversions = where_calls(fused, *args)
+        want = eager(*args)  # type: ignore[operator]
+        eager_conversions = where_calls(eager, *args)
+    assert count_kind(graph, "fuser::additive_attention_mask") == 1, graph
+    assert count_kind(graph, "fuser::scaled_dot_product_attention") == 2, graph
+    assert count_kind(graph, "aten::scaled_dot_product_attention") == 0, graph
+    assert eager_conversions == 2  # attention converts the boolean mask in each layer
+    assert fused_conversions == 1
+    assert got.dtype == want.dtype and got.stride() == want.stride()
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_the_math_path_gets_the_boolean_mask(device: str) -> None:
+    args = attention_inputs(device)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        fused, eager = fused_and_eager(TWO_LAYERS, args)
+        with fuser.enabled():
+            got = fused(*args)  # type: ignore[operator]
+            fused_conversions = where_calls(fused, *args)
+        want = eager(*args)  # type: ignore[operator]
+        eager_conversions = where_calls(eager, *args)
+    # The math path converts the boolean mask it is handed in each layer, as in eager; the
+    # one conversion before the layers goes unused.
+    assert fused_conversions == eager_conversions + 1
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_layer_of_another_dtype_gets_the_boolean_mask(device: str) -> None:
+    args = attention_inputs(device)
+    with torch.no_grad():
+        fused, eager = fused_and_eager(SECOND_LAYER_IN_DOUBLE, args)
+        with fuser.enabled():
+            got = fused(*args)  # type: ignore[operator]
+            fused_conversions = where_calls(fused, *args)
+        want = eager(*args)  # type: ignore[operator]
+    assert fused_conversions == 2  # once for both, then the float64 layer's own
+    assert got.dtype == torch.float64 and torch.equal(got, want)
+
+
+def test_gradients_through_the_shared_mask_op_are_eagers() -> None:
+    # TorchScript hands a custom pass only autodiff's subgraphs of a graph that records
+    # gradients, and attention is in none: the op is called directly here.
+    q, k, v, mask = attention_inputs("cpu")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    additive = torch.ops.fuser.additive_attention_mask(mask, q)
+    got = torch.ops.fuser.scaled_dot_product_attention(*leaves, mask, additive, 0.0, False, None, False)
+    want = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=mask)
+    assert torch.equal(got, want)
+    got_grads = torch.autograd.grad(got.sum(), leaves)
+    want_grads = torch.autograd.grad(want.sum(), leaves)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        assert torch.equal(g, w)
+
+
+def test_a_float_mask_is_handed_on_as_it_is() -> None:
+    q, k, v, mask = attention_inputs("cpu")
+    additive = torch.zeros(mask.shape).masked_fill(~mask, -1e4)
+    with torch.no_grad():
+        fused, eager = fused_and_eager(TWO_LAYERS, (q, k, v, additive))
+        with fuser.enabled():
+            got = fused(q, k, v, additive)  # type: ignore[operator]
+            conversions = where_calls(fused, q, k, v, additive)
+    # The graph does not know the mask's dtype (TorchScript profiles no input of
+    # attention); the conversion before the layers passes a float mask through.
+    assert conversions == 0
+    assert torch.equal(got, eager(q, k, v, additive))  # type: ignore[operator]
+
+
+def test_the_conversion_is_the_one_attention_makes() -> None:
+    q, _, _, mask = attention_inputs("cpu", torch.float64)
+    additive = torch.ops.fuser.additive_attention_mask(mask, q)
+    assert additive.dtype == torch.float64 and additive.shape == mask.shape
+    assert torch.equal(additive[mask], torch.zeros(int(mask.sum()), dtype=torch.float64))
+    assert bool((additive[~mask] == float("-inf")).all())
+    floats = torch.randn(mask.shape)
+    assert torch.ops.fuser.additive_attention_mask(floats, q).data_ptr() == floats.data_ptr()
