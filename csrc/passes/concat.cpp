@@ -1,5 +1,9 @@
 #include "passes/concat.h"
 
+#include <c10/core/MemoryFormat.h>
+
+#include <algorithm>
+
 #include "passes/fusibility.h"
 #include "passes/groups.h"
 
@@ -7,6 +11,17 @@ namespace fuser {
 
 using torch::jit::Node;
 using torch::jit::Value;
+
+namespace {
+
+// Whether `piece` is computed by a fusible node beside `cat`, one a group can take.
+bool isComputedHere(const Value* piece, const Node* cat) {
+  const Node* producer = piece->node();
+  return producer->owningBlock() == cat->owningBlock() &&
+         producer->kind() != c10::prim::Constant && checkFusible(producer);
+}
+
+}  // namespace
 
 bool isCat(const Node* node) {
   return node->kind() == c10::aten::cat && node->inputs().size() == 2 &&
@@ -34,14 +49,11 @@ FusionDecision checkCatFusible(const Node* cat) {
   if (list_node->inputs().empty()) return FusionDecision::no("it has no pieces");
   std::optional<std::vector<int64_t>> shape;
   std::optional<c10::ScalarType> dtype;
+  bool any_computed = false;
   for (const Value* piece : list_node->inputs()) {
     const std::string name = "piece %" + piece->debugName();
     if (auto d = checkTensorValue(piece); !d) return d;
-    const Node* producer = piece->node();
-    if (producer->owningBlock() != cat->owningBlock() || !checkFusible(producer) ||
-        producer->kind() == c10::prim::Constant) {
-      return FusionDecision::no(name + " is not computed by a fusible node");
-    }
+    any_computed = any_computed || isComputedHere(piece, cat);
     const auto& type = piece->type()->expectRef<c10::TensorType>();
     auto sizes = type.sizes().concrete_sizes();
     if (!sizes) return FusionDecision::no(name + " has no profiled sizes");
@@ -58,6 +70,9 @@ FusionDecision checkCatFusible(const Node* cat) {
   }
   const auto rank = static_cast<int64_t>(shape->size());
   if (*dim < -rank || *dim >= rank) return FusionDecision::no("its dim is out of range");
+  if (!any_computed) {
+    return FusionDecision::no("no piece is computed by a fusible node; the cat would be a copy");
+  }
   return FusionDecision::yes();
 }
 
@@ -76,15 +91,27 @@ FusionDecision checkCatStaysOutput(const Node* consumer, const Node* producer) {
   return FusionDecision::yes();
 }
 
-FusionDecision checkCatPiecesComputed(const Node* group) {
+FusionDecision copyInputPieces(Node* group) {
   auto subgraph = group->g(torch::jit::attr::Subgraph);
-  for (const Node* node : subgraph->nodes()) {
+  const Node* params = subgraph->param_node();
+  for (Node* node : subgraph->nodes()) {
     if (!isCat(node)) continue;
-    for (const Value* piece : node->input(0)->node()->inputs()) {
-      if (piece->node() == subgraph->param_node()) {
-        return FusionDecision::no("its piece %" + piece->debugName() +
-                                  " could not join the group; the cat would be a copy");
-      }
+    Node* list = node->input(0)->node();
+    const auto pieces = list->inputs();
+    if (std::all_of(pieces.begin(), pieces.end(),
+                    [&](const Value* piece) { return piece->node() == params; })) {
+      return FusionDecision::no("none of its pieces could join the group; the cat would be a "
+                                "copy");
+    }
+    for (size_t i = 0; i < list->inputs().size(); ++i) {
+      Value* piece = list->input(i);
+      if (piece->node() != params) continue;
+      torch::jit::WithInsertPoint before(list);
+      Value* format =
+          subgraph->insertConstant(static_cast<int64_t>(c10::MemoryFormat::Contiguous));
+      Node* copy = subgraph->insertNode(subgraph->create(c10::aten::contiguous, {piece, format}));
+      copy->output()->setType(piece->type()->expect<c10::TensorType>()->contiguous());
+      list->replaceInput(i, copy->output());
     }
   }
   return FusionDecision::yes();

@@ -13,9 +13,10 @@
 //   (the kernel reads each chunk in place); a chunk of a fusible elementwise result is
 //   first moved above that producer as a prim::BroadcastingChunk (chunks.h), so the
 //   producer, copied once per chunk, joins the group too;
-// - an aten::cat of values the group computes is in it, with its prim::ListConstruct,
-//   as a group output that nothing inside the group reads (concat.h); a group left
-//   with a cat of one of its inputs is unmerged again;
+// - an aten::cat with a piece the group computes is in it, with its prim::ListConstruct,
+//   as a group output that nothing inside the group reads (concat.h); its pieces the
+//   group does not compute are copied inside it, and a group left with a cat of its
+//   inputs only is unmerged again;
 // - groups of fewer compute nodes than minGroupSize() (FUSER_MIN_GROUP_SIZE, default 2:
 //   single nodes) are dissolved again, and so are the groups after the first
 //   FUSER_MAX_GROUPS (when set), each of their nodes recording why;
@@ -326,7 +327,7 @@ class GroupFormer {
 
   // Dissolves groups smaller than the minimum group size (by default singletons: a
   // kernel launch buys nothing over the eager op), groups past the maximum number of
-  // groups, and groups whose cat would only copy an input; counts the groups this run
+  // groups, and groups whose cat would only copy inputs; counts the groups this run
   // created.
   void finishGroups() {
     const size_t min_size = static_cast<size_t>(minGroupSize());
@@ -334,7 +335,7 @@ class GroupFormer {
     int kept = 0;
     for (Node* group : collectFusionGroups(graph_->block())) {
       if (isGuardedGroup(group)) continue;
-      if (FusionDecision pieces = checkCatPiecesComputed(group); !pieces) {
+      if (FusionDecision pieces = copyInputPieces(group); !pieces) {
         dissolve(group, pieces.reason(), /*cats_only=*/true);
         continue;
       }

@@ -85,7 +85,9 @@ graph(%a : $T, %b : $T, %d : int):
       ->check_next("aten::cat")->run(*graph);
 }
 
-TEST_F(ConcatTest, PieceOfUnfusibleNodeIsRefused) {
+// A piece the group does not compute (here a matmul's result) is copied by the kernel
+// into its slice: one kernel for the relu and the cat.
+TEST_F(ConcatTest, PieceOfUnfusibleNodeIsCopiedByTheGroup) {
   auto graph = parse(R"IR(
 graph(%a : $T, %b : $T, %m : $M):
   %x : $T = aten::mul(%a, %b)
@@ -96,10 +98,39 @@ graph(%a : $T, %b : $T, %m : $M):
   %r : Float(8, 5, strides=[5, 1], requires_grad=0, device=cpu) = aten::cat(%l, %zero)
   return (%r))IR");
   const std::string reasons = formGroupsWithReasons(graph);
-  EXPECT_NE(reasons.find("is not computed by a fusible node"), std::string::npos)
-      << reasons;
-  FileCheck().check("aten::mm")->check_next("prim::ListConstruct")->check("aten::cat")
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1) << reasons;
+  FileCheck()
+      .check("aten::mm")
+      ->check("fuser::FusionGroup")
+      ->check("return")
+      ->check("aten::relu")
+      ->check("aten::contiguous")
+      ->check_next("prim::ListConstruct")
+      ->check("aten::cat")
       ->run(*graph);
+  auto subgraph = groups[0]->g(torch::jit::attr::Subgraph);
+  for (const torch::jit::Node* node : subgraph->nodes()) {
+    if (node->kind() != c10::prim::ListConstruct) continue;
+    EXPECT_EQ(node->input(0)->node()->kind(), c10::aten::relu);
+    EXPECT_EQ(node->input(1)->node()->kind(), c10::aten::contiguous);
+    EXPECT_EQ(node->input(1)->node()->input(0)->node(), subgraph->param_node());
+  }
+}
+
+// No piece computed by a fusible node: the cat would be a copy, as ATen's.
+TEST_F(ConcatTest, CatOfUncomputedPiecesIsRefused) {
+  auto graph = parse(R"IR(
+graph(%a : $T, %m : $M):
+  %p : $T = aten::mm(%a, %m)
+  %l : Tensor[] = prim::ListConstruct(%a, %p)
+  %zero : int = prim::Constant[value=0]()
+  %r : Float(8, 5, strides=[5, 1], requires_grad=0, device=cpu) = aten::cat(%l, %zero)
+  return (%r))IR");
+  const std::string reasons = formGroupsWithReasons(graph);
+  EXPECT_NE(reasons.find("no piece is computed by a fusible node"), std::string::npos)
+      << reasons;
+  EXPECT_EQ(collectFusionGroups(graph->block()).size(), 0);
 }
 
 TEST_F(ConcatTest, CatReadInsideTheGroupIsRefused) {

@@ -142,10 +142,10 @@ def f(a, b):
         "x = a * b\n    y = a - b\n    return torch.relu(torch.cat([x, y], 0))",
         # pieces of different sizes along dim
         "x = a * b\n    y = (a - b)[:2]\n    return torch.cat([x, y], 0)",
-        # a piece that is not computed by a fusible node
-        "x = a * b\n    y = torch.mm(a.t(), b)[:4]\n    return torch.cat([x, y], 0)",
+        # no piece computed by a fusible node: the cat would be a copy
+        "y = torch.mm(a.t(), b)[:4]\n    return torch.cat([a[:, :2], y[:, 3:]], 1)",
     ],
-    ids=["read_inside", "different_sizes", "unfusible_piece"],
+    ids=["read_inside", "different_sizes", "only_copies"],
 )
 def test_refused_cats_stay_equal_to_eager(body: str, request: Any) -> None:
     source = "def f(a, b):\n    " + body + "\n"
@@ -157,6 +157,33 @@ def test_refused_cats_stay_equal_to_eager(body: str, request: Any) -> None:
             # only the read-inside case fuses its cat, then as a group of its own
             assert "read_inside" in request.node.name
             assert all(use.user.kind() == "prim::Return" for use in node.output().uses())
+
+
+# Rotary position embeddings as transformers writes them: the second half of the head
+# dim negated, then the first, each a slice of the input the group does not compute.
+ROTARY = """
+def f(q, cos, sin):
+    half = q.size(-1) // 2
+    x1 = q[..., :half]
+    x2 = q[..., half:]
+    return q * cos + torch.cat((-x2, x1), dim=-1) * sin
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_piece_the_group_does_not_compute_is_copied_by_its_kernel(
+    device: str, dtype: torch.dtype
+) -> None:
+    q = make((2, 4, 8, 16), dtype, device).transpose(1, 2)  # a head-split projection
+    cos, sin = make((1, 8, 1, 16), dtype, device), make((1, 8, 1, 16), dtype, device)
+    out, graph, _ = run_fused(ROTARY, q, cos, sin)
+    assert_equal_eager(out, eager(ROTARY, q, cos, sin))
+    cat_groups = [g for g in groups_of(graph) if g.g("Subgraph").findAllNodes("aten::cat")]
+    assert len(cat_groups) == 1, graph
+    subgraph = cat_groups[0].g("Subgraph")
+    assert subgraph.findAllNodes("aten::neg") and subgraph.findAllNodes("aten::contiguous")
+    assert not graph.findAllNodes("aten::neg") and not graph.findAllNodes("aten::cat")
 
 
 def test_refusal_reason_is_printed_under_dump_reasons() -> None:
