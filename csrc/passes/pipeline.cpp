@@ -29,6 +29,7 @@ bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   splitLayerNormBackward(graph); // layer_norm's input gradient: an op a row group takes
   splitBatchNormTraining(graph); // batch statistics: a row group, then an inference batch_norm
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
+  foldLoneBiasAdds(graph);       // CUDA mm + bias add no group took: addmm again
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs
   cancelRoundTrips(graph);       // half -> float -> half in a group reads the half value
