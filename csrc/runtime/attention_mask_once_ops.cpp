@@ -20,7 +20,9 @@ constexpr int64_t kEfficientAttention = 2;
 
 at::Tensor additiveAttentionMask(const at::Tensor& mask, const at::Tensor& query) {
   if (mask.scalar_type() != at::kBool) return mask;
-  const auto options = mask.options().dtype(query.scalar_type());
+  // 0-dim CPU tensors: scalars to the kernel (no fill kernels on the mask's device), of
+  // the query's dtype, which is then the result's.
+  const auto options = at::TensorOptions().dtype(query.scalar_type());
   return at::where(mask, at::scalar_tensor(0.0, options),
                    at::scalar_tensor(-std::numeric_limits<double>::infinity(), options));
 }
