@@ -3,6 +3,7 @@
 #include <c10/core/MemoryFormat.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "passes/fusibility.h"
 #include "passes/groups.h"
@@ -91,21 +92,38 @@ FusionDecision checkCatStaysOutput(const Node* consumer, const Node* producer) {
   return FusionDecision::yes();
 }
 
-FusionDecision copyInputPieces(Node* group) {
-  auto subgraph = group->g(torch::jit::attr::Subgraph);
-  const Node* params = subgraph->param_node();
-  for (Node* node : subgraph->nodes()) {
-    if (!isCat(node)) continue;
-    Node* list = node->input(0)->node();
-    const auto pieces = list->inputs();
-    if (std::all_of(pieces.begin(), pieces.end(),
-                    [&](const Value* piece) { return piece->node() == params; })) {
+namespace {
+
+bool isGroupInput(const Value* piece) {
+  return piece->node() == piece->owningGraph()->param_node();
+}
+
+std::vector<Node*> catListsOf(const Node* group) {
+  std::vector<Node*> lists;
+  for (Node* node : group->g(torch::jit::attr::Subgraph)->nodes()) {
+    if (isCat(node)) lists.push_back(node->input(0)->node());
+  }
+  return lists;
+}
+
+}  // namespace
+
+FusionDecision checkCatPiecesComputed(const Node* group) {
+  for (const Node* list : catListsOf(group)) {
+    if (std::all_of(list->inputs().begin(), list->inputs().end(), isGroupInput)) {
       return FusionDecision::no("none of its pieces could join the group; the cat would be a "
                                 "copy");
     }
+  }
+  return FusionDecision::yes();
+}
+
+void copyInputPieces(Node* group) {
+  auto subgraph = group->g(torch::jit::attr::Subgraph);
+  for (Node* list : catListsOf(group)) {
     for (size_t i = 0; i < list->inputs().size(); ++i) {
       Value* piece = list->input(i);
-      if (piece->node() != params) continue;
+      if (!isGroupInput(piece)) continue;
       torch::jit::WithInsertPoint before(list);
       Value* format =
           subgraph->insertConstant(static_cast<int64_t>(c10::MemoryFormat::Contiguous));
@@ -114,7 +132,6 @@ FusionDecision copyInputPieces(Node* group) {
       list->replaceInput(i, copy->output());
     }
   }
-  return FusionDecision::yes();
 }
 
 }  // namespace fuser

@@ -35,9 +35,13 @@ FusionDecision checkCatFusible(const torch::jit::Node* cat);
 FusionDecision checkCatStaysOutput(const torch::jit::Node* consumer,
                                    const torch::jit::Node* producer);
 
+// Yes unless a cat of `group` has no piece the group computes (all group inputs: it
+// would be a copy, as ATen's cat).
+FusionDecision checkCatPiecesComputed(const torch::jit::Node* group);
+
 // Copies, inside the group, each cat piece the group does not compute (a group input),
-// so the kernel writes it into its slice; no where a cat of `group` has no piece the
-// group computes (it would be a copy, as ATen's cat).
-FusionDecision copyInputPieces(torch::jit::Node* group);
+// so the kernel writes it into its slice. For groups that are kept: after it, the copies
+// are part of the group.
+void copyInputPieces(torch::jit::Node* group);
 
 }  // namespace fuser

@@ -335,7 +335,7 @@ class GroupFormer {
     int kept = 0;
     for (Node* group : collectFusionGroups(graph_->block())) {
       if (isGuardedGroup(group)) continue;
-      if (FusionDecision pieces = copyInputPieces(group); !pieces) {
+      if (FusionDecision pieces = checkCatPiecesComputed(group); !pieces) {
         dissolve(group, pieces.reason(), /*cats_only=*/true);
         continue;
       }
@@ -360,6 +360,7 @@ class GroupFormer {
                  /*cats_only=*/false);
         continue;
       }
+      copyInputPieces(group);
       hoistTensorConstants(group);
       ++kept;
       stats().groups_formed++;
