@@ -3,6 +3,7 @@
 // attention that takes the converted mask only where attention itself would have made
 // exactly those values from the boolean one.
 #include <ATen/ATen.h>
+#include <ATen/ScalarOps.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
@@ -20,11 +21,12 @@ constexpr int64_t kEfficientAttention = 2;
 
 at::Tensor additiveAttentionMask(const at::Tensor& mask, const at::Tensor& query) {
   if (mask.scalar_type() != at::kBool) return mask;
-  // 0-dim CPU tensors: scalars to the kernel (no fill kernels on the mask's device), of
-  // the query's dtype, which is then the result's.
-  const auto options = at::TensorOptions().dtype(query.scalar_type());
-  return at::where(mask, at::scalar_tensor(0.0, options),
-                   at::scalar_tensor(-std::numeric_limits<double>::infinity(), options));
+  // 0-dim CPU tensors of the query's dtype (the result's): scalars to the kernel, made
+  // without an operator of their own (no fill on the mask's device, none on the CPU).
+  const auto scalar = [&](double value) {
+    return at::detail::scalar_tensor_static(value, query.scalar_type(), at::kCPU);
+  };
+  return at::where(mask, scalar(0.0), scalar(-std::numeric_limits<double>::infinity()));
 }
 
 struct Attention {

@@ -172,3 +172,13 @@ def test_the_conversion_is_the_one_attention_makes(device: str) -> None:
     assert bool((additive[~mask] == float("-inf")).all())
     floats = torch.randn(mask.shape, device=device)
     assert torch.ops.fuser.additive_attention_mask(floats, q).data_ptr() == floats.data_ptr()
+
+
+@pytest.mark.parametrize("device", devices())
+def test_the_conversion_is_one_operator(device: str) -> None:
+    """No scalar tensors filled on the side: the kernels left per call are the where."""
+    q, _, _, mask = attention_inputs(device, torch.float16)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.ops.fuser.additive_attention_mask(mask, q)
+    outermost = [e.name for e in prof.events() if e.cpu_parent is None]
+    assert outermost == ["aten::where"], outermost
