@@ -30,12 +30,6 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-c10::TensorTypePtr completeType(const Value* v) {
-  auto type = v->type()->cast<c10::TensorType>();
-  if (!type || !type->isComplete()) return nullptr;
-  return type;
-}
-
 bool isRowMajor(const c10::TensorType& t) {
   return *t.strides().concrete_sizes() == *t.contiguous()->strides().concrete_sizes();
 }
@@ -47,13 +41,13 @@ bool isView(const Node* node) {
 // Which of the add's operands (0 or 1) is the product the view may read instead: of the
 // add's sizes, dtype and row-major; the other operand spans trailing dims the view keeps.
 std::optional<size_t> viewableOperand(const Node* add, const c10::TensorType& viewed) {
-  auto out = completeType(add->output());
+  auto out = completeTensorType(add->output());
   if (!out) return std::nullopt;
   const std::vector<int64_t> out_sizes = *out->sizes().concrete_sizes();
   const std::vector<int64_t> view_sizes = *viewed.sizes().concrete_sizes();
   for (size_t i = 0; i < 2; ++i) {
-    auto product = completeType(add->input(i));
-    auto other = completeType(add->input(1 - i));
+    auto product = completeTensorType(add->input(i));
+    auto other = completeTensorType(add->input(1 - i));
     if (!product || !other || product->scalarType() != out->scalarType() ||
         *product->sizes().concrete_sizes() != out_sizes || !isRowMajor(*product)) {
       continue;
@@ -79,7 +73,7 @@ void sinkIn(torch::jit::Block* block) {
         isLeftToOneDnn(add)) {
       continue;
     }
-    auto viewed = completeType(view->output());
+    auto viewed = completeTensorType(view->output());
     if (!viewed || !readByFusibleNode(view->output())) continue;
     std::optional<size_t> product = viewableOperand(add, *viewed);
     if (!product) continue;

@@ -383,6 +383,12 @@ bool readsFromOutsideItsGroup(const Node* user, size_t input) {
   return input == ops::kBatchNormInput || ops::isBatchNormChannelOperand(user, input);
 }
 
+c10::TensorTypePtr completeTensorType(const torch::jit::Value* value) {
+  auto type = value->type()->cast<c10::TensorType>();
+  if (!type || !type->isComplete()) return nullptr;
+  return type;
+}
+
 bool readByFusibleNode(const torch::jit::Value* value) {
   for (const torch::jit::Use& use : value->uses()) {
     if (checkFusible(use.user) && !readsFromOutsideItsGroup(use.user, use.offset)) return true;

@@ -17,6 +17,10 @@ namespace fuser {
 // dtype kernels handle, on a device config() allows.
 FusionDecision checkTensorValue(const torch::jit::Value* value);
 
+// The value's tensor type where profiling (or propagation) made it complete (dtype,
+// device, sizes, strides), else null: what the rewrites that decide from types alone read.
+c10::TensorTypePtr completeTensorType(const torch::jit::Value* value);
+
 // Yes for a fusion group, and for an operator of the table (ops::checkOpSupported) whose
 // tensor operands all pass checkTensorValue and live on one device, whose other
 // non-constant inputs are int, float or bool, and whose outputs are all tensors.

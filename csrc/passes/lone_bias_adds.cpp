@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "passes/fusibility.h"
 #include "passes/pipeline.h"
 
 namespace fuser {
@@ -26,12 +27,6 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-c10::TensorTypePtr completeType(const Value* v) {
-  auto type = v->type()->cast<c10::TensorType>();
-  if (!type || !type->isComplete()) return nullptr;
-  return type;
-}
-
 // Whether the mm producing `product` is a 2-D CUDA product read by `add` alone.
 bool isLoneCudaProduct(const Value* product, const Node* add) {
   const Node* mm = product->node();
@@ -39,17 +34,17 @@ bool isLoneCudaProduct(const Value* product, const Node* add) {
       product->uses().size() != 1) {
     return false;
   }
-  auto type = completeType(product);
+  auto type = completeTensorType(product);
   return type && type->device()->is_cuda() && *type->dim() == 2 &&
          c10::isFloatingType(*type->scalarType());
 }
 
 // Whether `bias` broadcasts to the product's sizes, no further, in its dtype and device.
 bool isBiasOf(const Value* bias, const Value* product, const Value* sum) {
-  auto b = completeType(bias);
-  auto p = completeType(product);
-  auto s = completeType(sum);
-  if (!b || !s || *b->dim() > 2 || b->scalarType() != p->scalarType() ||
+  auto b = completeTensorType(bias);
+  auto p = completeTensorType(product);
+  auto s = completeTensorType(sum);
+  if (!b || !p || !s || *b->dim() > 2 || b->scalarType() != p->scalarType() ||
       s->scalarType() != p->scalarType() || *b->device() != *p->device()) {
     return false;
   }

@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "passes/fusibility.h"
 #include "passes/pipeline.h"
 
 namespace fuser {
@@ -32,9 +33,8 @@ using torch::jit::Node;
 using torch::jit::Value;
 
 c10::TensorTypePtr completeCudaType(const Value* v) {
-  auto type = v->type()->cast<c10::TensorType>();
-  if (!type || !type->isComplete() || type->requiresGrad().value_or(true) ||
-      !type->device()->is_cuda()) {
+  auto type = completeTensorType(v);
+  if (!type || type->requiresGrad().value_or(true) || !type->device()->is_cuda()) {
     return nullptr;
   }
   return type;

@@ -56,7 +56,11 @@ bool convertsTo(const Attention& attention, const at::Tensor& mask, const at::Te
   }
   const int64_t backend = attention.backendFor(mask);
   if (backend != kFlashAttention && backend != kEfficientAttention) return false;
-  return attention.backendFor(additive) == backend;
+  try {
+    return attention.backendFor(additive) == backend;
+  } catch (const c10::Error&) {
+    return false;  // no backend for it (the user's sdpa_kernel choice): the boolean mask
+  }
 }
 
 at::Tensor attentionWithAdditiveMask(const Attention& attention,
