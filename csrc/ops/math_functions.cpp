@@ -2,6 +2,7 @@
 // functions, rounding and sign. Transcendental functions of integer or bool tensors
 // give float32 (eager's int-to-float rule); rounding functions leave integers as they are.
 #include <cmath>
+#include <limits>
 
 #include "ops/lowering_rules.h"
 
@@ -77,6 +78,16 @@ Operand lowerIsNan(IrBuilder& b, const Args& a) {
   return makeResult(r, ScalarType::Bool, {a[0]});
 }
 
+// |x| == inf on floating inputs (NaN is not infinite); false on integers, as eager's.
+Operand lowerIsInf(IrBuilder& b, const Args& a) {
+  if (!c10::isFloatingType(a[0].dtype)) {
+    return makeResult(b.intConstant(0, ScalarType::Bool), ScalarType::Bool, {a[0]});
+  }
+  const ExprId x = a[0].expr;
+  const ExprId inf = b.constant(std::numeric_limits<double>::infinity(), b.typeOf(x));
+  return makeResult(b.binary(IrOp::Eq, b.unary(IrOp::Abs, x), inf), ScalarType::Bool, {a[0]});
+}
+
 }  // namespace
 
 static RegisterOps reg({
@@ -112,6 +123,7 @@ static RegisterOps reg({
     {"aten::sign(Tensor self) -> Tensor", lowerSign},
     {"aten::sgn(Tensor self) -> Tensor", lowerSign},
     {"aten::isnan(Tensor self) -> Tensor", lowerIsNan},
+    {"aten::isinf(Tensor self) -> Tensor", lowerIsInf},
 });
 
 }  // namespace fuser::ops

@@ -54,11 +54,13 @@ std::optional<std::vector<int64_t>> distinctDims(const std::vector<int64_t>& dim
   return out;
 }
 
-// Whether a reduction takes every dim: sum(self) and mean(self), or a `dim` of None or
-// [] (eager's sum, mean, var, std, amax and amin then reduce the whole tensor).
+// Whether a reduction takes every dim: sum(self), mean(self), any(self) and all(self),
+// or a `dim` of None or [] (eager's sum, mean, var, std, amax and amin then reduce the
+// whole tensor).
 bool reducesEveryDim(const Node* node) {
   if (!node->schema().argumentIndexWithName("dim")) {
-    return node->kind() == c10::aten::sum || node->kind() == c10::aten::mean;
+    return node->kind() == c10::aten::sum || node->kind() == c10::aten::mean ||
+           node->kind() == c10::aten::any || node->kind() == c10::aten::all;
   }
   static const c10::Symbol kinds[] = {c10::aten::sum, c10::aten::mean, c10::aten::var,
                                       c10::aten::std, c10::aten::amax, c10::aten::amin};
@@ -114,6 +116,11 @@ FusionDecision checkResultDtype(const Node* node) {
     return FusionDecision::no("reductions are fused for real inputs of a profiled dtype");
   }
   const bool sum = node->kind() == c10::aten::sum;
+  if (node->kind() == c10::aten::any || node->kind() == c10::aten::all) {
+    // Every real dtype gives bool, but uint8, which eager answers in uint8.
+    if (*type->scalarType() != ScalarType::Byte) return FusionDecision::yes();
+    return FusionDecision::no("any and all of a uint8 tensor are uint8: left to eager");
+  }
   std::optional<c10::IValue> dtype;
   if (node->schema().argumentIndexWithName("dtype")) {
     dtype = constantInput(node, "dtype");
@@ -277,6 +284,21 @@ template <ReduceKind Kind>
 Operand lowerExtreme(IrBuilder& b, const Args& a) {
   requireFloating(a[0], Kind == ReduceKind::Max ? "amax" : "amin");
   return makeResult(b.reduce(Kind, a[0].expr), a[0].dtype, {a[0]});
+}
+
+// any(self), all(self): the largest or smallest of 1 (a nonzero element, NaN included)
+// and 0 over the tensor, compared with 1/2 so that an empty tensor's identity (-inf for
+// the largest, +inf for the smallest) gives eager's false and true.
+template <ReduceKind Kind>
+Operand lowerTruth(IrBuilder& b, const Args& a) {
+  const ExprId x = a[0].expr;
+  const ExprId nonzero = a[0].dtype == ScalarType::Bool
+                             ? x
+                             : b.binary(IrOp::Ne, x, b.constant(0.0, b.typeOf(x)));
+  const ScalarType f = ScalarType::Float;
+  const ExprId flag = b.select(nonzero, b.constant(1.0, f), b.constant(0.0, f));
+  const ExprId r = b.binary(IrOp::Gt, b.reduce(Kind, flag), b.constant(0.5, f));
+  return makeResult(r, ScalarType::Bool, {a[0]});
 }
 
 // (self, dim, unbiased or correction, keepdim): unbiased is correction 1 or 0.
@@ -448,6 +470,8 @@ const RegisterOps kRegister({
      "dtype=None) -> Tensor", lowerSum, checkRowReduction, true},
     {"aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) "
      "-> Tensor", lowerMean, checkRowReduction, true},
+    {"aten::any(Tensor self) -> Tensor", lowerTruth<ReduceKind::Max>, checkRowReduction, true},
+    {"aten::all(Tensor self) -> Tensor", lowerTruth<ReduceKind::Min>, checkRowReduction, true},
     {"aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
      lowerExtreme<ReduceKind::Max>, checkRowReduction, true},
     {"aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",

@@ -55,10 +55,25 @@ CASES = {
     "sum_whole": fn_of("return ((x - 1.0) * x).sum()"),
     "mean_whole": fn_of("return (x * x).mean() + 1.0"),
     "var_whole": fn_of("return torch.var(x + 1.0, dim=None, keepdim=True)"),
+    # Truth of the whole tensor: bool results, any nonzero (NaN included) or none zero.
+    "any_whole": fn_of("return (x * 2.0 > 3.5).any()"),
+    "all_whole": fn_of("return torch.isinf(x + 1.0).logical_not().all()"),
 }
 
 
-REDUCTION_NAMES = ["sum", "mean", "amax", "amin", "var", "std", "norm", "softmax", "log_softmax"]
+REDUCTION_NAMES = [
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "var",
+    "std",
+    "norm",
+    "softmax",
+    "log_softmax",
+    "any",
+    "all",
+]
 
 
 def tolerance(dtype: torch.dtype, case: str = "") -> dict[str, float]:
@@ -206,6 +221,66 @@ def test_nan_and_inf_propagate_as_in_eager(device: str) -> None:
     for case in ["amax", "softmax", "log_softmax", "sum", "amin_dropped"]:
         with fuser.enabled(True):
             compare(CASES[case], x)
+
+
+# transformers' float16 overflow guard (T5): the residual sum checked for infinities,
+# then clamped below the largest finite value where one is found.
+OVERFLOW_GUARD = fn_of(
+    "h = x + r",
+    "big = torch.isinf(h).any()",
+    "top = torch.full_like(h[0, 0, 0], 65504.0)",
+    "v = torch.where(big, top - 1000.0, top)",
+    "return torch.clamp(h, min=-v, max=v) * 0.5",
+    params="x, r",
+)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_any_all_and_isinf_match_eager(device: str, dtype: torch.dtype) -> None:
+    x = torch.randn(4, 8, 16, device=device).to(dtype)
+    r = torch.randn(4, 8, 16, device=device).to(dtype)
+    with fuser.enabled(True):
+        fn = compare(OVERFLOW_GUARD, x, r, dtype=dtype)  # no infinity: not clamped
+        x[1, 2, 3] = float("inf")
+        compare(OVERFLOW_GUARD, x, r, dtype=dtype)
+        x[1, 2, 3] = float("-inf")
+        compare(OVERFLOW_GUARD, x, r, dtype=dtype)
+    assert {"aten::isinf", "aten::any"} <= subgraph_kinds(fn, x, r)
+    # Every answer of any and all: none, one, all set; NaN counts as nonzero.
+    truth = {
+        "any": fn_of("return (x * 1.0).any()"),
+        "all": fn_of("return (x * 1.0).all()"),
+        "isinf": fn_of("return torch.isinf(x * 2.0)"),
+    }
+    values = torch.zeros(3, 5, 7, device=device, dtype=dtype)
+    for fill in ["none", "one", "all", "nan"]:
+        v = values.clone()
+        if fill == "one":
+            v[2, 4, 6] = 1.5
+        elif fill == "all":
+            v.fill_(-2.0)
+        elif fill == "nan":
+            v[0, 1, 2] = float("nan")
+        with fuser.enabled(True):
+            for name, text in truth.items():
+                got = compare(text, v, dtype=dtype)
+                assert subgraph_kinds(got, v) & {"aten::any", "aten::all", "aten::isinf"}, name
+
+
+@pytest.mark.parametrize("device", devices())
+def test_any_and_all_of_integers_bools_and_empty_tensors_match_eager(device: str) -> None:
+    with fuser.enabled(True):
+        for x in [
+            torch.randint(-2, 3, (6, 9), device=device),
+            torch.rand(6, 9, device=device) > 0.9,
+            torch.randn(0, 9, device=device),
+        ]:
+            compare(fn_of("return (x + x).any(), (x * x).all()"), x)
+        # uint8's any and all are uint8 in eager: left to it.
+        u = torch.randint(0, 3, (6, 9), device=device, dtype=torch.uint8)
+        fn = compare(fn_of("return (u + u).any()", params="u"), u)
+        assert "aten::any" not in subgraph_kinds(fn, u)
 
 
 @pytest.mark.parametrize("device", devices())
