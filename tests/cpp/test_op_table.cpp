@@ -177,7 +177,7 @@ TEST(OpTable, EveryEntryIsCovered) {
 // Every reduction of the table (ops/reductions.h) gives its floating input's dtype, as
 // eager does, computes in float for float16/bfloat16, and refuses integers and bool
 // (eager's mean, var, softmax, its backward and layer_norm raise for them), but for
-// sum, which sums them as int64, as eager's does.
+// sum, which sums them as int64, and any and all, which give a bool, as eager's do.
 TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
   int reductions = 0;
   for (const std::string& schema_text : supportedSchemas()) {
@@ -208,6 +208,15 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
           args[i].expr = b.load(static_cast<int>(i), codegen::computeType(dtype));
         }
       }
+      // any and all: a bool of every real input (uint8, eager's uint8 result, is refused
+      // by the entry's check, not its lowering).
+      if (schema.name() == "aten::any" || schema.name() == "aten::all") {
+        const Operand r = entry->lower(b, args);
+        EXPECT_EQ(r.dtype, ScalarType::Bool) << schema_text << " " << dtype;
+        EXPECT_EQ(k.exprs.at(r.expr).type, ScalarType::Bool) << schema_text << " " << dtype;
+        EXPECT_TRUE(k.rows) << schema_text;
+        continue;
+      }
       if (!c10::isFloatingType(dtype) && schema.name() == "aten::sum") {
         const Operand r = entry->lower(b, args);
         EXPECT_EQ(r.dtype, ScalarType::Long) << dtype;
@@ -233,7 +242,7 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
       }
     }
   }
-  EXPECT_EQ(reductions, 20);  // sum and mean in their dim and whole-tensor forms, ...
+  EXPECT_EQ(reductions, 22);  // sum and mean in their dim and whole-tensor forms, ...
 }
 
 // Inference batch_norm (ops/batch_norm.h), and fuser::batch_norm_with_stats which batch

@@ -3,6 +3,7 @@ the cat's buffer (csrc/passes/concat.cpp, csrc/runtime/kernel_graph.cpp)."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -184,6 +185,39 @@ def test_a_piece_the_group_does_not_compute_is_copied_by_its_kernel(
     subgraph = cat_groups[0].g("Subgraph")
     assert subgraph.findAllNodes("aten::neg") and subgraph.findAllNodes("aten::contiguous")
     assert not graph.findAllNodes("aten::neg") and not graph.findAllNodes("aten::cat")
+
+
+def random_cat_program(rng: random.Random, rank: int) -> str:
+    """f(a, b, c) returning a cat along a random dim of 2-3 pieces of a's shape, one at
+    least computed by fusible ops, the others computed or not computed by the group: an
+    input itself, a transpose (of equal sides), slices of c (two longer along dim 0)."""
+    computed = ["a * b + 1.0", "torch.relu(a - c[1:-1])", "torch.sigmoid(b) * 2.0", "-c[2:]"]
+    uncomputed = ["a", "b", "a.transpose(0, 1)", "c[1:-1]", "c[:-2]"]
+    pieces = [rng.choice(computed)]
+    pieces += [rng.choice(uncomputed + computed) for _ in range(rng.randint(1, 2))]
+    rng.shuffle(pieces)
+    dim = rng.randint(-rank, rank - 1)
+    names = [f"p{i}" for i in range(len(pieces))]
+    body = "".join(f"    {n} = {p}\n" for n, p in zip(names, pieces, strict=True))
+    return f"def f(a, b, c):\n{body}    return torch.cat([{', '.join(names)}], {dim})\n"
+
+
+@pytest.mark.parametrize("device", devices())
+def test_random_cats_with_pieces_the_group_does_not_compute_match_eager(device: str) -> None:
+    rng = random.Random(20261128)
+    copied = 0  # programs whose kernel copies a piece it does not compute
+    for _ in range(10):
+        rank = rng.randint(2, 4)
+        side = rng.randint(2, 5)
+        shape = (side, side, *[rng.randint(1, 4) for _ in range(rank - 2)])
+        source = random_cat_program(rng, rank)
+        a, b = make(shape, torch.float32, device), make(shape, torch.float32, device)
+        c = make((side + 2, *shape[1:]), torch.float32, device)
+        out, graph, _ = run_fused(source, a, b, c)
+        assert_equal_eager(out, eager(source, a, b, c))
+        subgraphs = [g.g("Subgraph") for g in groups_of(graph)]
+        copied += any(s.findAllNodes("aten::contiguous") for s in subgraphs)
+    assert copied >= 3, copied
 
 
 def test_refusal_reason_is_printed_under_dump_reasons() -> None:
