@@ -15,9 +15,6 @@
 // may take the pair there.
 #include <torch/csrc/jit/ir/ir.h>
 
-#include <optional>
-#include <vector>
-
 #include "passes/fusibility.h"
 #include "passes/pipeline.h"
 
