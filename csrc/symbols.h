@@ -54,21 +54,23 @@ inline c10::Symbol denseAttentionMaskSymbol() {
   return s;
 }
 
-// fuser::additive_attention_mask(Tensor(a) mask, Tensor query) -> Tensor(a): a boolean
-// mask as the additive mask scaled_dot_product_attention makes of it (0 where true, -inf
-// where false, in the query's dtype); any other mask as it is. Computed once per call for
-// every layer that reads the mask (passes/attention_masks_once.cpp;
-// runtime/attention_mask_once_ops.cpp).
+// fuser::additive_attention_mask(Tensor(a) mask, Tensor query, Tensor key, Tensor value,
+// float dropout_p, bool is_causal, float? scale, bool enable_gqa) -> (Tensor(a), int): a
+// boolean mask as the additive mask attention with these arguments (the first layer's)
+// would make of it (0 where true, where false -inf for flash and memory-efficient
+// attention, cuDNN's finite value for cuDNN), and that form; any other mask, or one whose
+// backend keeps it boolean, as it is (form 0). Computed once per call for every layer that
+// reads the mask (passes/attention_masks_once.cpp; runtime/attention_mask_once_ops.cpp).
 inline c10::Symbol additiveAttentionMaskSymbol() {
   static const c10::Symbol s = c10::Symbol::fromQualString("fuser::additive_attention_mask");
   return s;
 }
 
 // fuser::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor?
-// attn_mask, Tensor? additive_mask, float dropout_p, bool is_causal, float? scale, bool
-// enable_gqa) -> Tensor: aten::scaled_dot_product_attention of `attn_mask`, handed
-// `additive_mask` in its place where that is what attention would convert it to
-// (passes/attention_masks_once.cpp; runtime/attention_mask_once_ops.cpp).
+// attn_mask, Tensor? additive_mask, int additive_form, float dropout_p, bool is_causal,
+// float? scale, bool enable_gqa) -> Tensor: aten::scaled_dot_product_attention of
+// `attn_mask`, handed `additive_mask` in its place where that is what attention would
+// convert it to (passes/attention_masks_once.cpp; runtime/attention_mask_once_ops.cpp).
 inline c10::Symbol attentionWithAdditiveMaskSymbol() {
   static const c10::Symbol s = c10::Symbol::fromQualString("fuser::scaled_dot_product_attention");
   return s;

@@ -2,19 +2,22 @@
 // to its additive form once per call, not once per layer.
 //
 // scaled_dot_product_attention converts a boolean mask to an additive one (0 where true,
-// -inf where false, in the query's dtype) before its flash or memory-efficient kernel,
-// on every call: a full pass over a [B, 1, T, T] mask in each layer of a transformers
-// model, which hands the same mask to all of them (GPT-2 and Llama traced: 12 of the
-// elementwise kernels left per call on CPU; BERT on the H100, 36 of 39). After this pass
-// the conversion runs once, before the first layer that reads the mask
-// (fuser::additive_attention_mask), and each layer's attention becomes
-// fuser::scaled_dot_product_attention, which is handed both masks and passes the converted
-// one to ATen only where attention would have converted the boolean one to exactly those
-// values: the backend chosen for the boolean mask is flash or memory-efficient attention,
-// the converted mask chooses the same, and it has the query's dtype and the mask's sizes.
-// Anywhere else (cuDNN, whose conversion differs; the math path; another dtype) the layer
-// gets the boolean mask, as before. The converted values are the ones attention makes, so
-// each layer computes what eager computes, bit for bit (runtime/attention_mask_once_ops.cpp).
+// a large negative value where false, in the query's dtype) before its flash,
+// memory-efficient or cuDNN kernel, on every call: a full pass over a [B, 1, T, T] mask in
+// each layer of a transformers model, which hands the same mask to all of them (GPT-2 and
+// Llama traced: 12 of the elementwise kernels left per call on CPU; BERT on the H100, 36
+// of 39; with cuDNN attention in float16, 24 of them). After this pass the conversion runs
+// once, before the first layer that reads the mask (fuser::additive_attention_mask, handed
+// that layer's arguments: the conversion depends on the backend, -inf for flash and
+// memory-efficient attention, cuDNN's own finite value for cuDNN), and each layer's
+// attention becomes fuser::scaled_dot_product_attention, which is handed both masks and
+// the converted one's form, and passes the converted one to ATen only where attention
+// would have converted the boolean one to exactly those values: the backend chosen for the
+// boolean mask converts to that form, the converted mask chooses the same backend, and it
+// has the query's dtype and the mask's sizes. Anywhere else (the math path, another dtype)
+// the layer gets the boolean mask, as before. The converted values are the ones attention
+// makes, so each layer computes what eager computes, bit for bit
+// (runtime/attention_mask_once_ops.cpp).
 //
 // Masks read by one layer are left (nothing to share), and so are masks whose readers are
 // not all in one block (the conversion must come before every one of them) and masks the
@@ -72,18 +75,23 @@ void convertOnce(Value* mask, const std::vector<Node*>& layers) {
   torch::jit::Graph& graph = *mask->owningGraph();
   Node* first = layers.front();
   Value* additive = nullptr;
+  Value* form = nullptr;
   {
+    // The conversion takes the first layer's arguments, its mask first: its backend
+    // decides the form.
     torch::jit::WithInsertPoint before(first);
-    Node* convert =
-        graph.insertNode(graph.create(additiveAttentionMaskSymbol(), {mask, first->input(0)}));
+    std::vector<Value*> inputs(first->inputs().begin(), first->inputs().end());
+    inputs.erase(inputs.begin() + kMaskInput);
+    inputs.insert(inputs.begin(), mask);
+    Node* convert = graph.insertNode(graph.create(additiveAttentionMaskSymbol(), inputs, 2));
     convert->copyMetadata(first);
-    convert->output()->setType(c10::TensorType::get());
-    additive = convert->output();
+    additive = convert->output(0)->setType(c10::TensorType::get());
+    form = convert->output(1)->setType(c10::IntType::get());
   }
   for (Node* layer : layers) {
     torch::jit::WithInsertPoint before(layer);
     std::vector<Value*> inputs(layer->inputs().begin(), layer->inputs().end());
-    inputs.insert(inputs.begin() + kMaskInput + 1, additive);
+    inputs.insert(inputs.begin() + kMaskInput + 1, {additive, form});
     Node* attention = graph.insertNode(graph.create(attentionWithAdditiveMaskSymbol(), inputs));
     attention->copyMetadata(layer);
     attention->output()->setType(layer->output()->type());

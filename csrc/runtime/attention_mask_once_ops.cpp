@@ -1,32 +1,46 @@
 // The operators passes/attention_masks_once.cpp puts in a graph (symbols.h): a boolean
-// attention mask converted once to the additive mask attention would make of it, and
-// attention that takes the converted mask only where attention itself would have made
-// exactly those values from the boolean one.
+// attention mask converted once to the additive mask attention's backend would make of
+// it, and attention that takes the converted mask only where attention itself would have
+// made exactly those values from the boolean one.
 #include <ATen/ATen.h>
 #include <ATen/ScalarOps.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <tuple>
 
 namespace fuser::runtime {
 namespace {
 
-// The backends of ATen's SDPBackend enum (_fused_sdp_choice's result) that convert a
-// boolean mask to 0 / -inf in the query's dtype before they run. cuDNN's conversion
-// uses another value for false, and the math path is left its own handling.
+// Backends of ATen's SDPBackend enum (_fused_sdp_choice's result).
 constexpr int64_t kFlashAttention = 1;
 constexpr int64_t kEfficientAttention = 2;
+constexpr int64_t kCudnnAttention = 3;
 
-at::Tensor additiveAttentionMask(const at::Tensor& mask, const at::Tensor& query) {
-  if (mask.scalar_type() != at::kBool) return mask;
+// What a converted mask holds where the boolean mask is false. Flash and memory-efficient
+// attention convert to -inf; cuDNN attention to -65504, a finite value ATen uses to work
+// around cuDNN's handling of -inf (checked on this torch before it is used:
+// cudnnConvertsLikeUs). kBoolean: not converted, the boolean mask itself.
+enum MaskForm : int64_t { kBoolean = 0, kInfinity = 1, kCudnn = 2 };
+
+MaskForm formOfBackend(int64_t backend) {
+  if (backend == kFlashAttention || backend == kEfficientAttention) return kInfinity;
+  if (backend == kCudnnAttention) return kCudnn;
+  return kBoolean;  // the math path and any other: they handle the boolean mask themselves
+}
+
+at::Tensor converted(const at::Tensor& mask, at::ScalarType dtype, MaskForm form) {
+  const double false_value = form == kCudnn ? -65504.0 : -std::numeric_limits<double>::infinity();
   // 0-dim CPU tensors of the query's dtype (the result's): scalars to the kernel, made
   // without an operator of their own (no fill on the mask's device, none on the CPU).
   const auto scalar = [&](double value) {
-    return at::detail::scalar_tensor_static(value, query.scalar_type(), at::kCPU);
+    return at::detail::scalar_tensor_static(value, dtype, at::kCPU);
   };
-  return at::where(mask, scalar(0.0), scalar(-std::numeric_limits<double>::infinity()));
+  return at::where(mask, scalar(0.0), scalar(false_value));
 }
 
 struct Attention {
@@ -35,6 +49,23 @@ struct Attention {
   bool is_causal;
   std::optional<double> scale;
   bool enable_gqa;
+
+  // Attention's arguments from the top of `stack`: those after the mask, the
+  // `mask_count` values before them (into `masks`), then value, key and query.
+  static Attention pop(torch::jit::Stack& stack, std::vector<c10::IValue>& masks,
+                       size_t mask_count) {
+    Attention attention;
+    attention.enable_gqa = torch::jit::pop(stack).toBool();
+    attention.scale = torch::jit::pop(stack).toOptional<double>();
+    attention.is_causal = torch::jit::pop(stack).toBool();
+    attention.dropout_p = torch::jit::pop(stack).toDouble();
+    masks.resize(mask_count);
+    for (size_t i = mask_count; i-- > 0;) masks[i] = torch::jit::pop(stack);
+    attention.value = torch::jit::pop(stack).toTensor();
+    attention.key = torch::jit::pop(stack).toTensor();
+    attention.query = torch::jit::pop(stack).toTensor();
+    return attention;
+  }
 
   int64_t backendFor(const std::optional<at::Tensor>& mask) const {
     return at::_fused_sdp_choice(query, key, value, mask, dropout_p, is_causal, scale,
@@ -47,15 +78,66 @@ struct Attention {
   }
 };
 
-// Whether attention handed `mask` would convert it to exactly `additive` and run the same
-// kernel as when handed `additive`.
-bool convertsTo(const Attention& attention, const at::Tensor& mask, const at::Tensor& additive) {
-  if (mask.scalar_type() != at::kBool || additive.scalar_type() != attention.query.scalar_type() ||
+// Whether cuDNN attention converts a boolean mask as converted(.., kCudnn) does, on this
+// torch: its value for false is a workaround that may change between versions. Checked
+// once per process, dtype and device, on the first layer's own arguments: attention of
+// the mask with one row that attends to nothing (where the false value decides the
+// result, every key weighted alike) against attention of our conversion of it, bit for
+// bit. nullopt where the check cannot be made here (attention would not pick cuDNN for
+// the probe, or dropout makes results random).
+std::optional<bool> probeCudnnConversion(const Attention& attention, const at::Tensor& mask) {
+  if (attention.dropout_p != 0.0 || mask.dim() == 0 || mask.numel() == 0) return std::nullopt;
+  at::Tensor probe = mask.clone(at::MemoryFormat::Contiguous);
+  probe.view({-1, probe.size(-1)})[0].fill_(false);
+  const at::Tensor additive = converted(probe, attention.query.scalar_type(), kCudnn);
+  if (attention.backendFor(probe) != kCudnnAttention ||
+      attention.backendFor(additive) != kCudnnAttention) {
+    return std::nullopt;
+  }
+  at::NoGradGuard no_grad;
+  return at::equal(attention(probe), attention(additive));
+}
+
+bool cudnnConvertsLikeUs(const Attention& attention, const at::Tensor& mask) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, int>, bool> verdicts;  // by dtype, device type, index
+  const auto key = std::make_tuple(static_cast<int>(attention.query.scalar_type()),
+                                   static_cast<int>(mask.device().type()),
+                                   static_cast<int>(mask.device().index()));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto known = verdicts.find(key); known != verdicts.end()) return known->second;
+  try {
+    const std::optional<bool> verdict = probeCudnnConversion(attention, mask);
+    if (!verdict) return false;  // not known yet: the boolean mask this time
+    verdicts.emplace(key, *verdict);
+    return *verdict;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
+// The first layer's mask in the form its backend converts a boolean mask to, and that
+// form; a mask that is not boolean, or whose backend keeps it boolean, as it is.
+std::tuple<at::Tensor, int64_t> convertForFirstLayer(const Attention& first,
+                                                     const at::Tensor& mask) {
+  if (mask.scalar_type() != at::kBool) return {mask, kBoolean};
+  MaskForm form = formOfBackend(first.backendFor(mask));
+  if (form == kCudnn && !cudnnConvertsLikeUs(first, mask)) form = kBoolean;
+  if (form == kBoolean) return {mask, kBoolean};
+  return {converted(mask, first.query.scalar_type(), form), form};
+}
+
+// Whether attention handed `mask` would convert it to exactly `additive` (of `form`) and
+// run the same kernel as when handed `additive`.
+bool convertsTo(const Attention& attention, const at::Tensor& mask, const at::Tensor& additive,
+                int64_t form) {
+  if (form == kBoolean || mask.scalar_type() != at::kBool ||
+      additive.scalar_type() != attention.query.scalar_type() ||
       additive.sizes() != mask.sizes() || additive.device() != mask.device()) {
     return false;
   }
   const int64_t backend = attention.backendFor(mask);
-  if (backend != kFlashAttention && backend != kEfficientAttention) return false;
+  if (formOfBackend(backend) != form) return false;
   try {
     return attention.backendFor(additive) == backend;
   } catch (const c10::Error&) {
@@ -63,40 +145,31 @@ bool convertsTo(const Attention& attention, const at::Tensor& mask, const at::Te
   }
 }
 
-at::Tensor attentionWithAdditiveMask(const Attention& attention,
-                                     const std::optional<at::Tensor>& mask,
-                                     const std::optional<at::Tensor>& additive) {
-  if (mask && additive && convertsTo(attention, *mask, *additive)) return attention(additive);
-  return attention(mask);
-}
-
 torch::jit::RegisterOperators registration({
     torch::jit::Operator(
-        "fuser::additive_attention_mask(Tensor(a) mask, Tensor query) -> Tensor(a)",
+        "fuser::additive_attention_mask(Tensor(a) mask, Tensor query, Tensor key, "
+        "Tensor value, float dropout_p, bool is_causal, float? scale, bool enable_gqa) "
+        "-> (Tensor(a), int)",
         [](torch::jit::Stack& stack) {
-          at::Tensor query = torch::jit::pop(stack).toTensor();
-          at::Tensor mask = torch::jit::pop(stack).toTensor();
-          torch::jit::push(stack, additiveAttentionMask(mask, query));
+          std::vector<c10::IValue> none;
+          const Attention first = Attention::pop(stack, none, 0);
+          const at::Tensor boolean = torch::jit::pop(stack).toTensor();  // the first argument
+          auto [mask, form] = convertForFirstLayer(first, boolean);
+          torch::jit::push(stack, std::move(mask), form);
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
         "fuser::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
-        "Tensor? attn_mask, Tensor? additive_mask, float dropout_p, bool is_causal, "
-        "float? scale, bool enable_gqa) -> Tensor",
+        "Tensor? attn_mask, Tensor? additive_mask, int additive_form, float dropout_p, "
+        "bool is_causal, float? scale, bool enable_gqa) -> Tensor",
         [](torch::jit::Stack& stack) {
-          const bool enable_gqa = torch::jit::pop(stack).toBool();
-          const std::optional<double> scale = torch::jit::pop(stack).toOptional<double>();
-          const bool is_causal = torch::jit::pop(stack).toBool();
-          const double dropout_p = torch::jit::pop(stack).toDouble();
-          auto additive = torch::jit::pop(stack).toOptional<at::Tensor>();
-          auto mask = torch::jit::pop(stack).toOptional<at::Tensor>();
-          at::Tensor value = torch::jit::pop(stack).toTensor();
-          at::Tensor key = torch::jit::pop(stack).toTensor();
-          at::Tensor query = torch::jit::pop(stack).toTensor();
-          const Attention attention{std::move(query), std::move(key), std::move(value),
-                                    dropout_p,        is_causal,      scale,
-                                    enable_gqa};
-          torch::jit::push(stack, attentionWithAdditiveMask(attention, mask, additive));
+          std::vector<c10::IValue> masks;
+          const Attention attention = Attention::pop(stack, masks, 3);
+          const auto mask = masks[0].toOptional<at::Tensor>();
+          const auto additive = masks[1].toOptional<at::Tensor>();
+          const int64_t form = masks[2].toInt();
+          const bool take_additive = mask && additive && convertsTo(attention, *mask, *additive, form);
+          torch::jit::push(stack, attention(take_additive ? additive : mask));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
 });

@@ -46,15 +46,21 @@ TEST(AttentionMasksOnce, AMaskReadByTwoLayersIsConvertedBeforeTheFirst) {
     EXPECT_NE(node->kind(), c10::aten::scaled_dot_product_attention);
     if (node->kind() == kAdditive) {
       EXPECT_EQ(convert, nullptr);  // once
+      ASSERT_EQ(node->inputs().size(), 8u);
+      ASSERT_EQ(node->outputs().size(), 2u);  // the converted mask and its form
       EXPECT_EQ(node->input(0), graph->inputs()[3]);
-      EXPECT_EQ(node->input(1), graph->inputs()[0]);  // the first layer's query: its dtype
+      // The first layer's query, key and value: its backend decides the form.
+      EXPECT_EQ(node->input(1), graph->inputs()[0]);
+      EXPECT_EQ(node->input(2), graph->inputs()[1]);
+      EXPECT_EQ(node->input(3), graph->inputs()[2]);
       convert = node;
     }
     if (node->kind() != kAttention) continue;
     ASSERT_NE(convert, nullptr);  // the conversion comes before every layer
-    ASSERT_EQ(node->inputs().size(), 9u);
+    ASSERT_EQ(node->inputs().size(), 10u);
     EXPECT_EQ(node->input(3), graph->inputs()[3]);  // the boolean mask, for the other paths
-    EXPECT_EQ(node->input(4), convert->output());
+    EXPECT_EQ(node->input(4), convert->output(0));
+    EXPECT_EQ(node->input(5), convert->output(1));
     layers.push_back(node);
   }
   ASSERT_EQ(layers.size(), 2u);

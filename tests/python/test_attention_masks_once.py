@@ -1,9 +1,10 @@
 """A boolean attention mask read by several layers is converted to its additive form once
 per call (passes/attention_masks_once.cpp), where scaled_dot_product_attention would
 convert it in every layer; each layer is handed the converted mask only where attention
-would have made exactly those values itself (flash or memory-efficient attention, the
-query's dtype), so its result is eager's, bit for bit. tests/cpp/test_attention_masks_once
-checks which graphs are rewritten."""
+would have made exactly those values itself (flash or memory-efficient attention: 0 /
+-inf; cuDNN attention: 0 / its own finite value; the query's dtype), so its result is
+eager's, bit for bit. tests/cpp/test_attention_masks_once checks which graphs are
+rewritten."""
 
 from __future__ import annotations
 
@@ -59,12 +60,14 @@ def conversions(fn: object, *args: torch.Tensor) -> tuple[int, int]:
     return by_attention, before
 
 
-def converts_with_infinity(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
-) -> bool:
-    """Whether attention picks a backend that turns the boolean mask into 0 / -inf (flash
-    or memory-efficient attention; cuDNN's conversion differs, the math path is its own)."""
-    return torch._fused_sdp_choice(q, k, v, mask) in (1, 2)
+FLASH, EFFICIENT, CUDNN = 1, 2, 3  # SDPBackend's values, as _fused_sdp_choice gives them
+
+
+def converts_once(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Whether attention picks a backend that converts the boolean mask to an additive one
+    (flash or memory-efficient attention: 0 / -inf; cuDNN: 0 / -65504); the math path
+    handles the boolean mask its own way, and no conversion is made for it."""
+    return torch._fused_sdp_choice(q, k, v, mask) in (FLASH, EFFICIENT, CUDNN)
 
 
 def fused_and_eager(source: str, args: tuple[torch.Tensor, ...]) -> tuple[object, object]:
@@ -92,11 +95,32 @@ def test_a_boolean_mask_is_converted_once_for_every_layer(device: str, dtype: to
     assert count_kind(graph, "fuser::scaled_dot_product_attention") == 2, graph
     assert count_kind(graph, "aten::scaled_dot_product_attention") == 0, graph
     assert eager_conversions == (2, 0)  # attention converts the boolean mask in each layer
-    if converts_with_infinity(*args):
-        assert fused_conversions == (0, 1)
-    else:  # cuDNN (float16 on an H100): each layer keeps attention's own conversion
-        assert fused_conversions == (2, 1)
+    assert converts_once(*args)  # flash or memory-efficient attention, cuDNN in float16
+    assert fused_conversions == (0, 1)
     assert got.dtype == want.dtype and got.stride() == want.stride()
+    assert torch.equal(got, want)
+
+
+CUDA_16BIT = [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cuDNN attention is a CUDA backend")
+@pytest.mark.parametrize("dtype", CUDA_16BIT)
+@pytest.mark.parametrize("backend", [SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])
+def test_each_backend_gets_its_own_conversion_once(dtype: torch.dtype, backend: SDPBackend) -> None:
+    """cuDNN attention converts a boolean mask with a finite value where false, the other
+    backends with -inf: the conversion made once is the one the layers' backend makes,
+    checked on rows that attend to nothing, where the value decides the result."""
+    args = attention_inputs("cuda", dtype)
+    with torch.no_grad(), sdpa_kernel(backend):
+        if torch._fused_sdp_choice(*args) != int(backend):
+            pytest.skip(f"{backend} does not take these inputs on this GPU")
+        fused, eager = fused_and_eager(TWO_LAYERS, args)
+        with fuser.enabled():
+            got = fused(*args)  # type: ignore[operator]
+            fused_conversions = conversions(fused, *args)
+        want = eager(*args)  # type: ignore[operator]
+    assert fused_conversions == (0, 1)
     assert torch.equal(got, want)
 
 
@@ -109,9 +133,9 @@ def test_the_math_path_gets_the_boolean_mask(device: str) -> None:
             got = fused(*args)  # type: ignore[operator]
             fused_conversions = conversions(fused, *args)
         want = eager(*args)  # type: ignore[operator]
-    # The math path is handed the boolean mask in each layer, as in eager; the one
-    # conversion before the layers goes unused.
-    assert fused_conversions[1] == 1
+    # The math path is handed the boolean mask in each layer, as in eager, and nothing is
+    # converted before the layers.
+    assert fused_conversions[1] == 0
     assert torch.equal(got, want)
 
 
@@ -126,8 +150,8 @@ def test_a_layer_of_another_dtype_gets_the_boolean_mask(device: str) -> None:
         want = eager(*args)  # type: ignore[operator]
     # The float64 layer converts the boolean mask itself, whatever its backend; the float32
     # layer takes the converted one where its backend would make the same.
-    first_layer_own = 0 if converts_with_infinity(*args) else 1
-    assert fused_conversions == (first_layer_own + 1, 1)
+    once = converts_once(*args)
+    assert fused_conversions == (int(not once) + 1, int(once))
     assert got.dtype == torch.float64 and torch.equal(got, want)
 
 
@@ -136,9 +160,10 @@ def test_gradients_through_the_shared_mask_op_are_eagers() -> None:
     # gradients, and attention is in none: the op is called directly here.
     q, k, v, mask = attention_inputs("cpu")
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    additive = torch.ops.fuser.additive_attention_mask(mask, q)
+    additive, form = torch.ops.fuser.additive_attention_mask(mask, q, k, v, 0.0, False, None, False)
+    assert form != 0 and additive.dtype == q.dtype  # converted: the test would not see the op
     got = torch.ops.fuser.scaled_dot_product_attention(
-        *leaves, mask, additive, 0.0, False, None, False
+        *leaves, mask, additive, form, 0.0, False, None, False
     )
     want = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=mask)
     assert torch.equal(got, want)
@@ -162,23 +187,40 @@ def test_a_float_mask_is_handed_on_as_it_is() -> None:
     assert torch.equal(got, eager(q, k, v, additive))  # type: ignore[operator]
 
 
-@pytest.mark.parametrize("device", devices())
-def test_the_conversion_is_the_one_attention_makes(device: str) -> None:
-    q, _, _, mask = attention_inputs(device, torch.float64)
-    additive = torch.ops.fuser.additive_attention_mask(mask, q)
-    assert additive.dtype == torch.float64 and additive.shape == mask.shape
+def convert(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> tuple:
+    return torch.ops.fuser.additive_attention_mask(mask, q, k, v, 0.0, False, None, False)
+
+
+@pytest.mark.parametrize(
+    "device,dtype",
+    [(d, torch.float32) for d in devices()]
+    + [("cuda", t) for t in CUDA_16BIT if "cuda" in devices()],
+)
+def test_the_conversion_is_the_one_attention_makes(device: str, dtype: torch.dtype) -> None:
+    args = attention_inputs(device, dtype)
+    mask = args[3]
+    additive, form = convert(*args)
+    backend = torch._fused_sdp_choice(*args)
+    false_value = {FLASH: float("-inf"), EFFICIENT: float("-inf"), CUDNN: -65504.0}.get(backend)
+    if false_value is None:  # the math path: the boolean mask itself
+        assert form == 0 and additive is mask
+        return
+    assert form != 0
+    assert additive.dtype == dtype and additive.shape == mask.shape
     assert additive.device == mask.device
     assert bool((additive[mask] == 0).all())
-    assert bool((additive[~mask] == float("-inf")).all())
+    assert bool((additive[~mask] == torch.tensor(false_value, dtype=dtype)).all())
     floats = torch.randn(mask.shape, device=device)
-    assert torch.ops.fuser.additive_attention_mask(floats, q).data_ptr() == floats.data_ptr()
+    floats_back, floats_form = convert(*args[:3], floats)
+    assert floats_form == 0 and floats_back.data_ptr() == floats.data_ptr()
 
 
 @pytest.mark.parametrize("device", devices())
 def test_the_conversion_is_one_operator(device: str) -> None:
     """No scalar tensors filled on the side: the kernels left per call are the where."""
-    q, _, _, mask = attention_inputs(device, torch.float16)
+    args = attention_inputs(device, torch.float16 if device == "cuda" else torch.float32)
+    convert(*args)  # a first call may check cuDNN's conversion
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        torch.ops.fuser.additive_attention_mask(mask, q)
+        convert(*args)
     outermost = [e.name for e in prof.events() if e.cpu_parent is None]
-    assert outermost == ["aten::where"], outermost
+    assert outermost == ["aten::_fused_sdp_choice", "aten::where"], outermost
