@@ -3,8 +3,9 @@
 // After it runs, in the graph block and every sub-block (prim::If, prim::Loop):
 // - fusible nodes (fusibility.h) that alias analysis lets us bring next to each other
 //   are merged into fuser::FusionGroup nodes, consumer first, to a fixpoint; then two
-//   reducing groups that read one tensor, neither reading the other (a mean beside a
-//   variance), are merged as if one produced for the other, and the fixpoint resumes;
+//   groups of one kind that read one tensor, neither reading the other (a mean beside a
+//   variance; two elementwise groups whose outputs have one shape), are merged as if one
+//   produced for the other, and the fixpoint resumes;
 // - no group has more than config().arg_limit inputs + outputs;
 // - a group's subgraph keeps the profiled types of its values; its inputs are tensors
 //   and non-constant int/float/bool scalars; constants are cloned inside; its outputs
@@ -33,6 +34,7 @@
 #include <unordered_map>
 
 #include "config.h"
+#include "ops/dropout.h"
 #include "passes/chunks.h"
 #include "passes/concat.h"
 #include "passes/fusibility.h"
@@ -138,22 +140,30 @@ class GroupFormer {
     return ++group->reverseIterator();
   }
 
-  // Two reducing groups that read one tensor and neither of which reads the other's
-  // results (x.mean(d) beside x.var(d), a BatchNorm's row statistics) become one: the
-  // row kernel reads x once for both. The earlier moves next to the later, as a
-  // producer would. Returns whether a pair merged (producers may join it next).
+  // Two groups of one kind that read one tensor and neither of which reads the other's
+  // results become one. Reducing groups (x.mean(d) beside x.var(d), a BatchNorm's row
+  // statistics): the row kernel reads x once for both. Elementwise groups whose outputs
+  // have one shape (rotary position embeddings of the query beside those of the key, both
+  // reading cos and sin): one kernel, one guard and one launch instead of two. The
+  // earlier moves next to the later, as a producer would. Returns whether a pair merged
+  // (producers may join it next).
   bool mergeOneSiblingPair(Block* block) {
-    auto reducing = [&](const Node* n) {
-      return n->owningBlock() == block && isFusionGroup(n) && !isGuardedGroup(n) && reduces(n);
+    auto kind = [&](const Node* n) {
+      if (n->owningBlock() != block || !isFusionGroup(n) || isGuardedGroup(n)) {
+        return SiblingKind::kNone;
+      }
+      if (reduces(n)) return SiblingKind::kReducing;
+      return isPlainElementwiseGroup(n) ? SiblingKind::kElementwise : SiblingKind::kNone;
     };
     for (Node* later : block->nodes()) {
-      if (!reducing(later)) continue;
+      const SiblingKind later_kind = kind(later);
+      if (later_kind == SiblingKind::kNone) continue;
       // The tensor may come from an enclosing block (a branch's statistics of the input).
       for (Value* shared : later->inputs()) {
         if (!shared->type()->cast<c10::TensorType>()) continue;
         for (const auto& use : shared->uses()) {
           Node* earlier = use.user;
-          if (earlier != later && reducing(earlier) && earlier->isBefore(later) &&
+          if (earlier != later && kind(earlier) == later_kind && earlier->isBefore(later) &&
               mergeSiblings(later, earlier)) {
             return true;
           }
@@ -161,6 +171,18 @@ class GroupFormer {
       }
     }
     return false;
+  }
+
+  enum class SiblingKind { kNone, kReducing, kElementwise };
+
+  // A group of elementwise ops only: no reduction, batch norm, cat or dropout, whose
+  // kernels differ from the flat one.
+  static bool isPlainElementwiseGroup(const Node* group) {
+    if (holdsBatchNorm(group)) return false;
+    for (const Node* n : group->g(torch::jit::attr::Subgraph)->nodes()) {
+      if (isCat(n) || ops::isDropout(n) || ops::isNativeDropout(n)) return false;
+    }
+    return true;
   }
 
   bool mergeSiblings(Node* later, Node* earlier) {

@@ -184,6 +184,57 @@ graph(%a : $T, %b : $T, %m : )IR" +
   EXPECT_EQ(mm->input(0)->node(), groups[0]);
 }
 
+// Two products, each scaled and shifted by the same %c: two elementwise groups that read
+// %c, neither reading the other. $SHIFT: %c's type.
+const std::string kSiblingsOfC = R"IR(
+graph(%a : $T, %b : $T, %m : $M, %c : $SHIFT):
+  %one : int = prim::Constant[value=1]()
+  %p : $T = aten::mm(%a, %m)
+  %q : $T = aten::mm(%b, %m)
+  %u : $T = aten::mul(%p, %c)
+  %v : $T = aten::add(%u, %c, %one)
+  %w : $T = aten::mul(%q, %c)
+  %z : $T = aten::add(%w, %c, %one)
+  return (%v, %z))IR";
+
+TEST_F(PassesTest, ElementwiseSiblingsOfOneInputShareAGroup) {
+  auto graph = testing_helpers::parseWithTypes(kSiblingsOfC,
+                                               {{"$T", kT}, {"$M", kM}, {"$SHIFT", kT}});
+  formGroups(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(countComputeNodes(groups[0]), 4u);
+  EXPECT_EQ(groups[0]->outputs().size(), 2u);
+  EXPECT_EQ(groups[0]->inputs().size(), 3u);  // %p, %q and %c, read once
+  EXPECT_EQ(graph->outputs()[0]->node(), groups[0]);
+  EXPECT_EQ(graph->outputs()[1]->node(), groups[0]);
+}
+
+TEST_F(PassesTest, SiblingsOfOtherShapesOrOnAPathStayApart) {
+  // %q [5, 5] against %p [4, 5]: one kernel writes its outputs over one shape.
+  std::string other_shape = kSiblingsOfC;
+  other_shape.replace(other_shape.find("%b : $T"), 7, "%b : $M");
+  for (const char* name : {"%q", "%w", "%z"}) {
+    const std::string typed = std::string(name) + " : $T";
+    other_shape.replace(other_shape.find(typed), typed.size(), std::string(name) + " : $M");
+  }
+  auto graph = testing_helpers::parseWithTypes(
+      other_shape, {{"$T", kT}, {"$M", kM}, {"$SHIFT", "Float(5, strides=[1], device=cpu)"}});
+  formGroups(graph);
+  EXPECT_EQ(countGroups(graph), 2u);
+
+  // The second reads the first's result through a product: no place holds both.
+  std::string on_a_path = kSiblingsOfC;
+  on_a_path.replace(on_a_path.find("%q : $T = aten::mm(%b, %m)"), 26, "%q : $T = aten::mm(%v, %m)");
+  const size_t q = on_a_path.find("  %q : $T");
+  const std::string q_line = on_a_path.substr(q, on_a_path.find('\n', q) + 1 - q);
+  on_a_path.erase(q, q_line.size());
+  on_a_path.insert(on_a_path.find("  %w : $T"), q_line);
+  graph = testing_helpers::parseWithTypes(on_a_path, {{"$T", kT}, {"$M", kM}, {"$SHIFT", kT}});
+  formGroups(graph);
+  EXPECT_EQ(countGroups(graph), 2u);
+}
+
 TEST_F(PassesTest, FusesInsideIfAndLoopBlocks) {
   auto graph = parse(R"IR(
 graph(%a : $T, %b : $T, %flag : bool, %n : int):

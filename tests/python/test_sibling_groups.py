@@ -1,0 +1,80 @@
+"""Two elementwise groups that read one tensor, neither reading the other, whose outputs
+have one shape, become one group (passes/partition.cpp: mergeOneSiblingPair): one kernel,
+one guard and one launch. Rotary position embeddings of the query beside those of the key
+(both read cos and sin) are the case real models meet. tests/cpp/test_passes.cpp checks
+which graphs merge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from helpers import FUSION_GROUP, devices, eager_from_source, script_from_source
+
+pytestmark = pytest.mark.usefixtures("fused")
+
+# transformers' apply_rotary_pos_emb: the query and the key each rotated by cos and sin.
+ROTARY_QUERY_AND_KEY = """
+def f(q, k, cos, sin):
+    half = q.size(-1) // 2
+    q_rotated = torch.cat((-q[..., half:], q[..., :half]), dim=-1)
+    k_rotated = torch.cat((-k[..., half:], k[..., :half]), dim=-1)
+    return q * cos + q_rotated * sin, k * cos + k_rotated * sin
+"""
+
+# A [4, 5] result and a [5] one, both of c: no one shape for one kernel to write over.
+OTHER_SHAPES = """
+def f(a, c):
+    return a * c + 1.0, torch.sigmoid(c * 2.0)
+"""
+
+
+def groups_of(graph: Any) -> list[Any]:
+    return graph.findAllNodes(FUSION_GROUP, recurse=True)
+
+
+def fused_run(source: str, *args: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], Any]:
+    fn = script_from_source(source)
+    for _ in range(3):
+        out = fn(*args)
+    return out, torch.jit.last_executed_optimized_graph()
+
+
+def assert_equal_eager(got: tuple[torch.Tensor, ...], want: tuple[torch.Tensor, ...]) -> None:
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape and g.stride() == w.stride()
+        if g.dtype == torch.float32:
+            torch.testing.assert_close(g, w)  # within tolerance (contracted multiply-adds)
+        else:
+            assert torch.equal(g, w)  # 16-bit results round as eager's do
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_rotary_embeddings_of_query_and_key_are_one_group(device: str, dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    # Head-split projections ([B, T, H, D] transposed), cos and sin broadcast over heads.
+    q, k = (torch.randn(2, 8, 4, 16, device=device, dtype=dtype).transpose(1, 2) for _ in "qk")
+    cos, sin = (torch.randn(2, 1, 8, 16, device=device, dtype=dtype) for _ in "cs")
+    got, graph = fused_run(ROTARY_QUERY_AND_KEY, q, k, cos, sin)
+    assert_equal_eager(got, eager_from_source(ROTARY_QUERY_AND_KEY)(q, k, cos, sin))
+    groups = groups_of(graph)
+    products = [g for g in groups if not g.g("Subgraph").findAllNodes("aten::cat")]
+    # Each rotation's cat is a group of its own (a cat is a group's output, read by none
+    # of its nodes); the two products with cos and sin are one group with both results.
+    assert len(groups) == 3, graph
+    assert len(products) == 1 and len(list(products[0].outputs())) == 2, graph
+
+
+@pytest.mark.parametrize("device", devices())
+def test_siblings_of_other_shapes_stay_apart(device: str) -> None:
+    a = torch.randn(4, 5, device=device)
+    c = torch.randn(5, device=device)
+    got, graph = fused_run(OTHER_SHAPES, a, c)
+    want = eager_from_source(OTHER_SHAPES)(a, c)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.stride() == w.stride()
+        torch.testing.assert_close(g, w)
+    assert len(groups_of(graph)) == 2, graph
