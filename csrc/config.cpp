@@ -163,6 +163,7 @@ Config* readConfig() {
   c->use_disk_cache = readBool("FUSER_DISK_CACHE", true);
   c->hoist_projections = readBool("FUSER_HOIST", true);
   c->pool_first = readBool("FUSER_POOL_FIRST", true);
+  c->elementwise_siblings = readBool("FUSER_SIBLING_GROUPS", true);
   c->gradient_sums = readBool("FUSER_GRADIENT_SUMS", true);
   c->max_pool_kernel = readBool("FUSER_MAX_POOL_KERNEL", true);
   c->transpose_tiles = readBool("FUSER_TRANSPOSE_TILES", true);

@@ -29,6 +29,9 @@ struct Config {
   bool use_disk_cache = true;     // FUSER_DISK_CACHE=0 turns the disk cache off
   bool hoist_projections = true;  // FUSER_HOIST=0: a loop's per-step input GEMMs stay per step
   bool pool_first = true;  // FUSER_POOL_FIRST=0: max pools keep reading their epilogue's result
+  // FUSER_SIBLING_GROUPS=0: elementwise groups that read one tensor stay apart
+  // (partition.cpp: mergeOneSiblingPair; reducing siblings still merge).
+  bool elementwise_siblings = true;
   // FUSER_GRADIENT_SUMS=0: autodiff's sums of parameter gradients (_grad_sum_to_size,
   // layer_norm's weight and bias gradients) stay ATen's ops.
   bool gradient_sums = true;

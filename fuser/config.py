@@ -18,6 +18,7 @@
 | FUSER_SHAPE_KERNELS=N  | CUDA: kernels with constant sizes for a group's first N shapes (4) |
 | FUSER_HOIST=0          | keep a loop's per-step input GEMMs (`x[t] @ w`) per step, not one |
 | FUSER_POOL_FIRST=0     | max pools keep reading their monotone epilogue's result        |
+| FUSER_SIBLING_GROUPS=0 | elementwise groups that read one tensor stay apart (not merged) |
 | FUSER_GRADIENT_SUMS=0  | bias and layer_norm weight gradients' sums stay ATen's ops     |
 | FUSER_MAX_POOL_KERNEL=0 | channels-last CUDA max pools run ATen's kernel, not ours |
 | FUSER_LEAVE_TO_ONEDNN=0 | with oneDNN Graph on, take the post-ops it fuses into convs too |

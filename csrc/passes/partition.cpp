@@ -153,6 +153,7 @@ class GroupFormer {
         return SiblingKind::kNone;
       }
       if (reduces(n)) return SiblingKind::kReducing;
+      if (!config().elementwise_siblings) return SiblingKind::kNone;
       return isPlainElementwiseGroup(n) ? SiblingKind::kElementwise : SiblingKind::kNone;
     };
     for (Node* later : block->nodes()) {

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from helpers import FUSION_GROUP, devices, eager_from_source, script_from_source
+from helpers import FUSION_GROUP, devices, eager_from_source, run_python, script_from_source
 
 pytestmark = pytest.mark.usefixtures("fused")
 
@@ -78,3 +78,27 @@ def test_siblings_of_other_shapes_stay_apart(device: str) -> None:
         assert g.shape == w.shape and g.stride() == w.stride()
         torch.testing.assert_close(g, w)
     assert len(groups_of(graph)) == 2, graph
+
+
+def test_fuser_sibling_groups_0_keeps_them_apart() -> None:
+    code = """
+import torch, fuser
+torch._C._jit_set_num_profiled_runs(1)
+fuser.enable()
+f = torch.jit.CompilationUnit('''
+def f(a, b, c):
+    return a * c + c, b * c + c
+''').f
+a, b, c = torch.randn(3, 4, 5).unbind(0)
+with torch.no_grad():
+    for _ in range(3):
+        x, y = f(a, b, c)
+assert torch.allclose(x, a * c + c) and torch.allclose(y, b * c + c)
+graph = torch.jit.last_executed_optimized_graph()
+print(len(graph.findAllNodes("fuser::FusionGroup", recurse=True)))
+"""
+    merged = run_python(code)
+    apart = run_python(code, {"FUSER_SIBLING_GROUPS": "0"})
+    assert merged.returncode == 0 and apart.returncode == 0, merged.stderr + apart.stderr
+    assert merged.stdout.split() == ["1"]
+    assert apart.stdout.split() == ["2"]
