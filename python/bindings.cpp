@@ -58,6 +58,10 @@ PYBIND11_MODULE(_C, m) {
     fuser::config().column_sums_cuda = cuda;
     fuser::config().column_sums_cpu = cpu;
   });
+  // FUSER_SIBLING_GROUPS for this process; returns the previous setting.
+  m.def("_set_elementwise_siblings", [](bool merge) {
+    return std::exchange(fuser::config().elementwise_siblings, merge);
+  });
   m.def("cache_dir", [] { return fuser::config().cache_dir; });
   // Every kernel variant choice this process made: timed, or read from the disk cache.
   m.def("variant_log", [] {

@@ -14,6 +14,9 @@ without a fuser (three ATen ops per chain), NNC (CUDA), ours. Two shapes of grou
 (`hardsigmoid(s + c) * x`, s [N, C, 1, 1] against x [N, C, H, W], the squeeze-excite
 pattern of MobileNetV3); each chain's constant c differs, so that no two chains share
 an op (which common-subexpression elimination would make one node, and one group).
+Chains that read one tensor are siblings the partition would merge into one group
+(FUSER_SIBLING_GROUPS): that merge is off while the function is optimized here, so the
+call runs G groups, the cost this measures.
 
     python -m fuser.bench.host_cost [--device cuda] [--groups 16]
 """
@@ -43,7 +46,7 @@ OPS_PER_PATTERN = 3
 
 def _source(pattern: str, groups: int) -> str:
     expression, _ = PATTERNS[pattern]
-    # Independent chains: groups merge producer into consumer only, so each is its own.
+    # Independent chains, each its own group (sibling merging is off where they are timed).
     body = "\n".join(f"    y{i} = {expression.format(c=float(i + 1))}" for i in range(groups))
     outs = ", ".join(f"y{i}" for i in range(groups))
     return f"def f(a, b):\n{body}\n    return [{outs}]\n"
@@ -104,6 +107,7 @@ def _timed_call_us(mode: str, pattern: str, groups: int, device: torch.device) -
     texpr_before = torch._C._jit_texpr_fuser_enabled()
     (fuser.enable if mode == "fuser" else fuser.disable)()
     torch._C._jit_set_texpr_fuser_enabled(mode == "nnc")
+    siblings_before = fuser._C._set_elementwise_siblings(False)
     try:
         fuser.reset_stats()
         fn = torch.jit.CompilationUnit(_source(pattern, groups)).f
@@ -118,6 +122,7 @@ def _timed_call_us(mode: str, pattern: str, groups: int, device: torch.device) -
         launches = groups * (OPS_PER_PATTERN if mode == "unfused" else 1)
         return _per_call_us(fn, args, device, launches), formed
     finally:
+        fuser._C._set_elementwise_siblings(siblings_before)
         fuser.disable()
         torch._C._jit_set_texpr_fuser_enabled(texpr_before)
 
