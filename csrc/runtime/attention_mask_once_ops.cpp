@@ -83,19 +83,24 @@ struct Attention {
 // once per process, dtype and device, on the first layer's own arguments: attention of
 // the mask with one row that attends to nothing (where the false value decides the
 // result, every key weighted alike) against attention of our conversion of it, bit for
-// bit. nullopt where the check cannot be made here (attention would not pick cuDNN for
-// the probe, or dropout makes results random).
+// bit. A probe that attention would not run on cuDNN, or that raises, answers no (kept:
+// the probe is not made again on every call). nullopt where dropout makes results
+// random: not checked, and not kept.
 std::optional<bool> probeCudnnConversion(const Attention& attention, const at::Tensor& mask) {
   if (attention.dropout_p != 0.0 || mask.dim() == 0 || mask.numel() == 0) return std::nullopt;
-  at::Tensor probe = mask.clone(at::MemoryFormat::Contiguous);
-  probe.view({-1, probe.size(-1)})[0].fill_(false);
-  const at::Tensor additive = converted(probe, attention.query.scalar_type(), kCudnn);
-  if (attention.backendFor(probe) != kCudnnAttention ||
-      attention.backendFor(additive) != kCudnnAttention) {
-    return std::nullopt;
+  try {
+    at::Tensor probe = mask.clone(at::MemoryFormat::Contiguous);
+    probe.view({-1, probe.size(-1)})[0].fill_(false);
+    const at::Tensor additive = converted(probe, attention.query.scalar_type(), kCudnn);
+    if (attention.backendFor(probe) != kCudnnAttention ||
+        attention.backendFor(additive) != kCudnnAttention) {
+      return false;
+    }
+    at::NoGradGuard no_grad;
+    return at::equal(attention(probe), attention(additive));
+  } catch (const c10::Error&) {
+    return false;
   }
-  at::NoGradGuard no_grad;
-  return at::equal(attention(probe), attention(additive));
 }
 
 bool cudnnConvertsLikeUs(const Attention& attention, const at::Tensor& mask) {
@@ -106,14 +111,10 @@ bool cudnnConvertsLikeUs(const Attention& attention, const at::Tensor& mask) {
                                    static_cast<int>(mask.device().index()));
   std::lock_guard<std::mutex> lock(mutex);
   if (auto known = verdicts.find(key); known != verdicts.end()) return known->second;
-  try {
-    const std::optional<bool> verdict = probeCudnnConversion(attention, mask);
-    if (!verdict) return false;  // not known yet: the boolean mask this time
-    verdicts.emplace(key, *verdict);
-    return *verdict;
-  } catch (const c10::Error&) {
-    return false;
-  }
+  const std::optional<bool> verdict = probeCudnnConversion(attention, mask);
+  if (!verdict) return false;  // not checked: the boolean mask this time
+  verdicts.emplace(key, *verdict);
+  return *verdict;
 }
 
 // The first layer's mask in the form its backend converts a boolean mask to, and that
