@@ -21,6 +21,7 @@ outside groups; eager's count is the baseline.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -47,6 +48,10 @@ _CUDA_ELEMENTWISE_KERNEL = re.compile(
 )
 
 
+def _is_aten_elementwise_kernel(name: str) -> bool:
+    return "at::native" in name and _CUDA_ELEMENTWISE_KERNEL.search(name) is not None
+
+
 def _outermost_elementwise(event: Any) -> bool:
     parent = event.cpu_parent
     while parent is not None:
@@ -62,9 +67,7 @@ def count_elementwise(events: Iterable[Any], device: torch.device) -> int:
         return sum(
             1
             for e in events
-            if e.device_type == DeviceType.CUDA
-            and "at::native" in e.name
-            and _CUDA_ELEMENTWISE_KERNEL.search(e.name)
+            if e.device_type == DeviceType.CUDA and _is_aten_elementwise_kernel(e.name)
         )
     return sum(
         1
@@ -73,6 +76,38 @@ def count_elementwise(events: Iterable[Any], device: torch.device) -> int:
         and e.name in ELEMENTWISE_OPS
         and _outermost_elementwise(e)
     )
+
+
+def _caller(event: Any) -> str:
+    return event.cpu_parent.name if event.cpu_parent is not None else ""
+
+
+def elementwise_kernels_by_op(
+    events: Iterable[Any], device: torch.device
+) -> Counter[tuple[str, str]]:
+    """The kernels count_elementwise counts, by (op, its caller): on CUDA each kernel is
+    put to the outermost elementwise op around the op that launched it (aten::relu for
+    its clamp_min's kernel), or to that op itself; the caller is the op's parent event
+    ("" at the top: the function's own code). Where the count says how many kernels are
+    left, this says which ops leave them."""
+    by_op: Counter[tuple[str, str]] = Counter()
+    for e in events:
+        if e.device_type != DeviceType.CPU:
+            continue
+        if device.type != "cuda":
+            if e.name in ELEMENTWISE_OPS and _outermost_elementwise(e):
+                by_op[(e.name, _caller(e))] += 1
+            continue
+        launched = sum(1 for k in e.kernels if _is_aten_elementwise_kernel(k.name))
+        if not launched:
+            continue
+        op, parent = e, e.cpu_parent
+        while parent is not None:
+            if parent.name in ELEMENTWISE_OPS:
+                op = parent
+            parent = parent.cpu_parent
+        by_op[(op.name, _caller(op))] += launched
+    return by_op
 
 
 def elementwise_kernels_per_call(

@@ -20,7 +20,11 @@ import torch
 import fuser
 from fuser.bench import chart, cli, models, runner
 from fuser.bench.correctness import mismatch, short_reason
-from fuser.bench.elementwise_count import count_elementwise, elementwise_kernels_per_call
+from fuser.bench.elementwise_count import (
+    count_elementwise,
+    elementwise_kernels_by_op,
+    elementwise_kernels_per_call,
+)
 from fuser.bench.graph_stats import count_groups
 from fuser.bench.jit_flags import NO_FUSION, current_flags, jit_flags
 from fuser.bench.json_report import read_json, to_json_dict, write_json
@@ -592,6 +596,25 @@ def test_elementwise_count_on_a_known_function() -> None:
     assert elementwise_kernels_per_call(lambda t: t.contiguous(), transposed, CPU) == 0
 
 
+def test_elementwise_kernels_by_op_name_each_counted_op_and_its_caller() -> None:
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        _chain(x, y)
+        x.t().contiguous()
+    events = prof.events()
+    by_op = elementwise_kernels_by_op(events, CPU)
+    assert sum(by_op.values()) == count_elementwise(events, CPU) == 5
+    assert by_op[("aten::relu", "")] == 1  # its clamp_min is the same kernel
+    assert by_op[("aten::clone", "aten::contiguous")] == 1  # the copy, in its caller
+    assert {op for op, _ in by_op} == {
+        "aten::mul",
+        "aten::add",
+        "aten::relu",
+        "aten::sigmoid",
+        "aten::clone",
+    }
+
+
 def test_elementwise_count_leaves_out_what_the_fuser_fused() -> None:
     with torch.no_grad(), jit_flags(MODES["fuser"].flags(CPU)):
         scripted = torch.jit.script(_chain)
@@ -601,10 +624,16 @@ def test_elementwise_count_leaves_out_what_the_fuser_fused() -> None:
 
 
 @dataclasses.dataclass
+class _Kernel:
+    name: str
+
+
+@dataclasses.dataclass
 class _Event:
     name: str
     device_type: Any
     cpu_parent: Any = None
+    kernels: list[_Kernel] = dataclasses.field(default_factory=list)
 
 
 def test_elementwise_count_on_cuda_reads_atens_kernel_names() -> None:
@@ -622,6 +651,26 @@ def test_elementwise_count_on_cuda_reads_atens_kernel_names() -> None:
     events = [_Event(name, cuda) for name in names]
     events.append(_Event("aten::add", torch.autograd.DeviceType.CPU))  # the launching op
     assert count_elementwise(events, torch.device("cuda")) == 3
+
+
+def test_elementwise_kernels_by_op_on_cuda_goes_to_the_outermost_elementwise_op() -> None:
+    cpu = torch.autograd.DeviceType.CPU
+    add = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(...)"
+    forward = _Event("forward", cpu)
+    relu = _Event("aten::relu", cpu, cpu_parent=forward)
+    clamp = _Event("aten::clamp_min", cpu, cpu_parent=relu, kernels=[_Kernel(add)])
+    attention = _Event("aten::scaled_dot_product_attention", cpu, cpu_parent=forward)
+    reduce = "void at::native::reduce_kernel<512, 1>(...)"
+    where = _Event(
+        "aten::where", cpu, cpu_parent=attention, kernels=[_Kernel(add), _Kernel(reduce)]
+    )
+    ours = _Event("fuser::FusionGroup", cpu, cpu_parent=forward, kernels=[_Kernel("fuser_kernel")])
+    events = [forward, relu, clamp, attention, where, ours]
+    by_op = elementwise_kernels_by_op(events, torch.device("cuda"))
+    assert by_op == {
+        ("aten::relu", "forward"): 1,
+        ("aten::where", "aten::scaled_dot_product_attention"): 1,
+    }
 
 
 def test_torchvision_that_fails_to_load_is_skipped_with_its_reason(
