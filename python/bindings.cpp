@@ -4,6 +4,8 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/extension.h>
 
+#include <utility>
+
 #include "api.h"
 #include "codegen/kernel_source.h"
 #include "config.h"

@@ -176,8 +176,8 @@ class GroupFormer {
 
   enum class SiblingKind { kNone, kReducing, kElementwise };
 
-  // A group of elementwise ops only: no reduction, batch norm, cat or dropout, whose
-  // kernels differ from the flat one.
+  // A group that the flat elementwise kernel runs: no reduction, batch norm, cat or
+  // dropout (each has a kernel or a layout of outputs of its own).
   static bool isPlainElementwiseGroup(const Node* group) {
     if (holdsBatchNorm(group)) return false;
     for (const Node* n : group->g(torch::jit::attr::Subgraph)->nodes()) {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 namespace fuser::runtime {
 namespace {
@@ -50,21 +51,13 @@ struct Attention {
   std::optional<double> scale;
   bool enable_gqa;
 
-  // Attention's arguments from the top of `stack`: those after the mask, the
-  // `mask_count` values before them (into `masks`), then value, key and query.
-  static Attention pop(torch::jit::Stack& stack, std::vector<c10::IValue>& masks,
-                       size_t mask_count) {
-    Attention attention;
-    attention.enable_gqa = torch::jit::pop(stack).toBool();
-    attention.scale = torch::jit::pop(stack).toOptional<double>();
-    attention.is_causal = torch::jit::pop(stack).toBool();
-    attention.dropout_p = torch::jit::pop(stack).toDouble();
-    masks.resize(mask_count);
-    for (size_t i = mask_count; i-- > 0;) masks[i] = torch::jit::pop(stack);
-    attention.value = torch::jit::pop(stack).toTensor();
-    attention.key = torch::jit::pop(stack).toTensor();
-    attention.query = torch::jit::pop(stack).toTensor();
-    return attention;
+  // Attention's arguments within an operator's `args`: query, key and value from
+  // `qkv_at`, dropout_p, is_causal, scale and enable_gqa from `rest_at`.
+  static Attention from(const std::vector<c10::IValue>& args, size_t qkv_at, size_t rest_at) {
+    return Attention{args[qkv_at].toTensor(),           args[qkv_at + 1].toTensor(),
+                     args[qkv_at + 2].toTensor(),       args[rest_at].toDouble(),
+                     args[rest_at + 1].toBool(),        args[rest_at + 2].toOptional<double>(),
+                     args[rest_at + 3].toBool()};
   }
 
   int64_t backendFor(const std::optional<at::Tensor>& mask) const {
@@ -152,10 +145,9 @@ torch::jit::RegisterOperators registration({
         "Tensor value, float dropout_p, bool is_causal, float? scale, bool enable_gqa) "
         "-> (Tensor(a), int)",
         [](torch::jit::Stack& stack) {
-          std::vector<c10::IValue> none;
-          const Attention first = Attention::pop(stack, none, 0);
-          const at::Tensor boolean = torch::jit::pop(stack).toTensor();  // the first argument
-          auto [mask, form] = convertForFirstLayer(first, boolean);
+          // mask, query, key, value, dropout_p, is_causal, scale, enable_gqa
+          const std::vector<c10::IValue> args = torch::jit::pop(stack, 8);
+          auto [mask, form] = convertForFirstLayer(Attention::from(args, 1, 4), args[0].toTensor());
           torch::jit::push(stack, std::move(mask), form);
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
@@ -164,12 +156,13 @@ torch::jit::RegisterOperators registration({
         "Tensor? attn_mask, Tensor? additive_mask, int additive_form, float dropout_p, "
         "bool is_causal, float? scale, bool enable_gqa) -> Tensor",
         [](torch::jit::Stack& stack) {
-          std::vector<c10::IValue> masks;
-          const Attention attention = Attention::pop(stack, masks, 3);
-          const auto mask = masks[0].toOptional<at::Tensor>();
-          const auto additive = masks[1].toOptional<at::Tensor>();
-          const int64_t form = masks[2].toInt();
-          const bool take_additive = mask && additive && convertsTo(attention, *mask, *additive, form);
+          // query, key, value, attn_mask, additive_mask, additive_form, dropout_p, ...
+          const std::vector<c10::IValue> args = torch::jit::pop(stack, 10);
+          const Attention attention = Attention::from(args, 0, 6);
+          const auto mask = args[3].toOptional<at::Tensor>();
+          const auto additive = args[4].toOptional<at::Tensor>();
+          const bool take_additive =
+              mask && additive && convertsTo(attention, *mask, *additive, args[5].toInt());
           torch::jit::push(stack, attention(take_additive ? additive : mask));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
