@@ -33,6 +33,7 @@
 #include "config.h"
 #include "passes/fusibility.h"
 #include "passes/pipeline.h"
+#include "runtime/cuda/stream_capture.h"
 
 namespace fuser {
 namespace {
@@ -69,7 +70,9 @@ bool constantAcrossWindows(const Value* v, int64_t dims, double scale = 1.0) {
   for (int64_t d = 1; d <= dims && d <= t.dim(); ++d) {
     if (t.size(-d) != 1) return false;
   }
-  if (t.numel() == 0 || !at::isfinite(t).all().item<bool>()) return false;
+  // Reading a GPU constant's values synchronizes, which a CUDA graph's capture forbids.
+  if (t.numel() == 0 || cuda::currentStreamCapturing(t.device())) return false;
+  if (!at::isfinite(t).all().item<bool>()) return false;
   return std::abs(t.abs().max().item<double>() * scale) < largest;
 }
 

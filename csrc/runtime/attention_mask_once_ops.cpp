@@ -14,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/cuda/stream_capture.h"
+
 namespace fuser::runtime {
 namespace {
 
@@ -78,9 +80,13 @@ struct Attention {
 // result, every key weighted alike) against attention of our conversion of it, bit for
 // bit. A probe that attention would not run on cuDNN, or that raises, answers no (kept:
 // the probe is not made again on every call). nullopt where dropout makes results
-// random: not checked, and not kept.
+// random, or while the stream is captured into a CUDA graph (the comparison reads the
+// device): not checked, and not kept.
 std::optional<bool> probeCudnnConversion(const Attention& attention, const at::Tensor& mask) {
-  if (attention.dropout_p != 0.0 || mask.dim() == 0 || mask.numel() == 0) return std::nullopt;
+  if (attention.dropout_p != 0.0 || mask.dim() == 0 || mask.numel() == 0 ||
+      cuda::currentStreamCapturing(mask.device())) {
+    return std::nullopt;
+  }
   try {
     at::Tensor probe = mask.clone(at::MemoryFormat::Contiguous);
     probe.view({-1, probe.size(-1)})[0].fill_(false);

@@ -179,6 +179,7 @@ FusionExecutor::FusionExecutor(const torch::jit::Node* node)
   for (const torch::jit::Node* node : subgraph_->nodes()) {
     draws_random_ = draws_random_ || node->kind() == philoxDropoutSymbol();
   }
+  philox_offsets_ = philoxOffsetInputs(*subgraph_);
   for (const torch::jit::Value* in : kernel_graph_.graph->inputs()) {
     const bool tensor = in->type()->kind() == c10::TypeKind::TensorType;
     is_tensor_.push_back(tensor);
@@ -364,7 +365,10 @@ TensorView viewOf(const Layout& layout, c10::Device device) {
 }  // namespace
 
 void FusionExecutor::run(torch::jit::Stack& stack) {
-  if (config().use_interpreter || kernel_graph_.interpret_only) return runInterpreted(stack);
+  if (config().use_interpreter || kernel_graph_.interpret_only ||
+      masksDrawnByAten(stack, num_inputs_, philox_offsets_)) {
+    return runInterpreted(stack);
+  }
   auto inputs = torch::jit::last(stack, num_inputs_);
 
   // A call whose inputs have the last call's dtypes, devices, sizes, strides and

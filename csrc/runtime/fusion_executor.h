@@ -27,6 +27,7 @@
 #include "runtime/interpreted_group.h"
 #include "runtime/iteration_plan.h"
 #include "runtime/kernel_graph.h"
+#include "runtime/masks_drawn_by_aten.h"
 #include "runtime/output_layout.h"
 #include "runtime/tensor_view.h"
 
@@ -110,6 +111,8 @@ class FusionExecutor {
   std::mutex prepared_mutex_;
   std::shared_ptr<const Prepared> prepared_;  // the last full call's, when repeatable
   InterpretedGroup interpreted_;
+  // Inputs read as a random dropout's offset (runtime/masks_drawn_by_aten.h).
+  std::vector<size_t> philox_offsets_;
   bool warned_ = false;
 };
 

@@ -13,6 +13,8 @@
 #include <mutex>
 
 #include "codegen/philox.h"
+#include "runtime/cuda/stream_capture.h"
+#include "runtime/masks_drawn_by_aten.h"
 #include "symbols.h"
 
 namespace fuser::runtime {
@@ -26,8 +28,10 @@ void checkKeepProbability(double p) {
 
 // CPU: a fresh 64-bit key from the generator, counters from 0. CUDA: the generator's
 // seed and 4 counters of its Philox offset, reserved as ATen's own kernels reserve
-// theirs (the state reads as curand's; codegen/philox.h).
+// theirs (the state reads as curand's; codegen/philox.h); while the stream is captured
+// into a CUDA graph, an offset that leaves the draw to ATen (runtime/masks_drawn_by_aten.h).
 std::pair<int64_t, int64_t> drawState(c10::Device device) {
+  if (cuda::currentStreamCapturing(device)) return {0, kMaskDrawnByAten};
   if (device.is_cpu()) {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -52,10 +56,16 @@ void philoxState(torch::jit::Stack& stack) {
 
 void philoxDropout(torch::jit::Stack& stack) {
   const bool scale_in_input_dtype = torch::jit::pop(stack).toBool();
-  const auto offset = static_cast<uint64_t>(torch::jit::pop(stack).toInt());
+  const int64_t drawn_offset = torch::jit::pop(stack).toInt();
+  const auto offset = static_cast<uint64_t>(drawn_offset);
   const auto seed = static_cast<uint64_t>(torch::jit::pop(stack).toInt());
   const double p = torch::jit::pop(stack).toDouble();
   const at::Tensor input = torch::jit::pop(stack).toTensor();
+  if (drawn_offset == kMaskDrawnByAten) {
+    auto [output, mask] = at::native_dropout(input, p, true);
+    torch::jit::push(stack, std::move(output), std::move(mask));
+    return;
+  }
   // Eager's masks of the input's dtype cannot hold the scaled values of other dtypes.
   TORCH_CHECK(at::isFloatingType(input.scalar_type()), "result type Float can't be cast to the ",
               "desired output type ", input.scalar_type());

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "runtime/column_partials.h"
 #include "runtime/cuda/driver_library.h"
+#include "runtime/cuda/stream_capture.h"
 #include "runtime/kernel_builder.h"
 #include "runtime/output_allocation.h"
 #include "runtime/tensor_view.h"
@@ -212,6 +213,7 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
       num_outputs_(node->outputs().size()),
       interpreted_(subgraph_) {
   takeColumnSumsOut();
+  philox_offsets_ = philoxOffsetInputs(*subgraph_);
   for (const torch::jit::Value* in : subgraph_->inputs()) {
     is_tensor_.push_back(isTensor(in));
     scalar_kinds_.push_back(codegen::scalarArgKindOf(in->type()));
@@ -966,8 +968,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   return p;
 }
 
-void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args,
+bool RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args,
                                   const std::vector<at::Tensor>& outputs) const {
+  // Timing synchronizes the device, which a stream being captured forbids.
+  if (cuda::currentStreamCapturing(p.device)) return false;
   std::vector<std::string> names;
   for (const auto& v : p.variants) names.push_back(v.name);
   auto launch = [&](size_t i) { launchVariant(p, p.variants[i], args, outputs); };
@@ -975,6 +979,7 @@ void RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args,
     if (p.device.is_cuda()) cuda::checkCu(cuda::driver().ctxSynchronize(), "synchronizing");
   };
   p.chosen = chooseVariant(p.variant_key, names, launch, sync);
+  return true;
 }
 
 void RowExecutor::launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args,
@@ -1092,7 +1097,9 @@ void RowExecutor::launchKernels(const Plan& p, const Plan::Variant& v, LaunchArg
 }
 
 void RowExecutor::run(torch::jit::Stack& stack) {
-  if (!runnable_) return runInterpreted(stack);
+  if (!runnable_ || masksDrawnByAten(stack, num_inputs_, philox_offsets_)) {
+    return runInterpreted(stack);
+  }
   auto inputs = torch::jit::last(stack, num_inputs_);
   c10::SmallVector<int64_t, 32> signature;
   c10::SmallVector<void*, 16> ptrs;
@@ -1167,8 +1174,8 @@ void RowExecutor::run(torch::jit::Stack& stack) {
                   p->rows,
                   p->device,
                   1};
-  if (fresh) {
-    if (fresh->variants.size() > 1) chooseVariantOf(*fresh, args, outputs);
+  // A plan whose variants could not be timed is not kept: a later call times them.
+  if (fresh && (fresh->variants.size() <= 1 || chooseVariantOf(*fresh, args, outputs))) {
     std::lock_guard<std::mutex> lock(last_mutex_);
     last_ = fresh;
   }

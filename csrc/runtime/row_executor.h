@@ -34,6 +34,7 @@
 #include "runtime/compiled_kernel.h"
 #include "codegen/split_rows.h"
 #include "runtime/interpreted_group.h"
+#include "runtime/masks_drawn_by_aten.h"
 #include "runtime/workspace_plan.h"
 
 namespace fuser::runtime {
@@ -100,7 +101,9 @@ class RowExecutor {
   std::shared_ptr<Plan> plan(c10::ArrayRef<c10::IValue> inputs,
                              c10::SmallVector<int64_t, 32> signature);
   // Picks the plan's variant on this call's arguments (outputs included).
-  void chooseVariantOf(Plan& p, const LaunchArgs& args, const std::vector<at::Tensor>& outputs) const;
+  // False where the variants could not be timed now (a CUDA graph being captured): the
+  // heuristic's stays chosen for this call.
+  bool chooseVariantOf(Plan& p, const LaunchArgs& args, const std::vector<at::Tensor>& outputs) const;
   // Runs one variant into `outputs`, column sums included.
   void launchVariant(const Plan& p, const Plan::Variant& v, LaunchArgs args,
                      const std::vector<at::Tensor>& outputs) const;
@@ -168,6 +171,8 @@ class RowExecutor {
   std::mutex last_mutex_;
   std::shared_ptr<const Plan> last_;
   InterpretedGroup interpreted_;
+  // Inputs read as a random dropout's offset (runtime/masks_drawn_by_aten.h).
+  std::vector<size_t> philox_offsets_;
   bool warned_ = false;
 };
 

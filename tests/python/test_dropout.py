@@ -550,3 +550,20 @@ def test_a_switched_dropout_of_a_strided_view_stays_with_aten() -> None:
     assert transposed.stride() == (x.t() * 1.0).stride()
     torch.testing.assert_close(strided, x[:, ::2])
     torch.testing.assert_close(transposed, x.t())
+
+
+@pytest.mark.parametrize("device", devices())
+def test_an_offset_that_leaves_the_draw_to_aten_runs_atens_dropout(device: str) -> None:
+    # fuser::philox_state answers offset -1 while a CUDA graph is captured (the generator
+    # cannot be read then; tests/python/test_cuda_graphs.py captures it): the interpreted
+    # dropout then draws with ATen's native_dropout, a fresh mask per call.
+    torch.manual_seed(0)
+    x = torch.rand(64, 256, device=device) + 0.5
+    torch.manual_seed(1)
+    first, kept = torch.ops.fuser.philox_dropout(x, 0.25, 0, -1, False)
+    second, _ = torch.ops.fuser.philox_dropout(x, 0.25, 0, -1, False)
+    torch.manual_seed(1)
+    want, want_kept = torch.native_dropout(x, 0.25, True)
+    assert kept.dtype == torch.bool and first.dtype == x.dtype
+    assert torch.equal(first, want) and torch.equal(kept, want_kept)
+    assert not torch.equal(first, second)

@@ -23,6 +23,8 @@ using CUmodule = void*;
 using CUfunction = void*;
 using CUstream = void*;
 constexpr CUresult kCudaSuccess = 0;
+// CUstreamCaptureStatus, numbered as in cuda.h.
+enum class StreamCaptureStatus : int { kNone = 0, kActive = 1, kInvalidated = 2 };
 
 // The CUdevice_attribute values we read, numbered as in cuda.h.
 enum class DeviceAttribute : int {
@@ -56,6 +58,7 @@ struct DriverApi {
                            unsigned shared_bytes, CUstream stream, void** params, void** extra);
   CUresult (*occupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction function,
                                                         int block_size, size_t shared_bytes);
+  CUresult (*streamIsCapturing)(CUstream stream, StreamCaptureStatus* status);
   CUresult (*getErrorName)(CUresult result, const char** name);
   CUresult (*getErrorString)(CUresult result, const char** text);
   // Tests use these to check a launch end to end; the runtime allocates through PyTorch.
