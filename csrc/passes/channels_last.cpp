@@ -38,6 +38,7 @@
 #include "config.h"
 #include "ops/op_table.h"
 #include "passes/pipeline.h"
+#include "runtime/cuda/stream_capture.h"
 #include "symbols.h"
 
 namespace fuser {
@@ -79,6 +80,10 @@ std::optional<at::Tensor> constantWeight(const Node* node) {
   auto weight = torch::jit::toIValue(node->input(1));
   if (!weight || !weight->isTensor()) return std::nullopt;
   const at::Tensor& w = weight->toTensor();
+  // Converting the weight runs a copy, which a stream being captured into a CUDA graph
+  // would record instead of run (runtime/cuda/stream_capture.h): such a graph stays
+  // row-major.
+  if (cuda::currentStreamCapturing(w.device())) return std::nullopt;
   if (w.dim() != 4 || w.device() != *node->input(0)->type()->expect<c10::TensorType>()->device() ||
       !at::isFloatingType(w.scalar_type()) ||
       w.scalar_type() == at::kDouble || !w.is_contiguous() ||

@@ -92,7 +92,8 @@ def test_split_groups_run_on_cuda_and_match_eager(fused) -> None:
     source = f"def f(x, y):\n{body}\n    s = {total}\n    return ({returned}, s.relu())\n"
     x = torch.randn(2, 2, 2, 3, 3, 2, device="cuda").transpose(1, 4)
     y = torch.randn(2, 2, 2, 3, 3, 2, device="cuda").permute(0, 4, 2, 3, 1, 5)
-    out = run_optimized(script_from_source(source), x, y)
+    fn = script_from_source(source)  # alive: its optimized graph is read below
+    out = run_optimized(fn, x, y)
     for i in range(count):
         want = x * (i + 1.0) + y
         torch.testing.assert_close(out[i], want)
