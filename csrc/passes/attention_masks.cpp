@@ -25,6 +25,7 @@
 
 #include <unordered_map>
 
+#include "passes/attention_inputs.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
 
@@ -33,8 +34,6 @@ namespace {
 
 using torch::jit::Node;
 using torch::jit::Value;
-
-constexpr size_t kMaskInput = 3;  // query, key, value, attn_mask, ...
 
 // How a mask reaches the fused kernels: as it is, through a row-major copy (its profiled
 // type says the kernels refuse it), or through fuser::dense_attention_mask (the graph
@@ -48,10 +47,10 @@ bool isCuda(const Value* v) {
 
 MaskCopy maskCopyFor(const Node* node) {
   if (node->kind() != c10::aten::scaled_dot_product_attention ||
-      node->inputs().size() <= kMaskInput) {
+      node->inputs().size() <= kAttentionMaskInput) {
     return MaskCopy::kNone;
   }
-  auto type = node->input(kMaskInput)->type()->cast<c10::TensorType>();
+  auto type = node->input(kAttentionMaskInput)->type()->cast<c10::TensorType>();
   if (!type) return MaskCopy::kNone;  // no mask
   if (!type->isComplete()) {
     const bool on_cuda = isCuda(node->input(0)) || isCuda(node->input(1)) || isCuda(node->input(2));
@@ -90,7 +89,8 @@ void densifyIn(torch::jit::Block* block, std::unordered_map<Value*, Value*>& cop
     for (torch::jit::Block* sub : node->blocks()) densifyIn(sub, copies);
     const MaskCopy how = maskCopyFor(node);
     if (how != MaskCopy::kNone) {
-      node->replaceInput(kMaskInput, maskCopy(node->input(kMaskInput), how, copies));
+      node->replaceInput(kAttentionMaskInput,
+                         maskCopy(node->input(kAttentionMaskInput), how, copies));
     }
   }
 }

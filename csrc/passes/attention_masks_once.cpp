@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "passes/attention_inputs.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
 
@@ -35,9 +36,6 @@ namespace {
 
 using torch::jit::Node;
 using torch::jit::Value;
-
-constexpr size_t kMaskInput = 3;  // query, key, value, attn_mask, dropout_p, is_causal, ...
-constexpr size_t kAttentionInputs = 8;  // ..., scale, enable_gqa
 
 bool mayBeBooleanMask(const Value* mask) {
   auto type = mask->type()->cast<c10::TensorType>();
@@ -54,11 +52,11 @@ void collectReaders(torch::jit::Block* block,
     for (torch::jit::Block* sub : node->blocks()) collectReaders(sub, readers, masks);
     if (node->kind() != c10::aten::scaled_dot_product_attention ||
         node->inputs().size() != kAttentionInputs ||
-        !mayBeBooleanMask(node->input(kMaskInput))) {
+        !mayBeBooleanMask(node->input(kAttentionMaskInput))) {
       continue;
     }
-    auto& of_mask = readers[node->input(kMaskInput)];
-    if (of_mask.empty()) masks.push_back(node->input(kMaskInput));
+    auto& of_mask = readers[node->input(kAttentionMaskInput)];
+    if (of_mask.empty()) masks.push_back(node->input(kAttentionMaskInput));
     of_mask.push_back(node);
   }
 }
@@ -81,7 +79,7 @@ void convertOnce(Value* mask, const std::vector<Node*>& layers) {
     // decides the form.
     torch::jit::WithInsertPoint before(first);
     std::vector<Value*> inputs(first->inputs().begin(), first->inputs().end());
-    inputs.erase(inputs.begin() + kMaskInput);
+    inputs.erase(inputs.begin() + kAttentionMaskInput);
     inputs.insert(inputs.begin(), mask);
     Node* convert = graph.insertNode(graph.create(additiveAttentionMaskSymbol(), inputs, 2));
     convert->copyMetadata(first);
@@ -91,7 +89,7 @@ void convertOnce(Value* mask, const std::vector<Node*>& layers) {
   for (Node* layer : layers) {
     torch::jit::WithInsertPoint before(layer);
     std::vector<Value*> inputs(layer->inputs().begin(), layer->inputs().end());
-    inputs.insert(inputs.begin() + kMaskInput + 1, {additive, form});
+    inputs.insert(inputs.begin() + kAttentionMaskInput + 1, {additive, form});
     Node* attention = graph.insertNode(graph.create(attentionWithAdditiveMaskSymbol(), inputs));
     attention->copyMetadata(layer);
     attention->output()->setType(layer->output()->type());
