@@ -6,8 +6,8 @@
 // dropout, a fresh mask per replay.
 #pragma once
 
+#include <ATen/core/stack.h>
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/runtime/operator.h>
 
 #include <cstdint>
 #include <vector>
