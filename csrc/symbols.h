@@ -45,6 +45,15 @@ inline c10::Symbol restoreLayoutSymbol() {
   return s;
 }
 
+// fuser::masked_fill_like_self(Tensor self, Tensor mask, Scalar|Tensor value) -> Tensor:
+// what `self.masked_fill_(mask, value)` leaves in self, as a new tensor with self's
+// strides. ATen's functional masked_fill clones self row-major, so the in-place op made
+// functional (passes/inplace.cpp) takes this form (runtime/masked_fill_like_self_op.cpp).
+inline c10::Symbol maskedFillLikeSelfSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::masked_fill_like_self");
+  return s;
+}
+
 // fuser::dense_attention_mask(Tensor(a) mask) -> Tensor(a): the mask, copied row-major
 // where it is a CUDA tensor whose last dim has another stride than 1 (CUDA's fused
 // attention kernels refuse it); itself otherwise (passes/attention_masks.cpp;

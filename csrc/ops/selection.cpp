@@ -40,6 +40,11 @@ static RegisterOps reg({
     {"aten::where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor", lowerWhere},
     {"aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", lowerMaskedFill},
     {"aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", lowerMaskedFill},
+    // The in-place masked_fill_ made functional: the same values, laid out like self.
+    {"fuser::masked_fill_like_self.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
+     lowerMaskedFill},
+    {"fuser::masked_fill_like_self.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor",
+     lowerMaskedFill},
 });
 
 }  // namespace fuser::ops

@@ -1,6 +1,8 @@
 // makeInPlaceOpsFunctional: `x.add_(y)`, `x.relu_()`, `x += y`, ... (every in-place
 // variant whose functional form is in the op table) become `x1 = x.add(y)` etc., and
-// the reads of x after the write read x1, so they fuse like out-of-place code.
+// the reads of x after the write read x1, so they fuse like out-of-place code
+// (`x.masked_fill_(m, v)` becomes fuser::masked_fill_like_self, which keeps x's strides
+// where ATen's masked_fill would clone x row-major).
 //
 // A write may be dropped only if nothing else can see it. Like TorchScript's
 // RemoveTensorMutation (whose conditions we follow), we require that:
@@ -35,6 +37,7 @@
 
 #include "passes/reasons.h"
 #include "passes/type_propagation.h"
+#include "symbols.h"
 
 namespace fuser {
 namespace {
@@ -46,6 +49,15 @@ using torch::jit::Value;
 std::string name(const Value* v) { return "%" + v->debugName(); }
 
 std::string dtypeName(c10::ScalarType t) { return c10::toString(t); }
+
+// The functional form of an in-place node: its name without the trailing underscore,
+// but for masked_fill_, whose functional form clones self row-major where the write
+// keeps self's strides: fuser::masked_fill_like_self (symbols.h).
+c10::Symbol functionalKindOf(const Node* node) {
+  const std::string& inplace_name = node->schema().name();
+  if (inplace_name == "aten::masked_fill_") return maskedFillLikeSelfSymbol();
+  return c10::Symbol::fromQualString(inplace_name.substr(0, inplace_name.size() - 1));
+}
 
 class InPlaceRewriter {
  public:
@@ -202,15 +214,13 @@ class InPlaceRewriter {
     if (auto d = checkShapeAndLayout(node, *self_type); !d) return d;
     if (auto d = checkUnobserved(node, self); !d) return d;
 
-    const std::string& inplace_name = node->schema().name();
-    Node* functional = graph_->create(
-        c10::Symbol::fromQualString(inplace_name.substr(0, inplace_name.size() - 1)),
-        node->inputs(), 1);
+    Node* functional = graph_->create(functionalKindOf(node), node->inputs(), 1);
     functional->copyMetadata(node);
     functional->insertBefore(node);
     functional->output()->setType(self_type->withScalarType(result_dtype));
     const c10::FunctionSchema* schema = functional->maybeSchema();
-    if (!schema || ops::findOp(functional) != &entry) {
+    const ops::OpEntry* made = schema ? ops::findOp(functional) : nullptr;
+    if (!made || made->lower != entry.lower) {
       functional->destroy();
       return FusionDecision::no("its functional form does not match the same inputs");
     }

@@ -282,6 +282,8 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
       step.rule = Rule::Preserve;
     }
     if (kind == masked_fill || kind == c10::aten::contiguous) step.rule = Rule::Contiguous;
+    // masked_fill_like_self is the in-place write's result: self's strides.
+    if (kind == maskedFillLikeSelfSymbol()) step.rule = Rule::LikeSelf;
     // CUDA's native_dropout_backward allocates like its gradient's suggested format; the
     // CPU's multiplies through TensorIterator.
     if (kind == c10::aten::native_dropout_backward && onCuda(node->input(0))) {
@@ -312,7 +314,10 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
       std::swap(step.operands[0], step.operands[1]);
     }
     // masked_fill's layout follows the broadcast of self and mask only.
-    if (step.rule == Rule::Contiguous && step.operands.size() > 2) step.operands.resize(2);
+    if ((step.rule == Rule::Contiguous || step.rule == Rule::LikeSelf) &&
+        step.operands.size() > 2) {
+      step.operands.resize(2);
+    }
     step.result = int32_t(num_slots_++);
     slot[node->output()] = step.result;
     steps_.push_back(std::move(step));
@@ -353,6 +358,10 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Lay
         result = preservedLayout(*operands[0]);
         break;
       case Rule::Contiguous: result = contiguousLayout(iteratorLayout(operands).sizes); break;
+      case Rule::LikeSelf:
+        TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
+        result = preservedLayout(*operands[0]);
+        break;
       case Rule::SuggestedFormat:
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
         result = suggestedFormatLayout(*operands[0]);

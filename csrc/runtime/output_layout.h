@@ -16,6 +16,9 @@
 //   self is dense, else the dense strides in self's dimension order
 //   (memory_format=preserve); they never broadcast, and their `other` tensor is read
 //   for its dtype only;
+// - fuser::masked_fill_like_self (an in-place masked_fill_ made functional) keeps
+//   self's strides as a conversion does (the write leaves them as they were); its mask
+//   stays an operand, read by the kernel like masked_fill's;
 // - masked_fill clones self, broadcast to the mask, contiguously; contiguous copies self
 //   into row-major strides (or answers self, which already has them);
 // - batch_norm allocates in its input's suggested memory format (channels-last 2-D or
@@ -80,7 +83,7 @@ class LayoutProgram {
   const std::vector<bool>& readsElements() const { return reads_elements_; }
 
  private:
-  enum class Rule : uint8_t { Iterate, Preserve, Contiguous, SuggestedFormat, BatchNorm };
+  enum class Rule : uint8_t { Iterate, Preserve, Contiguous, LikeSelf, SuggestedFormat, BatchNorm };
   struct Step {
     Rule rule;
     c10::SmallVector<int32_t, 4> operands;  // value slots; -1 for a wrapped scalar

@@ -121,6 +121,29 @@ graph(%x : $H, %y : $T):
       ->run(*graph);
 }
 
+// masked_fill_ keeps self's strides where ATen's masked_fill clones self row-major: the
+// write becomes fuser::masked_fill_like_self, which the group computes like masked_fill.
+TEST_F(InPlaceTest, MaskedFillWriteKeepsSelfsLayout) {
+  auto graph = parse(R"IR(
+graph(%x : $T, %m : $T):
+  %zero : float = prim::Constant[value=0.]()
+  %half : float = prim::Constant[value=0.5]()
+  %z : $T = aten::sigmoid(%x)
+  %mask : Bool(4, 5, strides=[5, 1], requires_grad=0, device=cpu) = aten::gt(%m, %zero)
+  %w : Tensor = aten::masked_fill_(%z, %mask, %half)
+  return (%z))IR");
+  std::string reasons = formGroupsWithReasons(graph);
+  EXPECT_EQ(reasons, "");
+  EXPECT_EQ(countSym(graph, "aten::masked_fill_") + countSym(graph, "aten::masked_fill"), 0);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);
+  FileCheck()
+      .check("aten::sigmoid")
+      ->check("fuser::masked_fill_like_self(")
+      ->check("return")
+      ->run(*groups[0]->g(c10::attr::Subgraph));
+}
+
 TEST_F(InPlaceTest, WriteEagerRejectsStays) {
   auto graph = parse(R"IR(
 graph(%x : $I):

@@ -117,6 +117,49 @@ def f(x, y):
     assert len(kinds) == 1 and kind[:-1] in kinds[0]
 
 
+# In-place writes on a transposed self, their result returned: the write keeps self's
+# layout whatever the functional form allocates (masked_fill clones row-major), also where
+# the function was profiled on row-major inputs (the guard does not check strides). A
+# view of the result then is a copy, as in eager, so the later write leaves it alone.
+LAYOUT_CALLS = [
+    ("z.masked_fill_(x > 0.0, 0.5)", "aten::masked_fill_"),
+    ("z.masked_fill_(y > 0.0, torch.tensor(0.25))", "aten::masked_fill_"),
+    ("z.add_(y)", "aten::add_"),
+    ("z.clamp_(-0.5, 0.5)", "aten::clamp_"),
+    ("z.relu_()", "aten::relu_"),
+]
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("profiled", ["transposed", "row-major"])
+@pytest.mark.parametrize(("call", "kind"), LAYOUT_CALLS, ids=[c for c, _ in LAYOUT_CALLS])
+def test_an_inplace_write_keeps_its_transposed_selfs_layout(fused, device, profiled, call, kind):
+    source = f"""
+def f(x, y):
+    z = torch.sigmoid(x)
+    {call}
+    z.reshape(-1).mul_(0.0)
+    return z
+"""
+    fn = script_from_source(source)
+    scope = {"torch": torch}
+    exec(source, scope)  # the same code, eager
+
+    def inputs(layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = (torch.randn(16, 8, device=device).t() for _ in range(2))
+        return (x, y) if layout == "transposed" else (x.contiguous(), y.contiguous())
+
+    for _ in range(2):
+        fn(*inputs(profiled))
+    x, y = inputs("transposed")
+    assert_same(fn(x, y), scope["f"](x, y))
+    graph = torch.jit.last_executed_optimized_graph()
+    assert count_kind(graph, kind) == 0
+    # masked_fill_ becomes the functional form that keeps self's strides, in a group.
+    functional = "fuser::masked_fill_like_self" if kind == "aten::masked_fill_" else kind[:-1]
+    assert any(functional in kinds for kinds in group_kinds(graph))
+
+
 class BasicBlock(nn.Module):
     """torchvision's resnet BasicBlock, written out (torchvision may be absent)."""
 

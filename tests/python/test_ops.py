@@ -876,7 +876,8 @@ def test_layouts(expr: str, layout: str, dtype: torch.dtype) -> None:
 def test_every_table_schema_is_exercised() -> None:
     """Each schema of the table appears in some case of this file, or of
     test_reductions.py, test_batch_norm.py, test_batch_norm_training.py, test_dropout.py,
-    test_layer_norm_backward.py or test_grad_sum_to_size.py (by operator name)."""
+    test_layer_norm_backward.py, test_grad_sum_to_size.py or test_inplace.py (by operator
+    name)."""
     import inspect
     import sys
 
@@ -884,13 +885,14 @@ def test_every_table_schema_is_exercised() -> None:
     import test_batch_norm_training
     import test_dropout
     import test_grad_sum_to_size
+    import test_inplace
     import test_layer_norm_backward
     import test_reductions
 
     # Reductions, batch_norm and autodiff's dropout and layer_norm have their own files.
     text = inspect.getsource(sys.modules[__name__])
     others = (test_reductions, test_batch_norm, test_batch_norm_training, test_dropout)
-    for other in (*others, test_layer_norm_backward, test_grad_sum_to_size):
+    for other in (*others, test_layer_norm_backward, test_grad_sum_to_size, test_inplace):
         text += inspect.getsource(other)
     aliases = {
         "__and__": "&",
