@@ -45,6 +45,14 @@ inline c10::Symbol restoreLayoutSymbol() {
   return s;
 }
 
+// On an op made functional from an in-place write (passes/inplace.cpp): its result keeps
+// self's strides, as the write did, where the functional form's TensorIterator layout
+// could differ (the stride of a size-1 dimension; runtime/output_layout.h: LikeSelf).
+inline c10::Symbol likeSelfAttr() {
+  static const c10::Symbol s = c10::Symbol::attr("like_self");
+  return s;
+}
+
 // fuser::masked_fill_like_self(Tensor self, Tensor mask, Scalar|Tensor value) -> Tensor:
 // what `self.masked_fill_(mask, value)` leaves in self, as a new tensor with self's
 // strides. ATen's functional masked_fill clones self row-major, so the in-place op made

@@ -216,6 +216,7 @@ class InPlaceRewriter {
 
     Node* functional = graph_->create(functionalKindOf(node), node->inputs(), 1);
     functional->copyMetadata(node);
+    functional->i_(likeSelfAttr(), 1);
     functional->insertBefore(node);
     functional->output()->setType(self_type->withScalarType(result_dtype));
     const c10::FunctionSchema* schema = functional->maybeSchema();

@@ -282,8 +282,10 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
       step.rule = Rule::Preserve;
     }
     if (kind == masked_fill || kind == c10::aten::contiguous) step.rule = Rule::Contiguous;
-    // masked_fill_like_self is the in-place write's result: self's strides.
-    if (kind == maskedFillLikeSelfSymbol()) step.rule = Rule::LikeSelf;
+    // An in-place write made functional keeps self's strides, as the write did.
+    if (kind == maskedFillLikeSelfSymbol() || node->hasAttribute(likeSelfAttr())) {
+      step.rule = Rule::LikeSelf;
+    }
     // CUDA's native_dropout_backward allocates like its gradient's suggested format; the
     // CPU's multiplies through TensorIterator.
     if (kind == c10::aten::native_dropout_backward && onCuda(node->input(0))) {
@@ -314,8 +316,7 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
       std::swap(step.operands[0], step.operands[1]);
     }
     // masked_fill's layout follows the broadcast of self and mask only.
-    if ((step.rule == Rule::Contiguous || step.rule == Rule::LikeSelf) &&
-        step.operands.size() > 2) {
+    if ((kind == masked_fill || kind == maskedFillLikeSelfSymbol()) && step.operands.size() > 2) {
       step.operands.resize(2);
     }
     step.result = int32_t(num_slots_++);

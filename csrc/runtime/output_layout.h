@@ -16,9 +16,11 @@
 //   self is dense, else the dense strides in self's dimension order
 //   (memory_format=preserve); they never broadcast, and their `other` tensor is read
 //   for its dtype only;
-// - fuser::masked_fill_like_self (an in-place masked_fill_ made functional) keeps
-//   self's strides as a conversion does (the write leaves them as they were); its mask
-//   stays an operand, read by the kernel like masked_fill's;
+// - an in-place write made functional (fuser::masked_fill_like_self, or an op carrying
+//   the like_self attribute: passes/inplace.cpp) keeps self's strides as a conversion
+//   does, the write leaving them as they were (TensorIterator would call a transposed
+//   [4, 1] contiguous and give it strides [1, 1]); its other operands stay operands, read
+//   by the kernel as before;
 // - masked_fill clones self, broadcast to the mask, contiguously; contiguous copies self
 //   into row-major strides (or answers self, which already has them);
 // - batch_norm allocates in its input's suggested memory format (channels-last 2-D or

@@ -114,7 +114,7 @@ graph(%x : $H, %y : $T):
   FileCheck()
       .check("aten::neg")
       ->check("Float(4, 5")
-      ->check_same("aten::add(")
+      ->check_same("aten::add[like_self=1](")
       ->check("Half(4, 5")
       ->check_same("aten::_to_copy(")
       ->check("return")
@@ -139,7 +139,7 @@ graph(%x : $T, %m : $T):
   ASSERT_EQ(groups.size(), 1);
   FileCheck()
       .check("aten::sigmoid")
-      ->check("fuser::masked_fill_like_self(")
+      ->check("fuser::masked_fill_like_self[like_self=1](")
       ->check("return")
       ->run(*groups[0]->g(c10::attr::Subgraph));
 }
@@ -306,7 +306,7 @@ graph(%x : $T, %c : bool):
   auto fresh = with("aten::sigmoid(%x)");
   prepareGraph(fresh);
   EXPECT_EQ(countSym(fresh, "aten::relu_"), 0);
-  FileCheck().check("prim::If")->check("aten::relu(%out)")->check("aten::tanh")->run(*fresh);
+  FileCheck().check("prim::If")->check("aten::relu[like_self=1](%out)")->check("aten::tanh")->run(*fresh);
 
   auto passed = with("aten::neg(%x)");
   passed->block()->nodes().front()->blocks()[1]->eraseOutput(0);
@@ -366,7 +366,7 @@ graph(%x : $T, %y : $T):
   EXPECT_EQ(countComputeNodes(groups[0]), 3);
   FileCheck()
       .check("prim::Constant[value=1.5]")
-      ->check("aten::add(")
+      ->check("aten::add[like_self=1](")
       ->check("aten::sigmoid")
       ->run(*groups[0]->g(c10::attr::Subgraph));
 }

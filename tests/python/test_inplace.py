@@ -160,6 +160,26 @@ def f(x, y):
     assert any(functional in kinds for kinds in group_kinds(graph))
 
 
+@pytest.mark.parametrize("device", devices())
+def test_an_inplace_write_keeps_selfs_stride_of_a_size_one_dim(fused, device):
+    # A transposed [1, 4] is [4, 1] of strides (1, 4): TensorIterator calls it contiguous
+    # and would give clamp's result strides (1, 1); the write keeps (1, 4).
+    source = """
+def f(x):
+    d = x.double() * 2.0
+    d.clamp_(max=1.5)
+    return d
+"""
+    fn = script_from_source(source)
+    scope = {"torch": torch}
+    exec(source, scope)  # the same code, eager
+    x = torch.linspace(-1, 1, 4, device=device).view(1, 4).t()
+    got = run_optimized(fn, x)
+    assert got.stride() == (1, 4)
+    assert_same(got, scope["f"](x))
+    assert count_kind(torch.jit.last_executed_optimized_graph(), "aten::clamp_") == 0
+
+
 class BasicBlock(nn.Module):
     """torchvision's resnet BasicBlock, written out (torchvision may be absent)."""
 
