@@ -67,7 +67,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_variants.py \
     tests/python/test_matmul_operands.py tests/python/test_attention_masks.py \
     tests/python/test_attention_masks_once.py tests/python/test_sibling_groups.py \
-    tests/python/test_cuda_graphs.py \
+    tests/python/test_cuda_graphs.py tests/python/test_random_inplace.py \
     tests/python/test_dropout.py \
     tests/python/test_layer_norm_backward.py tests/python/test_split_rows.py \
     tests/python/test_column_reductions.py tests/python/test_one_pass_variance.py \
