@@ -11,8 +11,10 @@
 //   (views, list elements, attributes) and is not a graph or block input nor a
 //   constant (a frozen weight: in eager the write would persist across calls); or x
 //   is a prim::If output whose value in each branch is such a value, read nowhere else;
-// - x's producer can move right before the write (alias analysis): no other reader or
-//   alias of x lies between them, so the old value is never observed after the write;
+// - x's producer can move right before the write (alias analysis), or every reader of x
+//   between them only reads the old value (same block, no sub-block or side effect, no
+//   output that may alias x: `t.masked_fill_(t > 0.5, 0.0)`'s mask), so no alias made
+//   before the write observes it;
 // and, unlike it, that the functional result is the tensor the in-place op writes:
 // - same dtype: an in-place op keeps self's dtype. Where the functional form promotes
 //   to another dtype that eager can cast back (float16 += float32, float.lt_(...)),
@@ -179,21 +181,36 @@ class InPlaceRewriter {
     return producer->kind() == c10::prim::If ? checkFreshIfOutput(self) : checkFresh(self);
   }
 
-  // Moves self's making next to the write where alias analysis allows (the last check).
+  // Whether `reader`, a node of the write's block before it, only reads self's old value:
+  // no sub-block or side effect, and no output that may alias self (a view, a list
+  // holding it), so nothing it makes sees the write.
+  FusionDecision checkPlainReader(Node* reader, Value* self) {
+    const bool plain = reader->owningBlock() == self->node()->owningBlock() &&
+                       reader->blocks().empty() && !reader->hasSideEffects() &&
+                       std::none_of(reader->outputs().begin(), reader->outputs().end(),
+                                    [&](Value* out) {
+                                      return aliasDb().mayContainAlias(out, self);
+                                    });
+    if (plain) return FusionDecision::yes();
+    return FusionDecision::no(name(self) + " is read before the write by " +
+                              describeNode(reader) +
+                              ", which may be or make another alias that reads it later");
+  }
+
+  // No reader or alias of self between its making and the write sees the written value:
+  // self's making moves next to the write where alias analysis allows, else every reader
+  // in between only reads the old value (`t.masked_fill_(t > 0.5, 0.0)`: the mask reads t
+  // before the write, as eager's does).
   FusionDecision checkUnobserved(Node* node, Value* self) {
     Node* producer = self->node();
-    // No reader or alias of self between its making and the write: none sees the old value
-    // after the write, and nothing made before the write aliases self.
-    if (!aliasDb().moveBeforeTopologicallyValid(producer, node)) {
-      for (const torch::jit::Use& use : self->uses()) {
-        if (use.user != node && use.user->isBefore(node)) {
-          return FusionDecision::no(name(self) + " is read before the write by " +
-                                    describeNode(use.user) +
-                                    ", which may be or make another alias that reads it later");
-        }
-      }
+    if (aliasDb().moveBeforeTopologicallyValid(producer, node)) return FusionDecision::yes();
+    if (producer->kind() == c10::prim::If) {
       return FusionDecision::no("alias analysis cannot bring the making of " + name(self) +
                                 " next to the write");
+    }
+    for (const torch::jit::Use& use : self->uses()) {
+      if (use.user == node || !use.user->isBefore(node)) continue;
+      if (auto d = checkPlainReader(use.user, self); !d) return d;
     }
     return FusionDecision::yes();
   }

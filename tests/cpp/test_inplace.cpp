@@ -224,6 +224,29 @@ graph(%x : $T, %y : $T):
       << reasons;
 }
 
+// Readers before the write that only read the old value (a mask of self, a sum) let the
+// write be made functional, as eager computes them before it writes; a view stays (above).
+TEST_F(InPlaceTest, ValuesReadBeforeTheWriteDoNotKeepIt) {
+  auto graph = parse(R"IR(
+graph(%x : $T):
+  %half : float = prim::Constant[value=0.5]()
+  %zero : float = prim::Constant[value=0.]()
+  %none : NoneType = prim::Constant()
+  %z : $T = aten::sigmoid(%x)
+  %mask : Bool(4, 5, strides=[5, 1], requires_grad=0, device=cpu) = aten::gt(%z, %half)
+  %s : Float(requires_grad=0, device=cpu) = aten::sum(%z, %none)
+  %w : Tensor = aten::masked_fill_(%z, %mask, %zero)
+  %r : $T = aten::mul(%z, %s)
+  return (%r))IR");
+  std::string reasons = formGroupsWithReasons(graph);
+  EXPECT_EQ(reasons, "");
+  EXPECT_EQ(countSym(graph, "aten::masked_fill_"), 0);
+  // The mask and the sum read the sigmoid (their groups' inputs are named after it).
+  FileCheck().check("aten::gt(%z")->run(*graph);
+  FileCheck().check("aten::sum(%z")->run(*graph);
+  FileCheck().check("fuser::masked_fill_like_self[like_self=1](%z")->run(*graph);
+}
+
 TEST_F(InPlaceTest, WriteToConstantStays) {
   auto graph = parse(R"IR(
 graph(%y : $T):
