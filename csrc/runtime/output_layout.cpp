@@ -355,14 +355,11 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Lay
     switch (step.rule) {
       case Rule::Iterate: result = iteratorLayout(operands); break;
       case Rule::Preserve:
+      case Rule::LikeSelf:  // the same layout; its other operands stay read by the kernel
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
         result = preservedLayout(*operands[0]);
         break;
       case Rule::Contiguous: result = contiguousLayout(iteratorLayout(operands).sizes); break;
-      case Rule::LikeSelf:
-        TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
-        result = preservedLayout(*operands[0]);
-        break;
       case Rule::SuggestedFormat:
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
         result = suggestedFormatLayout(*operands[0]);
