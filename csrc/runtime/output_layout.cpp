@@ -244,7 +244,7 @@ Layout preservedLayout(const Layout& self) {
   return out;
 }
 
-LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
+LayoutProgram::LayoutProgram(const torch::jit::Graph& graph, const NodePredicate& given) {
   static const c10::Symbol to = c10::Symbol::fromQualString("aten::to");
   static const c10::Symbol to_copy = c10::Symbol::fromQualString("aten::_to_copy");
   static const c10::Symbol masked_fill = c10::Symbol::fromQualString("aten::masked_fill");
@@ -258,6 +258,16 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
   }
   num_tensor_inputs_ = num_slots_;
   for (const torch::jit::Node* node : graph.nodes()) {
+    if (given && given(node)) {
+      for (const torch::jit::Value* out : node->outputs()) {
+        if (out->type()->kind() != c10::TypeKind::TensorType) continue;
+        Step step{Rule::Given, {}, int32_t(num_slots_++), int32_t(given_values_.size())};
+        given_values_.push_back(out);
+        slot[out] = step.result;
+        steps_.push_back(std::move(step));
+      }
+      continue;
+    }
     // native_dropout: in eval mode input.clone() and ones_like(input), in training (here
     // fuser::philox_dropout) input * mask * scale and the mask, all like the input.
     const bool dropout =
@@ -293,7 +303,7 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
     }
     if (ops::isBatchNorm(node)) {
       step.rule = Rule::BatchNorm;
-      step.batch_norm = int32_t(batch_norms_.size());
+      step.index = int32_t(batch_norms_.size());
       batch_norms_.push_back(batchNormSite(graph, node));
     }
     for (size_t i = 0; i < node->inputs().size(); ++i) {
@@ -340,8 +350,9 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph) {
 }
 
 void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Layout>& outputs,
-                        c10::ArrayRef<bool> suggested_format) const {
+                        c10::ArrayRef<bool> suggested_format, c10::ArrayRef<Layout> given) const {
   TORCH_INTERNAL_ASSERT(tensor_inputs.size() == num_tensor_inputs_);
+  TORCH_INTERNAL_ASSERT(given.size() == given_values_.size());
   std::vector<Layout> layouts(num_slots_);
   for (size_t i = 0; i < num_tensor_inputs_; ++i) {
     layouts[i].sizes = tensor_inputs[i].sizes;
@@ -366,11 +377,12 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Lay
         break;
       case Rule::BatchNorm: {
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
-        const size_t site = size_t(step.batch_norm);
+        const size_t site = size_t(step.index);
         const bool suggested = site >= suggested_format.size() || suggested_format[site];
         result = suggested ? suggestedFormatLayout(*operands[0]) : preservedLayout(*operands[0]);
         break;
       }
+      case Rule::Given: result = given[size_t(step.index)]; break;
     }
   }
   outputs.clear();

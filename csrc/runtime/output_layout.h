@@ -32,6 +32,9 @@
 //   suggested memory format.
 // Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
 // dense), the group returns a fresh dense tensor with the strides above.
+// Nodes the caller names (a row group's reductions and normalizations) take their
+// results' layouts from the caller at each run: what ATen allocates for those depends
+// on sizes the caller works out (runtime/row_executor.h).
 #pragma once
 
 #include <c10/util/ArrayRef.h>
@@ -40,6 +43,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "runtime/tensor_view.h"
@@ -70,13 +74,18 @@ struct BatchNormSite {
 // The replay of one kernel graph, prepared once per group.
 class LayoutProgram {
  public:
-  explicit LayoutProgram(const torch::jit::Graph& kernel_graph);
+  using NodePredicate = std::function<bool(const torch::jit::Node*)>;
+  explicit LayoutProgram(const torch::jit::Graph& kernel_graph, const NodePredicate& given = {});
 
   // Layouts of the graph's outputs, given the views of its tensor inputs (in graph input
   // order, scalars skipped) and, per batch-norm site, whether eager allocates its result
-  // in the suggested memory format (true where `suggested_format` is shorter).
+  // in the suggested memory format (true where `suggested_format` is shorter), and the
+  // layouts of the given nodes' results (in the order of givenValues()).
   void run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Layout>& outputs,
-           c10::ArrayRef<bool> suggested_format = {}) const;
+           c10::ArrayRef<bool> suggested_format = {}, c10::ArrayRef<Layout> given = {}) const;
+
+  // The results of the nodes named at construction, in graph order.
+  const std::vector<const torch::jit::Value*>& givenValues() const { return given_values_; }
 
   const std::vector<BatchNormSite>& batchNorms() const { return batch_norms_; }
 
@@ -85,12 +94,14 @@ class LayoutProgram {
   const std::vector<bool>& readsElements() const { return reads_elements_; }
 
  private:
-  enum class Rule : uint8_t { Iterate, Preserve, Contiguous, LikeSelf, SuggestedFormat, BatchNorm };
+  enum class Rule : uint8_t {
+    Iterate, Preserve, Contiguous, LikeSelf, SuggestedFormat, BatchNorm, Given
+  };
   struct Step {
     Rule rule;
     c10::SmallVector<int32_t, 4> operands;  // value slots; -1 for a wrapped scalar
     int32_t result;
-    int32_t batch_norm = -1;  // its site, for Rule::BatchNorm
+    int32_t index = -1;  // Rule::BatchNorm: its site; Rule::Given: its value in givenValues()
   };
   size_t num_tensor_inputs_ = 0;
   size_t num_slots_ = 0;
@@ -98,6 +109,7 @@ class LayoutProgram {
   std::vector<int32_t> output_slots_;
   std::vector<bool> reads_elements_;
   std::vector<BatchNormSite> batch_norms_;
+  std::vector<const torch::jit::Value*> given_values_;
 };
 
 }  // namespace fuser::runtime

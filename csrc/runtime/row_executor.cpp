@@ -272,6 +272,14 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
     }
   }
   runnable_ = runnable_ && rank_ > 0;
+  try {
+    layouts_.emplace(*subgraph_, [](const torch::jit::Node* n) {
+      const ops::OpEntry* entry = ops::findOp(n);
+      return ops::rowReductionOf(n).has_value() || (entry && entry->reduces);
+    });
+  } catch (const c10::Error&) {
+    layouts_.reset();
+  }
 }
 
 void RowExecutor::takeColumnSumsOut() {
@@ -468,6 +476,35 @@ bool RowExecutor::stridedOutputs(const std::vector<at::Tensor>& tensors,
   return true;
 }
 
+bool RowExecutor::eagerStridesOfSizeOneDims(
+    const std::vector<at::Tensor>& tensors,
+    const std::unordered_map<const torch::jit::Value*, std::vector<int64_t>>& shapes,
+    Plan& p) const {
+  if (!layouts_) return true;
+  std::vector<TensorView> views;
+  for (const at::Tensor& t : tensors) views.push_back(TensorView::of(t));
+  // ATen allocates reductions' and normalizations' results contiguous (the inputs here
+  // are contiguous or read only by normalizations).
+  std::vector<Layout> given;
+  for (const torch::jit::Value* v : layouts_->givenValues()) {
+    auto it = shapes.find(v);
+    if (it == shapes.end()) return true;
+    given.push_back(contiguousLayout(it->second));
+  }
+  std::vector<Layout> eager;
+  layouts_->run(views, eager, {}, given);
+  for (size_t o = 0; o < p.out_sizes.size(); ++o) {
+    if (column_sums_[o]) continue;  // summed by ATen, its result contiguous
+    const Layout& layout = eager[o];
+    if (c10::IntArrayRef(layout.sizes) != c10::IntArrayRef(p.out_sizes[o])) return false;
+    for (size_t d = 0; d < layout.sizes.size(); ++d) {
+      if (layout.sizes[d] != 1 && layout.strides[d] != p.out_strides[o][d]) return false;
+    }
+    p.out_strides[o].assign(layout.strides.begin(), layout.strides.end());
+  }
+  return true;
+}
+
 std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> inputs,
                                                      c10::SmallVector<int64_t, 32> signature) {
   // Every value's sizes, as eager would give them.
@@ -616,6 +653,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     strided = strided || (!read_in_place[t] && !expandedRowMajor(tensors[t]));
   }
   if (strided && !stridedOutputs(tensors, tensor_param, *p)) return nullptr;
+  if (!strided && !eagerStridesOfSizeOneDims(tensors, shapes, *p)) return nullptr;
   std::vector<Sizes> tensor_strides;
   for (size_t t = 0; t < tensors.size(); ++t) {
     if (per_channel[t]) {  // [C] along dim 1 (its size was checked above)

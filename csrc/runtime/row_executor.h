@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -35,6 +36,7 @@
 #include "codegen/split_rows.h"
 #include "runtime/interpreted_group.h"
 #include "runtime/masks_drawn_by_aten.h"
+#include "runtime/output_layout.h"
 #include "runtime/workspace_plan.h"
 
 namespace fuser::runtime {
@@ -126,6 +128,15 @@ class RowExecutor {
   // one element order).
   bool stridedOutputs(const std::vector<at::Tensor>& tensors, const std::vector<size_t>& params,
                       Plan& p) const;
+  // Where no input is strided: the kernel writes every output row-major, and eager's
+  // layout (the layout program's replay, the reductions' and normalizations' results
+  // contiguous) can differ from that only in the strides of size-1 dims, which
+  // `p.out_strides` then takes from it. False (run interpreted) where eager's layout
+  // orders other dims otherwise.
+  bool eagerStridesOfSizeOneDims(const std::vector<at::Tensor>& tensors,
+                                 const std::unordered_map<const torch::jit::Value*,
+                                                          std::vector<int64_t>>& shapes,
+                                 Plan& p) const;
   void runInterpreted(torch::jit::Stack& stack);
   // Leading-dims sums of what the rows walk (ops::isColumnSumBeside) that only the
   // group returns: the kernel's subgraph returns their operands instead, which the
@@ -165,6 +176,9 @@ class RowExecutor {
   // Per group input: read only as the input of layer_norm, softmax or log_softmax.
   std::vector<bool> normalized_only_;
   bool runnable_ = true;  // one rank and one row for every reduction
+  // Eager's layout of each output, the row ops' results given (none where the
+  // subgraph has an output the program cannot follow).
+  std::optional<LayoutProgram> layouts_;
 
   std::mutex mutex_;
   std::vector<std::unique_ptr<Specialization>> specializations_;

@@ -155,5 +155,33 @@ TEST(OutputLayout, DtypeOnlyInputsAreNotRead) {
   expectLayout(outs[0], ta.type_as(tb).exp(), "exp(type_as)");
 }
 
+TEST(OutputLayout, GivenNodesTakeTheCallersLayouts) {
+  // s = sum(a, [1], keepdim) (its layout given); u = a + s; v = s * 2. With a a
+  // transposed [40, 1] ([1, 40] of strides (1, 1)), eager's u keeps a's size-1 stride.
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::Value* a = graph->addInput()->setType(c10::TensorType::get());
+  torch::jit::Value* dims = graph->insertConstant(std::vector<int64_t>{1});
+  torch::jit::Value* keep = graph->insertConstant(true);
+  torch::jit::Value* s = graph->insert(c10::aten::sum, {a, dims, keep});
+  torch::jit::Value* u = graph->insert(c10::aten::add, {a, s});
+  torch::jit::Value* v = graph->insert(c10::aten::mul, {s, 2.0});
+  graph->registerOutput(u);
+  graph->registerOutput(v);
+  graph->registerOutput(s);
+  const LayoutProgram program(*graph, [](const torch::jit::Node* n) {
+    return n->kind() == c10::aten::sum;
+  });
+  ASSERT_EQ(program.givenValues(), (std::vector<const torch::jit::Value*>{s}));
+  const at::Tensor ta = at::randn({40, 1}).t();
+  const at::Tensor ts = ta.sum({1}, true);
+  std::vector<Layout> outs;
+  program.run({TensorView::of(ta)}, outs, {}, {contiguousLayout(ts.sizes())});
+  ASSERT_EQ(outs.size(), 3u);
+  expectLayout(outs[0], ta + ts, "a + sum");
+  expectLayout(outs[1], ts * 2.0, "sum * 2");
+  expectLayout(outs[2], ts, "sum");
+  EXPECT_EQ(c10::IntArrayRef(outs[0].strides), c10::IntArrayRef({1, 1}));
+}
+
 }  // namespace
 }  // namespace fuser::runtime

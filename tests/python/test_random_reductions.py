@@ -20,6 +20,9 @@ UNARY = ["exp", "sigmoid", "tanh", "abs", "relu"]
 BINARY = ["+", "-", "*"]
 REDUCTIONS = ["sum", "mean", "amax", "amin", "var", "std", "norm"]
 SHAPES = [(6, 5, 4), (3, 4, 5, 6), (40, 7), (2, 3, 33)]
+# Size-1 dims, whose strides TensorIterator sets by its own order of the dims: eager's
+# elementwise results there are contiguous in memory but not always row-major in strides.
+SHAPES_WITH_ONES = [(1, 40), (6, 1, 4), (3, 1, 5, 1), (1, 7, 1), (2, 1, 1, 33)]
 
 
 def reduction_call(rng: random.Random, value: str, rank: int) -> str:
@@ -103,3 +106,38 @@ def test_random_reduction_programs_match_eager(device: str) -> None:
             assert why is None, (source, why)
             formed += fuser.stats()["groups_formed"]
     assert formed >= 20  # most programs form a group: the partition is what is tested
+
+
+def tensor_with_size_one_dims(
+    rng: random.Random, shape: tuple[int, ...], device: str, broadcast: bool
+) -> torch.Tensor:
+    """A tensor of `shape` (some dims made 1 where `broadcast`: it broadcasts to the
+    others) laid out in a random dim order, so that its size-1 dims have the strides
+    that order gives them (a transposed [40, 1] is [1, 40] with strides (1, 1))."""
+    sizes = [1 if broadcast and rng.random() < 0.5 else n for n in shape]
+    order = list(range(len(sizes)))
+    rng.shuffle(order)
+    stored = torch.randn([sizes[d] for d in order], device=device)
+    return stored.permute([order.index(d) for d in range(len(sizes))])
+
+
+@pytest.mark.parametrize("device", devices())
+def test_random_reduction_programs_over_size_one_dims_match_eager(device: str) -> None:
+    """Inputs with size-1 dims in random dim orders, some broadcasting to the others:
+    every output, the elementwise ones beside a reduction included, keeps eager's
+    strides (TensorIterator's order of the dims sets those of size-1 dims)."""
+    rng = random.Random(20261128)
+    formed = 0
+    with fuser.enabled(True):
+        for _ in range(60):
+            shape = rng.choice(SHAPES_WITH_ONES)
+            source, num_inputs = random_program(rng, len(shape))
+            args = [
+                tensor_with_size_one_dims(rng, shape, device, broadcast=i > 0)
+                for i in range(num_inputs)
+            ]
+            fuser.reset_stats()
+            why = difference_from_eager(source, args)
+            assert why is None, (source, [(a.shape, a.stride()) for a in args], why)
+            formed += fuser.stats()["groups_formed"]
+    assert formed >= 30
