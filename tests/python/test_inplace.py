@@ -166,7 +166,9 @@ def f(x, y):
 @pytest.mark.parametrize("device", devices())
 def test_an_inplace_write_keeps_selfs_stride_of_a_size_one_dim(fused, device):
     # A transposed [1, 4] is [4, 1] of strides (1, 4): TensorIterator calls it contiguous
-    # and would give clamp's result strides (1, 1); the write keeps (1, 4).
+    # and would give clamp's result strides (1, 1); the write keeps (1, 4). A kernel
+    # would keep them too, but clamp run outside one (a fallback, a group run
+    # interpreted) would not: the write stays in place.
     source = """
 def f(x):
     d = x.double() * 2.0
@@ -180,7 +182,33 @@ def f(x):
     got = run_optimized(fn, x)
     assert got.stride() == (1, 4)
     assert_same(got, scope["f"](x))
-    assert count_kind(torch.jit.last_executed_optimized_graph(), "aten::clamp_") == 0
+    assert count_kind(torch.jit.last_executed_optimized_graph(), "aten::clamp_") == 1
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("call", ["t.relu_()", "t.add_(1.0)", "t.mul_(t)", "t += 0.5"])
+def test_a_lone_write_to_a_tensor_of_odd_size_one_strides_keeps_them(fused, device, call):
+    # clone keeps x's strides: [1, 40] of (1, 1), which TensorIterator calls contiguous
+    # and lays out (40, 1). Made functional, the lone op would run as ATen's and give
+    # those; eager's write keeps (1, 1). (u forms a group, so the pass keeps its graph;
+    # groups of one node are not kept, as outside the tests, so the op stays lone.)
+    fuser._C._set_keep_singletons(False)
+    source = f"""
+def f(x, y):
+    t = x.clone()
+    {call}
+    u = (y * 2.0).sigmoid() + 1.0
+    return t, u
+"""
+    fn = script_from_source(source)
+    scope = {"torch": torch}
+    exec(source, scope)
+    x, y = torch.randn(40, 1, device=device).t(), torch.randn(8, device=device)
+    got, _ = run_optimized(fn, x, y)
+    want, _ = scope["f"](x, y)
+    assert got.stride() == want.stride() == (1, 1)
+    assert_same(got, want)
+    assert fuser.stats()["groups_formed"] >= 1
 
 
 class BasicBlock(nn.Module):
