@@ -48,6 +48,10 @@ class Row:
     groups: int | None = None  # fuser::FusionGroup nodes in the fuser's optimized graph
     kernels_compiled: int | None = None  # fuser.stats() deltas over this row's fuser run
     kernels_from_disk: int | None = None
+    # Group calls the fuser ran through the TorchScript interpreter over its warm-up
+    # (fuser.stats() delta): a row whose groups fall back to the interpreter times ATen's
+    # kernels, not ours.
+    interpreted_runs: int | None = None
     failure: str | None = None  # why the fuser's row FAILED, if it did
     modes: dict[str, ModeResult] = field(default_factory=dict)
 

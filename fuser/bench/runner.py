@@ -312,7 +312,11 @@ def run_row(
     prepared = []
     for name in options.modes:
         progress.show(f"{label}: {name}")
-        before = (_stat("kernels_compiled"), _stat("disk_cache_hits"))
+        before = (
+            _stat("kernels_compiled"),
+            _stat("disk_cache_hits"),
+            _stat("interpreted_runs"),
+        )
         mode = MODES[name]
         prepared.append(
             prepare_mode(mode, workload, arg_sets, expected, dtype, device, options.preset)
@@ -322,6 +326,7 @@ def run_row(
             row.groups = prepared[-1].result.groups
             row.kernels_compiled = _stat("kernels_compiled") - before[0]
             row.kernels_from_disk = _stat("disk_cache_hits") - before[1]
+            row.interpreted_runs = _stat("interpreted_runs") - before[2]
     if isinstance(workload, ModelWorkload):
         judge_against_torchscript(prepared, workload.autocast_dtype(device) or dtype)
     for p in prepared:

@@ -65,7 +65,10 @@ def row_cells(row: Row, mode_names: list[str]) -> list[str]:
             cells.append(_mode_cell(result, None if speedup is None else format_ratio(speedup)))
     cells.append(_optional(row.gbps(FUSER), ".1f"))
     cells.append(_optional(row.percent_of_copy(FUSER), ".0f"))
-    cells.append("FAILED" if row.failed else "ok")
+    status = "FAILED" if row.failed else "ok"
+    if row.interpreted_runs:
+        status += f" ({row.interpreted_runs} interpreted)"
+    cells.append(status)
     return cells
 
 
@@ -213,7 +216,8 @@ def render_smoke_list(result: SuiteResult) -> str:
         verdict = "FAILED" if row.failed else "PASS"
         lines.append(
             f"{verdict:6} {_row_label(row)}  groups={_optional(row.groups, 'd')}"
-            f" kernels={_optional(row.kernels, 'd')}  [{checks}]"
+            f" kernels={_optional(row.kernels, 'd')}"
+            f" interpreted={_optional(row.interpreted_runs, 'd')}  [{checks}]"
         )
         if row.failure:
             lines.extend("         " + text for text in row.failure.splitlines())

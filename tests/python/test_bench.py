@@ -152,6 +152,14 @@ def test_row_cells_show_times_ratios_and_na() -> None:
     assert cells["status"] == "ok"
 
 
+def test_a_row_says_how_many_group_calls_ran_interpreted() -> None:
+    row = _row(interpreted_runs=3)
+    cells = dict(zip(columns(MODE_NAMES), row_cells(row, MODE_NAMES), strict=True))
+    assert cells["status"] == "ok (3 interpreted)"
+    assert "interpreted=3" in render_smoke_list(_suite([row]))
+    assert "interpreted=0" in render_smoke_list(_suite([_row(interpreted_runs=0)]))
+
+
 def test_large_times_lose_their_decimals() -> None:
     row = _row()
     row.modes["eager"].time_us = 12345.67
@@ -797,6 +805,7 @@ def test_quick_smoke_run_matches_eager(tmp_path: Path) -> None:
         fused = row["modes"]["fuser"]
         assert fused["mismatch"] is None and fused["na_reason"] is None
         assert fused["groups"] >= 1, row["workload"]  # training rows: their forward's
+        assert row["interpreted_runs"] == 0, row["workload"]  # every group ran its kernel
         # Peers are reported, not asserted: their accuracy is not this project's to test.
         assert row["modes"]["script"]["mismatch"] is None
     assert f"smoke check: {len(rows)} of {len(rows)} rows passed" in done.stdout
