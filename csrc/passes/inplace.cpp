@@ -35,13 +35,10 @@
 
 #include <algorithm>
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "passes/reasons.h"
 #include "passes/type_propagation.h"
-#include "runtime/output_layout.h"
 #include "symbols.h"
 
 namespace fuser {
@@ -130,51 +127,7 @@ class InPlaceRewriter {
                                   "follow " + name(node->input(i)) + ", the in-place one keeps self's");
       }
     }
-    if (has_unit_dim) return checkIteratorKeepsSelfsStrides(node, self);
     return FusionDecision::yes();
-  }
-
-  // A group's kernel gives the functional result self's strides (the like_self
-  // attribute), but the functional op run outside a kernel (a fallback graph, a group
-  // run interpreted) allocates through TensorIterator, which sets the strides of size-1
-  // dims by its own order of the dims: a contiguous self of [1, 40] and strides (1, 1)
-  // would come out (40, 1). Such a write stays (masked_fill_like_self keeps self's
-  // strides in both forms).
-  static FusionDecision checkIteratorKeepsSelfsStrides(const Node* node,
-                                                       const c10::TensorType& self) {
-    if (functionalKindOf(node) == maskedFillLikeSelfSymbol()) return FusionDecision::yes();
-    auto layout_of = [](const c10::TensorType& t) -> std::optional<runtime::Layout> {
-      auto sizes = t.sizes().concrete_sizes();
-      auto strides = t.strides().concrete_sizes();
-      if (!sizes || !strides) return std::nullopt;
-      return runtime::Layout{{sizes->begin(), sizes->end()}, {strides->begin(), strides->end()}};
-    };
-    auto self_layout = layout_of(self);
-    if (!self_layout) return FusionDecision::yes();  // no profiled strides to keep
-    std::vector<runtime::Layout> layouts;
-    layouts.reserve(node->inputs().size());
-    std::vector<const runtime::Layout*> operands;
-    const c10::FunctionSchema& schema = node->schema();
-    for (size_t i = 0; i < node->inputs().size(); ++i) {
-      if (auto t = node->input(i)->type()->cast<c10::TensorType>()) {
-        auto layout = i == 0 ? self_layout : layout_of(*t);
-        if (!layout) return FusionDecision::yes();
-        layouts.push_back(std::move(*layout));
-        operands.push_back(&layouts.back());
-      } else if (i < schema.arguments().size() && schema.arguments()[i].name() == "other" &&
-                 schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType) {
-        operands.push_back(nullptr);  // ATen wraps a Scalar other into a 0-dim operand
-      }
-    }
-    const runtime::Layout result = runtime::iteratorLayout(operands);
-    if (c10::IntArrayRef(result.strides) == c10::IntArrayRef(self_layout->strides)) {
-      return FusionDecision::yes();
-    }
-    return FusionDecision::no(name(node->input(0)) + " has a size-1 dimension whose stride "
-                              "its functional form would set otherwise (TensorIterator's " +
-                              c10::str(c10::IntArrayRef(result.strides)) + ", the write keeps " +
-                              c10::str(c10::IntArrayRef(self_layout->strides)) +
-                              ") where it runs outside a kernel");
   }
 
   // Whether `v` is memory its producer made: no input, constant, or alias of an input.

@@ -30,6 +30,7 @@ bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   splitBatchNormTraining(graph); // batch statistics: a row group, then an inference batch_norm
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   foldLoneBiasAdds(graph);       // CUDA mm + bias add no group took: addmm again
+  writeLoneWritesInPlace(graph); // writes made functional that no group took: in place again
   expandUnfusedChunks(graph);    // BroadcastingChunks left outside become broadcast + chunk
   splitOversizedGroups(graph);   // CUDA groups past the kernel parameter space, by outputs
   cancelRoundTrips(graph);       // half -> float -> half in a group reads the half value

@@ -28,6 +28,7 @@ void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp
 void splitBatchNormTraining(GraphPtr& graph);  // batch_norm_training.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void foldLoneBiasAdds(GraphPtr& graph);        // lone_bias_adds.cpp
+void writeLoneWritesInPlace(GraphPtr& graph);  // lone_writes.cpp
 void expandUnfusedChunks(GraphPtr& graph);     // chunks.cpp
 void splitOversizedGroups(GraphPtr& graph);    // param_space.cpp
 void cancelRoundTrips(GraphPtr& graph);        // round_trips.cpp

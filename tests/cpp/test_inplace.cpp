@@ -247,6 +247,46 @@ graph(%x : $T):
   FileCheck().check("fuser::masked_fill_like_self[like_self=1](%z")->run(*graph);
 }
 
+// passes/lone_writes.cpp: a write made functional that no group took is written in
+// place again, where no reader of the old value runs after it or keeps an alias of it.
+TEST_F(InPlaceTest, LoneFunctionalWriteIsWrittenInPlaceAgain) {
+  auto graph = parse(R"IR(
+graph(%x : $V):
+  %none : NoneType = prim::Constant()
+  %t : $V = aten::clone(%x, %none)
+  %s : Float(requires_grad=0, device=cpu) = aten::sum(%t, %none)
+  %y : $V = aten::relu[like_self=1](%t)
+  %z : $V = aten::mul[like_self=1](%y, %s)
+  return (%z, %s))IR");
+  writeLoneWritesInPlace(graph);
+  FileCheck().check("aten::sum(%t")->check("aten::relu_(%t)")->check("aten::mul_(")->run(*graph);
+  EXPECT_EQ(countSym(graph, "aten::relu"), 0);
+  EXPECT_EQ(countSym(graph, "aten::mul"), 0);
+}
+
+TEST_F(InPlaceTest, FunctionalWriteStaysWhereTheOldValueIsSeenAfterIt) {
+  auto graph = parse(R"IR(
+graph(%x : $V, %h : Half(1, 5, strides=[1, 1], requires_grad=0, device=cpu)):
+  %none : NoneType = prim::Constant()
+  %alpha : int = prim::Constant[value=1]()
+  %shape : int[] = prim::Constant[value=[5]]()
+  %t : $V = aten::clone(%x, %none)
+  %y : $V = aten::relu[like_self=1](%t)
+  %s : Float(requires_grad=0, device=cpu) = aten::sum(%t, %none)
+  %u : $V = aten::clone(%x, %none)
+  %v : Float(5, strides=[1], requires_grad=0, device=cpu) = aten::view(%u, %shape)
+  %w : $V = aten::sigmoid[like_self=1](%u)
+  %k : Half(1, 5, strides=[1, 1], requires_grad=0, device=cpu) = aten::clone(%h, %none)
+  %p : $V = aten::add[like_self=1](%k, %x, %alpha)
+  return (%y, %s, %v, %w, %p))IR");
+  writeLoneWritesInPlace(graph);
+  // The sum reads t after the write; the view keeps an alias of u; the add promotes.
+  EXPECT_EQ(countSym(graph, "aten::relu_"), 0);
+  EXPECT_EQ(countSym(graph, "aten::sigmoid_"), 0);
+  EXPECT_EQ(countSym(graph, "aten::add_"), 0);
+  EXPECT_EQ(countSym(graph, "aten::relu"), 1);
+}
+
 TEST_F(InPlaceTest, WriteToConstantStays) {
   auto graph = parse(R"IR(
 graph(%y : $T):

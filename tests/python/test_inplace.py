@@ -166,9 +166,7 @@ def f(x, y):
 @pytest.mark.parametrize("device", devices())
 def test_an_inplace_write_keeps_selfs_stride_of_a_size_one_dim(fused, device):
     # A transposed [1, 4] is [4, 1] of strides (1, 4): TensorIterator calls it contiguous
-    # and would give clamp's result strides (1, 1); the write keeps (1, 4). A kernel
-    # would keep them too, but clamp run outside one (a fallback, a group run
-    # interpreted) would not: the write stays in place.
+    # and would give clamp's result strides (1, 1); the write keeps (1, 4).
     source = """
 def f(x):
     d = x.double() * 2.0
@@ -182,16 +180,20 @@ def f(x):
     got = run_optimized(fn, x)
     assert got.stride() == (1, 4)
     assert_same(got, scope["f"](x))
-    assert count_kind(torch.jit.last_executed_optimized_graph(), "aten::clamp_") == 1
+    assert count_kind(torch.jit.last_executed_optimized_graph(), "aten::clamp_") == 0
 
 
 @pytest.mark.parametrize("device", devices())
-@pytest.mark.parametrize("call", ["t.relu_()", "t.add_(1.0)", "t.mul_(t)", "t += 0.5"])
-def test_a_lone_write_to_a_tensor_of_odd_size_one_strides_keeps_them(fused, device, call):
+@pytest.mark.parametrize(
+    "call, kind",
+    [("t.relu_()", "relu_"), ("t.add_(1.0)", "add_"), ("t.mul_(t)", "mul_"), ("t += 0.5", "add_")],
+)
+def test_a_write_no_group_took_is_written_in_place_again(fused, device, call, kind):
     # clone keeps x's strides: [1, 40] of (1, 1), which TensorIterator calls contiguous
-    # and lays out (40, 1). Made functional, the lone op would run as ATen's and give
-    # those; eager's write keeps (1, 1). (u forms a group, so the pass keeps its graph;
-    # groups of one node are not kept, as outside the tests, so the op stays lone.)
+    # and lays out (40, 1). Left functional, the lone op would run as ATen's and give
+    # those; eager's write keeps (1, 1), and so does the write made in place again
+    # (passes/lone_writes.cpp). (u forms a group, so the pass keeps its graph; groups of
+    # one node are not kept, as outside the tests, so the write joins none.)
     fuser._C._set_keep_singletons(False)
     source = f"""
 def f(x, y):
@@ -208,7 +210,10 @@ def f(x, y):
     want, _ = scope["f"](x, y)
     assert got.stride() == want.stride() == (1, 1)
     assert_same(got, want)
+    graph = torch.jit.last_executed_optimized_graph()
     assert fuser.stats()["groups_formed"] >= 1
+    assert count_kind(graph, f"aten::{kind}") == 1
+    assert count_kind(graph, f"aten::{kind[:-1]}") == 0  # no functional form left
 
 
 class BasicBlock(nn.Module):
