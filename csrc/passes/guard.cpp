@@ -36,6 +36,7 @@
 #include "ops/dropout.h"
 #include "ops/reductions.h"
 #include "passes/chunks.h"
+#include "passes/lone_writes.h"
 #include "passes/fusibility.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
@@ -70,6 +71,7 @@ Node* createFallback(Graph* graph, Node* group) {
       graph->create(c10::prim::FallbackGraph, group->inputs(), group->outputs().size());
   auto subgraph = group->g(Subgraph)->copy();
   expandBroadcastingChunks(subgraph->block());  // the interpreter has no operator for it
+  writeFunctionalWritesInPlace(subgraph->block());  // self's strides, as the kernel's
   torch::jit::removeTensorTypeSpecializations(subgraph->block());
   fallback->g_(Subgraph, subgraph);
   for (size_t i = 0; i < group->outputs().size(); ++i) {

@@ -15,7 +15,12 @@
 // self (a fuser::FusionGroup, or a node whose schema gives its results no alias
 // annotation). A write left to oneDNN Graph (a convolution's post-op) stays functional:
 // its partitions take functional ops.
-#include <torch/csrc/jit/ir/ir.h>
+//
+// The same holds inside a group's subgraph where the interpreter runs it (a fallback
+// graph, a group its kernel cannot serve): writeFunctionalWritesInPlace on the copy the
+// interpreter runs, where a write to a subgraph input stays functional (the caller's
+// tensor).
+#include "passes/lone_writes.h"
 
 #include <string>
 
@@ -76,7 +81,10 @@ void writeInPlace(torch::jit::Block* block) {
     for (torch::jit::Block* sub : node->blocks()) writeInPlace(sub);
     if (!isFunctionalWrite(node) || isLeftToOneDnn(node)) continue;
     Value* self = node->input(0);
-    if (!sameDtype(node->output(), self) || !otherReadersRunBefore(self, node)) continue;
+    if (self->node()->kind() == c10::prim::Param || !sameDtype(node->output(), self) ||
+        !otherReadersRunBefore(self, node)) {
+      continue;
+    }
     Node* write = block->owningGraph()->create(inPlaceKindOf(node), node->inputs(), 1);
     write->insertBefore(node);
     if (!write->maybeSchema()) {
@@ -91,6 +99,8 @@ void writeInPlace(torch::jit::Block* block) {
 }
 
 }  // namespace
+
+void writeFunctionalWritesInPlace(torch::jit::Block* block) { writeInPlace(block); }
 
 void writeLoneWritesInPlace(GraphPtr& graph) { writeInPlace(graph->block()); }
 

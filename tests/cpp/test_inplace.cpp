@@ -9,6 +9,7 @@
 #include "config.h"
 #include "ir_test_helpers.h"
 #include "passes/groups.h"
+#include "passes/lone_writes.h"
 #include "passes/pipeline.h"
 #include "passes/type_propagation.h"
 
@@ -285,6 +286,19 @@ graph(%x : $V, %h : Half(1, 5, strides=[1, 1], requires_grad=0, device=cpu)):
   EXPECT_EQ(countSym(graph, "aten::sigmoid_"), 0);
   EXPECT_EQ(countSym(graph, "aten::add_"), 0);
   EXPECT_EQ(countSym(graph, "aten::relu"), 1);
+}
+
+// In a group's subgraph the interpreter runs: a write to a subgraph input (the caller's
+// tensor) stays functional; one to a value the subgraph makes is written in place.
+TEST_F(InPlaceTest, SubgraphWritesToItsInputsStayFunctional) {
+  auto graph = parse(R"IR(
+graph(%x : $V):
+  %y : $V = aten::relu[like_self=1](%x)
+  %z : $V = aten::sigmoid(%y)
+  %w : $V = aten::tanh[like_self=1](%z)
+  return (%w))IR");
+  writeFunctionalWritesInPlace(graph->block());
+  FileCheck().check("aten::relu[like_self=1](%x)")->check("aten::tanh_(%z)")->run(*graph);
 }
 
 TEST_F(InPlaceTest, WriteToConstantStays) {

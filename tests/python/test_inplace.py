@@ -5,6 +5,8 @@ unsafe writes stay in place."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 import torch
 from torch import nn
@@ -214,6 +216,57 @@ def f(x, y):
     assert fuser.stats()["groups_formed"] >= 1
     assert count_kind(graph, f"aten::{kind}") == 1
     assert count_kind(graph, f"aten::{kind[:-1]}") == 0  # no functional form left
+
+
+_ODD_STRIDES_SOURCE = """
+def f(x):
+    d = x.double() * 2.0
+    d.clamp_(max=1.5)
+    return d
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_fallback_keeps_selfs_stride_of_a_size_one_dim(fused, device):
+    # The group of test_an_inplace_write_keeps_selfs_stride_of_a_size_one_dim, called
+    # with a float64 x: its guard fails and the fallback graph runs the subgraph through
+    # the interpreter, where clamp (functional) would give d strides (1, 1); the
+    # fallback writes in place again and keeps (1, 4), as eager does.
+    fn = script_from_source(_ODD_STRIDES_SOURCE)
+    scope = {"torch": torch}
+    exec(_ODD_STRIDES_SOURCE, scope)
+    x = torch.linspace(-1, 1, 4, device=device).view(1, 4).t()
+    run_optimized(fn, x)
+    failures = fuser.stats()["guard_failures"]
+    x64 = x.double()
+    for _ in range(3):  # the fallback's profiling call and its optimized calls
+        got = fn(x64)
+        assert got.stride() == (1, 4)
+        assert_same(got, scope["f"](x64))
+    assert fuser.stats()["guard_failures"] > failures
+
+
+def test_a_group_run_interpreted_keeps_selfs_stride_of_a_size_one_dim():
+    # FUSER_EXECUTOR=interpreter runs every group through the interpreter, as a group
+    # its kernel cannot serve runs.
+    result = run_python(
+        f"""
+        import torch, fuser
+        torch._C._jit_set_num_profiled_runs(1)
+        fuser._C._set_keep_singletons(True)
+        {textwrap.indent(_ODD_STRIDES_SOURCE, "        ").strip()}
+        g = torch.jit.script(f)
+        x = torch.linspace(-1, 1, 4).view(1, 4).t()
+        with fuser.enabled(True):
+            for _ in range(3):
+                got = g(x)
+        assert fuser.stats()["interpreted_runs"] >= 1, fuser.stats()
+        assert got.stride() == f(x).stride() == (1, 4), got.stride()
+        assert torch.equal(got, f(x))
+        """,
+        env={"FUSER_EXECUTOR": "interpreter"},
+    )
+    assert result.returncode == 0, result.stderr
 
 
 class BasicBlock(nn.Module):
