@@ -101,6 +101,27 @@ FX_INLINE uint16_t fx_f2bf(float f) {
   uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   return (uint16_t)(f != f ? 0x7fc0u : rounded);
 }
+// Floating values to int64 and int32 as x86's conversions give them to ATen's CPU casts:
+// NaN, infinities and values out of range become the type's minimum ("integer
+// indefinite"). A plain cast leaves those undefined, and g++ turns (float)(int64_t)x
+// into truncf(x), which keeps a NaN.
+FX_INLINE int64_t fx_f2i64(float x) {
+  return x >= -0x1p63f && x < 0x1p63f ? (int64_t)x : (int64_t)(-0x7fffffffffffffffL - 1);
+}
+FX_INLINE int64_t fx_f2i64(double x) {
+  return x >= -0x1p63 && x < 0x1p63 ? (int64_t)x : (int64_t)(-0x7fffffffffffffffL - 1);
+}
+FX_INLINE int32_t fx_f2i32(float x) {
+  return x >= -0x1p31f && x < 0x1p31f ? (int32_t)x : (int32_t)(-0x7fffffff - 1);
+}
+FX_INLINE int32_t fx_f2i32(double x) {
+  return x > -0x1p31 - 1.0 && x < 0x1p31 ? (int32_t)x : (int32_t)(-0x7fffffff - 1);
+}
+// Narrower integers: the low bits, of the int32 conversion (int8, int16) or, as c10's
+// cast to uint8 goes, of the int64 one.
+template <typename F> FX_INLINE int16_t fx_f2i16(F x) { return (int16_t)fx_f2i32(x); }
+template <typename F> FX_INLINE int8_t fx_f2i8(F x) { return (int8_t)fx_f2i32(x); }
+template <typename F> FX_INLINE uint8_t fx_f2u8(F x) { return (uint8_t)fx_f2i64(x); }
 
 // exp for float, vectorizable: exp(x) = 2^k * exp(r) with |r| <= ln2/2 and a degree-6
 // polynomial for exp(r) (about 1 ulp). fx_exp_reduced gives exp(r) for a clamped x and

@@ -55,6 +55,17 @@ FX_INLINE uint16_t fx_f2bf(float f) {
   return (uint16_t)(f != f ? 0x7fc0u : rounded);
 #endif
 }
+// Floating values to int64 and int32 as ATen's CUDA casts give them (cvt.rzi: NaN to 0,
+// out of range saturated), written as the instruction so that no fold of a round trip
+// (float)(int64_t)x into a truncation can keep a NaN.
+FX_INLINE int64_t fx_f2i64(float x) { int64_t r; asm("cvt.rzi.s64.f32 %0, %1;" : "=l"(r) : "f"(x)); return r; }
+FX_INLINE int64_t fx_f2i64(double x) { int64_t r; asm("cvt.rzi.s64.f64 %0, %1;" : "=l"(r) : "d"(x)); return r; }
+FX_INLINE int32_t fx_f2i32(float x) { int32_t r; asm("cvt.rzi.s32.f32 %0, %1;" : "=r"(r) : "f"(x)); return r; }
+FX_INLINE int32_t fx_f2i32(double x) { int32_t r; asm("cvt.rzi.s32.f64 %0, %1;" : "=r"(r) : "d"(x)); return r; }
+// Narrower integers as ATen's CUDA casts: static_cast, and through int64 to uint8 (c10).
+template <typename F> FX_INLINE int16_t fx_f2i16(F x) { return (int16_t)x; }
+template <typename F> FX_INLINE int8_t fx_f2i8(F x) { return (int8_t)x; }
+template <typename F> FX_INLINE uint8_t fx_f2u8(F x) { return (uint8_t)fx_f2i64(x); }
 // 16-bit add, subtract and multiply on bits, rounded once: equal to the float op and
 // its rounding when both operands are values of the format (native16.h). bfloat16 has
 // these instructions from sm_90; older GPUs take the float op and the rounding.

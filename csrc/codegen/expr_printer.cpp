@@ -34,6 +34,18 @@ std::string literal(const Expr& e) {
   return "((" + std::string(computeTypeName(e.type)) + ")" + std::to_string(e.ivalue) + "LL)";
 }
 
+// The prelude helper that converts a floating value to integer type `t`, if any.
+const char* floatToIntegerHelper(ScalarType t) {
+  switch (t) {
+    case ScalarType::Long: return "fx_f2i64";
+    case ScalarType::Int: return "fx_f2i32";
+    case ScalarType::Short: return "fx_f2i16";
+    case ScalarType::Char: return "fx_f2i8";
+    case ScalarType::Byte: return "fx_f2u8";
+    default: return nullptr;
+  }
+}
+
 class Formatter {
  public:
   Formatter(const Kernel& k, const Expr& e) : k_(k), e_(e) {
@@ -129,6 +141,13 @@ std::string formatExpr(const Kernel& k, const Expr& e,
       // From bool a select: g++ 12 vectorizes no loop that converts a bool to a float.
       if (k.exprs[e.args[0]].type == ScalarType::Bool) {
         return "(" + f.a() + " ? " + f.wrap("1") + " : " + f.wrap("0") + ")";
+      }
+      // Floating to integer: the preludes' fx_f2* give eager's values where a plain cast
+      // is undefined (NaN, infinities, out of range).
+      if (c10::isFloatingType(k.exprs[e.args[0]].type)) {
+        if (const char* to_int = floatToIntegerHelper(e.type)) {
+          return f.wrap(std::string(to_int) + "(" + f.a() + ")");
+        }
       }
       return f.wrap(f.a());
     case IrOp::Neg: return f.wrap("-" + f.a());

@@ -749,6 +749,21 @@ def test_cast_methods(source: torch.dtype) -> None:
         check("return a.to(device=a.device, dtype=torch.int16)", x)
 
 
+FLOAT_SOURCES = [F32, F64, F16, BF16]
+OUT_OF_RANGE = [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 1e20, 300.0, -1.0, 2.7]
+
+
+@pytest.mark.parametrize("target", ["int8", "int16", "int32", "int64", "uint8"])
+@pytest.mark.parametrize("source", FLOAT_SOURCES, ids=ids(FLOAT_SOURCES))
+def test_float_to_integer_gives_eagers_values_out_of_range(source: torch.dtype, target: str) -> None:
+    # NaN, infinities and values out of the target's range: undefined in C++, defined by
+    # the machine's conversion in eager (x86: the int32 or int64 minimum; CUDA: NaN 0,
+    # saturated). A round trip back to floating must not fold into a truncation.
+    x = torch.tensor(OUT_OF_RANGE * 8, dtype=source)
+    check(f"return a.to(torch.{target})", x)
+    check(f"return a.to(torch.{target}).to(a.dtype) * 2.0 + 1.0", x)
+
+
 def test_to_bool_reads_nan_as_true() -> None:
     check("return a.to(torch.bool)", make(F32, domain="specials"))
     check("return a.to(torch.bool)", make(F16, domain="specials"))
