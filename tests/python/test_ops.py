@@ -755,7 +755,9 @@ OUT_OF_RANGE = [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 1e20, 300.
 
 @pytest.mark.parametrize("target", ["int8", "int16", "int32", "int64", "uint8"])
 @pytest.mark.parametrize("source", FLOAT_SOURCES, ids=ids(FLOAT_SOURCES))
-def test_float_to_integer_gives_eagers_values_out_of_range(source: torch.dtype, target: str) -> None:
+def test_float_to_integer_gives_eagers_values_out_of_range(
+    source: torch.dtype, target: str
+) -> None:
     # NaN, infinities and values out of the target's range: undefined in C++, defined by
     # the machine's conversion in eager (x86: the int32 or int64 minimum; CUDA: NaN 0,
     # saturated). A round trip back to floating must not fold into a truncation.
