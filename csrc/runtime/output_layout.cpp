@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "ops/batch_norm.h"
+#include "ops/op_table.h"
+#include "ops/type_promotion.h"
 #include "symbols.h"
 
 namespace fuser::runtime {
@@ -244,6 +247,58 @@ Layout preservedLayout(const Layout& self) {
   return out;
 }
 
+// Per operand of an elementwise node on CPU: whether TensorIterator copies it into the
+// op's common dtype before it orders the dims (promote_inputs_to_common_dtype), which
+// makes an expanded or sliced operand dense: a [2, 3, 4, 5] int64 expanded along its
+// last dim divided by a transposed float32 takes the copy's row-major order, not the
+// float's. The common dtype is the result's, or for boolean results (comparisons,
+// logical ops) the operands' promotion; where's condition is never copied. Empty where
+// nothing is copied or a dtype is not known.
+namespace {
+
+c10::SmallVector<bool, 4> castCopies(const torch::jit::Node* node,
+                                     const std::vector<const torch::jit::Value*>& operands) {
+  auto out = node->output()->type()->cast<c10::TensorType>();
+  if (!out || !out->device() || !out->device()->is_cpu() || !out->scalarType()) return {};
+  std::vector<ops::Operand> promoted;
+  c10::SmallVector<std::optional<c10::ScalarType>, 4> dtypes;
+  for (const torch::jit::Value* v : operands) {
+    ops::Operand operand;
+    if (auto t = v->type()->cast<c10::TensorType>()) {
+      if (!t->scalarType()) return {};
+      operand.dtype = *t->scalarType();
+      operand.category = t->dim() == size_t{0} ? ops::Category::ZeroDimTensor
+                                               : ops::Category::DimTensor;
+      dtypes.push_back(operand.dtype);
+    } else {
+      const c10::TypeKind k = v->type()->kind();
+      if (k != c10::TypeKind::IntType && k != c10::TypeKind::FloatType &&
+          k != c10::TypeKind::BoolType) {
+        return {};
+      }
+      operand.dtype = k == c10::TypeKind::IntType     ? c10::ScalarType::Long
+                      : k == c10::TypeKind::FloatType ? c10::ScalarType::Double
+                                                      : c10::ScalarType::Bool;
+      dtypes.push_back(std::nullopt);  // a wrapped scalar: no layout to copy
+    }
+    promoted.push_back(operand);
+  }
+  const bool where = node->kind() == c10::aten::where;
+  if (where && !promoted.empty()) promoted.erase(promoted.begin());
+  const c10::ScalarType common = *out->scalarType() == c10::ScalarType::Bool
+                                     ? ops::resultType(promoted)
+                                     : *out->scalarType();
+  c10::SmallVector<bool, 4> copies(operands.size(), false);
+  bool any = false;
+  for (size_t o = where ? 1 : 0; o < operands.size(); ++o) {
+    copies[o] = dtypes[o] && *dtypes[o] != common;
+    any = any || copies[o];
+  }
+  return any ? copies : c10::SmallVector<bool, 4>{};
+}
+
+}  // namespace
+
 LayoutProgram::LayoutProgram(const torch::jit::Graph& graph, const NodePredicate& given) {
   static const c10::Symbol to = c10::Symbol::fromQualString("aten::to");
   static const c10::Symbol to_copy = c10::Symbol::fromQualString("aten::_to_copy");
@@ -306,16 +361,19 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph, const NodePredicate
       step.index = int32_t(batch_norms_.size());
       batch_norms_.push_back(batchNormSite(graph, node));
     }
+    std::vector<const torch::jit::Value*> operand_values;  // per operand, as step.operands
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       const torch::jit::Value* in = node->input(i);
       if (auto it = slot.find(in); it != slot.end()) {
         step.operands.push_back(it->second);
+        operand_values.push_back(in);
       } else if (schema && i < schema->arguments().size()) {
         // ATen wraps a Scalar self/other into a 0-dim tensor operand.
         const c10::Argument& arg = schema->arguments()[i];
         if ((arg.name() == "self" || arg.name() == "other") &&
             arg.type()->kind() == c10::TypeKind::NumberType) {
           step.operands.push_back(-1);
+          operand_values.push_back(in);
         }
       }
       // Conversions read only self; their other tensor (type_as) gives the dtype.
@@ -324,7 +382,9 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph, const NodePredicate
     // rsub(self, other) is sub(other, self): the first operand leads the layout.
     if (kind == c10::aten::rsub && step.operands.size() >= 2) {
       std::swap(step.operands[0], step.operands[1]);
+      std::swap(operand_values[0], operand_values[1]);
     }
+    if (step.rule == Rule::Iterate) step.cast_copies = castCopies(node, operand_values);
     // masked_fill's layout follows the broadcast of self and mask only.
     if ((kind == masked_fill || kind == maskedFillLikeSelfSymbol()) && step.operands.size() > 2) {
       step.operands.resize(2);
@@ -359,12 +419,22 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Lay
     layouts[i].strides = tensor_inputs[i].strides;
   }
   c10::SmallVector<const Layout*, 4> operands;
+  c10::SmallVector<Layout, 4> copies;
   for (const Step& step : steps_) {
+    copies.resize(step.cast_copies.size());
     operands.clear();
     for (int32_t op : step.operands) operands.push_back(op >= 0 ? &layouts[op] : nullptr);
     Layout& result = layouts[step.result];
     switch (step.rule) {
-      case Rule::Iterate: result = iteratorLayout(operands); break;
+      case Rule::Iterate:
+        // CPU: operands of another dtype than the common one, as TensorIterator copies them.
+        for (size_t o = 0; o < step.cast_copies.size(); ++o) {
+          if (!step.cast_copies[o] || !operands[o]) continue;
+          copies[o] = preservedLayout(*operands[o]);
+          operands[o] = &copies[o];
+        }
+        result = iteratorLayout(operands);
+        break;
       case Rule::Preserve:
       case Rule::LikeSelf:  // the same layout; its other operands stay read by the kernel
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);

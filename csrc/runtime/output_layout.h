@@ -11,7 +11,9 @@
 //   with equal strides, that layout; otherwise the dimensions sorted by the operands'
 //   strides, first operand first (a broadcast dim of an operand leaves the decision to
 //   the next one). Scalar `self`/`other` arguments are operands too (ATen wraps them as
-//   0-dim tensors), which only matters for that first test;
+//   0-dim tensors), which only matters for that first test. On CPU an operand of another
+//   dtype than the op's common one is first copied into it (a dense copy in its own dim
+//   order: an expanded int64 beside a float32 reads as dense);
 // - conversions (to, _to_copy, type_as, the autocast casts) keep self's strides when
 //   self is dense, else the dense strides in self's dimension order
 //   (memory_format=preserve); they never broadcast, and their `other` tensor is read
@@ -102,6 +104,9 @@ class LayoutProgram {
     c10::SmallVector<int32_t, 4> operands;  // value slots; -1 for a wrapped scalar
     int32_t result;
     int32_t index = -1;  // Rule::BatchNorm: its site; Rule::Given: its value in givenValues()
+    // Rule::Iterate on CPU: per operand, whether TensorIterator first copies it into the
+    // op's common dtype (dense; empty: none is)
+    c10::SmallVector<bool, 4> cast_copies;
   };
   size_t num_tensor_inputs_ = 0;
   size_t num_slots_ = 0;

@@ -217,3 +217,47 @@ def test_random_programs_match_eager(fused, device: str) -> None:
     assert checked == 30
     assert fuser.stats()["groups_formed"] > 0
     assert fuser.stats()["kernel_launches"] > 0
+
+
+def _expanded(dtype: torch.dtype, device: str) -> torch.Tensor:
+    """A [2, 3, 4, 5] of `dtype` expanded along its last dim: strides (12, 4, 1, 0)."""
+    return (torch.rand(2, 3, 4, 1, device=device) * 5).to(dtype).expand(2, 3, 4, 5)
+
+
+def _transposed(device: str) -> torch.Tensor:
+    """A float32 [2, 3, 4, 5] of strides (60, 20, 1, 4)."""
+    return torch.randn(2, 3, 5, 4, device=device).transpose(2, 3)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "source, make",
+    [
+        # CPU TensorIterator copies an operand of another dtype than the common one (a
+        # dense copy of the expanded int64 or bfloat16) before it orders the dims.
+        (
+            "def f(a, b):\n    return a / b - b\n",
+            lambda d: (_expanded(torch.int64, d), _transposed(d)),
+        ),
+        (
+            "def f(a, b):\n    v = a + b\n    return v - v\n",
+            lambda d: (_expanded(torch.bfloat16, d), _transposed(d)),
+        ),
+        (
+            "def f(a, b):\n    return (a * 2.5).exp(), a < b\n",
+            lambda d: (_expanded(torch.int32, d), _transposed(d)),
+        ),
+        (
+            "def f(a, b):\n    return torch.where(a > 0.5, a, b)\n",
+            lambda d: (_expanded(torch.float64, d), _transposed(d)),
+        ),
+        # Same dtypes: no copy, the transposed operand leads (the expanded one is broadcast).
+        (
+            "def f(a, b):\n    return a / b - b\n",
+            lambda d: (_expanded(torch.float32, d), _transposed(d)),
+        ),
+    ],
+)
+def test_operands_cast_to_the_common_dtype_lay_out_as_eager(fused, source, make, device) -> None:
+    assert_same_as_eager(source, *make(device))
+    assert fuser.stats()["groups_formed"] > 0
