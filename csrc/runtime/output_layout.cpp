@@ -449,7 +449,11 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Lay
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
         const size_t site = size_t(step.index);
         const bool suggested = site >= suggested_format.size() || suggested_format[site];
-        result = suggested ? suggestedFormatLayout(*operands[0]) : preservedLayout(*operands[0]);
+        // An empty input is cloned (ATen's _batch_norm_impl_index), keeping its strides.
+        const bool empty = std::find(operands[0]->sizes.begin(), operands[0]->sizes.end(),
+                                     0) != operands[0]->sizes.end();
+        result = suggested && !empty ? suggestedFormatLayout(*operands[0])
+                                     : preservedLayout(*operands[0]);
         break;
       }
       case Rule::Given: result = given[size_t(step.index)]; break;

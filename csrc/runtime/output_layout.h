@@ -28,7 +28,8 @@
 // - batch_norm allocates in its input's suggested memory format (channels-last 2-D or
 //   3-D when the input's strides are, else contiguous) on CPU and where CUDA's eager
 //   takes cuDNN; ATen's own CUDA kernel allocates like its input (memory_format=
-//   preserve). The executor asks eager's backend choice per call (`BatchNormSite`);
+//   preserve), and an empty input is cloned (its strides kept). The executor asks
+//   eager's backend choice per call (`BatchNormSite`);
 // - native_dropout (eval mode) gives a clone of its input and a mask of ones, both laid
 //   out like the input; CUDA's native_dropout_backward allocates in its gradient's
 //   suggested memory format.

@@ -33,6 +33,8 @@ bool TensorView::isContiguous() const {
 }
 
 bool TensorView::isNonOverlappingAndDense() const {
+  // c10 calls every empty tensor contiguous, and so dense (whatever its strides).
+  if (numel() == 0) return true;
   // Walk the dimensions that matter (size >= 2) from the smallest stride up: each must
   // step exactly over the elements of the ones before it.
   c10::SmallVector<int64_t, 6> order;

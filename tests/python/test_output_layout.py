@@ -261,3 +261,20 @@ def _transposed(device: str) -> torch.Tensor:
 def test_operands_cast_to_the_common_dtype_lay_out_as_eager(fused, source, make, device) -> None:
     assert_same_as_eager(source, *make(device))
     assert fuser.stats()["groups_formed"] > 0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_empty_channels_last_outputs_keep_eagers_strides(fused, device) -> None:
+    # c10 calls an empty tensor dense whatever its strides: a conversion keeps them, and
+    # batch_norm clones an empty input. [2, 3, 0, 4] channels-last: strides (0, 1, 12, 3).
+    x = torch.randn(2, 3, 0, 4, device=device).contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(3, device=device), torch.randn(3, device=device)
+    assert_same_as_eager("def f(x):\n    return (x > -1.0).to(torch.float16)\n", x)
+    assert_same_as_eager(
+        "def f(x, w, b):\n"
+        "    v = torch.nn.functional.batch_norm(x, w, b, None, None, False, 0.1, 1e-5)\n"
+        "    return v, torch.nn.functional.silu(v)\n",
+        x,
+        w,
+        b,
+    )
