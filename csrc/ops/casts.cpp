@@ -3,8 +3,9 @@
 // The target dtype must be a graph constant, another tensor's dtype, or an int that the guard pins to the result's
 // profiled dtype (autodiff's `grad.to(self_dtype)`); a device argument must be the
 // input's own device; memory_format must be None/preserve. A conversion that eager would
-// answer with `self` itself (same dtype, copy=False) becomes a fresh tensor in the group:
-// the passes fuse it only where no one mutates either alias.
+// answer with `self` itself (same dtype, copy=False) becomes a fresh tensor in the group
+// (the passes fuse it only where no one mutates either alias), but for a group output
+// converting a group input, which the guard's fused branch answers with the input.
 //
 // The autocast casts convert only some inputs, by the input's dtype and the device the
 // kernel runs on (both fixed per kernel), and flags the graph holds as constants:

@@ -9,7 +9,10 @@
 // prim::dtype (autodiff keeps the dtype of each autocast cast's input for its backward)
 // leaves the group: the If yields the dtype itself, a constant in the fused branch (the
 // guard fixes every dtype in the group) and prim::dtype of the fallback's result in the
-// other. An int group input that only gives conversions their dtype (the backward's
+// other. A group output that converts a group input to the dtype it has (`x.float()`
+// of a float32 x, an autocast cast of a half value) leaves the group too: the fused
+// branch yields the input itself, as eager answers such a conversion (same memory and
+// strides), and the fallback converts. An int group input that only gives conversions their dtype (the backward's
 // `grad.to(self_dtype)`) is pinned: the guard also checks that it equals the dtype
 // profiled on those conversions' results (attribute `ints`, for inputs after the
 // tensors), and the group's subgraph reads that dtype as a constant instead. So is a
@@ -209,6 +212,47 @@ void eraseGroupOutput(Node* group, size_t index) {
   torch::jit::EliminateDeadCode(subgraph);
 }
 
+// Whether `node` is a conversion that eager answers with its input itself when the dtype
+// stays: .to (copy False; the partition admits only the input's own device and a
+// preserved memory format), type_as, and the autocast casts.
+bool isConversionThatMayAlias(const Node* node) {
+  static const c10::Symbol to_reduced =
+      c10::Symbol::fromQualString("aten::_autocast_to_reduced_precision");
+  static const c10::Symbol to_full = c10::Symbol::fromQualString("aten::_autocast_to_full_precision");
+  const c10::Symbol kind = node->kind();
+  if (kind != c10::aten::to && kind != c10::aten::type_as && kind != to_reduced &&
+      kind != to_full) {
+    return false;
+  }
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return false;
+  if (auto copy = schema->argumentIndexWithName("copy")) {
+    auto value = torch::jit::toIValue(node->input(*copy));
+    if (!value || !value->isBool() || value->toBool()) return false;
+  }
+  return true;
+}
+
+// Group outputs that are such a conversion of a group input whose dtype it keeps: the
+// fused branch yields the input itself, as eager does (the guard fixes the dtypes, so
+// in that branch the conversion changes nothing), and the group writes no copy: the
+// output keeps the input's strides, a slice's included. At least one output stays.
+void yieldInputsOfKeptDtypes(Node* group, torch::jit::Block* fused) {
+  auto subgraph = group->g(Subgraph);
+  for (size_t i = group->outputs().size(); i-- > 0 && group->outputs().size() > 1;) {
+    const Node* conversion = subgraph->outputs()[i]->node();
+    if (!isConversionThatMayAlias(conversion)) continue;
+    const Value* in = conversion->input(0);
+    if (in->node() != subgraph->param_node()) continue;
+    auto from = in->type()->cast<c10::TensorType>();
+    auto to = conversion->output()->type()->cast<c10::TensorType>();
+    if (!from || !to || !from->scalarType() || from->scalarType() != to->scalarType()) continue;
+    fused->return_node()->replaceInputWith(group->output(i), group->input(in->offset()));
+    if (group->output(i)->hasUses()) continue;
+    eraseGroupOutput(group, i);
+  }
+}
+
 void guardGroup(Node* group) {
   Graph* graph = group->owningGraph();
   std::vector<Value*> tensors = tensorInputs(group);
@@ -282,6 +326,7 @@ void guardGroup(Node* group) {
     if (dtype_only[i]) eraseGroupOutput(group, i);
   }
   pinInputs(group, pinned);
+  yieldInputsOfKeptDtypes(group, fused);
 }
 
 }  // namespace

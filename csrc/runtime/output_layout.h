@@ -34,7 +34,9 @@
 //   out like the input; CUDA's native_dropout_backward allocates in its gradient's
 //   suggested memory format.
 // Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
-// dense), the group returns a fresh dense tensor with the strides above.
+// dense): of a group input, the guard's fused branch yields that input itself
+// (passes/guard.cpp); of a value the group computes, the group returns a fresh dense
+// tensor with the strides above (eager's alias is dense there too).
 // Nodes the caller names (a row group's reductions and normalizations) take their
 // results' layouts from the caller at each run: what ATen allocates for those depends
 // on sizes the caller works out (runtime/row_executor.h).

@@ -13,6 +13,7 @@ import torch
 import fuser
 from helpers import (
     FUSION_GROUP,
+    all_nodes,
     devices,
     eager_from_source,
     fusion_group_function,
@@ -278,3 +279,43 @@ def test_empty_channels_last_outputs_keep_eagers_strides(fused, device) -> None:
         w,
         b,
     )
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "conversion",
+    ["x.float()", "x.to(torch.float32)", "x.type_as(y)", "x.to(y)"],
+)
+def test_a_conversion_that_keeps_the_dtype_returns_its_input(fused, device, conversion) -> None:
+    # Eager answers a conversion to the tensor's own dtype with the tensor itself: the
+    # same memory and strides (a slice's (12, 6, 2) here), not a dense copy.
+    source = (
+        f"def f(x, y):\n    v = {conversion}\n    return v, torch.log_softmax(v - 1.0, -2) * y\n"
+    )
+    x = torch.randn(1, 2, 6, device=device)[..., ::2]
+    y = torch.randn(1, 2, 3, device=device)
+    fn = script_from_source(source)  # kept alive: the optimized graph is read below
+    got = run_optimized(fn, x, y)
+    want = eager_from_source(source)(x, y)
+    for g, w in zip(got, want, strict=True):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride())
+        torch.testing.assert_close(g, w)
+    assert got[0].data_ptr() == x.data_ptr()
+    graph = torch.jit.last_executed_optimized_graph()
+    groups = [n for n in all_nodes(graph) if n.kind() == FUSION_GROUP]
+    assert groups
+    for group in groups:  # none writes a copy of x
+        returned = [v.node().kind() for v in group.g("Subgraph").outputs()]
+        assert "aten::to" not in returned and "aten::type_as" not in returned
+
+
+def test_a_conversion_that_keeps_the_dtype_converts_after_a_guard_failure(fused) -> None:
+    # The guard fixes the dtypes: with a float64 x the fallback converts, as eager does.
+    source = "def f(x, y):\n    v = x.float()\n    return v, (v - 1.0).exp() * y\n"
+    fn = script_from_source(source)
+    x, y = torch.randn(2, 6)[:, ::2], torch.randn(2, 3)
+    run_optimized(fn, x, y)
+    for _ in range(3):
+        got = fn(x.double(), y)
+        assert got[0].dtype == torch.float32
+        torch.testing.assert_close(got[0], x)
