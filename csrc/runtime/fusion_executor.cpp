@@ -448,6 +448,9 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     }
   }
   const std::vector<int64_t> shape = broadcastShape(c10::ArrayRef<TensorView>(views));
+  // Nothing to compute: eager's empty results have strides by rules of ATen's own (a
+  // zero stride past an empty dim, batch_norm's clone), which the interpreter gives.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return runInterpreted(stack);
   for (const Layout& layout : out_layouts) {
     if (c10::IntArrayRef(layout.sizes) != c10::IntArrayRef(shape)) {
       stats().layout_fallbacks++;

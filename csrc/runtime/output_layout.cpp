@@ -264,6 +264,7 @@ c10::SmallVector<bool, 4> castCopies(const torch::jit::Node* node,
   c10::SmallVector<std::optional<c10::ScalarType>, 4> dtypes;
   for (const torch::jit::Value* v : operands) {
     ops::Operand operand;
+    operand.expr = 0;  // resultType counts operands that hold a number
     if (auto t = v->type()->cast<c10::TensorType>()) {
       if (!t->scalarType()) return {};
       operand.dtype = *t->scalarType();
@@ -449,11 +450,7 @@ void LayoutProgram::run(c10::ArrayRef<TensorView> tensor_inputs, std::vector<Lay
         TORCH_INTERNAL_ASSERT(!operands.empty() && operands[0]);
         const size_t site = size_t(step.index);
         const bool suggested = site >= suggested_format.size() || suggested_format[site];
-        // An empty input is cloned (ATen's _batch_norm_impl_index), keeping its strides.
-        const bool empty = std::find(operands[0]->sizes.begin(), operands[0]->sizes.end(),
-                                     0) != operands[0]->sizes.end();
-        result = suggested && !empty ? suggestedFormatLayout(*operands[0])
-                                     : preservedLayout(*operands[0]);
+        result = suggested ? suggestedFormatLayout(*operands[0]) : preservedLayout(*operands[0]);
         break;
       }
       case Rule::Given: result = given[size_t(step.index)]; break;

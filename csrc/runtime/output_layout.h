@@ -28,12 +28,13 @@
 // - batch_norm allocates in its input's suggested memory format (channels-last 2-D or
 //   3-D when the input's strides are, else contiguous) on CPU and where CUDA's eager
 //   takes cuDNN; ATen's own CUDA kernel allocates like its input (memory_format=
-//   preserve), and an empty input is cloned (its strides kept). The executor asks
-//   eager's backend choice per call (`BatchNormSite`);
+//   preserve). The executor asks eager's backend choice per call (`BatchNormSite`);
 // - native_dropout (eval mode) gives a clone of its input and a mask of ones, both laid
 //   out like the input; CUDA's native_dropout_backward allocates in its gradient's
 //   suggested memory format.
-// Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
+// Empty results are not replayed: their strides follow rules of ATen's own (zero
+// strides, clones) that the executor leaves to eager, running such calls interpreted
+// (fusion_executor.h). Where eager answers a same-dtype conversion with self itself (an alias, perhaps not
 // dense): of a group input, the guard's fused branch yields that input itself
 // (passes/guard.cpp); of a value the group computes, the group returns a fresh dense
 // tensor with the strides above (eager's alias is dense there too).
