@@ -252,6 +252,17 @@ def _transposed(device: str) -> torch.Tensor:
             "def f(a, b):\n    return torch.where(a > 0.5, a, b)\n",
             lambda d: (_expanded(torch.float64, d), _transposed(d)),
         ),
+        # The float16 operand is copied (dense already: channels-last), the float32 expanded
+        # one is not, and leaves its broadcast dim to the copy.
+        (
+            "def f(a, b):\n    return (b == a).float()\n",
+            lambda d: (
+                torch.randn(8, 3, 1, 5, device=d)
+                .half()
+                .contiguous(memory_format=torch.channels_last),
+                torch.randn(8, 3, 1, 1, device=d).expand(8, 3, 1, 5),
+            ),
+        ),
         # Same dtypes: no copy, the transposed operand leads (the expanded one is broadcast).
         (
             "def f(a, b):\n    return a / b - b\n",
@@ -265,16 +276,24 @@ def test_operands_cast_to_the_common_dtype_lay_out_as_eager(fused, source, make,
 
 
 @pytest.mark.parametrize("device", devices())
-def test_empty_channels_last_outputs_keep_eagers_strides(fused, device) -> None:
-    # c10 calls an empty tensor dense whatever its strides: a conversion keeps them, and
-    # batch_norm clones an empty input. [2, 3, 0, 4] channels-last: strides (0, 1, 12, 3).
-    x = torch.randn(2, 3, 0, 4, device=device).contiguous(memory_format=torch.channels_last)
-    w, b = torch.randn(3, device=device), torch.randn(3, device=device)
+@pytest.mark.parametrize(
+    "make",
+    [
+        # [2, 3, 0, 4] channels-last: strides (0, 1, 12, 3); eager's results keep them.
+        lambda d: torch.randn(2, 3, 0, 4, device=d).contiguous(memory_format=torch.channels_last),
+        # [0, 4] of strides (1, 1): eager's batch_norm gives (4, 1), its add (1, 0).
+        lambda d: torch.randn(4, 0, device=d).t(),
+    ],
+)
+def test_empty_outputs_keep_eagers_strides(fused, device, make) -> None:
+    # Calls over empty tensors run interpreted: eager's own strides, whatever its rules.
+    x = make(device)
+    w, b = torch.randn(x.shape[1], device=device), torch.randn(x.shape[1], device=device)
     assert_same_as_eager("def f(x):\n    return (x > -1.0).to(torch.float16)\n", x)
     assert_same_as_eager(
         "def f(x, w, b):\n"
         "    v = torch.nn.functional.batch_norm(x, w, b, None, None, False, 0.1, 1e-5)\n"
-        "    return v, torch.nn.functional.silu(v)\n",
+        "    return v, torch.nn.functional.silu(v), v + b.expand(x.shape[1])[0]\n",
         x,
         w,
         b,
