@@ -141,3 +141,93 @@ def test_random_reduction_programs_over_size_one_dims_match_eager(device: str) -
             assert why is None, (source, [(a.shape, a.stride()) for a in args], why)
             formed += fuser.stats()["groups_formed"]
     assert formed >= 30
+
+
+MIXED_DTYPES = [torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.float64]
+
+
+def mixed_tensor(rng: random.Random, shape: tuple[int, ...], dtype: torch.dtype, device: str):
+    """A tensor of `shape` and `dtype` in a random layout: contiguous, permuted, sliced,
+    or expanded along one dim (values in [-4, 4))."""
+    kind = rng.choice(["contiguous", "permuted", "sliced", "expanded"])
+    if kind == "expanded":
+        dim = rng.randrange(len(shape))
+        one = list(shape)
+        one[dim] = 1
+        return (torch.rand(one, device=device) * 8 - 4).to(dtype).expand(shape)
+    t = (torch.rand(shape, device=device) * 8 - 4).to(dtype)
+    if kind == "permuted":
+        perm = list(range(len(shape)))
+        rng.shuffle(perm)
+        return t.permute(perm).contiguous().permute([perm.index(d) for d in range(len(shape))])
+    if kind == "sliced":
+        wide = (torch.rand(*shape[:-1], 2 * shape[-1], device=device) * 8 - 4).to(dtype)
+        return wide[..., ::2]
+    return t
+
+
+def mixed_program(rng: random.Random, rank: int) -> str:
+    """x0 float32, x1 of another dtype: promoting arithmetic, comparisons converted,
+    casts to integers (of infinities too), sums and extremes, softmax of a converted
+    value; several values returned."""
+    values = ["x0", "x1"]
+    lines = []
+    for step in range(rng.randint(3, 6)):
+        name = f"v{step}"
+        a, b = rng.choice(values), rng.choice(values)
+        roll = rng.random()
+        if roll < 0.3:
+            expr = f"{a} {rng.choice(['+', '*', '-'])} {b}"
+        elif roll < 0.45:
+            expr = f"({a} > {b}).{rng.choice(['float()', 'to(torch.float16)', 'long()'])}"
+        elif roll < 0.6:
+            expr = f"torch.where({a} > 2.5, {a} / 0.0, {a} * 1.5).{rng.choice(['long()', 'int()'])}"
+        elif roll < 0.8:
+            kind = rng.choice(["sum", "amax", "amin"])
+            expr = f"{a}.{kind}({rng.randrange(rank)}, keepdim=True) + {b}"
+        else:
+            expr = f"torch.softmax({a}.float() * 0.5, -1)"
+        lines.append(f"    {name} = {expr}")
+        values.append(name)
+    returned = sorted(set(rng.sample(values[2:], min(3, len(values) - 2))) | {values[-1]})
+    body = "\n".join(lines)
+    return f"def f(x0, x1):\n{body}\n    return ({', '.join(returned)},)\n"
+
+
+def assert_same_outcome(source: str, args: list[torch.Tensor]) -> bool:
+    """Eager and fused agree (shapes, dtypes, strides, values; both raise where eager
+    does). Returns whether eager computed a result."""
+    try:
+        want = eager_from_source(source)(*args)
+    except RuntimeError:
+        with pytest.raises((RuntimeError, torch.jit.Error)):
+            run_optimized(script_from_source(source), *args)
+        return False
+    got = run_optimized(script_from_source(source), *args)
+    for g, w in zip(got, want, strict=True):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride()), source
+        tolerance = 8e-3 if w.dtype in (torch.float16, torch.bfloat16) else 2e-5
+        torch.testing.assert_close(g, w, rtol=tolerance, atol=tolerance, equal_nan=True)
+    assert not fuser.stats()["cuda_cross_compile_failures"]
+    return True
+
+
+@pytest.mark.parametrize("device", devices())
+def test_random_mixed_dtype_programs_match_eager(device: str) -> None:
+    """Programs over a float32 and a tensor of another dtype in random layouts (an
+    expanded int64 beside a sliced float32, say): promotion, CPU's copies of operands
+    into the common dtype, integer casts of infinities, reductions of integers."""
+    rng = random.Random(20261129)
+    formed = computed = 0
+    with fuser.enabled(True):
+        for _ in range(60):
+            shape = rng.choice([(6, 5, 4), (3, 4, 5, 6), (40, 7)])
+            source = mixed_program(rng, len(shape))
+            args = [
+                mixed_tensor(rng, shape, torch.float32, device),
+                mixed_tensor(rng, shape, rng.choice(MIXED_DTYPES), device),
+            ]
+            fuser.reset_stats()
+            computed += assert_same_outcome(source, args)
+            formed += fuser.stats()["groups_formed"]
+    assert computed >= 50 and formed >= 40
