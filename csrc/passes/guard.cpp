@@ -12,10 +12,11 @@
 // other. A group output that converts a group input to the dtype it has (`x.float()`
 // of a float32 x, an autocast cast of a half value) leaves the group too: the fused
 // branch yields the input itself, as eager answers such a conversion (same memory and
-// strides), and the fallback converts. An int group input that only gives conversions their dtype (the backward's
-// `grad.to(self_dtype)`) is pinned: the guard also checks that it equals the dtype
-// profiled on those conversions' results (attribute `ints`, for inputs after the
-// tensors), and the group's subgraph reads that dtype as a constant instead. So is a
+// strides), and the fallback converts. An int group input that only gives conversions
+// their dtype (the backward's `grad.to(self_dtype)`) is pinned: the guard also checks
+// that it equals the dtype profiled on those conversions' results (attribute `ints`,
+// for inputs after the tensors), and the group's subgraph reads that dtype as a
+// constant instead. So is a
 // bool read only as batch_norm's `training` or native_dropout's `train` (a module's
 // `self.training`), to False; so is an int list read only as _grad_sum_to_size's size
 // (autodiff's sum of a broadcast operand's gradient, a bias's), to its result's
@@ -39,9 +40,9 @@
 #include "ops/dropout.h"
 #include "ops/reductions.h"
 #include "passes/chunks.h"
-#include "passes/lone_writes.h"
 #include "passes/fusibility.h"
 #include "passes/groups.h"
+#include "passes/lone_writes.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
 
@@ -218,7 +219,8 @@ void eraseGroupOutput(Node* group, size_t index) {
 bool isConversionThatMayAlias(const Node* node) {
   static const c10::Symbol to_reduced =
       c10::Symbol::fromQualString("aten::_autocast_to_reduced_precision");
-  static const c10::Symbol to_full = c10::Symbol::fromQualString("aten::_autocast_to_full_precision");
+  static const c10::Symbol to_full =
+      c10::Symbol::fromQualString("aten::_autocast_to_full_precision");
   const c10::Symbol kind = node->kind();
   if (kind != c10::aten::to && kind != c10::aten::type_as && kind != to_reduced &&
       kind != to_full) {
