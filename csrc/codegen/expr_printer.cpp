@@ -55,6 +55,10 @@ class Formatter {
   }
 
   std::string a() const { return arg(0); }
+  // Argument n in the unsigned type of this int32 or int64 expression.
+  std::string unsignedArg(int n) const {
+    return std::string(e_.type == ScalarType::Int ? "(uint32_t)" : "(uint64_t)") + arg(n);
+  }
   std::string b() const { return arg(1); }
   std::string arg(int n) const { return "v" + std::to_string(e_.args[n]); }
   std::string wrap(const std::string& s) const { return "(" + T_ + ")(" + s + ")"; }
@@ -131,6 +135,10 @@ std::string formatExpr(const Kernel& k, const Expr& e,
                        const std::function<std::string(const Expr&)>& load) {
   const Formatter f(k, e);
   const bool fp = f.fp_, f32 = f.f32_, is_bool = e.type == ScalarType::Bool;
+  // int32 and int64 add, subtract, multiply and negate in their unsigned types, which
+  // wrap as eager's separate kernels store them: signed overflow is undefined, and
+  // NVRTC (no -fwrapv there) folds a > a - b into b > 0 across the fused ops.
+  const bool wide_int = e.type == ScalarType::Int || e.type == ScalarType::Long;
   switch (e.op) {
     case IrOp::Load:
     case IrOp::ElementIndex: return load(e);
@@ -150,7 +158,7 @@ std::string formatExpr(const Kernel& k, const Expr& e,
         }
       }
       return f.wrap(f.a());
-    case IrOp::Neg: return f.wrap("-" + f.a());
+    case IrOp::Neg: return wide_int ? f.wrap("0u - " + f.unsignedArg(0)) : f.wrap("-" + f.a());
     case IrOp::Abs:
       if (is_bool) return f.a();
       return fp ? f.math1("fabs") : f.wrap(f.a() + " < 0 ? -" + f.a() + " : " + f.a());
@@ -186,9 +194,14 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::IsNan: return "(" + f.a() + " != " + f.a() + ")";
     case IrOp::LogicalNot: return "(" + f.a() + " == 0)";
     case IrOp::BitwiseNot: return is_bool ? "(!" + f.a() + ")" : f.wrap("~" + f.a());
-    case IrOp::Add: return is_bool ? "(" + f.a() + " || " + f.b() + ")" : f.wrap(f.a() + " + " + f.b());
-    case IrOp::Sub: return f.wrap(f.a() + " - " + f.b());
-    case IrOp::Mul: return is_bool ? "(" + f.a() + " && " + f.b() + ")" : f.wrap(f.a() + " * " + f.b());
+    case IrOp::Add:
+      if (is_bool) return "(" + f.a() + " || " + f.b() + ")";
+      return f.wrap(wide_int ? f.unsignedArg(0) + " + " + f.unsignedArg(1) : f.a() + " + " + f.b());
+    case IrOp::Sub:
+      return f.wrap(wide_int ? f.unsignedArg(0) + " - " + f.unsignedArg(1) : f.a() + " - " + f.b());
+    case IrOp::Mul:
+      if (is_bool) return "(" + f.a() + " && " + f.b() + ")";
+      return f.wrap(wide_int ? f.unsignedArg(0) + " * " + f.unsignedArg(1) : f.a() + " * " + f.b());
     case IrOp::Div: return fp ? f.wrap(f.a() + " / " + f.b()) : f.tmpl("fx_idiv", f.ab() + ", fx_error");
     case IrOp::Pow: return fp ? f.math("pow", f.ab()) : f.tmpl("fx_ipow", f.ab());
     case IrOp::Atan2: return f.math("atan2", f.ab());

@@ -766,6 +766,18 @@ def test_float_to_integer_gives_eagers_values_out_of_range(
     check(f"return a.to(torch.{target}).to(a.dtype) * 2.0 + 1.0", x)
 
 
+@pytest.mark.parametrize("dtype", [I32, I64], ids=ids([I32, I64]))
+def test_integer_overflow_wraps_as_eagers_stored_results(dtype: torch.dtype) -> None:
+    # Eager stores a - b wrapped, then compares: fused in one kernel, signed overflow must
+    # wrap too (undefined in C++: a compiler may fold a > a - b into b > 0).
+    info = torch.iinfo(dtype)
+    a = torch.tensor([-3, 5, info.min, info.max, 7, -1] * 4, dtype=dtype)
+    b = torch.tensor([info.max, info.min + 1, 1, -1, info.max, info.min] * 4, dtype=dtype)
+    check("v = a - b\nreturn v, (a > v).float()", a, b)
+    check("v = a + b\nreturn v, (v < a).float()", a, b)
+    check("v = a * b\nreturn v, (v > a).float(), -a", a, b)
+
+
 def test_to_bool_reads_nan_as_true() -> None:
     check("return a.to(torch.bool)", make(F32, domain="specials"))
     check("return a.to(torch.bool)", make(F16, domain="specials"))
