@@ -247,6 +247,8 @@ Layout preservedLayout(const Layout& self) {
   return out;
 }
 
+namespace {
+
 // Per operand of an elementwise node on CPU: whether TensorIterator copies it into the
 // op's common dtype before it orders the dims (promote_inputs_to_common_dtype), which
 // makes an expanded or sliced operand dense: a [2, 3, 4, 5] int64 expanded along its
@@ -254,8 +256,6 @@ Layout preservedLayout(const Layout& self) {
 // float's. The common dtype is the result's, or for boolean results (comparisons,
 // logical ops) the operands' promotion; where's condition is never copied. Empty where
 // nothing is copied or a dtype is not known.
-namespace {
-
 c10::SmallVector<bool, 4> castCopies(const torch::jit::Node* node,
                                      const std::vector<const torch::jit::Value*>& operands) {
   auto out = node->output()->type()->cast<c10::TensorType>();
