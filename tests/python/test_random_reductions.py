@@ -8,6 +8,7 @@ the sibling merge, values left to the interpreter)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -92,19 +93,31 @@ def difference_from_eager(source: str, args: list[torch.Tensor]) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("device", devices())
-def test_random_reduction_programs_match_eager(device: str) -> None:
-    rng = random.Random(20261126)
+def groups_over_random_programs(
+    seed: int, count: int, shapes: list[tuple[int, ...]], make_arg: Callable[..., torch.Tensor]
+) -> int:
+    """Checks `count` seeded random programs against eager, each over a shape of
+    `shapes` and inputs `make_arg(rng, shape, i)`; returns the groups they formed."""
+    rng = random.Random(seed)
     formed = 0
     with fuser.enabled(True):
-        for _ in range(40):
-            shape = rng.choice(SHAPES)
+        for _ in range(count):
+            shape = rng.choice(shapes)
             source, num_inputs = random_program(rng, len(shape))
-            args = [random_tensor(rng, shape, device) for _ in range(num_inputs)]
+            args = [make_arg(rng, shape, i) for i in range(num_inputs)]
             fuser.reset_stats()
             why = difference_from_eager(source, args)
-            assert why is None, (source, why)
+            assert why is None, (source, [(a.shape, a.stride()) for a in args], why)
             formed += fuser.stats()["groups_formed"]
+    return formed
+
+
+@pytest.mark.parametrize("device", devices())
+def test_random_reduction_programs_match_eager(device: str) -> None:
+    def make_arg(rng: random.Random, shape: tuple[int, ...], _: int) -> torch.Tensor:
+        return random_tensor(rng, shape, device)
+
+    formed = groups_over_random_programs(20261126, 40, SHAPES, make_arg)
     assert formed >= 20  # most programs form a group: the partition is what is tested
 
 
@@ -126,20 +139,11 @@ def test_random_reduction_programs_over_size_one_dims_match_eager(device: str) -
     """Inputs with size-1 dims in random dim orders, some broadcasting to the others:
     every output, the elementwise ones beside a reduction included, keeps eager's
     strides (TensorIterator's order of the dims sets those of size-1 dims)."""
-    rng = random.Random(20261128)
-    formed = 0
-    with fuser.enabled(True):
-        for _ in range(60):
-            shape = rng.choice(SHAPES_WITH_ONES)
-            source, num_inputs = random_program(rng, len(shape))
-            args = [
-                tensor_with_size_one_dims(rng, shape, device, broadcast=i > 0)
-                for i in range(num_inputs)
-            ]
-            fuser.reset_stats()
-            why = difference_from_eager(source, args)
-            assert why is None, (source, [(a.shape, a.stride()) for a in args], why)
-            formed += fuser.stats()["groups_formed"]
+
+    def make_arg(rng: random.Random, shape: tuple[int, ...], i: int) -> torch.Tensor:
+        return tensor_with_size_one_dims(rng, shape, device, broadcast=i > 0)
+
+    formed = groups_over_random_programs(20261128, 60, SHAPES_WITH_ONES, make_arg)
     assert formed >= 30
 
 
