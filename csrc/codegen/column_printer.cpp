@@ -316,7 +316,7 @@ class ColumnPrinter {
       for (ExprId r : pass.reduces) {
         const int buf = splitBufferOf(buffers, SplitBuffer::Kind::Partials, r);
         out_ << "      " << storeGuard() << "fx_buf" << buf << "[fx_u0 + fx_j] = ("
-             << splitBufferTypeName(buffers[buf]) << ")fx_acc" << r << "[fx_j];\n";
+             << splitBufferTypeName(k_, buffers[buf]) << ")fx_acc" << r << "[fx_j];\n";
       }
       closeRows();
       return;
@@ -378,6 +378,9 @@ class ColumnPrinter {
 
   static std::string sharedTag(const std::string& type) {
     if (type.rfind("fx_welford<", 0) == 0) return "w" + sharedTag(type.substr(11, type.size() - 12));
+    if (type.rfind("fx_welford_mean<", 0) == 0) {
+      return "m" + sharedTag(type.substr(16, type.size() - 17));
+    }
     return type == "long long" || type == "int64_t" ? "l" : type == "double" ? "d" : "f";
   }
 

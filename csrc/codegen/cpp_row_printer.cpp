@@ -193,6 +193,7 @@ class CppRowPrinter {
                << " : " << v << ";\n      fx_nan" << n << " |= " << v << " != " << v << ";\n";
           break;
         case ReduceKind::SquaredDeviations:  // CUDA only: the constructor refuses the kernel
+        case ReduceKind::WelfordMean:
           break;
       }
     }

@@ -58,7 +58,9 @@ enum class IrOp : uint8_t {
 // SquaredDeviations: the sum of (x - mean(x))^2 over the row, in one pass (Welford's
 // running count, mean and sum of squares, combined by Chan's formula), for rows walked
 // from memory on CUDA (Kernel::one_pass_variance); elsewhere a variance takes two passes.
-enum class ReduceKind : int32_t { Sum, Max, Min, SquaredDeviations };
+// WelfordMean: the row's mean from the same running triple (exact on a row of equal
+// values, where a sum divided by n can be an ulp off), beside SquaredDeviations.
+enum class ReduceKind : int32_t { Sum, Max, Min, SquaredDeviations, WelfordMean };
 
 const char* irOpName(IrOp op);
 bool isComparison(IrOp op);  // Eq..Ge and the logical binary ops

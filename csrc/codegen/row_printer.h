@@ -87,17 +87,17 @@ std::string reduceIdentity(const Expr& reduce);
 // `acc` (of accumulator type `acc_type`) with one element's value `value` folded in.
 std::string reduceStep(const Expr& reduce, const std::string& acc_type, const std::string& acc,
                        const std::string& value);
-// Whether `reduce` is a one-pass variance's SquaredDeviations (CUDA only): its
-// accumulator is a Welford triple, fx_welford<T> of kCudaWelfordHelpers, which reads as
-// its sum of squared deviations where cast to T.
+// Whether `reduce` is a one-pass variance's SquaredDeviations or WelfordMean (CUDA
+// only): its accumulator is a Welford triple of kCudaWelfordHelpers, fx_welford<T> or
+// fx_welford_mean<T>, which reads as its sum of squared deviations or its mean where
+// cast to T.
 bool isWelford(const Expr& reduce);
 // Whether `reduce` is a float sum that walks accumulate in double (sum_in_type aside).
 bool sumsInDouble(const Expr& reduce);
 bool hasWelford(const Kernel& kernel);  // any of its expressions
 std::string welfordTypeName(const Expr& reduce);
-std::string welfordTypeName(c10::ScalarType type);  // fx_welford<T> of `type`'s C type
-// fx_welford<T>, its element step and Chan's combination of two, and warp shuffles that
-// also move one (fx_shfl_xor).
+// fx_welford<T> and fx_welford_mean<T>, their element step and Chan's combination of
+// two, and warp shuffles that also move one (fx_shfl_xor).
 extern const char* const kCudaWelfordHelpers;
 // A load of a row kernel at element `e` of the row (row-level inputs ignore it); the
 // printer names the row's input offsets offN and strides stN.

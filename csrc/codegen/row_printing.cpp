@@ -44,6 +44,11 @@ template <typename T> struct fx_welford {
   T n, mean, m2;
   __device__ __forceinline__ explicit operator T() const { return m2; }
 };
+// The same triple where it is a row's mean (ReduceKind::WelfordMean).
+template <typename T> struct fx_welford_mean {
+  T n, mean, m2;
+  __device__ __forceinline__ explicit operator T() const { return mean; }
+};
 // d / n: float's in two instructions (a reciprocal and a product, within 2 ulp for the
 // counts here), not IEEE division's dozen: a column variance did one per element.
 FX_INLINE float fx_welford_div(float d, float n) { return __fdividef(d, n); }
@@ -59,19 +64,23 @@ template <typename W> FX_INLINE W fx_welford_add(W a, decltype(a.n) x) {
 // the empty one either way, and an early return let the compiler load a partial's mean
 // and m2 only after its count, one round trip after the other (a float16 column
 // variance of 32768 x 1024, whose last stage combines 64 partials per row: 78 us on the
-// H100 that way, 69 without).
+// H100 that way, 69 without). An empty `a` hands on b's mean as it is: f, b.n / n by an
+// approximate reciprocal, need not be exactly 1.
 template <typename W> FX_INLINE W fx_combine_welford(W a, W b) {
   using T = decltype(a.n);
   const T n = a.n + b.n;
   const T f = n == T(0) ? T(0) : fx_welford_div(b.n, n);
   const T d = b.mean - a.mean;
-  return W{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+  return W{n, a.n == T(0) ? b.mean : a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
 }
 template <typename T> FX_INLINE T fx_shfl_xor(T v, int o) {
   return __shfl_xor_sync(0xffffffffu, v, o);
 }
 template <typename T> FX_INLINE fx_welford<T> fx_shfl_xor(fx_welford<T> v, int o) {
   return fx_welford<T>{fx_shfl_xor(v.n, o), fx_shfl_xor(v.mean, o), fx_shfl_xor(v.m2, o)};
+}
+template <typename T> FX_INLINE fx_welford_mean<T> fx_shfl_xor(fx_welford_mean<T> v, int o) {
+  return fx_welford_mean<T>{fx_shfl_xor(v.n, o), fx_shfl_xor(v.mean, o), fx_shfl_xor(v.m2, o)};
 }
 )FUSER";
 
@@ -80,7 +89,8 @@ std::string reduceCombiner(const Expr& e) {
     case ReduceKind::Sum: return "fx_combine_sum";
     case ReduceKind::Max: return "fx_combine_max";
     case ReduceKind::Min: return "fx_combine_min";
-    case ReduceKind::SquaredDeviations: return "fx_combine_welford";
+    case ReduceKind::SquaredDeviations:
+    case ReduceKind::WelfordMean: return "fx_combine_welford";
   }
   return "?";
 }
@@ -91,7 +101,8 @@ std::string reduceIdentity(const Expr& e) {
     case ReduceKind::Sum: return f32 ? "0.0f" : "0.0";
     case ReduceKind::Max: return f32 ? "(-FX_INFF)" : "(-FX_INF)";
     case ReduceKind::Min: return f32 ? "FX_INFF" : "FX_INF";
-    case ReduceKind::SquaredDeviations: return "{}";
+    case ReduceKind::SquaredDeviations:
+    case ReduceKind::WelfordMean: return "{}";
   }
   return "?";
 }
@@ -103,7 +114,9 @@ std::string reduceStep(const Expr& e, const std::string& acc_type, const std::st
 }
 
 bool isWelford(const Expr& e) {
-  return e.op == IrOp::Reduce && static_cast<ReduceKind>(e.index) == ReduceKind::SquaredDeviations;
+  if (e.op != IrOp::Reduce) return false;
+  const auto kind = static_cast<ReduceKind>(e.index);
+  return kind == ReduceKind::SquaredDeviations || kind == ReduceKind::WelfordMean;
 }
 
 bool sumsInDouble(const Expr& e) {
@@ -113,10 +126,9 @@ bool sumsInDouble(const Expr& e) {
 
 bool hasWelford(const Kernel& k) { return std::any_of(k.exprs.begin(), k.exprs.end(), isWelford); }
 
-std::string welfordTypeName(const Expr& e) { return welfordTypeName(e.type); }
-
-std::string welfordTypeName(c10::ScalarType type) {
-  return std::string("fx_welford<") + computeTypeName(type) + ">";
+std::string welfordTypeName(const Expr& e) {
+  const bool mean = static_cast<ReduceKind>(e.index) == ReduceKind::WelfordMean;
+  return std::string(mean ? "fx_welford_mean<" : "fx_welford<") + computeTypeName(e.type) + ">";
 }
 
 // An element load of a row kernel at element index `e` of the row.
@@ -260,7 +272,7 @@ void printSplitBufferPointers(std::ostream& out, const Kernel& k, const RowSched
                               const std::string& ptrs) {
   const std::vector<SplitBuffer> buffers = splitBuffers(k, s);
   for (size_t b = 0; b < buffers.size(); ++b) {
-    const std::string t = splitBufferTypeName(buffers[b]);
+    const std::string t = splitBufferTypeName(k, buffers[b]);
     out << "  " << t << "* __restrict__ fx_buf" << b << " = (" << t << "*)" << ptrs << "["
         << k.inputs.size() + k.outputs.size() + b << "];\n  (void)fx_buf" << b << ";\n";
   }
@@ -297,7 +309,7 @@ void printFinishedPasses(std::ostream& out, const Kernel& k, const RowSchedule& 
         continue;
       }
       const int partials = splitBufferOf(buffers, SplitBuffer::Kind::Partials, r);
-      const std::string acc = splitBufferTypeName(buffers[partials]);
+      const std::string acc = splitBufferTypeName(k, buffers[partials]);
       const std::string first = spread ? spread->lane : "0";
       const std::string step = spread ? std::to_string(spread->lanes) : "1";
       out << indent << acc << " fx_fin" << r << " = " << reduceIdentity(e) << ";\n"

@@ -9,8 +9,8 @@ c10::ScalarType partialType(const Kernel& k, const Expr& e) {
   return sumsInDouble(e) && k.device == c10::DeviceType::CPU ? c10::ScalarType::Double : e.type;
 }
 
-std::string splitBufferTypeName(const SplitBuffer& b) {
-  return b.welford ? welfordTypeName(b.type) : computeTypeName(b.type);
+std::string splitBufferTypeName(const Kernel& k, const SplitBuffer& b) {
+  return b.welford ? welfordTypeName(k.exprs[b.reduce]) : computeTypeName(b.type);
 }
 
 bool lastStagePerRow(const Kernel& k, const RowSchedule& s) {

@@ -32,15 +32,15 @@ struct SplitBuffer {
   int written;    // the stage that writes it
   int last_read;  // the last stage that reads it
   // The partials of a one-pass variance (row_printer.h's isWelford): each element is
-  // an fx_welford<type>, three values of `type` (count, mean, squared deviations).
+  // a Welford triple of `type` (count, mean, squared deviations).
   bool welford = false;
   int64_t elementBytes() const {
     return static_cast<int64_t>(c10::elementSize(type)) * (welford ? 3 : 1);
   }
 };
 
-// The C type of one element of `buffer` in a stage kernel.
-std::string splitBufferTypeName(const SplitBuffer& buffer);
+// The C type of one element of `buffer` in a stage kernel of `kernel`.
+std::string splitBufferTypeName(const Kernel& kernel, const SplitBuffer& buffer);
 
 // The stages of a row kernel cut in slices: one per pass, then the storing one.
 inline int splitStages(const RowSchedule& s) { return static_cast<int>(s.passes.size()) + 1; }

@@ -204,20 +204,39 @@ ExprId rowMean(IrBuilder& b, ExprId x) {
   return b.binary(IrOp::Div, b.reduce(ReduceKind::Sum, x), b.rowSize(b.typeOf(x)));
 }
 
-// sum((x - mean)^2) over the row: after the mean, or in the same pass where the
-// kernel asks (Kernel::one_pass_variance). `mean`: the row mean where the caller has
-// it (-1: computed here if needed).
-ExprId rowSquaredDeviations(IrBuilder& b, ExprId x, ExprId mean = -1) {
-  if (b.onePassVariance()) return b.reduce(ReduceKind::SquaredDeviations, x);
-  if (mean < 0) mean = rowMean(b, x);
-  ExprId centred = b.binary(IrOp::Sub, x, mean);
-  return b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, centred, centred));
+// A row's mean and its sum of squared deviations sum((x - mean)^2). Two passes: the
+// first's mean m = sum(x) / n can be an ulp off, as on a row of equal values, where
+// eager's Welford mean is exact and rstd (up to 1 / sqrt(eps)) would magnify the ulp in
+// every normalized element. The second pass sums c = x - m and c^2 together and corrects
+// both (the corrected two-pass algorithm of Chan, Golub and LeVeque): mean m + sum(c) / n,
+// squares sum(c^2) - sum(c)^2 / n, clamped at 0 (rounding); a row of equal values gets
+// its exact mean and 0. Where the kernel asks for one pass (Kernel::one_pass_variance)
+// both come from Welford's running triple, also exact there.
+struct RowMoments {
+  ExprId mean;
+  ExprId squares;
+};
+
+RowMoments rowMoments(IrBuilder& b, ExprId x) {
+  if (b.onePassVariance()) {
+    return {b.reduce(ReduceKind::WelfordMean, x), b.reduce(ReduceKind::SquaredDeviations, x)};
+  }
+  const ExprId first_mean = rowMean(b, x);
+  const ScalarType t = b.typeOf(x);
+  const ExprId centred = b.binary(IrOp::Sub, x, first_mean);
+  const ExprId centred_sum = b.reduce(ReduceKind::Sum, centred);
+  const ExprId deviation = b.binary(IrOp::Div, centred_sum, b.rowSize(t));
+  const ExprId squares =
+      b.binary(IrOp::Sub, b.reduce(ReduceKind::Sum, b.binary(IrOp::Mul, centred, centred)),
+               b.binary(IrOp::Mul, deviation, centred_sum));
+  return {b.binary(IrOp::Add, first_mean, deviation),
+          b.binary(IrOp::Max, squares, b.constant(0, t))};
 }
 
 // sum((x - mean)^2) / max(n - correction, 0), as eager divides.
 ExprId rowVariance(IrBuilder& b, ExprId x, double correction) {
   const ScalarType t = b.typeOf(x);
-  ExprId squares = rowSquaredDeviations(b, x);
+  ExprId squares = rowMoments(b, x).squares;
   ExprId divisor = b.binary(IrOp::Max, b.binary(IrOp::Sub, b.rowSize(t), b.constant(correction, t)),
                             b.constant(0, t));
   return b.binary(IrOp::Div, squares, divisor);
@@ -397,9 +416,10 @@ std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
   requireFloating(a[0], "layer_norm");
   ExprId x = a[0].expr;
   const ScalarType t = b.typeOf(x);
-  ExprId mean = rowMean(b, x);
+  const RowMoments moments = rowMoments(b, x);
+  ExprId mean = moments.mean;
   ExprId centred = b.binary(IrOp::Sub, x, mean);
-  ExprId var = b.binary(IrOp::Div, rowSquaredDeviations(b, x, mean), b.rowSize(t));
+  ExprId var = b.binary(IrOp::Div, moments.squares, b.rowSize(t));
   ExprId eps = a[4].expr >= 0 ? b.cast(a[4].expr, t) : b.constant(1e-5, t);
   ExprId rstd = b.unary(IrOp::Rsqrt, b.binary(IrOp::Add, var, eps));
   ExprId y = b.binary(IrOp::Mul, centred, rstd);

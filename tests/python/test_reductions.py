@@ -963,3 +963,61 @@ def test_gradients_broadcast_along_rows_run_as_row_kernels(
         torch.testing.assert_close(ours, eager, rtol=1e-5, atol=1e-5)
     stats = fuser.stats()
     assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, stats
+
+
+# Statistics of rows whose elements are all equal. Eager's are exact there (a Welford
+# mean of equal values is the value, their variance 0), so a layer_norm of such a row is
+# exactly 0 times the weight plus the bias. A mean an ulp off would not be: rstd, up to
+# 1 / sqrt(eps), magnifies it (about 4e-5 on values near 1). The normalized rows are
+# checked against that exact result, the bias: eager's CPU group_norm and 16-bit
+# layer_norm compute x * scale + (bias - mean * scale), off by the rounding of x * scale
+# (0.08 on 10000.3 in float32), where the fused kernels give the bias.
+EQUAL_ROWS = {
+    "native_layer_norm": (
+        "def f(x, w, b):\n"
+        "    out, mean, rstd = torch.native_layer_norm(x * 1.0, [{n}], w, b, 1e-5)\n"
+        "    return out, mean, rstd\n"
+    ),
+    "group_norm": (
+        "def f(x, w, b):\n"
+        "    return torch.group_norm(x.view(4, 2, {n} // 2) * 1.0, 2, w[:2], b[:2], 1e-5)\n"
+    ),
+    "var_std": (
+        "def f(x, w, b):\n"
+        "    y = x * 1.0\n"
+        "    return y.var(-1), torch.std(y, [-1], correction=0), y.var(-1) * w[0]\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [8, 1000, 40000])
+@pytest.mark.parametrize("layout", ["contiguous", "expanded"])
+@pytest.mark.parametrize("case", sorted(EQUAL_ROWS))
+def test_statistics_of_rows_of_equal_values_are_exact(
+    case: str, layout: str, n: int, dtype: torch.dtype, device: str
+) -> None:
+    """Rows of 8 (held), 1000 and 40000 elements (on CUDA walked from memory: Welford's
+    one-pass statistics) give exact statistics and normalized rows, bit for bit."""
+    values = torch.tensor([0.1, -3.7, 10000.3, 123.456], device=device, dtype=dtype)
+    x = values.unsqueeze(1).expand(4, n)
+    if layout == "contiguous":
+        x = x.contiguous()
+    w, b = (torch.randn(n, device=device, dtype=dtype) for _ in range(2))
+    text = EQUAL_ROWS[case].format(n=n)
+    with fuser.enabled(True):
+        got = run_optimized(script_from_source(text + "\n"), x, w, b)
+        assert fuser.stats()["row_launches"] >= 1, fuser.stats()
+    want = eager_from_source(text)(x, w, b)
+    got, want = (r if isinstance(r, tuple) else (r,) for r in (got, want))
+    if case == "group_norm":
+        want = (b[:2].view(1, 2, 1).expand(4, 2, n // 2),)
+    if case == "native_layer_norm":
+        want = (b.expand(4, n), *want[1:])
+    for i, (g, e) in enumerate(zip(got, want, strict=True)):
+        if case == "native_layer_norm" and i == 2:
+            # rstd = 1 / sqrt(eps): eager's CUDA rsqrt and ours may differ in the last bit.
+            torch.testing.assert_close(g, e)
+            continue
+        assert torch.equal(g, e), (case, i, (g.double() - e.double()).abs().max().item())
