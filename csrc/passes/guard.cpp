@@ -32,6 +32,7 @@
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -235,21 +236,34 @@ bool isConversionThatMayAlias(const Node* node) {
   return true;
 }
 
-// Group outputs that are such a conversion of a group input whose dtype it keeps: the
-// fused branch yields the input itself, as eager does (the guard fixes the dtypes, so
-// in that branch the conversion changes nothing), and the group writes no copy: the
-// output keeps the input's strides, a slice's included. At least one output stays.
-void yieldInputsOfKeptDtypes(Node* group, torch::jit::Block* fused) {
+// The group's value that is `v` of its subgraph, where the group hands it out: the
+// group input of a subgraph input, the group output of a subgraph output; else null.
+Value* groupValueOf(Node* group, const Value* v) {
+  auto subgraph = group->g(Subgraph);
+  if (v->node() == subgraph->param_node()) return group->input(v->offset());
+  const auto& outputs = subgraph->outputs();
+  auto it = std::find(outputs.begin(), outputs.end(), v);
+  return it == outputs.end() ? nullptr : group->output(it - outputs.begin());
+}
+
+// Group outputs that are such a conversion of a value whose dtype it keeps, where the
+// group hands that value out too (a group input, or another output): the fused branch
+// yields the value itself, as eager does (the guard fixes the dtypes, so in that branch
+// the conversion changes nothing). For an input the group writes no copy, the output
+// keeping the input's strides, a slice's included; for an output, `t, t.float()` are one
+// tensor as in eager, a write to one seen in the other. At least one output stays.
+void yieldValuesOfKeptDtypeConversions(Node* group, torch::jit::Block* fused) {
   auto subgraph = group->g(Subgraph);
   for (size_t i = group->outputs().size(); i-- > 0 && group->outputs().size() > 1;) {
     const Node* conversion = subgraph->outputs()[i]->node();
     if (!isConversionThatMayAlias(conversion)) continue;
     const Value* in = conversion->input(0);
-    if (in->node() != subgraph->param_node()) continue;
+    Value* same = groupValueOf(group, in);
+    if (!same) continue;
     auto from = in->type()->cast<c10::TensorType>();
     auto to = conversion->output()->type()->cast<c10::TensorType>();
     if (!from || !to || !from->scalarType() || from->scalarType() != to->scalarType()) continue;
-    fused->return_node()->replaceInputWith(group->output(i), group->input(in->offset()));
+    fused->return_node()->replaceInputWith(group->output(i), same);
     if (group->output(i)->hasUses()) continue;
     eraseGroupOutput(group, i);
   }
@@ -328,7 +342,7 @@ void guardGroup(Node* group) {
     if (dtype_only[i]) eraseGroupOutput(group, i);
   }
   pinInputs(group, pinned);
-  yieldInputsOfKeptDtypes(group, fused);
+  yieldValuesOfKeptDtypeConversions(group, fused);
 }
 
 }  // namespace

@@ -328,6 +328,28 @@ def test_a_conversion_that_keeps_the_dtype_returns_its_input(fused, device, conv
         assert "aten::to" not in returned and "aten::type_as" not in returned
 
 
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("conversion", ["t.float()", "t.to(torch.float32)", "t.type_as(y)"])
+def test_a_conversion_that_keeps_the_dtype_of_an_output_is_that_output(
+    fused, device, conversion
+) -> None:
+    # Eager's `t, t.float()` are one tensor: a write to one is seen in the other.
+    source = f"def f(x, y):\n    t = x * y\n    return t, {conversion}, (t - 1.0).exp()\n"
+    x = torch.randn(4, 6, device=device).t()
+    y = torch.randn(6, 1, device=device)
+    fn = script_from_source(source)
+    got = run_optimized(fn, x, y)
+    want = eager_from_source(source)(x, y)
+    for g, w in zip(got, want, strict=True):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride())
+        torch.testing.assert_close(g, w)
+    assert want[1] is want[0]
+    assert got[1].data_ptr() == got[0].data_ptr()
+    got[0].add_(1.0)
+    torch.testing.assert_close(got[1], want[0] + 1.0)
+    assert fuser.stats()["groups_formed"] >= 1
+
+
 def test_a_conversion_that_keeps_the_dtype_converts_after_a_guard_failure(fused) -> None:
     # The guard fixes the dtypes: with a float64 x the fallback converts, as eager does.
     source = "def f(x, y):\n    v = x.float()\n    return v, (v - 1.0).exp() * y\n"
