@@ -246,23 +246,33 @@ Value* groupValueOf(Node* group, const Value* v) {
   return it == outputs.end() ? nullptr : group->output(it - outputs.begin());
 }
 
-// Group outputs that are such a conversion of a value whose dtype it keeps, where the
-// group hands that value out too (a group input, or another output): the fused branch
-// yields the value itself, as eager does (the guard fixes the dtypes, so in that branch
-// the conversion changes nothing). For an input the group writes no copy, the output
-// keeping the input's strides, a slice's included; for an output, `t, t.float()` are one
-// tensor as in eager, a write to one seen in the other. At least one output stays.
-void yieldValuesOfKeptDtypeConversions(Node* group, torch::jit::Block* fused) {
+// Group outputs that eager answers with another value the group hands out (a group
+// input, or another output), so that the two are one tensor there, a write to one seen
+// in the other:
+// - such a conversion of a value whose dtype it keeps: the fused branch yields the value
+//   itself (the guard fixes the dtypes, so in that branch the conversion changes
+//   nothing), and the group writes no copy; an input keeps its strides, a slice's too;
+// - x.contiguous(): eager answers x where x is row-major, else a copy, known only at run
+//   time: the fused branch calls ATen's contiguous on the value, which decides so.
+// At least one output stays.
+void yieldAliasesAsEager(Node* group, torch::jit::Block* fused) {
   auto subgraph = group->g(Subgraph);
   for (size_t i = group->outputs().size(); i-- > 0 && group->outputs().size() > 1;) {
-    const Node* conversion = subgraph->outputs()[i]->node();
-    if (!isConversionThatMayAlias(conversion)) continue;
-    const Value* in = conversion->input(0);
+    const Node* node = subgraph->outputs()[i]->node();
+    const bool contiguous = node->kind() == c10::aten::contiguous;
+    if (!contiguous && !isConversionThatMayAlias(node)) continue;
+    const Value* in = node->input(0);
     Value* same = groupValueOf(group, in);
     if (!same) continue;
-    auto from = in->type()->cast<c10::TensorType>();
-    auto to = conversion->output()->type()->cast<c10::TensorType>();
-    if (!from || !to || !from->scalarType() || from->scalarType() != to->scalarType()) continue;
+    if (contiguous) {
+      torch::jit::WithInsertPoint at(fused->return_node());
+      same = group->owningGraph()->insert(c10::aten::contiguous, {same});
+      same->setType(group->output(i)->type());
+    } else {
+      auto from = in->type()->cast<c10::TensorType>();
+      auto to = node->output()->type()->cast<c10::TensorType>();
+      if (!from || !to || !from->scalarType() || from->scalarType() != to->scalarType()) continue;
+    }
     fused->return_node()->replaceInputWith(group->output(i), same);
     if (group->output(i)->hasUses()) continue;
     eraseGroupOutput(group, i);
@@ -342,7 +352,7 @@ void guardGroup(Node* group) {
     if (dtype_only[i]) eraseGroupOutput(group, i);
   }
   pinInputs(group, pinned);
-  yieldValuesOfKeptDtypeConversions(group, fused);
+  yieldAliasesAsEager(group, fused);
 }
 
 }  // namespace

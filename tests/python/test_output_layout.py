@@ -350,6 +350,33 @@ def test_a_conversion_that_keeps_the_dtype_of_an_output_is_that_output(
     assert fuser.stats()["groups_formed"] >= 1
 
 
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("of", ["t", "x"])
+@pytest.mark.parametrize("layout", ["row-major", "transposed"])
+def test_contiguous_of_a_returned_value_is_that_value_where_eager_s_is(
+    fused, device, of, layout
+) -> None:
+    # Eager's v.contiguous() is v itself where v is row-major, else a copy: returned
+    # beside v (a group output t, or the group input x), it shares v's memory or not
+    # as eager's does, and has eager's strides.
+    source = f"def f(x, y):\n    t = x * y\n    return t, {of}.contiguous(), (t - 1.0).exp()\n"
+    x = torch.randn(4, 6, device=device)
+    if layout == "transposed":
+        x = torch.randn(6, 4, device=device).t()
+    y = torch.randn(4, 6, device=device)
+    fn = script_from_source(source)
+    got = run_optimized(fn, x, y)
+    want = eager_from_source(source)(x, y)
+    for g, w in zip(got, want, strict=True):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride())
+        torch.testing.assert_close(g, w)
+    v_got, v_want = (got[0], want[0]) if of == "t" else (x, x)
+    shares = want[1].data_ptr() == v_want.data_ptr()
+    assert shares == (layout == "row-major")
+    assert (got[1].data_ptr() == v_got.data_ptr()) == shares
+    assert fuser.stats()["groups_formed"] >= 1
+
+
 def test_a_conversion_that_keeps_the_dtype_converts_after_a_guard_failure(fused) -> None:
     # The guard fixes the dtypes: with a float64 x the fallback converts, as eager does.
     source = "def f(x, y):\n    v = x.float()\n    return v, (v - 1.0).exp() * y\n"
