@@ -4,8 +4,9 @@
 // profiled dtype (autodiff's `grad.to(self_dtype)`); a device argument must be the
 // input's own device; memory_format must be None/preserve. A conversion that eager would
 // answer with `self` itself (same dtype, copy=False) becomes a fresh tensor in the group
-// (the passes fuse it only where no one mutates either alias), but for a group output
-// converting a group input, which the guard's fused branch answers with the input.
+// (the passes fuse it only where no one mutates either alias), but where the group also
+// hands `self` out (a group input, or another output): the guard's fused branch answers
+// it with `self` there (guard.cpp).
 //
 // The autocast casts convert only some inputs, by the input's dtype and the device the
 // kernel runs on (both fixed per kernel), and flags the graph holds as constants:
@@ -150,9 +151,9 @@ FusionDecision checkConversion(const torch::jit::Node* node) {
   return FusionDecision::yes();
 }
 
-// x.contiguous(): a copy into row-major strides (or x itself where it already is, which
-// a group answers with a fresh tensor, as the conversions above). Other memory formats
-// stay with ATen.
+// x.contiguous(): a copy into row-major strides (eager's is x itself where x already is:
+// where the group also hands x out, the guard's fused branch asks ATen's contiguous
+// instead, guard.cpp). Other memory formats stay with ATen.
 FusionDecision checkContiguous(const torch::jit::Node* node) {
   std::optional<c10::IValue> format = constantInput(node, "memory_format");
   if (!format || format->toInt() != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) {
