@@ -1015,11 +1015,12 @@ def test_statistics_of_rows_of_equal_values_are_exact(
     if case == "group_norm":
         want = (b[:2].view(1, 2, 1).expand(4, 2, n // 2),)
     if case == "native_layer_norm":
-        # Eager's CUDA mean can be an ulp off (its normalized rows then are too).
-        want = (b.expand(4, n), x[:, :1].to(want[1].dtype), want[2])
+        # Eager's CUDA mean can be an ulp off, and then its normalized rows and rstd are
+        # too (rstd 302 where 1 / sqrt(eps) is 316 on 10000.3, rows of 1000).
+        rstd = torch.tensor(1e-5, dtype=torch.float64).rsqrt().to(want[2].dtype)
+        want = (b.expand(4, n), x[:, :1].to(want[1].dtype), rstd.expand_as(want[2]))
     for i, (g, e) in enumerate(zip(got, want, strict=True)):
         if case == "native_layer_norm" and i == 2:
-            # rstd = 1 / sqrt(eps): eager's CUDA rsqrt and ours may differ in the last bit.
-            torch.testing.assert_close(g, e)
+            torch.testing.assert_close(g, e)  # a rounding step apart at most
             continue
         assert torch.equal(g, e), (case, i, (g.double() - e.double()).abs().max().item())
