@@ -55,15 +55,16 @@ std::optional<std::vector<int64_t>> distinctDims(const std::vector<int64_t>& dim
 }
 
 // Whether a reduction takes every dim: sum(self), mean(self), any(self) and all(self),
-// or a `dim` of None or [] (eager's sum, mean, var, std, amax and amin then reduce the
-// whole tensor).
+// or a `dim` of None or [] (eager's sum, mean, var, std, var_mean, std_mean, amax and
+// amin then reduce the whole tensor).
 bool reducesEveryDim(const Node* node) {
   if (!node->schema().argumentIndexWithName("dim")) {
     return node->kind() == c10::aten::sum || node->kind() == c10::aten::mean ||
            node->kind() == c10::aten::any || node->kind() == c10::aten::all;
   }
-  static const c10::Symbol kinds[] = {c10::aten::sum, c10::aten::mean, c10::aten::var,
-                                      c10::aten::std, c10::aten::amax, c10::aten::amin};
+  static const c10::Symbol kinds[] = {c10::aten::sum,      c10::aten::mean, c10::aten::var,
+                                      c10::aten::std,      c10::aten::amax, c10::aten::amin,
+                                      c10::aten::var_mean, c10::aten::std_mean};
   if (std::find(std::begin(kinds), std::end(kinds), node->kind()) == std::end(kinds)) return false;
   auto dim = constantInput(node, "dim");
   return dim && (dim->isNone() || (dim->isIntList() && dim->toIntVector().empty()));
@@ -233,13 +234,15 @@ RowMoments rowMoments(IrBuilder& b, ExprId x) {
           b.binary(IrOp::Max, squares, b.constant(0, t))};
 }
 
-// sum((x - mean)^2) / max(n - correction, 0), as eager divides.
+// What a variance divides the squares by: max(n - correction, 0), as eager divides.
+ExprId besselDivisor(IrBuilder& b, ScalarType t, double correction) {
+  return b.binary(IrOp::Max, b.binary(IrOp::Sub, b.rowSize(t), b.constant(correction, t)),
+                  b.constant(0, t));
+}
+
 ExprId rowVariance(IrBuilder& b, ExprId x, double correction) {
   const ScalarType t = b.typeOf(x);
-  ExprId squares = rowMoments(b, x).squares;
-  ExprId divisor = b.binary(IrOp::Max, b.binary(IrOp::Sub, b.rowSize(t), b.constant(correction, t)),
-                            b.constant(0, t));
-  return b.binary(IrOp::Div, squares, divisor);
+  return b.binary(IrOp::Div, rowMoments(b, x).squares, besselDivisor(b, t, correction));
 }
 
 double correctionOf(const Operand& o, double none) {
@@ -326,6 +329,25 @@ Operand lowerVariance(IrBuilder& b, const Args& a) {
   requireFloating(a[0], Std ? "std" : "var");
   ExprId v = rowVariance(b, a[0].expr, correctionOf(a[2], 1));
   return makeResult(Std ? b.unary(IrOp::Sqrt, v) : v, a[0].dtype, {a[0]});
+}
+
+// var_mean and std_mean (self, dim, unbiased or correction, keepdim): the variance (or
+// its root) and the mean of one pass's statistics, the mean corrected as layer_norm's
+// (exact on a row of equal values, as eager's Welford mean is).
+template <bool Std>
+std::vector<Operand> lowerVarianceAndMean(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], Std ? "std_mean" : "var_mean");
+  const ExprId x = a[0].expr;
+  const ScalarType t = b.typeOf(x);
+  const RowMoments moments = rowMoments(b, x);
+  const ExprId v = b.binary(IrOp::Div, moments.squares, besselDivisor(b, t, correctionOf(a[2], 1)));
+  return {makeResult(Std ? b.unary(IrOp::Sqrt, v) : v, a[0].dtype, {a[0]}),
+          makeResult(moments.mean, a[0].dtype, {a[0]})};
+}
+
+template <bool Std>
+Operand lowerVarianceOfMean(IrBuilder& b, const Args& a) {
+  return lowerVarianceAndMean<Std>(b, a)[0];
 }
 
 Operand lowerNorm(IrBuilder& b, const Args& a) {  // (self, p, dim, keepdim), p = 2
@@ -504,6 +526,18 @@ const RegisterOps kRegister({
      "keepdim=False) -> Tensor", lowerVariance<false>, checkRowReduction, true},
     {"aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool "
      "keepdim=False) -> Tensor", lowerVariance<true>, checkRowReduction, true},
+    {"aten::var_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> "
+     "(Tensor, Tensor)",
+     lowerVarianceOfMean<false>, checkRowReduction, true, lowerVarianceAndMean<false>},
+    {"aten::std_mean.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> "
+     "(Tensor, Tensor)",
+     lowerVarianceOfMean<true>, checkRowReduction, true, lowerVarianceAndMean<true>},
+    {"aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool "
+     "keepdim=False) -> (Tensor, Tensor)",
+     lowerVarianceOfMean<false>, checkRowReduction, true, lowerVarianceAndMean<false>},
+    {"aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool "
+     "keepdim=False) -> (Tensor, Tensor)",
+     lowerVarianceOfMean<true>, checkRowReduction, true, lowerVarianceAndMean<true>},
     {"aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor",
      lowerNorm, checkRowReduction, true},
     {"aten::_grad_sum_to_size(Tensor(a) self, int[]? size) -> Tensor(a)", lowerGradSumToSize,

@@ -144,9 +144,6 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
   Value* x = bn->input(kX);
   const std::vector<int64_t> sizes = *x_type->sizes().concrete_sizes();
   const ScalarType dtype = statisticsDtype(*x_type->scalarType());
-  auto op = [&](c10::Symbol kind, std::vector<Value*> inputs, c10::TypePtr type) {
-    return typed(graph.insertNode(graph.create(kind, inputs))->output(), std::move(type));
-  };
   auto whole = x_type->withScalarType(dtype);
   Value* read = freshConversion(graph, x, computation_dtype, whole);
   std::vector<int64_t> dims;
@@ -158,13 +155,14 @@ std::vector<Value*> emitBatchStatistics(Graph& graph, Node* bn, const c10::Tenso
   auto per_row = whole->withSizes(row_sizes);
   Value* dim_list = graph.insertConstant(c10::IValue(dims));
   Value* keep = graph.insertConstant(true);
-  Value* none = graph.insertConstant(c10::IValue());
-  Value* row_mean = op(c10::aten::mean, {read, dim_list, keep, none}, per_row);
-  // var.correction(x, dims, correction=0, keepdim=True), which the partition joins to
-  // the mean (both read x): two passes over a row, or one where CUDA walks it from
-  // memory (ReduceKind::SquaredDeviations).
+  // var_mean.correction(x, dims, correction=0, keepdim=True): one group's statistics, two
+  // passes over a row, or one where CUDA walks it from memory (Welford's triple, as
+  // eager's CUDA statistics), the mean exact on a channel of equal values.
   Value* zero = graph.insertConstant(static_cast<int64_t>(0));
-  Value* row_var = op(c10::aten::var, {read, dim_list, zero, keep}, per_row);
+  Node* moments =
+      graph.insertNode(graph.create(c10::aten::var_mean, {read, dim_list, zero, keep}, 2));
+  Value* row_var = typed(moments->output(0), per_row);
+  Value* row_mean = typed(moments->output(1), per_row);
 
   Node* stats = graph.insertNode(graph.create(
       for_backward ? batchNormBatchStatsForBackwardSymbol() : batchNormBatchStatsSymbol(),

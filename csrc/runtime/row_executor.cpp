@@ -228,8 +228,10 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
     if (n->kind() != c10::prim::Constant && !entry) runnable_ = false;
     if (entry && entry->reduces && !r) runnable_ = false;
     if (r && r->result == ops::RowReduction::Result::DropDims) {
-      for (const auto& use : n->output()->uses()) {
-        if (use.user->kind() != c10::prim::Return) runnable_ = false;
+      for (const torch::jit::Value* out : n->outputs()) {
+        for (const auto& use : out->uses()) {
+          if (use.user->kind() != c10::prim::Return) runnable_ = false;
+        }
       }
     }
     if (!r) continue;
@@ -588,10 +590,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         }
       }
       shapes.emplace(node->output(0), ops::reducedSizes(in, *reduction));
-      // native_layer_norm's mean and rstd: one per row, the normalized dims kept.
+      // native_layer_norm's mean and rstd: one per row, the normalized dims kept;
+      // var_mean's and std_mean's mean: the first output's shape.
       for (size_t o = 1; o < node->outputs().size(); ++o) {
         shapes.emplace(node->output(o),
-                       ops::reducedSizes(in, groupReduction(ops::RowReduction::Result::KeepDims)));
+                       ops::isLayerNorm(node)
+                           ? ops::reducedSizes(in, groupReduction(ops::RowReduction::Result::KeepDims))
+                           : ops::reducedSizes(in, *reduction));
       }
     }
   } catch (const c10::Error&) {

@@ -29,6 +29,7 @@ CASES = {
         "y = x - 1.0", "return y.var(-1, keepdim=True), y.mean(-1, keepdim=True) + 1.0"
     ),
     "layer_norm": fn_of(f"return torch.layer_norm(x * 2.0, [{LONG}], None, None, 1e-5) + 1.0"),
+    "var_mean": fn_of("v, m = torch.var_mean(x * 2.0, [-1], keepdim=True)", "return v, m + 1.0"),
     "columns": fn_of("return (x * 2.0).var(0) + 1.0"),
     "channels": fn_of("y = x - 0.5", "return y.var([0, 2], False), y.mean([0, 2])"),
 }

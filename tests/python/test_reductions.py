@@ -46,6 +46,14 @@ CASES = {
         "y = x * 2.0",
         "return (y - y.mean(-1, keepdim=True)) / (y.std(-1, keepdim=True) + 1.0)",
     ),
+    "var_mean": fn_of(
+        "v, m = torch.var_mean(x * 2.0, [-1], keepdim=True)", "return (x - m) / (v + 1.0).sqrt(), m"
+    ),
+    "std_mean_dropped": fn_of("s, m = torch.std_mean(x + 1.0, -1, correction=0)", "return s, m"),
+    "var_mean_two_dims": fn_of(
+        "v, m = torch.var_mean(x - 0.5, [-2, -1], unbiased=False, keepdim=True)",
+        "return v * 2.0, m + x",
+    ),
     "norm": fn_of("return x / (x * 1.0).norm(2, -1, True)"),
     "softmax": fn_of("return torch.softmax(x * 0.5, -1) * 2.0"),
     "log_softmax": fn_of("return torch.log_softmax(x + 1.0, -1) - 1.0"),
@@ -55,6 +63,7 @@ CASES = {
     "sum_whole": fn_of("return ((x - 1.0) * x).sum()"),
     "mean_whole": fn_of("return (x * x).mean() + 1.0"),
     "var_whole": fn_of("return torch.var(x + 1.0, dim=None, keepdim=True)"),
+    "std_mean_whole": fn_of("return torch.std_mean(x + 1.0, dim=None, keepdim=True)"),
     # Truth of the whole tensor: bool results, any nonzero (NaN included) or none zero.
     "any_whole": fn_of("return (x * 2.0 > 3.5).any()"),
     "all_whole": fn_of("return torch.isinf(x + 1.0).logical_not().all()"),
@@ -68,6 +77,8 @@ REDUCTION_NAMES = [
     "amin",
     "var",
     "std",
+    "var_mean",
+    "std_mean",
     "norm",
     "softmax",
     "log_softmax",
@@ -983,6 +994,17 @@ EQUAL_ROWS = {
         "def f(x, w, b):\n"
         "    return torch.group_norm(x.view(4, 2, {n} // 2) * 1.0, 2, w[:2], b[:2], 1e-5)\n"
     ),
+    "var_mean": (
+        "def f(x, w, b):\n"
+        "    v, m = torch.var_mean(x * 1.0, -1)\n"
+        "    return v, m\n"
+    ),
+    "batch_norm_train": (
+        "def f(x, w, b):\n"
+        "    rm, rv = torch.zeros_like(w[:4]), torch.ones_like(w[:4])\n"
+        "    y = torch.batch_norm(x.unsqueeze(0) * 1.0, w[:4], b[:4], rm, rv, True, 0.1, 1e-5, True)\n"
+        "    return y * 1.0, rm\n"
+    ),
     "var_std": (
         "def f(x, w, b):\n"
         "    y = x * 1.0\n"
@@ -1014,6 +1036,10 @@ def test_statistics_of_rows_of_equal_values_are_exact(
     got, want = (r if isinstance(r, tuple) else (r,) for r in (got, want))
     if case == "group_norm":
         want = (b[:2].view(1, 2, 1).expand(4, 2, n // 2),)
+    if case == "var_mean":
+        want = (torch.zeros_like(want[0]), x[:, 0])
+    if case == "batch_norm_train":  # the bias, and a tenth of the mean (momentum 0.1)
+        want = (b[:4].view(1, 4, 1).expand(1, 4, n), x[:, 0] * 0.1)
     if case == "native_layer_norm":
         # Eager's CUDA mean can be an ulp off, and then its normalized rows and rstd are
         # too (rstd 302 where 1 / sqrt(eps) is 316 on 10000.3, rows of 1000).
