@@ -1043,7 +1043,7 @@ def test_statistics_of_rows_of_equal_values_are_exact(
     if case == "native_layer_norm":
         # Eager's CUDA mean can be an ulp off, and then its normalized rows and rstd are
         # too (rstd 302 where 1 / sqrt(eps) is 316 on 10000.3, rows of 1000).
-        rstd = torch.tensor(1e-5, dtype=torch.float64).rsqrt().to(want[2].dtype)
+        rstd = torch.tensor(1e-5, dtype=torch.float64, device=device).rsqrt().to(want[2].dtype)
         want = (b.expand(4, n), x[:, :1].to(want[1].dtype), rstd.expand_as(want[2]))
     for i, (g, e) in enumerate(zip(got, want, strict=True)):
         if case == "native_layer_norm" and i == 2:
