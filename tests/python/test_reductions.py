@@ -994,15 +994,13 @@ EQUAL_ROWS = {
         "def f(x, w, b):\n"
         "    return torch.group_norm(x.view(4, 2, {n} // 2) * 1.0, 2, w[:2], b[:2], 1e-5)\n"
     ),
-    "var_mean": (
-        "def f(x, w, b):\n"
-        "    v, m = torch.var_mean(x * 1.0, -1)\n"
-        "    return v, m\n"
-    ),
+    "var_mean": ("def f(x, w, b):\n    v, m = torch.var_mean(x * 1.0, -1)\n    return v, m\n"),
     "batch_norm_train": (
         "def f(x, w, b):\n"
         "    rm, rv = torch.zeros_like(w[:4]), torch.ones_like(w[:4])\n"
-        "    y = torch.batch_norm(x.unsqueeze(0) * 1.0, w[:4], b[:4], rm, rv, True, 0.1, 1e-5, True)\n"
+        "    y = torch.batch_norm(\n"
+        "        x.unsqueeze(0) * 1.0, w[:4], b[:4], rm, rv, True, 0.1, 1e-5, True\n"
+        "    )\n"
         "    return y * 1.0, rm\n"
     ),
     "var_std": (
