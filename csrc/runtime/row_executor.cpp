@@ -592,11 +592,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       shapes.emplace(node->output(0), ops::reducedSizes(in, *reduction));
       // native_layer_norm's mean and rstd: one per row, the normalized dims kept;
       // var_mean's and std_mean's mean: the first output's shape.
+      const ops::RowReduction statistics =
+          ops::isLayerNorm(node) ? groupReduction(ops::RowReduction::Result::KeepDims) : *reduction;
       for (size_t o = 1; o < node->outputs().size(); ++o) {
-        shapes.emplace(node->output(o),
-                       ops::isLayerNorm(node)
-                           ? ops::reducedSizes(in, groupReduction(ops::RowReduction::Result::KeepDims))
-                           : ops::reducedSizes(in, *reduction));
+        shapes.emplace(node->output(o), ops::reducedSizes(in, statistics));
       }
     }
   } catch (const c10::Error&) {
