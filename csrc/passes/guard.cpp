@@ -279,6 +279,26 @@ void yieldAliasesAsEager(Node* group, torch::jit::Block* fused) {
   }
 }
 
+// Whether every output of `group` is one that eager answers with a group input itself
+// (yieldAliasesAsEager's conversions and contiguous): the group computes nothing of its
+// own, and ATen's ops, put back, alias as eager's do (`x.to(x.dtype)` alone in a group
+// of one would otherwise be a copy).
+bool onlyAliasesOfInputs(Node* group) {
+  auto subgraph = group->g(Subgraph);
+  for (const Value* out : subgraph->outputs()) {
+    const Node* node = out->node();
+    if (node->inputs().empty() || node->input(0)->node() != subgraph->param_node()) return false;
+    if (node->kind() == c10::aten::contiguous) continue;
+    if (!isConversionThatMayAlias(node)) return false;
+    auto from = node->input(0)->type()->cast<c10::TensorType>();
+    auto to = out->type()->cast<c10::TensorType>();
+    if (!from || !to || !from->scalarType() || from->scalarType() != to->scalarType()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void guardGroup(Node* group) {
   Graph* graph = group->owningGraph();
   std::vector<Value*> tensors = tensorInputs(group);
@@ -360,7 +380,8 @@ void guardGroup(Node* group) {
 void guardFusionGroups(GraphPtr& graph) {
   for (Node* group : collectFusionGroups(graph->block())) {
     if (isGuardedGroup(group)) continue;
-    if (!hasCompleteTypes(tensorInputs(group)) || !sizeListsFixed(group)) {
+    if (!hasCompleteTypes(tensorInputs(group)) || !sizeListsFixed(group) ||
+        onlyAliasesOfInputs(group)) {
       torch::jit::SubgraphUtils::unmergeSubgraph(group);
       continue;
     }

@@ -369,6 +369,25 @@ def test_contiguous_of_a_returned_value_is_that_value_where_eager_s_is(
     assert fuser.stats()["groups_formed"] >= 1
 
 
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "body", ["x.to(torch.float16)", "x.type_as(y)", "x.contiguous()", "x.half(), x.contiguous()"]
+)
+def test_a_group_of_conversions_alone_returns_its_input(fused, device, body) -> None:
+    # Single ops form groups here (the `fused` fixture keeps them): a group whose outputs
+    # are all such conversions of its input computes nothing, and is left to ATen, which
+    # answers x itself (an expanded x keeps its zero stride) or, for contiguous, a copy
+    # where x is not row-major, as eager does.
+    source = f"def f(x, y):\n    return ({body},)\n"
+    x = torch.randn(1, device=device).half().expand(5)
+    y = torch.randn(3, device=device).half()
+    got = assert_same_as_eager(source, x, y)
+    want = eager_from_source(source)(x, y)
+    for g, w in zip(got, want, strict=True):
+        assert (g.data_ptr() == x.data_ptr()) == (w.data_ptr() == x.data_ptr())
+    assert got[0].data_ptr() == x.data_ptr() or body == "x.contiguous()"
+
+
 def test_a_conversion_that_keeps_the_dtype_converts_after_a_guard_failure(fused) -> None:
     # The guard fixes the dtypes: with a float64 x the fallback converts, as eager does.
     source = "def f(x, y):\n    v = x.float()\n    return v, (v - 1.0).exp() * y\n"
