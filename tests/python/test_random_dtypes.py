@@ -1,0 +1,185 @@
+"""Seeded random elementwise programs over mixed dtypes, against eager: inputs of every
+dtype the fuser computes (floats of 16, 32 and 64 bits, signed and unsigned integers,
+bool), zero-dim tensors beside full ones, Python scalars of each kind, and steps that
+promote, compare, select, convert and wrap around. Each result must have eager's dtype,
+shape, strides and values; where eager raises, the scripted function must raise too.
+tools/fuzz_dtypes.py runs many more seeds of the same programs."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from test_output_layout import random_shape
+
+import fuser
+from helpers import devices, eager_from_source, run_optimized, script_from_source
+
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
+CONVERSIONS = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"]
+SCALARS = ["2", "-3", "0.5", "1.5", "True", "False"]
+ARITHMETIC = ["+", "-", "*", "/"]
+BITWISE = ["&", "|", "^"]
+COMPARISONS = ["<", ">", "==", "!=", "<=", ">="]
+FLOAT_UNARY = ["exp", "sigmoid", "tanh", "sin", "sqrt", "log1p", "reciprocal"]
+ANY_UNARY = ["abs", "neg", "relu", "sign", "square"]
+BASES = [(3, 4, 5), (2, 3, 4, 5), (6, 7), (9,)]
+
+
+def random_input(rng: random.Random, shape: tuple[int, ...], dtype: torch.dtype, device: str):
+    """Values each dtype holds exactly and that keep arithmetic away from overflow in
+    floats: small integers (unsigned from 0), bools, floats of a few units."""
+    if dtype == torch.bool:
+        t = torch.rand(shape) < 0.5
+    elif dtype == torch.uint8:
+        t = torch.randint(0, 12, shape, dtype=dtype)
+    elif not dtype.is_floating_point:
+        t = torch.randint(-8, 9, shape, dtype=dtype)
+    else:
+        t = (torch.randn(shape) * 2).to(dtype)
+    t = t.to(device)
+    layout = rng.choice(["contiguous", "transposed", "sliced", "expanded"])
+    if layout == "transposed" and t.dim() >= 2:
+        return t.transpose(0, -1).contiguous().transpose(0, -1)
+    if layout == "sliced" and t.dim() >= 1 and t.shape[-1] > 1:
+        return torch.cat([t, t], -1)[..., ::2]
+    if layout == "expanded" and t.dim() >= 1 and t.shape[0] > 1:
+        return t[:1].expand(t.shape)
+    return t
+
+
+def random_step(rng: random.Random, values: list[str]) -> str:
+    """One expression over earlier values and scalars; some raise in eager for some
+    dtypes (bitwise ops on floats, neg of bool), which the test then expects."""
+    a, b = rng.choice(values), rng.choice(values)
+    roll = rng.random()
+    if roll < 0.3:
+        other = b if rng.random() < 0.7 else rng.choice(SCALARS)
+        return f"{a} {rng.choice(ARITHMETIC)} {other}"
+    if roll < 0.38:
+        return f"{rng.choice(SCALARS[:4])} {rng.choice(['-', '*'])} {a}"
+    if roll < 0.46:
+        return f"{a} {rng.choice(COMPARISONS)} {b if rng.random() < 0.7 else rng.choice(SCALARS)}"
+    if roll < 0.54:
+        return f"{a} {rng.choice(BITWISE)} {b}"
+    if roll < 0.64:
+        return f"{a}.to(torch.{rng.choice(CONVERSIONS)})"
+    if roll < 0.72:
+        return f"torch.{rng.choice(FLOAT_UNARY)}({a}.abs().float() + 0.5)"
+    if roll < 0.8:
+        return f"torch.{rng.choice(ANY_UNARY)}({a})"
+    if roll < 0.88:
+        c = rng.choice(values)
+        return f"torch.where({c} > 0, {a}, {b})"
+    if roll < 0.94:
+        return f"torch.{rng.choice(['maximum', 'minimum'])}({a}, {b})"
+    return f"torch.clamp({a}, -2, 3)"
+
+
+def random_program(rng: random.Random) -> tuple[str, int]:
+    num_inputs = rng.randint(1, 4)
+    values = [f"x{i}" for i in range(num_inputs)]
+    lines = []
+    for step in range(rng.randint(2, 6)):
+        lines.append(f"    v{step} = {random_step(rng, values)}")
+        values.append(f"v{step}")
+    computed = values[num_inputs:]
+    returned = sorted(set(rng.sample(computed, rng.randint(1, min(3, len(computed))))))
+    if computed[-1] not in returned:
+        returned.append(computed[-1])
+    body = "\n".join(lines)
+    signature = ", ".join(values[:num_inputs])
+    return f"def f({signature}):\n{body}\n    return ({', '.join(returned)},)\n", num_inputs
+
+
+def random_arguments(rng: random.Random, num_inputs: int, device: str) -> list[torch.Tensor]:
+    base = rng.choice(BASES)
+    args = []
+    for _ in range(num_inputs):
+        shape = () if rng.random() < 0.15 else random_shape(rng, base)
+        args.append(random_input(rng, shape, rng.choice(DTYPES), device))
+    return args
+
+
+Outcome = tuple[torch.Tensor, ...] | str
+
+
+def outcome(run: Callable[[], Any]) -> Outcome:
+    """A program's results, or what it raised."""
+    try:
+        return tuple(run())
+    except Exception as e:  # noqa: BLE001 - raising is an outcome to compare
+        return f"raised {type(e).__name__}: {str(e)[:200]}"
+
+
+def difference(got: Outcome, want: Outcome) -> str | None:
+    """How outcome `got` differs from `want`: one raising alone, or a result's dtype,
+    shape, strides or values."""
+    if isinstance(got, str) or isinstance(want, str):
+        if isinstance(got, str) and isinstance(want, str):
+            return None
+        return f"fused: {got if isinstance(got, str) else 'results'}; reference: " + (
+            want if isinstance(want, str) else "results"
+        )
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if (g.dtype, g.shape, g.stride()) != (w.dtype, w.shape, w.stride()):
+            layouts = (g.dtype, g.shape, g.stride()), (w.dtype, w.shape, w.stride())
+            return f"result {i}: {layouts[0]} vs {layouts[1]}"
+        try:
+            torch.testing.assert_close(g, w, equal_nan=True)
+        except AssertionError as e:
+            return f"result {i}: {e}"
+    return None
+
+
+def difference_from_eager(source: str, args: list[torch.Tensor]) -> str | None:
+    """Why the fused program differs from eager (None where it does not). Where
+    TorchScript without the fuser differs from eager itself (it drops a dead statement
+    that raises in eager; it types `bool_tensor + True` as int64), the fused program must
+    equal that instead: the fuser gets TorchScript's graph, not Python's."""
+    fused = outcome(lambda: run_optimized(script_from_source(source), *args))
+    from_eager = difference(fused, outcome(lambda: eager_from_source(source)(*args)))
+    if from_eager is None:
+        return None
+    with fuser.enabled(False):
+        plain = outcome(lambda: run_optimized(script_from_source(source), *args))
+    from_plain = difference(fused, plain)
+    return None if from_plain is None else f"{from_eager}; from TorchScript alone: {from_plain}"
+
+
+def groups_over_random_programs(seed: int, programs: int, device: str) -> tuple[int, list[str]]:
+    """Runs `programs` programs of `seed`; the groups they formed and their failures."""
+    rng = random.Random(seed)
+    failures, formed = [], 0
+    with fuser.enabled(True):
+        for _ in range(programs):
+            source, num_inputs = random_program(rng)
+            args = random_arguments(rng, num_inputs, device)
+            fuser.reset_stats()
+            why = difference_from_eager(source, args)
+            formed += fuser.stats()["groups_formed"]
+            if why is not None:
+                layout = [(a.dtype, tuple(a.shape), a.stride()) for a in args]
+                failures.append(f"{source}inputs {layout}\n{why}")
+    return formed, failures
+
+
+@pytest.mark.parametrize("device", devices())
+def test_random_mixed_dtype_programs_match_eager(fused: None, device: str) -> None:
+    formed, failures = groups_over_random_programs(20261129, 80, device)
+    assert not failures, "\n---\n".join(failures[:5])
+    assert formed > 40  # most programs fuse something: the check is of fused code
