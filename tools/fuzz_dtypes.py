@@ -2,7 +2,10 @@
 (the test itself runs one seed): prints each failing program with its inputs' dtypes,
 shapes and strides, then a count.
 
-    PYTHONPATH=.:tests/python python tools/fuzz_dtypes.py --device cpu --seeds 0:20
+    FUSER_CROSS_COMPILE=sm_90 PYTHONPATH=.:tests/python python tools/fuzz_dtypes.py --seeds 0:20
+
+(With FUSER_CROSS_COMPILE, each CPU kernel is also compiled as CUDA for sm_90, and a
+program whose CUDA source does not compile fails.)
 """
 
 from __future__ import annotations

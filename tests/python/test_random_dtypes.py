@@ -152,6 +152,8 @@ def difference_from_eager(source: str, args: list[torch.Tensor]) -> str | None:
     that raises in eager; it types `bool_tensor + True` as int64), the fused program must
     equal that instead: the fuser gets TorchScript's graph, not Python's."""
     fused = outcome(lambda: run_optimized(script_from_source(source), *args))
+    if fuser.stats()["cuda_cross_compile_failures"]:
+        return "a kernel's CUDA source did not compile (FUSER_CROSS_COMPILE)"
     from_eager = difference(fused, outcome(lambda: eager_from_source(source)(*args)))
     if from_eager is None:
         return None
