@@ -1,9 +1,11 @@
 """Seeded random elementwise programs over mixed dtypes, against eager: inputs of every
 dtype the fuser computes (floats of 16, 32 and 64 bits, signed and unsigned integers,
 bool), zero-dim tensors beside full ones, Python scalars of each kind, and steps that
-promote, compare, select, convert and wrap around. Each result must have eager's dtype,
-shape, strides and values; where eager raises, the scripted function must raise too.
-tools/fuzz_dtypes.py runs many more seeds of the same programs."""
+promote, compare, select, convert and wrap around, with chunks, cats, views, reductions
+and broadcasts between them. Each program is optimized on one draw of inputs and called
+on another. Each result must have eager's dtype, shape, strides and values; where eager
+raises, the scripted function must raise too. tools/fuzz_dtypes.py runs many more seeds
+of the same programs."""
 
 from __future__ import annotations
 
@@ -37,6 +39,20 @@ BITWISE = ["&", "|", "^"]
 COMPARISONS = ["<", ">", "==", "!=", "<=", ">="]
 FLOAT_UNARY = ["exp", "sigmoid", "tanh", "sin", "sqrt", "log1p", "reciprocal"]
 ANY_UNARY = ["abs", "neg", "relu", "sign", "square"]
+# Steps that change shape or layout between elementwise ones: chunks and cats (which
+# groups take in), views, reductions, broadcasts. Shapes that do not fit raise in eager.
+STRUCTURAL = [
+    "torch.chunk({a}, 2, -1)[0]",
+    "torch.chunk({a}, 2, -1)[1]",
+    "torch.cat([{a}, {b}], -1)",
+    "{a}.transpose(0, -1)",
+    "{a}.unsqueeze(0)",
+    "{a}.reshape(-1)",
+    "{a}.sum(-1, keepdim=True)",
+    "{a}.amax(-1)",
+    "{a}.expand_as({b})",
+    "{a}.contiguous()",
+]
 BASES = [(3, 4, 5), (2, 3, 4, 5), (6, 7), (9,)]
 
 
@@ -66,6 +82,8 @@ def random_step(rng: random.Random, values: list[str]) -> str:
     """One expression over earlier values and scalars; some raise in eager for some
     dtypes (bitwise ops on floats, neg of bool), which the test then expects."""
     a, b = rng.choice(values), rng.choice(values)
+    if rng.random() < 0.18:
+        return rng.choice(STRUCTURAL).format(a=a, b=b)
     roll = rng.random()
     if roll < 0.3:
         other = b if rng.random() < 0.7 else rng.choice(SCALARS)
@@ -118,10 +136,10 @@ def random_arguments(rng: random.Random, num_inputs: int, device: str) -> list[t
 Outcome = tuple[torch.Tensor, ...] | str
 
 
-def outcome(run: Callable[[], Any]) -> Outcome:
-    """A program's results, or what it raised."""
+def outcome(fn: Callable[..., Any], *args: Any) -> Outcome:
+    """`fn(*args)`'s results, or what it raised."""
     try:
-        return tuple(run())
+        return tuple(fn(*args))
     except Exception as e:  # noqa: BLE001 - raising is an outcome to compare
         return f"raised {type(e).__name__}: {str(e)[:200]}"
 
@@ -146,37 +164,47 @@ def difference(got: Outcome, want: Outcome) -> str | None:
     return None
 
 
-def difference_from_eager(source: str, args: list[torch.Tensor]) -> str | None:
-    """Why the fused program differs from eager (None where it does not). Where
+def difference_from_eager(source: str, calls: list[list[torch.Tensor]]) -> str | None:
+    """Why the fused program differs from eager (None where it does not), called on each
+    argument list of `calls` in turn: optimized on the first, then given the others
+    (other dtypes, shapes and layouts: its guards must send them elsewhere). Where
     TorchScript without the fuser differs from eager itself (it drops a dead statement
     that raises in eager; it types `bool_tensor + True` as int64), the fused program must
     equal that instead: the fuser gets TorchScript's graph, not Python's."""
-    fused = outcome(lambda: run_optimized(script_from_source(source), *args))
-    if fuser.stats()["cuda_cross_compile_failures"]:
-        return "a kernel's CUDA source did not compile (FUSER_CROSS_COMPILE)"
-    from_eager = difference(fused, outcome(lambda: eager_from_source(source)(*args)))
-    if from_eager is None:
-        return None
-    with fuser.enabled(False):
-        plain = outcome(lambda: run_optimized(script_from_source(source), *args))
-    from_plain = difference(fused, plain)
-    return None if from_plain is None else f"{from_eager}; from TorchScript alone: {from_plain}"
+    fused_fn, plain_fn = script_from_source(source), None
+    for i, args in enumerate(calls):
+        fused = outcome(run_optimized, fused_fn, *args) if i == 0 else outcome(fused_fn, *args)
+        if fuser.stats()["cuda_cross_compile_failures"]:
+            return "a kernel's CUDA source did not compile (FUSER_CROSS_COMPILE)"
+        from_eager = difference(fused, outcome(eager_from_source(source), *args))
+        if from_eager is None:
+            continue
+        with fuser.enabled(False):
+            if plain_fn is None:
+                plain_fn = script_from_source(source)
+                outcome(run_optimized, plain_fn, *calls[0])
+            plain = outcome(plain_fn, *args)
+        from_plain = difference(fused, plain)
+        if from_plain is not None:
+            return f"call {i}: {from_eager}; from TorchScript alone: {from_plain}"
+    return None
 
 
 def groups_over_random_programs(seed: int, programs: int, device: str) -> tuple[int, list[str]]:
-    """Runs `programs` programs of `seed`; the groups they formed and their failures."""
+    """Runs `programs` programs of `seed`, each optimized on one draw of arguments and
+    then called on another; the groups they formed and their failures."""
     rng = random.Random(seed)
     failures, formed = [], 0
     with fuser.enabled(True):
         for _ in range(programs):
             source, num_inputs = random_program(rng)
-            args = random_arguments(rng, num_inputs, device)
+            calls = [random_arguments(rng, num_inputs, device) for _ in range(2)]
             fuser.reset_stats()
-            why = difference_from_eager(source, args)
+            why = difference_from_eager(source, calls)
             formed += fuser.stats()["groups_formed"]
             if why is not None:
-                layout = [(a.dtype, tuple(a.shape), a.stride()) for a in args]
-                failures.append(f"{source}inputs {layout}\n{why}")
+                layouts = [[(a.dtype, tuple(a.shape), a.stride()) for a in c] for c in calls]
+                failures.append(f"{source}inputs {layouts[0]}, then {layouts[1]}\n{why}")
     return formed, failures
 
 
