@@ -1,0 +1,185 @@
+"""Seeded random small convnets, deployed as users deploy them: scripted, frozen, run
+under no_grad with the fuser on (and, on CPU, sometimes with oneDNN Graph beside it).
+Convolutions with and without bias, depthwise ones, BatchNorm, activations written
+in place and not, residual adds (`+=` too), squeeze-excite gates, max pools, GroupNorm
+and a linear head, on NCHW or channels-last inputs. Each module is optimized on one
+input and then called on another of other sizes and layout; both results must have
+eager's values (1e-4: convolutions and folded BatchNorm round differently) and
+strides. tools/fuzz_modules.py runs many more seeds."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import tempfile
+from typing import Any
+
+import pytest
+import torch
+
+import fuser
+from helpers import devices
+
+ACTIVATIONS = [
+    "torch.relu({v})",
+    "{v}.relu_()",
+    "torch.nn.functional.silu({v})",
+    "torch.nn.functional.hardswish({v})",
+    "torch.sigmoid({v}) * {v}",
+    "torch.nn.functional.gelu({v})",
+    "torch.clamp({v}, 0.0, 6.0)",
+    "torch.nn.functional.hardsigmoid({v}) * {v}",
+    "{v}.clamp_(min=-1.0)",
+]
+
+
+def random_module_source(rng: random.Random) -> tuple[str, int]:
+    """The source of a module class `M` and its input's channel count."""
+    channels = rng.choice([3, 4, 8, 16])
+    layers, body = [], []
+    current, width = "x", channels
+    widths: dict[str, int] = {}  # each value's channels: residuals add equal ones
+    for step in range(rng.randint(2, 7)):
+        name = f"v{step}"
+        roll = rng.random()
+        if roll < 0.3:
+            out = rng.choice([width, 8, 16, 24])
+            k = rng.choice([1, 3])
+            groups = width if out == width and rng.random() < 0.2 else 1
+            bias = rng.random() < 0.5
+            layers.append(
+                f"self.conv{step} = torch.nn.Conv2d({width}, {out}, {k}, padding={k // 2}, "
+                f"groups={groups}, bias={bias})"
+            )
+            body.append(f"{name} = self.conv{step}({current})")
+            width = out
+        elif roll < 0.45:
+            layers.append(f"self.bn{step} = torch.nn.BatchNorm2d({width})")
+            body.append(f"{name} = self.bn{step}({current})")
+        elif roll < 0.7:
+            body.append(f"{name} = " + rng.choice(ACTIVATIONS).format(v=current))
+        elif roll < 0.8:
+            equal = [v for v, c in widths.items() if c == width and v != current]
+            if not equal:
+                body.append(f"{name} = {current} * 0.5")
+            elif rng.random() < 0.5:
+                body.append(f"{name} = {current} + {rng.choice(equal)}")
+            else:
+                body.append(f"{current} += {rng.choice(equal)}")
+                body.append(f"{name} = {current}")
+        elif roll < 0.88:
+            body.append(f"{name} = {current} * torch.sigmoid({current}.mean((2, 3), keepdim=True))")
+        elif roll < 0.94:
+            body.append(f"{name} = torch.nn.functional.max_pool2d({current}, 2)")
+        else:
+            layers.append(f"self.gn{step} = torch.nn.GroupNorm(1, {width})")
+            body.append(f"{name} = self.gn{step}({current})")
+        widths[name] = width
+        current = name
+    if rng.random() < 0.4:
+        layers.append(f"self.fc = torch.nn.Linear({width}, 5)")
+        body.append(f"return self.fc({current}.mean((2, 3)))")
+    else:
+        body.append(f"return {current}")
+    init = "\n        ".join(layers) or "pass"
+    forward = "\n        ".join(body)
+    source = (
+        "import torch\n\n\nclass M(torch.nn.Module):\n    def __init__(self):\n"
+        f"        super().__init__()\n        {init}\n\n    def forward(self, x):\n"
+        f"        {forward}\n"
+    )
+    return source, channels
+
+
+def module_from_source(source: str) -> Any:
+    """A new instance of class `M` of `source`, in eval mode, its BatchNorms given
+    statistics and affine parameters away from the identity. The class lives in a file:
+    torch.jit.script reads a module's source from there."""
+    directory = tempfile.mkdtemp()
+    path = os.path.join(directory, "random_module.py")
+    with open(path, "w") as file:
+        file.write(source)
+    spec = importlib.util.spec_from_file_location("random_module", path)
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    module = loaded.M().eval()
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.BatchNorm2d):
+            layer.running_mean.uniform_(-1, 1)
+            layer.running_var.uniform_(0.5, 2)
+            layer.weight.data.uniform_(0.5, 1.5)
+            layer.bias.data.uniform_(-0.5, 0.5)
+    return module
+
+
+def random_image(rng: random.Random, channels: int, batch: int, side: int, device: str):
+    x = torch.randn(batch, channels, side, side + rng.choice([0, 2]), device=device)
+    return x.contiguous(memory_format=rng.choice([torch.channels_last, torch.contiguous_format]))
+
+
+def difference_from_eager(module: Any, inputs: list[torch.Tensor], onednn: bool) -> str | None:
+    """How the frozen module's results on `inputs` (optimized on the first) differ from
+    eager's; None where they do not. Inputs eager rejects (too small for the pools)
+    are nobody's difference."""
+    try:
+        with torch.no_grad():
+            wants = [module(x.clone()) for x in inputs]
+    except RuntimeError:
+        return None
+    before = torch.jit.onednn_fusion_enabled()
+    torch.jit.enable_onednn_fusion(onednn)
+    try:
+        with torch.no_grad():
+            frozen = torch.jit.freeze(torch.jit.script(module))
+            gots = [frozen(inputs[0].clone()) for _ in range(2)]
+            gots += [frozen(x.clone()) for x in inputs]
+    except Exception as e:  # noqa: BLE001 - raising where eager did not is the failure
+        return f"raised: {str(e)[:500]}"
+    finally:
+        torch.jit.enable_onednn_fusion(before)
+    for i, (got, want) in enumerate(zip(gots[2:], wants, strict=True)):
+        if got.stride() != want.stride():
+            return f"input {i}: strides {got.stride()} where eager's are {want.stride()}"
+        try:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        except AssertionError as e:
+            return f"input {i}: {e}"
+    return None
+
+
+def groups_over_random_modules(
+    seed: int, count: int, device: str, onednn_share: float
+) -> tuple[int, list[str]]:
+    """Checks `count` random modules of `seed`, each with oneDNN Graph beside the fuser
+    at `onednn_share` odds (CPU); the groups they formed and their failures."""
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    formed, failures = 0, []
+    with fuser.enabled(True):
+        for _ in range(count):
+            source, channels = random_module_source(rng)
+            module = module_from_source(source).to(device)
+            side = rng.choice([8, 12, 16])
+            inputs = [
+                random_image(rng, channels, 2, side, device),
+                random_image(rng, channels, rng.randint(1, 3), side + 2, device),
+            ]
+            onednn = device == "cpu" and rng.random() < onednn_share
+            fuser.reset_stats()
+            why = difference_from_eager(module, inputs, onednn)
+            formed += fuser.stats()["groups_formed"]
+            if why is not None:
+                shapes = [(tuple(x.shape), x.stride()) for x in inputs]
+                failures.append(f"{source}inputs {shapes}, oneDNN Graph {onednn}\n{why}")
+    return formed, failures
+
+
+@pytest.mark.parametrize("device", devices())
+def test_random_frozen_modules_match_eager(device: str) -> None:
+    torch._C._jit_set_profiling_executor(True)
+    torch._C._jit_set_num_profiled_runs(1)
+    formed, failures = groups_over_random_modules(20261129, 12, device, onednn_share=0.3)
+    assert not failures, "\n---\n".join(failures[:3])
+    assert formed >= 6  # most modules fuse something
