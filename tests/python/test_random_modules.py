@@ -15,11 +15,9 @@ import random
 import tempfile
 from typing import Any
 
-import pytest
 import torch
 
 import fuser
-from helpers import devices
 
 ACTIVATIONS = [
     "torch.relu({v})",
@@ -176,10 +174,12 @@ def groups_over_random_modules(
     return formed, failures
 
 
-@pytest.mark.parametrize("device", devices())
-def test_random_frozen_modules_match_eager(device: str) -> None:
+# CPU only: it has not been run on a GPU, where cuDNN convolutions default to TF32
+# (torch.backends.cudnn.allow_tf32), whose rounding of frozen, folded weights may pass
+# 1e-4 against eager's whatever the fuser does; tools/fuzz_modules.py --device cuda.
+def test_random_frozen_modules_match_eager() -> None:
     torch._C._jit_set_profiling_executor(True)
     torch._C._jit_set_num_profiled_runs(1)
-    formed, failures = groups_over_random_modules(20261129, 12, device, onednn_share=0.3)
+    formed, failures = groups_over_random_modules(20261129, 12, "cpu", onednn_share=0.3)
     assert not failures, "\n---\n".join(failures[:3])
     assert formed >= 6  # most modules fuse something
