@@ -1,11 +1,11 @@
 """Seeded random elementwise programs over mixed dtypes, against eager: inputs of every
 dtype the fuser computes (floats of 16, 32 and 64 bits, signed and unsigned integers,
-bool), zero-dim tensors beside full ones, Python scalars of each kind, and steps that
-promote, compare, select, convert and wrap around, with chunks, cats, views, reductions
-and broadcasts between them. Each program is optimized on one draw of inputs and called
-on another. Each result must have eager's dtype, shape, strides and values; where eager
-raises, the scripted function must raise too. tools/fuzz_dtypes.py runs many more seeds
-of the same programs."""
+bool), zero-dim tensors beside full ones, Python scalars of each kind as literals and as
+parameters, and steps that promote, compare, select, convert and wrap around, with
+chunks, cats, views, reductions and broadcasts between them. Each program is optimized
+on one draw of inputs and called on another. Each result must have eager's dtype, shape,
+strides and values; where eager raises, the scripted function must raise too.
+tools/fuzz_dtypes.py runs many more seeds of the same programs."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def random_input(rng: random.Random, shape: tuple[int, ...], dtype: torch.dtype,
     return t
 
 
-def random_step(rng: random.Random, values: list[str]) -> str:
+def random_step(rng: random.Random, values: list[str], scalars: list[str]) -> str:
     """One expression over earlier values and scalars; some raise in eager for some
     dtypes (bitwise ops on floats, neg of bool), which the test then expects."""
     a, b = rng.choice(values), rng.choice(values)
@@ -86,12 +86,12 @@ def random_step(rng: random.Random, values: list[str]) -> str:
         return rng.choice(STRUCTURAL).format(a=a, b=b)
     roll = rng.random()
     if roll < 0.3:
-        other = b if rng.random() < 0.7 else rng.choice(SCALARS)
+        other = b if rng.random() < 0.7 else rng.choice(scalars)
         return f"{a} {rng.choice(ARITHMETIC)} {other}"
     if roll < 0.38:
         return f"{rng.choice(SCALARS[:4])} {rng.choice(['-', '*'])} {a}"
     if roll < 0.46:
-        return f"{a} {rng.choice(COMPARISONS)} {b if rng.random() < 0.7 else rng.choice(SCALARS)}"
+        return f"{a} {rng.choice(COMPARISONS)} {b if rng.random() < 0.7 else rng.choice(scalars)}"
     if roll < 0.54:
         return f"{a} {rng.choice(BITWISE)} {b}"
     if roll < 0.64:
@@ -108,29 +108,41 @@ def random_step(rng: random.Random, values: list[str]) -> str:
     return f"torch.clamp({a}, -2, 3)"
 
 
-def random_program(rng: random.Random) -> tuple[str, int]:
+def random_program(rng: random.Random) -> tuple[str, int, list[str]]:
+    """The source, its tensor inputs' count and the kinds of its scalar parameters (after
+    the tensors: float, int or bool, given anew at every call)."""
     num_inputs = rng.randint(1, 4)
     values = [f"x{i}" for i in range(num_inputs)]
+    kinds = [rng.choice(["float", "int", "bool"]) for _ in range(rng.choice([0, 0, 1, 2]))]
+    scalars = SCALARS + [f"s{i}" for i in range(len(kinds))]
     lines = []
     for step in range(rng.randint(2, 6)):
-        lines.append(f"    v{step} = {random_step(rng, values)}")
+        lines.append(f"    v{step} = {random_step(rng, values, scalars)}")
         values.append(f"v{step}")
     computed = values[num_inputs:]
     returned = sorted(set(rng.sample(computed, rng.randint(1, min(3, len(computed))))))
     if computed[-1] not in returned:
         returned.append(computed[-1])
     body = "\n".join(lines)
-    signature = ", ".join(values[:num_inputs])
-    return f"def f({signature}):\n{body}\n    return ({', '.join(returned)},)\n", num_inputs
+    signature = ", ".join(values[:num_inputs] + [f"s{i}: {k}" for i, k in enumerate(kinds)])
+    source = f"def f({signature}):\n{body}\n    return ({', '.join(returned)},)\n"
+    return source, num_inputs, kinds
 
 
-def random_arguments(rng: random.Random, num_inputs: int, device: str) -> list[torch.Tensor]:
+def random_arguments(
+    rng: random.Random, num_inputs: int, kinds: list[str], device: str
+) -> list[Any]:
     base = rng.choice(BASES)
-    args = []
+    args: list[Any] = []
     for _ in range(num_inputs):
         shape = () if rng.random() < 0.15 else random_shape(rng, base)
         args.append(random_input(rng, shape, rng.choice(DTYPES), device))
-    return args
+    draw = {
+        "float": lambda: rng.choice([0.5, -1.25, 3.0]),
+        "int": lambda: rng.randint(-3, 4),
+        "bool": lambda: rng.random() < 0.5,
+    }
+    return args + [draw[kind]() for kind in kinds]
 
 
 Outcome = tuple[torch.Tensor, ...] | str
@@ -164,7 +176,7 @@ def difference(got: Outcome, want: Outcome) -> str | None:
     return None
 
 
-def difference_from_eager(source: str, calls: list[list[torch.Tensor]]) -> str | None:
+def difference_from_eager(source: str, calls: list[list[Any]]) -> str | None:
     """Why the fused program differs from eager (None where it does not), called on each
     argument list of `calls` in turn: optimized on the first, then given the others
     (other dtypes, shapes and layouts: its guards must send them elsewhere). Where
@@ -190,6 +202,11 @@ def difference_from_eager(source: str, calls: list[list[torch.Tensor]]) -> str |
     return None
 
 
+def described(arg: Any) -> Any:
+    """A tensor argument's dtype, shape and strides; a scalar itself."""
+    return (arg.dtype, tuple(arg.shape), arg.stride()) if isinstance(arg, torch.Tensor) else arg
+
+
 def groups_over_random_programs(seed: int, programs: int, device: str) -> tuple[int, list[str]]:
     """Runs `programs` programs of `seed`, each optimized on one draw of arguments and
     then called on another; the groups they formed and their failures."""
@@ -197,13 +214,13 @@ def groups_over_random_programs(seed: int, programs: int, device: str) -> tuple[
     failures, formed = [], 0
     with fuser.enabled(True):
         for _ in range(programs):
-            source, num_inputs = random_program(rng)
-            calls = [random_arguments(rng, num_inputs, device) for _ in range(2)]
+            source, num_inputs, kinds = random_program(rng)
+            calls = [random_arguments(rng, num_inputs, kinds, device) for _ in range(2)]
             fuser.reset_stats()
             why = difference_from_eager(source, calls)
             formed += fuser.stats()["groups_formed"]
             if why is not None:
-                layouts = [[(a.dtype, tuple(a.shape), a.stride()) for a in c] for c in calls]
+                layouts = [[described(a) for a in c] for c in calls]
                 failures.append(f"{source}inputs {layouts[0]}, then {layouts[1]}\n{why}")
     return formed, failures
 
