@@ -163,9 +163,29 @@ def outcome(fn: Callable[..., Any], *args: Any) -> Outcome:
         return f"raised {type(e).__name__}: {str(e)[:200]}"
 
 
-def difference(got: Outcome, want: Outcome) -> str | None:
-    """How outcome `got` differs from `want`: one raising alone, or a result's dtype,
-    shape, strides or values."""
+def memory(value: Any) -> int | None:
+    """Where a nonempty tensor's storage lies (values that share it share this)."""
+    if not isinstance(value, torch.Tensor) or value.numel() == 0:
+        return None
+    return value.untyped_storage().data_ptr()
+
+
+def sharing(results: tuple[Any, ...], args: list[Any]) -> set[tuple[int, str]]:
+    """Which results share memory with which inputs and earlier results."""
+    places = [(f"input {k}", memory(a)) for k, a in enumerate(args)]
+    shared = set()
+    for i, result in enumerate(results):
+        at = memory(result)
+        shared |= {(i, name) for name, where in places if at is not None and where == at}
+        places.append((f"result {i}", at))
+    return shared
+
+
+def difference(got: Outcome, want: Outcome, args: list[Any]) -> str | None:
+    """How outcome `got` differs from `want` (both of `args`): one raising alone, a
+    result's dtype, shape, strides or values, or which results share memory with the
+    inputs and each other (eager's `x.to(x.dtype)` is x itself, a write to one seen in
+    the other)."""
     if isinstance(got, str) or isinstance(want, str):
         if isinstance(got, str) and isinstance(want, str):
             return None
@@ -185,6 +205,8 @@ def difference(got: Outcome, want: Outcome) -> str | None:
             torch.testing.assert_close(g, w, equal_nan=True)
         except AssertionError as e:
             return f"result {i}: {e}"
+    if sharing(got, args) != sharing(want, args):
+        return f"shared memory {sorted(sharing(got, args))} vs {sorted(sharing(want, args))}"
     return None
 
 
@@ -203,7 +225,7 @@ def difference_from_eager(source: str, calls: list[list[Any]]) -> str | None:
         fused = outcome(run_optimized, fused_fn, *args) if i == 0 else outcome(fused_fn, *args)
         if fuser.stats()["cuda_cross_compile_failures"]:
             return "a kernel's CUDA source did not compile (FUSER_CROSS_COMPILE)"
-        from_eager = difference(fused, outcome(eager_from_source(source), *args))
+        from_eager = difference(fused, outcome(eager_from_source(source), *args), args)
         if from_eager is None:
             continue
         with fuser.enabled(False):
@@ -211,7 +233,7 @@ def difference_from_eager(source: str, calls: list[list[Any]]) -> str | None:
                 plain_fn = script_from_source(source)
                 outcome(run_optimized, plain_fn, *calls[0])
             plain = outcome(plain_fn, *args)
-        from_plain = difference(fused, plain)
+        from_plain = difference(fused, plain, args)
         if from_plain is not None:
             return f"call {i}: {from_eager}; from TorchScript alone: {from_plain}"
     return None
