@@ -157,6 +157,14 @@ std::string formatExpr(const Kernel& k, const Expr& e,
           return f.wrap(std::string(to_int) + "(" + f.a() + ")");
         }
       }
+      // Integer to floating: g++ 12 (under -fno-trapping-math) turns (float)(int)x into
+      // truncf(x) in the scalar loops, which gives -0.0 where x lies in (-1, 0); eager's
+      // integer 0 converts to +0.0 (and 1 / that is inf, not -inf). Adding zero does not
+      // help (g++ knows a converted integer is never -0.0 and drops the add first); a
+      // select of +0.0 for 0 keeps the conversion and still vectorizes.
+      if (fp && c10::isIntegralType(k.exprs[e.args[0]].type, /*includeBool=*/false)) {
+        return "(" + f.a() + " == 0 ? " + f.wrap("0") + " : " + f.wrap(f.a()) + ")";
+      }
       return f.wrap(f.a());
     case IrOp::Neg: return wide_int ? f.wrap("0u - " + f.unsignedArg(0)) : f.wrap("-" + f.a());
     case IrOp::Abs:

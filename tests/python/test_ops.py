@@ -766,6 +766,19 @@ def test_float_to_integer_gives_eagers_values_out_of_range(
     check(f"return a.to(torch.{target}).to(a.dtype) * 2.0 + 1.0", x)
 
 
+@pytest.mark.parametrize("target", ["int8", "int16", "int32", "int64", "uint8"])
+@pytest.mark.parametrize("source", FLOAT_SOURCES, ids=ids(FLOAT_SOURCES))
+def test_float_to_integer_and_back_gives_a_positive_zero(source: torch.dtype, target: str) -> None:
+    # The integer 0 converts back to +0.0 (1 / it is inf), also where a negative x in
+    # (-1, 0) truncated to it: g++ would fold the two conversions into truncf(x), -0.0.
+    # 37 values: vector loops and their scalar tails both see them.
+    x = torch.tensor([-0.2, -0.7, 0.3, -1.5, 2.5, -0.0, 0.0] * 5 + [-0.9, -0.1], dtype=source)
+    if target == "uint8":
+        x = x.abs()
+    check(f"return 1.0 / a.to(torch.{target}).to(a.dtype)", x)
+    check(f"v = a.to(torch.{target})\nreturn v, 2.0 / v, a / v", x)
+
+
 @pytest.mark.parametrize("dtype", [I32, I64], ids=ids([I32, I64]))
 def test_integer_overflow_wraps_as_eagers_stored_results(dtype: torch.dtype) -> None:
     # Eager stores a - b wrapped, then compares: fused in one kernel, signed overflow must
