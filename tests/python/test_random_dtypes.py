@@ -267,3 +267,56 @@ def test_random_mixed_dtype_programs_match_eager(fused: None, device: str) -> No
     formed, failures = groups_over_random_programs(20261129, 80, device)
     assert not failures, "\n---\n".join(failures[:5])
     assert formed > 40  # most programs fuse something: the check is of fused code
+
+
+def random_autocast_program(rng: random.Random) -> tuple[str, list[torch.Tensor]]:
+    """A matmul, then elementwise steps over its result and two more inputs, with its
+    inputs: float32 or bfloat16, the bias-like ones broadcast or zero-dim."""
+    values = ["y", "b", "c"]
+    lines = ["    y = torch.mm(x, w)"]
+    for step in range(rng.randint(1, 5)):
+        lines.append(f"    v{step} = {random_step(rng, values, SCALARS)}")
+        values.append(f"v{step}")
+    returned = set(rng.sample(values[3:], rng.randint(1, len(values) - 3))) | {values[-1]}
+    body = "\n".join(lines)
+    source = f"def f(x, w, b, c):\n{body}\n    return ({', '.join(sorted(returned))},)\n"
+    m, k, n = rng.choice([(4, 8, 6), (33, 17, 65), (128, 64, 96)])
+
+    def dtype() -> torch.dtype:
+        return rng.choice([torch.float32, torch.bfloat16])
+
+    w = torch.randn(k, n, dtype=dtype())
+    args = [
+        torch.randn(m, k, dtype=dtype()),
+        w.t().contiguous().t() if rng.random() < 0.3 else w,
+        torch.randn(rng.choice([(n,), (m, n), (1, n)]), dtype=dtype()),
+        torch.randn(rng.choice([(n,), (m, n), ()]), dtype=dtype()),
+    ]
+    return source, args
+
+
+def test_random_programs_under_cpu_autocast_match_torchscript(fused: None) -> None:
+    # Under autocast the JIT's own pass casts differently from eager (test_autocast.py),
+    # so the reference is TorchScript alone, under the same autocast. (A run of such
+    # programs found a float -> int -> float conversion giving -0.0: expr_printer.cpp,
+    # test_ops.py::test_float_to_integer_and_back_gives_a_positive_zero.)
+    rng = random.Random(20261129)
+    failures, formed = [], 0
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for _ in range(40):
+            source, args = random_autocast_program(rng)
+            try:
+                fused_fn, plain_fn = script_from_source(source), script_from_source(source)
+            except RuntimeError:
+                continue  # the front end rejects it
+            with fuser.enabled(True):
+                fuser.reset_stats()
+                got = outcome(run_optimized, fused_fn, *args)
+                formed += fuser.stats()["groups_formed"]
+            with fuser.enabled(False):
+                want = outcome(run_optimized, plain_fn, *args)
+            why = difference(got, want, args)
+            if why is not None:
+                failures.append(f"{source}inputs {[described(a) for a in args]}\n{why}")
+    assert not failures, "\n---\n".join(failures[:3])
+    assert formed >= 20
