@@ -12,29 +12,27 @@ or the OOM killer) with the fuser not loaded at all; such modules then fail here
 
 from __future__ import annotations
 
-import argparse
-
 import torch
+from fuzz_seeds import parse_arguments, report_seeds, seed_range
 from test_random_modules import groups_over_random_modules
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seeds", default="0:10", help="first:end")
-    parser.add_argument("--modules", type=int, default=10, help="per seed")
-    parser.add_argument("--onednn", type=float, default=0.0, help="odds of oneDNN Graph (CPU)")
-    a = parser.parse_args()
+    a = parse_arguments(
+        __doc__,
+        "modules",
+        10,
+        lambda p: p.add_argument(
+            "--onednn", type=float, default=0.0, help="odds of oneDNN Graph beside us (CPU)"
+        ),
+    )
     torch._C._jit_set_num_profiled_runs(1)
-    first, end = (int(s) for s in a.seeds.split(":"))
-    failed = groups = 0
-    for seed in range(first, end):
-        formed, failures = groups_over_random_modules(seed, a.modules, a.device, a.onednn)
-        groups += formed
-        failed += len(failures)
-        for failure in failures:
-            print(f"FAIL seed {seed}\n{failure}\n---", flush=True)
-    print(f"{(end - first) * a.modules} modules, {groups} groups, {failed} failures")
+    report_seeds(
+        seed_range(a.seeds),
+        a.modules,
+        "modules",
+        lambda seed: groups_over_random_modules(seed, a.modules, a.device, a.onednn),
+    )
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@ strides, then a count.
 
 from __future__ import annotations
 
-import argparse
 import random
 
 import torch
+from fuzz_seeds import parse_arguments, report_seeds, seed_range
 from test_output_layout import random_tensor
 from test_random_reductions import SHAPES, difference_from_eager, random_program
 
@@ -26,29 +26,25 @@ def check(source: str, args: list[torch.Tensor]) -> str | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seeds", default="0:10", help="first:end")
-    parser.add_argument("--programs", type=int, default=40, help="per seed")
-    a = parser.parse_args()
-    first, end = (int(s) for s in a.seeds.split(":"))
-    failures = programs = groups = 0
+    a = parse_arguments(__doc__, "programs", 40)
+
+    def run_seed(seed: int) -> tuple[int, list[str]]:
+        rng = random.Random(seed)
+        formed, failures = 0, []
+        for _ in range(a.programs):
+            shape = rng.choice(SHAPES)
+            source, num_inputs = random_program(rng, len(shape))
+            args = [random_tensor(rng, shape, a.device) for _ in range(num_inputs)]
+            fuser.reset_stats()
+            why = check(source, args)
+            formed += fuser.stats()["groups_formed"]
+            if why is not None:
+                strides = [tuple(t.stride()) for t in args]
+                failures.append(f"shape {shape} strides {strides}\n{source}{why}")
+        return formed, failures
+
     with fuser.enabled(True):
-        for seed in range(first, end):
-            rng = random.Random(seed)
-            for _ in range(a.programs):
-                shape = rng.choice(SHAPES)
-                source, num_inputs = random_program(rng, len(shape))
-                args = [random_tensor(rng, shape, a.device) for _ in range(num_inputs)]
-                fuser.reset_stats()
-                why = check(source, args)
-                programs += 1
-                groups += fuser.stats()["groups_formed"]
-                if why is not None:
-                    failures += 1
-                    strides = [tuple(t.stride()) for t in args]
-                    print(f"FAIL seed {seed} shape {shape} strides {strides}\n{source}{why}\n---")
-    print(f"{programs} programs, {groups} groups, {failures} failures")
+        report_seeds(seed_range(a.seeds), a.programs, "programs", run_seed)
 
 
 if __name__ == "__main__":
