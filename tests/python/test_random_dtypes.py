@@ -163,6 +163,11 @@ def outcome(fn: Callable[..., Any], *args: Any) -> Outcome:
         return f"raised {type(e).__name__}: {str(e)[:200]}"
 
 
+def negative_zeros(t: torch.Tensor) -> torch.Tensor:
+    """Where `t` holds -0.0 (assert_close takes it for +0.0; 1 / it is -inf)."""
+    return (t == 0) & torch.signbit(t)
+
+
 def memory(value: Any) -> int | None:
     """Where a nonempty tensor's storage lies (values that share it share this)."""
     if not isinstance(value, torch.Tensor) or value.numel() == 0:
@@ -183,9 +188,9 @@ def sharing(results: tuple[Any, ...], args: list[Any]) -> set[tuple[int, str]]:
 
 def difference(got: Outcome, want: Outcome, args: list[Any]) -> str | None:
     """How outcome `got` differs from `want` (both of `args`): one raising alone, a
-    result's dtype, shape, strides or values, or which results share memory with the
-    inputs and each other (eager's `x.to(x.dtype)` is x itself, a write to one seen in
-    the other)."""
+    result's dtype, shape, strides or values (zeros' signs too), or which results share
+    memory with the inputs and each other (eager's `x.to(x.dtype)` is x itself, a write
+    to one seen in the other)."""
     if isinstance(got, str) or isinstance(want, str):
         if isinstance(got, str) and isinstance(want, str):
             return None
@@ -205,6 +210,8 @@ def difference(got: Outcome, want: Outcome, args: list[Any]) -> str | None:
             torch.testing.assert_close(g, w, equal_nan=True)
         except AssertionError as e:
             return f"result {i}: {e}"
+        if g.is_floating_point() and not torch.equal(negative_zeros(g), negative_zeros(w)):
+            return f"result {i}: zeros of other signs ({g.flatten()[:8]} vs {w.flatten()[:8]})"
     if sharing(got, args) != sharing(want, args):
         return f"shared memory {sorted(sharing(got, args))} vs {sorted(sharing(want, args))}"
     return None
