@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -246,6 +247,20 @@ Value* groupValueOf(Node* group, const Value* v) {
   return it == outputs.end() ? nullptr : group->output(it - outputs.begin());
 }
 
+// The node of `v` if it is one that eager answers with its input itself, or may:
+// `contiguous`, or a conversion to its input's own dtype.
+const Node* aliasingNode(const Value* v) {
+  const Node* node = v->node();
+  if (node->kind() == c10::aten::contiguous) return node;
+  if (!isConversionThatMayAlias(node)) return nullptr;
+  auto from = node->input(0)->type()->cast<c10::TensorType>();
+  auto to = v->type()->cast<c10::TensorType>();
+  if (!from || !to || !from->scalarType() || from->scalarType() != to->scalarType()) {
+    return nullptr;
+  }
+  return node;
+}
+
 // Group outputs that eager answers with another value the group hands out (a group
 // input, or another output), so that the two are one tensor there, a write to one seen
 // in the other:
@@ -254,47 +269,46 @@ Value* groupValueOf(Node* group, const Value* v) {
 //   nothing), and the group writes no copy; an input keeps its strides, a slice's too;
 // - x.contiguous(): eager answers x where x is row-major, else a copy, known only at run
 //   time: the fused branch calls ATen's contiguous on the value, which decides so.
-// At least one output stays.
+// At least one output stays (a group of such outputs alone is unmerged before).
 void yieldAliasesAsEager(Node* group, torch::jit::Block* fused) {
   auto subgraph = group->g(Subgraph);
-  for (size_t i = group->outputs().size(); i-- > 0 && group->outputs().size() > 1;) {
-    const Node* node = subgraph->outputs()[i]->node();
+  // What the fused branch yields for a group output it no longer takes from the group:
+  // a chain (`x.contiguous().contiguous()`) aliases along, as eager's does. Producers
+  // come before their users in the subgraph, so a link's source is settled first.
+  std::unordered_map<const Value*, Value*> yielded;
+  for (Node* node : subgraph->nodes()) {
+    if (node->outputs().size() != 1 || !aliasingNode(node->output())) continue;
     const bool contiguous = node->kind() == c10::aten::contiguous;
-    if (!contiguous && !isConversionThatMayAlias(node)) continue;
-    const Value* in = node->input(0);
-    Value* same = groupValueOf(group, in);
+    Value* same = groupValueOf(group, node->input(0));
     if (!same) continue;
+    if (auto it = yielded.find(same); it != yielded.end()) same = it->second;
+    const auto& outputs = subgraph->outputs();
+    auto at = std::find(outputs.begin(), outputs.end(), node->output());
+    if (at == outputs.end()) continue;
+    Value* output = group->output(at - outputs.begin());
+    Value* value = same;
     if (contiguous) {
-      torch::jit::WithInsertPoint at(fused->return_node());
-      same = group->owningGraph()->insert(c10::aten::contiguous, {same});
-      same->setType(group->output(i)->type());
-    } else {
-      auto from = in->type()->cast<c10::TensorType>();
-      auto to = node->output()->type()->cast<c10::TensorType>();
-      if (!from || !to || !from->scalarType() || from->scalarType() != to->scalarType()) continue;
+      torch::jit::WithInsertPoint before(fused->return_node());
+      value = group->owningGraph()->insert(c10::aten::contiguous, {same});
+      value->setType(output->type());
     }
-    fused->return_node()->replaceInputWith(group->output(i), same);
-    if (group->output(i)->hasUses()) continue;
-    eraseGroupOutput(group, i);
+    fused->return_node()->replaceInputWith(output, value);
+    yielded[output] = value;
+  }
+  // The outputs nothing reads now: the group writes them no more (one stays).
+  for (size_t i = group->outputs().size(); i-- > 0 && group->outputs().size() > 1;) {
+    if (!group->output(i)->hasUses()) eraseGroupOutput(group, i);
   }
 }
 
-// Whether every output of `group` is one that eager answers with a group input itself
-// (yieldAliasesAsEager's conversions and contiguous): the group computes nothing of its
-// own, and ATen's ops, put back, alias as eager's do (`x.to(x.dtype)` alone in a group
-// of one would otherwise be a copy).
+// Whether every output of `group` is a chain of such nodes from a group input: the
+// group computes nothing of its own, and ATen's ops, put back, alias as eager's do
+// (`x.to(x.dtype)` alone in a group of one would otherwise be a copy).
 bool onlyAliasesOfInputs(Node* group) {
   auto subgraph = group->g(Subgraph);
-  for (const Value* out : subgraph->outputs()) {
-    const Node* node = out->node();
-    if (node->inputs().empty() || node->input(0)->node() != subgraph->param_node()) return false;
-    if (node->kind() == c10::aten::contiguous) continue;
-    if (!isConversionThatMayAlias(node)) return false;
-    auto from = node->input(0)->type()->cast<c10::TensorType>();
-    auto to = out->type()->cast<c10::TensorType>();
-    if (!from || !to || !from->scalarType() || from->scalarType() != to->scalarType()) {
-      return false;
-    }
+  for (const Value* v : subgraph->outputs()) {
+    while (const Node* node = aliasingNode(v)) v = node->input(0);
+    if (v->node() != subgraph->param_node()) return false;
   }
   return true;
 }

@@ -388,6 +388,25 @@ def test_a_group_of_conversions_alone_returns_its_input(fused, device, body) -> 
     assert got[0].data_ptr() == x.data_ptr() or body == "x.contiguous()"
 
 
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layout", ["row-major", "transposed"])
+@pytest.mark.parametrize("second", ["v.contiguous()", "v.float()"])
+def test_a_chain_of_such_outputs_aliases_along_as_eager_s(fused, device, layout, second) -> None:
+    # Eager's v = x.contiguous() is x or a copy, and v.contiguous() (or v.float()) is v:
+    # a write to one is seen in the other, whichever the group hands out first (found by
+    # tools/fuzz_dtypes.py: the group wrote the second as a copy of its own).
+    source = f"def f(x):\n    v = x.contiguous()\n    return x * 2.0, v, {second}\n"
+    x = torch.randn(4, 6, device=device)
+    if layout == "transposed":
+        x = torch.randn(6, 4, device=device).t()
+    got = assert_same_as_eager(source, x)
+    want = eager_from_source(source)(x)
+    assert (got[1].data_ptr() == x.data_ptr()) == (want[1].data_ptr() == x.data_ptr())
+    assert want[2].data_ptr() == want[1].data_ptr()
+    assert got[2].data_ptr() == got[1].data_ptr()
+    assert fuser.stats()["groups_formed"] >= 1
+
+
 def test_a_conversion_that_keeps_the_dtype_converts_after_a_guard_failure(fused) -> None:
     # The guard fixes the dtypes: with a float64 x the fallback converts, as eager does.
     source = "def f(x, y):\n    v = x.float()\n    return v, (v - 1.0).exp() * y\n"
