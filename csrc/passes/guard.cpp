@@ -272,28 +272,30 @@ const Node* aliasingNode(const Value* v) {
 // At least one output stays (a group of such outputs alone is unmerged before).
 void yieldAliasesAsEager(Node* group, torch::jit::Block* fused) {
   auto subgraph = group->g(Subgraph);
-  // What the fused branch yields for a group output it no longer takes from the group:
-  // a chain (`x.contiguous().contiguous()`) aliases along, as eager's does. Producers
-  // come before their users in the subgraph, so a link's source is settled first.
-  std::unordered_map<const Value*, Value*> yielded;
+  // What the fused branch has for a subgraph value, where it need not take it from the
+  // group: a chain (`x.contiguous().contiguous()`, `x.to(t).to(t)`, returned or not
+  // between its links) aliases along, as eager's does. Producers come before their
+  // users in the subgraph, so a link's source is settled first.
+  std::unordered_map<const Value*, Value*> outer;
+  auto valueOf = [&](const Value* v) -> Value* {
+    auto it = outer.find(v);
+    return it != outer.end() ? it->second : groupValueOf(group, v);
+  };
+  const auto& outputs = subgraph->outputs();
   for (Node* node : subgraph->nodes()) {
     if (node->outputs().size() != 1 || !aliasingNode(node->output())) continue;
-    const bool contiguous = node->kind() == c10::aten::contiguous;
-    Value* same = groupValueOf(group, node->input(0));
-    if (!same) continue;
-    if (auto it = yielded.find(same); it != yielded.end()) same = it->second;
-    const auto& outputs = subgraph->outputs();
-    auto at = std::find(outputs.begin(), outputs.end(), node->output());
-    if (at == outputs.end()) continue;
-    Value* output = group->output(at - outputs.begin());
-    Value* value = same;
-    if (contiguous) {
+    Value* value = valueOf(node->input(0));
+    if (!value) continue;
+    if (node->kind() == c10::aten::contiguous) {
       torch::jit::WithInsertPoint before(fused->return_node());
-      value = group->owningGraph()->insert(c10::aten::contiguous, {same});
-      value->setType(output->type());
+      value = group->owningGraph()->insert(c10::aten::contiguous, {value});
+      value->setType(node->output()->type());
     }
-    fused->return_node()->replaceInputWith(output, value);
-    yielded[output] = value;
+    outer[node->output()] = value;
+    auto at = std::find(outputs.begin(), outputs.end(), node->output());
+    if (at != outputs.end()) {
+      fused->return_node()->replaceInputWith(group->output(at - outputs.begin()), value);
+    }
   }
   // The outputs nothing reads now: the group writes them no more (one stays).
   for (size_t i = group->outputs().size(); i-- > 0 && group->outputs().size() > 1;) {

@@ -407,6 +407,24 @@ def test_a_chain_of_such_outputs_aliases_along_as_eager_s(fused, device, layout,
     assert fuser.stats()["groups_formed"] >= 1
 
 
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layout", ["row-major", "transposed"])
+@pytest.mark.parametrize("link", ["contiguous()", "float()"])
+def test_a_chain_through_a_value_not_returned_aliases_as_eager_s(
+    fused, device, layout, link
+) -> None:
+    # v = x.float() (or x.contiguous()) is not returned, v.float() is: eager's is x
+    # itself where the links alias (found by tools/fuzz_dtypes.py: a copy of its own).
+    source = f"def f(x):\n    v = x.{link}\n    return x * 2.0, v.{link}, v + 1.0\n"
+    x = torch.randn(4, 6, device=device)
+    if layout == "transposed":
+        x = torch.randn(6, 4, device=device).t()
+    got = assert_same_as_eager(source, x)
+    want = eager_from_source(source)(x)
+    assert (got[1].data_ptr() == x.data_ptr()) == (want[1].data_ptr() == x.data_ptr())
+    assert want[1].data_ptr() == x.data_ptr() or link == "contiguous()"
+
+
 def test_a_conversion_that_keeps_the_dtype_converts_after_a_guard_failure(fused) -> None:
     # The guard fixes the dtypes: with a float64 x the fallback converts, as eager does.
     source = "def f(x, y):\n    v = x.float()\n    return v, (v - 1.0).exp() * y\n"
