@@ -37,6 +37,13 @@ def assert_same_as_eager(source: str, *args: torch.Tensor) -> tuple[torch.Tensor
     return fused
 
 
+def matrix(layout: str, device: str) -> torch.Tensor:
+    """A 4 x 6 input, row-major or the transpose of a row-major 6 x 4."""
+    if layout == "transposed":
+        return torch.randn(6, 4, device=device).t()
+    return torch.randn(4, 6, device=device)
+
+
 def test_issue_repro_outputs_keep_their_own_shapes() -> None:
     source = "def f(a, b):\n    t = a.exp()\n    return t, t - b\n"
     with fuser.enabled(True):
@@ -356,9 +363,7 @@ def test_contiguous_of_a_returned_value_is_that_value_where_eager_s_is(
     # beside v (a group output t, or the group input x), it shares v's memory or not
     # as eager's does, and has eager's strides.
     source = f"def f(x, y):\n    t = x * y\n    return t, {of}.contiguous(), (t - 1.0).exp()\n"
-    x = torch.randn(4, 6, device=device)
-    if layout == "transposed":
-        x = torch.randn(6, 4, device=device).t()
+    x = matrix(layout, device)
     y = torch.randn(4, 6, device=device)
     got = assert_same_as_eager(source, x, y)
     want = eager_from_source(source)(x, y)
@@ -396,11 +401,8 @@ def test_a_chain_of_such_outputs_aliases_along_as_eager_s(fused, device, layout,
     # a write to one is seen in the other, whichever the group hands out first (found by
     # tools/fuzz_dtypes.py: the group wrote the second as a copy of its own).
     source = f"def f(x):\n    v = x.contiguous()\n    return x * 2.0, v, {second}\n"
-    x = torch.randn(4, 6, device=device)
-    if layout == "transposed":
-        x = torch.randn(6, 4, device=device).t()
-    got = assert_same_as_eager(source, x)
-    want = eager_from_source(source)(x)
+    x = matrix(layout, device)
+    got, want = assert_same_as_eager(source, x), eager_from_source(source)(x)
     assert (got[1].data_ptr() == x.data_ptr()) == (want[1].data_ptr() == x.data_ptr())
     assert want[2].data_ptr() == want[1].data_ptr()
     assert got[2].data_ptr() == got[1].data_ptr()
@@ -416,11 +418,8 @@ def test_a_chain_through_a_value_not_returned_aliases_as_eager_s(
     # v = x.float() (or x.contiguous()) is not returned, v.float() is: eager's is x
     # itself where the links alias (found by tools/fuzz_dtypes.py: a copy of its own).
     source = f"def f(x):\n    v = x.{link}\n    return x * 2.0, v.{link}, v + 1.0\n"
-    x = torch.randn(4, 6, device=device)
-    if layout == "transposed":
-        x = torch.randn(6, 4, device=device).t()
-    got = assert_same_as_eager(source, x)
-    want = eager_from_source(source)(x)
+    x = matrix(layout, device)
+    got, want = assert_same_as_eager(source, x), eager_from_source(source)(x)
     assert (got[1].data_ptr() == x.data_ptr()) == (want[1].data_ptr() == x.data_ptr())
     assert want[1].data_ptr() == x.data_ptr() or link == "contiguous()"
 
