@@ -9,15 +9,19 @@ strides. tools/fuzz_modules.py runs many more seeds."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import random
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import torch
 
 import fuser
+from helpers import devices
 
 ACTIVATIONS = [
     "torch.relu({v})",
@@ -147,6 +151,18 @@ def difference_from_eager(module: Any, inputs: list[torch.Tensor], onednn: bool)
     return None
 
 
+@contextlib.contextmanager
+def full_float32_convolutions() -> Iterator[None]:
+    """cuDNN's and cuBLAS's TF32 off: their rounding of frozen, folded weights would pass
+    1e-4 against eager's whatever the fuser does."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def groups_over_random_modules(
     seed: int, count: int, device: str, onednn_share: float
 ) -> tuple[int, list[str]]:
@@ -155,7 +171,7 @@ def groups_over_random_modules(
     rng = random.Random(seed)
     torch.manual_seed(seed)
     formed, failures = 0, []
-    with fuser.enabled(True):
+    with fuser.enabled(True), full_float32_convolutions():
         for _ in range(count):
             source, channels = random_module_source(rng)
             module = module_from_source(source).to(device)
@@ -174,12 +190,10 @@ def groups_over_random_modules(
     return formed, failures
 
 
-# CPU only: it has not been run on a GPU, where cuDNN convolutions default to TF32
-# (torch.backends.cudnn.allow_tf32), whose rounding of frozen, folded weights may pass
-# 1e-4 against eager's whatever the fuser does; tools/fuzz_modules.py --device cuda.
-def test_random_frozen_modules_match_eager() -> None:
+@pytest.mark.parametrize("device", devices())
+def test_random_frozen_modules_match_eager(device: str) -> None:
     torch._C._jit_set_profiling_executor(True)
     torch._C._jit_set_num_profiled_runs(1)
-    formed, failures = groups_over_random_modules(20261129, 12, "cpu", onednn_share=0.3)
+    formed, failures = groups_over_random_modules(20261129, 12, device, onednn_share=0.3)
     assert not failures, "\n---\n".join(failures[:3])
     assert formed >= 6  # most modules fuse something
