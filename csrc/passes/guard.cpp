@@ -46,6 +46,7 @@
 #include "passes/groups.h"
 #include "passes/lone_writes.h"
 #include "passes/pipeline.h"
+#include "passes/strided_copies.h"
 #include "symbols.h"
 
 namespace fuser {
@@ -315,6 +316,35 @@ bool onlyAliasesOfInputs(Node* group) {
   return true;
 }
 
+// As at::Tensor::is_contiguous answers: size-1 dims and empty tensors take any stride.
+bool rowMajor(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] == 0) return true;
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+// Whether `group` only copies inputs that were profiled strided into row-major order: its
+// kernel makes the copies (eager copies too), and the executor leaves a call whose input
+// arrives row-major to ATen. Copies of inputs profiled row-major would run there always.
+bool copiesStridedInputs(Node* group) {
+  auto copied = copiedInputs(*group->g(Subgraph));
+  if (!copied) return false;
+  for (size_t i : *copied) {
+    auto type = group->input(i)->type()->cast<c10::TensorType>();
+    if (!type) return false;
+    auto sizes = type->sizes().concrete_sizes();
+    auto strides = type->strides().concrete_sizes();
+    if (!sizes || !strides) return false;
+    if (rowMajor(*sizes, *strides)) return false;
+  }
+  return true;
+}
+
 void guardGroup(Node* group) {
   Graph* graph = group->owningGraph();
   std::vector<Value*> tensors = tensorInputs(group);
@@ -388,7 +418,7 @@ void guardGroup(Node* group) {
     if (dtype_only[i]) eraseGroupOutput(group, i);
   }
   pinInputs(group, pinned);
-  yieldAliasesAsEager(group, fused);
+  if (!copiesStridedInputs(group)) yieldAliasesAsEager(group, fused);
 }
 
 }  // namespace
@@ -397,7 +427,7 @@ void guardFusionGroups(GraphPtr& graph) {
   for (Node* group : collectFusionGroups(graph->block())) {
     if (isGuardedGroup(group)) continue;
     if (!hasCompleteTypes(tensorInputs(group)) || !sizeListsFixed(group) ||
-        onlyAliasesOfInputs(group)) {
+        (onlyAliasesOfInputs(group) && !copiesStridedInputs(group))) {
       torch::jit::SubgraphUtils::unmergeSubgraph(group);
       continue;
     }

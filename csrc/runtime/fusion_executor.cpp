@@ -16,6 +16,7 @@
 #include "config.h"
 #include "ops/batch_norm.h"
 #include "passes/chunks.h"
+#include "passes/strided_copies.h"
 #include "runtime/interpreted_group.h"
 #include "runtime/kernel_builder.h"
 #include "runtime/output_allocation.h"
@@ -180,6 +181,7 @@ FusionExecutor::FusionExecutor(const torch::jit::Node* node)
     draws_random_ = draws_random_ || node->kind() == philoxDropoutSymbol();
   }
   philox_offsets_ = philoxOffsetInputs(*subgraph_);
+  copied_inputs_ = copiedInputs(*subgraph_).value_or(std::vector<size_t>{});
   for (const torch::jit::Value* in : kernel_graph_.graph->inputs()) {
     const bool tensor = in->type()->kind() == c10::TypeKind::TensorType;
     is_tensor_.push_back(tensor);
@@ -370,6 +372,11 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     return runInterpreted(stack);
   }
   auto inputs = torch::jit::last(stack, num_inputs_);
+  for (size_t i : copied_inputs_) {
+    // Eager's x.contiguous() of a row-major x is x itself: ATen's answers so.
+    const c10::IValue& v = inputs[i];
+    if (!v.isTensor() || v.toTensor().is_contiguous()) return runInterpreted(stack);
+  }
 
   // A call whose inputs have the last call's dtypes, devices, sizes, strides and
   // alignment repeats its preparation (views, layouts, plan, kernel). Groups that write

@@ -104,6 +104,8 @@ class FusionExecutor {
   // Draws random numbers: CUDA kernels then walk no transpose tiles, whose lanes have no
   // element index (codegen/philox.h).
   bool draws_random_ = false;
+  // The group only copies these inputs row-major (passes/strided_copies.h).
+  std::vector<size_t> copied_inputs_;
   std::vector<codegen::ScalarArgKind> scalar_kinds_;  // per kernel input; tensors ignored
   std::vector<bool> is_tensor_;                       // per kernel input
 

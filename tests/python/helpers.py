@@ -3,6 +3,7 @@ clean subprocess (for flags the core reads once)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -137,6 +138,22 @@ def fusion_group_function(subgraph_ir: str) -> Any:
         outer.insertNode(tup)
         outer.registerOutput(tup.output())
     return torch._C._create_function_from_graph("fusion_group", outer)
+
+
+@contextlib.contextmanager
+def torchscript_alone() -> Iterator[None]:
+    """TorchScript with no fuser at all: ours off, and NNC (TorchScript's own, on by
+    default for CUDA, whose results differ from eager's in places: clamp of bool) off
+    too; the previous state after."""
+    import fuser  # here: the other helpers need no extension
+
+    nnc = torch._C._jit_texpr_fuser_enabled()
+    torch._C._jit_set_texpr_fuser_enabled(False)
+    try:
+        with fuser.enabled(False):
+            yield
+    finally:
+        torch._C._jit_set_texpr_fuser_enabled(nnc)
 
 
 def devices() -> list[str]:

@@ -73,7 +73,8 @@ def test_attention_operands_are_copied_as_aten_would(device: str, dtype: torch.d
     assert got.stride() == want.stride()
     torch.testing.assert_close(got, want)
     if device == "cuda":
-        # Each copy is a group of its own; the softmax group besides.
+        # Each copy is a group of its own (strided operands: our kernel copies); the
+        # softmax group besides.
         assert fuser.stats()["kernel_launches"] >= 4 * 2, fuser.stats()
 
 
@@ -147,6 +148,32 @@ def test_contiguous_joins_groups(device: str) -> None:
     kinds = fused_kinds(fn.graph_for(x))
     assert "aten::contiguous" in kinds, kinds
     assert fuser.stats()["kernel_launches"] >= 2
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_group_of_copies_is_ours_where_the_input_is_strided(fused: None, device: str) -> None:
+    """A group that only copies strided inputs row-major (attention's q, k and v) makes
+    the copies in its kernel; called on a row-major input it answers that input itself,
+    as eager's `x.contiguous()` does."""
+    fn = script_from_source("def f(x, y):\n    return x.contiguous(), y.contiguous()\n")
+    x, y = torch.randn(6, 5, device=device).t(), torch.randn(4, 6, 7, device=device)[:, ::2]
+    fuser.reset_stats()
+    got = run_optimized(fn, x, y)
+    groups = fuser.stats()["groups_formed"]  # one, or one per copy
+    assert groups >= 1, fuser.stats()
+    for g, w in zip(got, (x, y), strict=True):
+        assert g.is_contiguous() and g.data_ptr() != w.data_ptr() and torch.equal(g, w)
+    launches = fuser.stats()["kernel_launches"]
+    fn(x, y)
+    assert fuser.stats()["kernel_launches"] == launches + groups
+    rows = torch.randn(5, 6, device=device), torch.randn(4, 3, 7, device=device)
+    for g, w in zip(fn(*rows), rows, strict=True):
+        assert g.data_ptr() == w.data_ptr()
+    assert fuser.stats()["kernel_launches"] == launches + groups
+    mixed = rows[0], y
+    for g, w in zip(fn(*mixed), mixed, strict=True):
+        assert g.is_contiguous() and torch.equal(g, w)
+        assert (g.data_ptr() == w.data_ptr()) == w.is_contiguous()
 
 
 @pytest.mark.parametrize("op", ["to", "contiguous"])

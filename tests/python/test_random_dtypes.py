@@ -18,7 +18,13 @@ import torch
 from test_output_layout import random_shape
 
 import fuser
-from helpers import devices, eager_from_source, run_optimized, script_from_source
+from helpers import (
+    devices,
+    eager_from_source,
+    run_optimized,
+    script_from_source,
+    torchscript_alone,
+)
 
 DTYPES = [
     torch.float32,
@@ -221,7 +227,7 @@ def difference_from_eager(source: str, calls: list[list[Any]]) -> str | None:
     """Why the fused program differs from eager (None where it does not), called on each
     argument list of `calls` in turn: optimized on the first, then given the others
     (other dtypes, shapes and layouts: its guards must send them elsewhere). Where
-    TorchScript without the fuser differs from eager itself (it drops a dead statement
+    TorchScript without any fuser (NNC off too) differs from eager itself (it drops a dead statement
     that raises in eager; it types `bool_tensor + True` as int64), the fused program must
     equal that instead: the fuser gets TorchScript's graph, not Python's."""
     try:
@@ -235,7 +241,7 @@ def difference_from_eager(source: str, calls: list[list[Any]]) -> str | None:
         from_eager = difference(fused, outcome(eager_from_source(source), *args), args)
         if from_eager is None:
             continue
-        with fuser.enabled(False):
+        with torchscript_alone():
             if plain_fn is None:
                 plain_fn = script_from_source(source)
                 outcome(run_optimized, plain_fn, *calls[0])
