@@ -142,18 +142,18 @@ def fusion_group_function(subgraph_ir: str) -> Any:
 
 @contextlib.contextmanager
 def torchscript_alone() -> Iterator[None]:
-    """TorchScript with no fuser at all: ours off, and NNC (TorchScript's own, on by
-    default for CUDA, whose results differ from eager's in places: clamp of bool) off
-    too; the previous state after."""
+    """TorchScript with no fuser at all: ours off, and NNC off too (TorchScript's own
+    fuser, on by default for CUDA, whose results differ from eager's in places: four
+    fuzz_dtypes programs on the H200); the previous state after."""
     import fuser  # here: the other helpers need no extension
 
-    nnc = torch._C._jit_texpr_fuser_enabled()
-    torch._C._jit_set_texpr_fuser_enabled(False)
-    try:
-        with fuser.enabled(False):
+    with fuser.enabled(False):  # (disabling ours restores NNC as it was: first)
+        nnc = torch._C._jit_texpr_fuser_enabled()
+        torch._C._jit_set_texpr_fuser_enabled(False)
+        try:
             yield
-    finally:
-        torch._C._jit_set_texpr_fuser_enabled(nnc)
+        finally:
+            torch._C._jit_set_texpr_fuser_enabled(nnc)
 
 
 def devices() -> list[str]:
