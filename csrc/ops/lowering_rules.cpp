@@ -34,8 +34,10 @@ ExprId literal(IrBuilder& b, double value, ScalarType dtype) {
 }
 
 ExprId castOther(IrBuilder& b, const Operand& other, ScalarType dtype) {
-  return other.category == Category::DimTensor ? castTo(b, other, dtype)
-                                               : castToOpmath(b, other, dtype);
+  const bool cpu = b.device() == c10::DeviceType::CPU;
+  const bool opmath = other.category == Category::WrappedScalar ||
+                      (cpu && other.category == Category::ZeroDimTensor);
+  return opmath ? castToOpmath(b, other, dtype) : castTo(b, other, dtype);
 }
 
 void requireFloating(const Operand& x, const char* op) {

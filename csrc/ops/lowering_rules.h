@@ -31,8 +31,10 @@ bool isConstant(const Operand& o, double value);
 std::string constantString(const Operand& o);
 // A literal `value` held in the computation type of `dtype`.
 ExprId literal(IrBuilder& b, double value, c10::ScalarType dtype);
-// `other` of a multiplication or division converted to `dtype`: eager reads a scalar or
-// 0-dim `other` of a half-precision op at float precision (castToOpmath), others castTo.
+// `other` of a multiplication or division converted to `dtype`: eager reads a Python
+// scalar `other` of a half-precision op at float precision (castToOpmath), and a 0-dim
+// tensor too on the CPU; its CUDA kernels convert a 0-dim CUDA tensor to the 16-bit
+// result type like any tensor (castTo), as they do in add and sub.
 ExprId castOther(IrBuilder& b, const Operand& other, c10::ScalarType dtype);
 
 // Throws as eager does when `x` is not a floating tensor (gelu, elu, ... on integers).

@@ -647,6 +647,34 @@ def test_zero_dim_promotion(expr: str, first: tuple, second: tuple) -> None:
     check(f"return {expr}", tensor(first, 1), tensor(second, 2))
 
 
+@pytest.mark.parametrize("expr", ["a * b", "b * a", "a / b", "b / a", "a // b", "a - b", "b + a"])
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=ids([F16, BF16]))
+@pytest.mark.parametrize("wide", [F32, F64], ids=ids([F32, F64]))
+def test_a_wider_zero_dim_operand_rounds_as_eagers(
+    expr: str, dtype: torch.dtype, wide: torch.dtype
+) -> None:
+    """A 16-bit tensor with a 0-dim float32/float64 tensor (1.2345678 is 1.234375 in
+    float16): eager's CUDA kernels convert the 0-dim one to the 16-bit type like any
+    tensor, its CPU kernels read it at float precision in mul and div and round it in add
+    and sub. A Python scalar is read at float precision on both. Bit for bit."""
+    a = _clone(make(dtype, shape=(64, 257), domain="nonzero", seed=5))
+    b = torch.tensor(1.2345678901234, dtype=wide, device=DEVICE)
+    for body, args, params in [
+        (f"return ({expr}) * 1.0", (a, b), "a, b"),
+        (f"return ({expr.replace('b', 's')}) * 1.0", (a, 1.2345678901234), "a, s: float"),
+    ]:
+        source = f"def f({params}):\n    {body}\n"
+        namespace: dict[str, Any] = {"torch": torch}
+        exec(source, namespace)  # noqa: S102 - the reference is the same source, eagerly
+        expected = namespace["f"](*args)
+        scripted = _script(source)
+        before = fuser.stats()["kernel_launches"]
+        for _ in range(3):
+            actual = scripted(*args)
+        assert fuser.stats()["kernel_launches"] > before, source
+        assert actual.dtype == expected.dtype and torch.equal(actual, expected), source
+
+
 def test_half_scalar_comparisons_are_bitwise() -> None:
     # 0.1 rounds to 0.0999755859375 in half: eager compares with that value.
     for dtype in [F16, BF16]:
