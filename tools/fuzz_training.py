@@ -10,42 +10,43 @@ from __future__ import annotations
 import argparse
 import random
 
+from fuzz_seeds import parse_arguments, report_seeds, seed_range
 from test_random_training import difference_from_eager, random_case
 
 import fuser
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seeds", default="0:10", help="first:end")
-    parser.add_argument("--programs", type=int, default=20, help="per seed")
+def more_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--column-sums", action="store_true", help="on CPU too (=all)")
     parser.add_argument(
         "--strict-layouts",
         action="store_true",
         help="gradients of transposed inputs laid out as TorchScript's or eager's",
     )
-    a = parser.parse_args()
-    first, end = (int(s) for s in a.seeds.split(":"))
-    failures = programs = groups = 0
+
+
+def main() -> None:
+    a = parse_arguments(__doc__, "programs", 20, more_arguments)
     fuser._C._set_column_sums(True, a.column_sums)
+
+    def run_seed(seed: int) -> tuple[int, list[str]]:
+        rng = random.Random(seed)
+        formed, failures = 0, []
+        for _ in range(a.programs):
+            source, args, upstream_seed = random_case(rng, a.device)
+            fuser.reset_stats()
+            try:
+                why = difference_from_eager(source, args, upstream_seed, a.strict_layouts)
+            except Exception as e:  # noqa: BLE001 - every failure is reported
+                why = f"raised {str(e)[:500]}"
+            formed += fuser.stats()["groups_formed"]
+            if why is not None:
+                shapes = [tuple(t.shape) for t in args]
+                failures.append(f"{why}\n{source}inputs {shapes}")
+        return formed, failures
+
     with fuser.enabled(True):
-        for seed in range(first, end):
-            rng = random.Random(seed)
-            for _ in range(a.programs):
-                source, args, upstream_seed = random_case(rng, a.device)
-                try:
-                    why = difference_from_eager(source, args, upstream_seed, a.strict_layouts)
-                except Exception as e:  # noqa: BLE001 - every failure is reported
-                    why = f"raised {str(e)[:500]}"
-                programs += 1
-                groups += fuser.stats()["groups_formed"]
-                if why is not None:
-                    failures += 1
-                    shapes = [tuple(t.shape) for t in args]
-                    print(f"--- seed {seed}: {why}\n{source}inputs {shapes}\n", flush=True)
-    print(f"{failures} of {programs} programs differ from eager ({groups} groups formed)")
+        report_seeds(seed_range(a.seeds), a.programs, "programs", run_seed)
 
 
 if __name__ == "__main__":
