@@ -1,11 +1,12 @@
-"""Seeded random small convnets, deployed as users deploy them: scripted, frozen, run
-under no_grad with the fuser on (and, on CPU, sometimes with oneDNN Graph beside it).
-Convolutions with and without bias, depthwise ones, BatchNorm, activations written
-in place and not, residual adds (`+=` too), squeeze-excite gates, max pools, GroupNorm
-and a linear head, on NCHW or channels-last inputs. Each module is optimized on one
-input and then called on another of other sizes and layout; both results must have
-eager's values (1e-4: convolutions and folded BatchNorm round differently) and
-strides. tools/fuzz_modules.py runs many more seeds."""
+"""Seeded random small convnets, deployed as users deploy them: scripted or traced and
+frozen, or given to optimize_for_inference, run under no_grad with the fuser on (and,
+on CPU, sometimes with oneDNN Graph beside it). Convolutions with and without bias,
+depthwise ones, BatchNorm, activations written in place and not, residual adds (`+=`
+too), squeeze-excite gates, max pools, GroupNorm and a linear head, on NCHW or
+channels-last inputs. Each module is optimized on one input and then called on another
+of other sizes and layout; both results must have eager's values (1e-4: convolutions
+and folded BatchNorm round differently) and strides. tools/fuzz_modules.py runs many
+more seeds."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import importlib.util
 import os
 import random
 import tempfile
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +23,7 @@ import pytest
 import torch
 
 import fuser
-from helpers import devices
+from helpers import devices, torchscript_alone
 
 ACTIVATIONS = [
     "torch.relu({v})",
@@ -121,20 +123,83 @@ def random_image(rng: random.Random, channels: int, batch: int, side: int, devic
     return x.contiguous(memory_format=rng.choice([torch.channels_last, torch.contiguous_format]))
 
 
-def difference_from_eager(module: Any, inputs: list[torch.Tensor], onednn: bool) -> str | None:
-    """How the frozen module's results on `inputs` (optimized on the first) differ from
+# The ways users deploy a module: scripted or traced, then frozen; or scripted and
+# given to optimize_for_inference (freezing, then folding and, on CPU, MKLDNN layouts).
+DEPLOYS = ["script", "trace", "optimize_for_inference"]
+
+
+def deployed(module: Any, example: torch.Tensor, deploy: str) -> Any:
+    if deploy == "trace":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            return torch.jit.freeze(torch.jit.trace(module, example.clone()))
+    if deploy == "optimize_for_inference":
+        return torch.jit.optimize_for_inference(torch.jit.script(module))
+    return torch.jit.freeze(torch.jit.script(module))
+
+
+def deployed_results(
+    module: Any, inputs: list[torch.Tensor], onednn: bool, deploy: str
+) -> list[torch.Tensor] | str:
+    """The deployed module's results on `inputs`, optimized on the first (with oneDNN
+    Graph beside it where `onednn`), or what it raised."""
+    before = torch.jit.onednn_fusion_enabled()
+    torch.jit.enable_onednn_fusion(onednn)
+    try:
+        with torch.no_grad():
+            frozen = deployed(module, inputs[0], deploy)
+            for _ in range(2):
+                frozen(inputs[0].clone())
+            return [frozen(x.clone()) for x in inputs]
+    except Exception as e:  # noqa: BLE001 - raising is an outcome to compare
+        return f"raised: {str(e)[:500]}"
+    finally:
+        torch.jit.enable_onednn_fusion(before)
+
+
+def difference(gots: list[torch.Tensor] | str, wants: list[torch.Tensor] | str) -> str | None:
+    """How results `gots` differ from `wants` (strides; values within 1e-4), or one of
+    them raising alone."""
+    if isinstance(gots, str) or isinstance(wants, str):
+        return None if isinstance(gots, str) and isinstance(wants, str) else str(gots)[:500]
+    for i, (got, want) in enumerate(zip(gots, wants, strict=True)):
+        if got.stride() != want.stride():
+            return f"input {i}: strides {got.stride()} where the reference's are {want.stride()}"
+        try:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        except AssertionError as e:
+            return f"input {i}: {e}"
+    return None
+
+
+def difference_from_eager(
+    module: Any, inputs: list[torch.Tensor], onednn: bool, deploy: str = "script"
+) -> str | None:
+    """How the deployed module's results on `inputs` (optimized on the first) differ from
     eager's; None where they do not. Inputs eager rejects (too small for the pools)
-    are nobody's difference."""
+    are nobody's difference. Where the deployment without any fuser differs from eager
+    itself (optimize_for_inference's MKLDNN convolutions return row-major results for
+    channels-last inputs), the fused results must be that deployment's instead."""
     try:
         with torch.no_grad():
             wants = [module(x.clone()) for x in inputs]
     except RuntimeError:
         return None
+    gots = deployed_results(module, inputs, onednn, deploy)
+    from_eager = difference(gots, wants)
+    if from_eager is None:
+        return None
+    with torchscript_alone():
+        alone = deployed_results(module, inputs, onednn, deploy)
+    from_alone = difference(gots, alone)
+    if from_alone is None:
+        return None
+    return f"{from_eager}; from the deployment without the fuser: {from_alone}"
     before = torch.jit.onednn_fusion_enabled()
     torch.jit.enable_onednn_fusion(onednn)
     try:
         with torch.no_grad():
-            frozen = torch.jit.freeze(torch.jit.script(module))
+            frozen = deployed(module, inputs[0], deploy)
             gots = [frozen(inputs[0].clone()) for _ in range(2)]
             gots += [frozen(x.clone()) for x in inputs]
     except Exception as e:  # noqa: BLE001 - raising where eager did not is the failure
@@ -181,12 +246,13 @@ def groups_over_random_modules(
                 random_image(rng, channels, rng.randint(1, 3), side + 2, device),
             ]
             onednn = device == "cpu" and rng.random() < onednn_share
+            deploy = rng.choice(DEPLOYS)
             fuser.reset_stats()
-            why = difference_from_eager(module, inputs, onednn)
+            why = difference_from_eager(module, inputs, onednn, deploy)
             formed += fuser.stats()["groups_formed"]
             if why is not None:
                 shapes = [(tuple(x.shape), x.stride()) for x in inputs]
-                failures.append(f"{source}inputs {shapes}, oneDNN Graph {onednn}\n{why}")
+                failures.append(f"{source}inputs {shapes}, oneDNN Graph {onednn}, {deploy}\n{why}")
     return formed, failures
 
 
