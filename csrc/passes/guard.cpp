@@ -318,9 +318,9 @@ bool onlyAliasesOfInputs(Node* group) {
 
 // As at::Tensor::is_contiguous answers: size-1 dims and empty tensors take any stride.
 bool rowMajor(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;
   int64_t expected = 1;
   for (size_t d = sizes.size(); d-- > 0;) {
-    if (sizes[d] == 0) return true;
     if (sizes[d] == 1) continue;
     if (strides[d] != expected) return false;
     expected *= sizes[d];
