@@ -1,7 +1,8 @@
 """Seeded random programs with control flow, against eager: test_random_dtypes' mixed-
 dtype steps placed before, inside and after an if/else (on a bool parameter or on a
 tensor's values) and a for loop over an int parameter, whose carried value may change
-dtype from one iteration to the next and which reads the loop index as a scalar.
+dtype from one iteration to the next or is written in place, and which reads the loop
+index as a scalar.
 Groups then form inside blocks and beside them, and the profiled types of a loop's body
 merge its iterations'. Each program is optimized on one draw of arguments and called on
 two more (other branch, other trip count, other dtypes and layouts). Each result must
@@ -18,6 +19,7 @@ from test_random_dtypes import (
     described,
     difference_from_eager,
     random_arguments,
+    random_scalar,
     random_step,
 )
 
@@ -69,14 +71,26 @@ def random_control_program(rng: random.Random) -> tuple[str, int]:
         p.step(local[-2:], scalars, 8, joined)  # mostly from the branch's own values
     values.append(joined)
 
-    # A for loop whose carried value each iteration replaces (its dtype may change).
+    # A for loop whose carried value each iteration replaces (its dtype may change), or
+    # writes in place (a clone of its own: eager raises where the result's dtype does not
+    # cast to the carried one, and so must the function).
     # (The index is named as a parameter is: random_step reads those as scalars.)
     carried = p.step(values, scalars, 4)
+    in_place = rng.random() < 0.4
+    if in_place:
+        target, expression = p.lines[-1].split(" = ", 1)
+        p.lines[-1] = f"{target} = ({expression}).clone()"
     p.lines.append("    for si in range(s0):")
+    loop_scalars = [*scalars, "si"]
     local = [*values, carried]
     for _ in range(rng.randint(0, 2)):
-        local.append(p.step(local, [*scalars, "si"], 8))
-    p.step([carried, local[-1]], [*scalars, "si"], 8, carried)
+        local.append(p.step(local, loop_scalars, 8))
+    if in_place:
+        other = rng.choice([local[-1], random_scalar(rng, loop_scalars)])
+        write = rng.choice([f"add_({other})", f"sub_({other})", f"mul_({other})", "clamp_(-2, 3)"])
+        p.lines.append(f"        {carried}.{write}")
+    else:
+        p.step([carried, local[-1]], loop_scalars, 8, carried)
     values.append(carried)
 
     for _ in range(rng.randint(0, 2)):
