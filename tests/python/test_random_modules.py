@@ -160,8 +160,12 @@ def deployed_results(
 def difference(gots: list[torch.Tensor] | str, wants: list[torch.Tensor] | str) -> str | None:
     """How results `gots` differ from `wants` (strides; values within 1e-4), or one of
     them raising alone."""
+    if isinstance(gots, str) and isinstance(wants, str):
+        return None
     if isinstance(gots, str) or isinstance(wants, str):
-        return None if isinstance(gots, str) and isinstance(wants, str) else str(gots)[:500]
+        return f"got: {gots if isinstance(gots, str) else 'results'}; reference: " + (
+            wants if isinstance(wants, str) else "results"
+        )
     for i, (got, want) in enumerate(zip(gots, wants, strict=True)):
         if got.stride() != want.stride():
             return f"input {i}: strides {got.stride()} where the reference's are {want.stride()}"
@@ -191,6 +195,10 @@ def difference_from_eager(
         return None
     with torchscript_alone():
         alone = deployed_results(module, inputs, onednn, deploy)
+        if isinstance(alone, str) and onednn:
+            # oneDNN Graph's own failure (optimize_for_inference's graphs make its guard
+            # fail TorchScript's alias analysis, with no fuser of ours): without it.
+            alone = deployed_results(module, inputs, False, deploy)
     from_alone = difference(gots, alone)
     if from_alone is None:
         return None
