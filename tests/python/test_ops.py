@@ -675,6 +675,43 @@ def test_a_wider_zero_dim_operand_rounds_as_eagers(
         assert actual.dtype == expected.dtype and torch.equal(actual, expected), source
 
 
+ZERO_DIM_OTHERS = [
+    "a ** b",
+    "b ** a",
+    "torch.atan2(a, b)",
+    "torch.fmod(a, b)",
+    "torch.remainder(a, b)",
+    "torch.maximum(a, b)",
+    "torch.where(a > 1, a, b)",
+    "a.addcmul(a, b)",
+    "a.addcdiv(a, b)",
+    "a < b",
+]
+
+
+@pytest.mark.parametrize("expr", ZERO_DIM_OTHERS)
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=ids([F16, BF16]))
+@pytest.mark.parametrize("wide", [F32, F64], ids=ids([F32, F64]))
+def test_a_wider_zero_dim_operand_of_other_ops_as_eagers(
+    expr: str, dtype: torch.dtype, wide: torch.dtype
+) -> None:
+    """The other binary and ternary ops of a 16-bit tensor and a 0-dim float32/float64
+    tensor: eager converts the 0-dim one to the 16-bit type on both devices. Bit for
+    bit."""
+    a = _clone(make(dtype, shape=(64, 257), domain="positive", seed=6))
+    b = torch.tensor(1.2345678901234, dtype=wide, device=DEVICE)
+    source = f"def f(a, b):\n    return {expr}\n"
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(source, namespace)  # noqa: S102 - the reference is the same source, eagerly
+    expected = namespace["f"](a, b)
+    scripted = _script(source)
+    before = fuser.stats()["kernel_launches"]
+    for _ in range(3):
+        actual = scripted(a, b)
+    assert fuser.stats()["kernel_launches"] > before, source
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected), source
+
+
 def test_half_scalar_comparisons_are_bitwise() -> None:
     # 0.1 rounds to 0.0999755859375 in half: eager compares with that value.
     for dtype in [F16, BF16]:
