@@ -7,23 +7,15 @@ Groups then form inside blocks and beside them, and the profiled types of a loop
 merge its iterations'. Each program is optimized on one draw of arguments and called on
 two more (other branch, other trip count, other dtypes and layouts). Each result must
 have eager's dtype, shape, strides and values, or TorchScript's where eager differs.
-tools/fuzz_control.py runs many more seeds."""
+`tools/fuzz_dtypes.py --control-flow` runs many more seeds."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from test_random_dtypes import (
-    SCALARS,
-    described,
-    difference_from_eager,
-    random_arguments,
-    random_scalar,
-    random_step,
-)
+from test_random_dtypes import SCALARS, groups_over_random_programs, random_scalar, random_step
 
-import fuser
 from helpers import devices
 
 # The scalar parameters after the tensors: s0 the loop's trip count (also a scalar the
@@ -48,8 +40,9 @@ class Program:
         return name
 
 
-def random_control_program(rng: random.Random) -> tuple[str, int]:
-    """The source of `f(x0.., s0: int, s1: bool)` and its tensor inputs' count."""
+def random_control_program(rng: random.Random) -> tuple[str, int, list[str]]:
+    """The source of `f(x0.., s0: int, s1: bool)`, its tensor inputs' count and its
+    scalar parameters' kinds."""
     num_inputs = rng.randint(1, 3)
     values = [f"x{i}" for i in range(num_inputs)]
     scalars = [*SCALARS, "s0"]
@@ -101,29 +94,14 @@ def random_control_program(rng: random.Random) -> tuple[str, int]:
         returned.append(computed[-1])
     signature = ", ".join([*values[:num_inputs], "s0: int", "s1: bool"])
     body = "\n".join(p.lines)
-    return f"def f({signature}):\n{body}\n    return ({', '.join(returned)},)\n", num_inputs
-
-
-def groups_over_control_programs(seed: int, programs: int, device: str) -> tuple[int, list[str]]:
-    """Runs `programs` programs of `seed`, each optimized on one draw of arguments and
-    then called on two more; the groups they formed and their failures."""
-    rng = random.Random(seed)
-    failures, formed = [], 0
-    with fuser.enabled(True):
-        for _ in range(programs):
-            source, num_inputs = random_control_program(rng)
-            calls = [random_arguments(rng, num_inputs, KINDS, device) for _ in range(3)]
-            fuser.reset_stats()
-            why = difference_from_eager(source, calls)
-            formed += fuser.stats()["groups_formed"]
-            if why is not None:
-                layouts = [[described(a) for a in c] for c in calls]
-                failures.append(f"{source}calls {layouts}\n{why}")
-    return formed, failures
+    source = f"def f({signature}):\n{body}\n    return ({', '.join(returned)},)\n"
+    return source, num_inputs, KINDS
 
 
 @pytest.mark.parametrize("device", devices())
 def test_random_control_flow_programs_match_eager(fused: None, device: str) -> None:
-    formed, failures = groups_over_control_programs(20261130, 40, device)
+    formed, failures = groups_over_random_programs(
+        20261130, 40, device, random_control_program, calls=3
+    )
     assert not failures, "\n---\n".join(failures[:5])
     assert formed > 20  # most programs fuse something: the check is of fused code

@@ -257,21 +257,27 @@ def described(arg: Any) -> Any:
     return (arg.dtype, tuple(arg.shape), arg.stride()) if isinstance(arg, torch.Tensor) else arg
 
 
-def groups_over_random_programs(seed: int, programs: int, device: str) -> tuple[int, list[str]]:
-    """Runs `programs` programs of `seed`, each optimized on one draw of arguments and
-    then called on another; the groups they formed and their failures."""
+ProgramMaker = Callable[[random.Random], tuple[str, int, list[str]]]
+
+
+def groups_over_random_programs(
+    seed: int, programs: int, device: str, make: ProgramMaker = random_program, calls: int = 2
+) -> tuple[int, list[str]]:
+    """Runs `programs` programs of `seed` (from `make`: a source, its tensor inputs'
+    count and its scalar parameters' kinds), each optimized on one draw of arguments and
+    then called on `calls - 1` more; the groups they formed and their failures."""
     rng = random.Random(seed)
     failures, formed = [], 0
     with fuser.enabled(True):
         for _ in range(programs):
-            source, num_inputs, kinds = random_program(rng)
-            calls = [random_arguments(rng, num_inputs, kinds, device) for _ in range(2)]
+            source, num_inputs, kinds = make(rng)
+            draws = [random_arguments(rng, num_inputs, kinds, device) for _ in range(calls)]
             fuser.reset_stats()
-            why = difference_from_eager(source, calls)
+            why = difference_from_eager(source, draws)
             formed += fuser.stats()["groups_formed"]
             if why is not None:
-                layouts = [[described(a) for a in c] for c in calls]
-                failures.append(f"{source}inputs {layouts[0]}, then {layouts[1]}\n{why}")
+                layouts = [[described(a) for a in c] for c in draws]
+                failures.append(f"{source}calls {layouts}\n{why}")
     return formed, failures
 
 
