@@ -17,7 +17,9 @@
 //   gone: a frozen model in eval mode keeps no dropout between its groups;
 // - autodiff's native_dropout of a constant p 0 has train False: it keeps every
 //   element either way (a mask of ones, the output the input times 1), and in eval
-//   mode no mask is drawn.
+//   mode no mask is drawn;
+// - autodiff's gradient sums, and elementwise values computed from them, have the
+//   strides the optimized graph gives them (gradient_sums.cpp).
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "ops/op_table.h"
+#include "passes/gradient_sums.h"
 #include "passes/inplace.h"
 #include "passes/pipeline.h"
 #include "passes/type_propagation.h"
@@ -150,6 +153,7 @@ void settleZeroProbabilityDropouts(torch::jit::Block* block) {
 
 void prepareGraph(GraphPtr& graph) {
   torch::jit::RemoveProfileNodesAndSpecializeTypes(graph);
+  layGradientSumsOutAsTheyRun(graph);  // gradient_sums.cpp: strides as the sums run
   completeTypesFromInputs(graph);    // type_propagation.cpp: values profiling missed
   constantTensorsToNumbers(graph->block());
   makeInPlaceOpsFunctional(graph);   // inplace.cpp

@@ -1,0 +1,155 @@
+// Autodiff's backward graphs sum the gradients of a value used twice with
+// prim::AutogradAdd(a, b). Profiling runs that op, and the interpreter's AutogradAdd
+// lays its result out as ATen's `b + a` would (measured on torch 2.13: a transposed `a`
+// beside a row-major `b` gives a row-major sum). specializeAutogradZero then makes it
+// `aten::add(a, b, 1)` with the profiled type, and that add (ATen's or a group's) lays
+// the sum out with `a` first: a transposed sum. So the profiled strides of such a sum,
+// and of every elementwise value computed from it, are not the strides the optimized
+// graph meets. Decisions taken on them go wrong: a row group formed over what profiling
+// saw as rows in memory meets rows apart in memory at every call and runs interpreted.
+//
+// After this pass, an `aten::add(a, b, 1)` whose profiled strides are those of `b + a`
+// and not those of `a + b` has the strides of `a + b`; an elementwise table op whose
+// profiled strides followed TensorIterator's rule from its operands' old strides
+// follows it from their new ones. Anything else keeps its profiled type (a reduction's
+// or a view's layout rule is not TensorIterator's, and its callers check strides at run
+// time anyway). Only strides change: sizes, dtype and device are as profiled.
+#include "passes/gradient_sums.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/op_table.h"
+#include "runtime/output_layout.h"
+
+namespace fuser {
+namespace {
+
+using runtime::Layout;
+using torch::jit::Node;
+using torch::jit::Value;
+
+std::optional<Layout> layoutOf(const c10::TypePtr& type) {
+  auto t = type->cast<c10::TensorType>();
+  if (!t) return std::nullopt;
+  auto sizes = t->sizes().concrete_sizes();
+  auto strides = t->strides().concrete_sizes();
+  if (!sizes || !strides || sizes->size() != strides->size()) return std::nullopt;
+  Layout layout;
+  layout.sizes.assign(sizes->begin(), sizes->end());
+  layout.strides.assign(strides->begin(), strides->end());
+  return layout;
+}
+
+// Whether the operands' sizes have a broadcast shape (iteratorLayout assumes they do).
+bool broadcastTogether(const std::vector<Layout>& operands) {
+  std::vector<int64_t> shape;
+  for (const Layout& l : operands) {
+    if (l.sizes.size() > shape.size()) {
+      shape.insert(shape.begin(), l.sizes.size() - shape.size(), 1);
+    }
+    const size_t offset = shape.size() - l.sizes.size();
+    for (size_t d = 0; d < l.sizes.size(); ++d) {
+      int64_t& n = shape[offset + d];
+      if (l.sizes[d] == n || l.sizes[d] == 1) continue;
+      if (n != 1) return false;
+      n = l.sizes[d];
+    }
+  }
+  return true;
+}
+
+bool sameLayout(const Layout& a, const Layout& b) {
+  return a.sizes == b.sizes && a.strides == b.strides;
+}
+
+// TensorIterator's layout of the tensor operands of `node`, each read through `layout`;
+// none where they differ in dtype (the CPU's cast copies lay out otherwise). Number
+// operands are left out: where that changes the layout, the rule from the operands as
+// profiled disagrees with the profile too, and the caller then changes nothing.
+template <typename LayoutOfValue>
+std::optional<Layout> iteratorLayoutOf(const Node* node, const LayoutOfValue& layout) {
+  std::vector<Layout> operands;
+  std::optional<c10::ScalarType> dtype;
+  for (const Value* in : node->inputs()) {
+    auto t = in->type()->cast<c10::TensorType>();
+    if (!t) continue;
+    std::optional<Layout> l = layout(in);
+    if (!l || !t->scalarType() || (dtype && *dtype != *t->scalarType())) return std::nullopt;
+    dtype = t->scalarType();
+    operands.push_back(std::move(*l));
+  }
+  if (operands.empty()) return std::nullopt;
+  if (!broadcastTogether(operands)) return std::nullopt;
+  std::vector<const Layout*> pointers;
+  for (const Layout& l : operands) pointers.push_back(&l);
+  return runtime::iteratorLayout(pointers);
+}
+
+// aten::add(a, b, 1) as specializeAutogradZero writes it.
+bool isGradientSum(const Node* node) {
+  if (node->kind() != c10::aten::add || node->inputs().size() != 3) return false;
+  if (!node->input(0)->type()->cast<c10::TensorType>() ||
+      !node->input(1)->type()->cast<c10::TensorType>()) {
+    return false;
+  }
+  std::optional<c10::IValue> alpha = torch::jit::toIValue(node->input(2));
+  return alpha && alpha->isInt() && alpha->toInt() == 1;
+}
+
+class Relayout {
+ public:
+  void run(torch::jit::Block* block) {
+    for (Node* node : block->nodes()) {
+      for (torch::jit::Block* sub : node->blocks()) run(sub);
+      if (node->outputs().size() != 1) continue;
+      Value* out = node->output();
+      std::optional<Layout> profiled = layoutOf(out->type());
+      if (!profiled) continue;
+      std::optional<Layout> now = asItRuns(node, *profiled);
+      if (!now || sameLayout(*now, *profiled)) continue;
+      auto type = out->type()->expect<c10::TensorType>();
+      old_[out] = *profiled;
+      out->setType(type->withSizesStrides(now->sizes, now->strides));
+    }
+  }
+
+ private:
+  // The layout `node`'s result has at run time, where the pass can tell: a gradient sum
+  // profiled as `b + a`, or an elementwise op of an operand re-laid above whose profile
+  // followed TensorIterator's rule from the operands as profiled.
+  std::optional<Layout> asItRuns(const Node* node, const Layout& profiled) const {
+    bool relaid = false;
+    for (const Value* in : node->inputs()) relaid = relaid || old_.count(in);
+    const ops::OpEntry* entry = ops::findOp(node);
+    const bool follows = relaid && entry && !entry->reduces;
+    if (!follows && !isGradientSum(node)) return std::nullopt;
+    auto profiled_layout = [&](const Value* v) -> std::optional<Layout> {
+      auto it = old_.find(v);
+      return it != old_.end() ? std::optional<Layout>(it->second) : layoutOf(v->type());
+    };
+    auto current = [](const Value* v) { return layoutOf(v->type()); };
+    std::optional<Layout> rule_as_profiled = iteratorLayoutOf(node, profiled_layout);
+    if (!rule_as_profiled) return std::nullopt;
+    if (sameLayout(*rule_as_profiled, profiled)) {
+      return follows ? iteratorLayoutOf(node, current) : std::nullopt;
+    }
+    if (!isGradientSum(node)) return std::nullopt;
+    std::optional<Layout> a = profiled_layout(node->input(0));
+    std::optional<Layout> b = profiled_layout(node->input(1));
+    const Layout* b_first[] = {&*b, &*a};
+    if (!sameLayout(runtime::iteratorLayout(b_first), profiled)) return std::nullopt;
+    return iteratorLayoutOf(node, current);
+  }
+
+  std::unordered_map<const Value*, Layout> old_;  // re-laid values: their profiled layout
+};
+
+}  // namespace
+
+void layGradientSumsOutAsTheyRun(GraphPtr& graph) { Relayout().run(graph->block()); }
+
+}  // namespace fuser
