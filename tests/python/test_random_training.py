@@ -10,6 +10,7 @@ the float64 result than eager's own allow."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -135,7 +136,8 @@ def difference_from_eager(
     eager's by reassociation: its distance from the float64 result must stay within four
     times eager's plus a share of the result's scale (SCALE_SHARE: a sum that cancels to
     nothing rounds differently when reassociated, and in 16 bits a layer_norm's backward
-    magnifies an intermediate's other rounding by its rstd)."""
+    magnifies an intermediate's other rounding by its rstd). Where eager's own value is
+    not finite and the float64 one is, TorchScript's without the fuser stands for eager's."""
     with fuser.enabled(False):
         unfused = training_step(script_from_source(source), args, seed, calls=4)
     fuser.reset_stats()
@@ -156,6 +158,11 @@ def difference_from_eager(
             )
         ours = (g.double() - e).abs().max().item() if g.numel() else 0.0
         eagers = (w.double() - e).abs().max().item() if w.numel() else 0.0
+        if not math.isfinite(eagers):
+            # Eager's float32 step can be NaN where the float64 one is not (seed 110 of
+            # tools/fuzz_training.py: 448 NaNs in a gradient through softmax and rsqrt,
+            # without the fuser loaded); TorchScript's own float32 step is the measure.
+            eagers = (u.double() - e).abs().max().item() if u.numel() else 0.0
         scale = e.abs().max().item() if e.numel() else 0.0
         if not ours <= 4 * eagers + SCALE_SHARE[g.dtype] * (1.0 + scale):
             return f"result {i}: off float64 by {ours:.3g} (eager {eagers:.3g}, scale {scale:.3g})"
