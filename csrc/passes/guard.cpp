@@ -27,7 +27,9 @@
 // fallback's subgraph is the group's ops, unmodified, with tensor types unspecialized:
 // the profiling executor turns it into a function that is profiled and optimized again. A group whose tensor inputs
 // lack a complete profiled type (dtype, device, rank) is unfused instead: its kernels
-// could not be specialized.
+// could not be specialized. stats().groups_formed counts the groups guarded here: the
+// groups the graph runs (partition's groups less those unmerged since, plus the pieces
+// of split ones).
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
@@ -47,6 +49,7 @@
 #include "passes/lone_writes.h"
 #include "passes/pipeline.h"
 #include "passes/strided_copies.h"
+#include "stats.h"
 #include "symbols.h"
 
 namespace fuser {
@@ -432,6 +435,7 @@ void guardFusionGroups(GraphPtr& graph) {
       continue;
     }
     guardGroup(group);
+    stats().groups_formed++;
   }
 }
 

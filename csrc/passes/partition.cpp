@@ -21,7 +21,6 @@
 // - groups of fewer compute nodes than minGroupSize() (FUSER_MIN_GROUP_SIZE, default 2:
 //   single nodes) are dissolved again, and so are the groups after the first
 //   FUSER_MAX_GROUPS (when set), each of their nodes recording why;
-// - stats().groups_formed counts the groups this run created;
 // - under FUSER_DUMP=reasons, each candidate node left outside every group has printed
 //   one line saying why; while a report is captured (report_capture.h) the same reasons
 //   are handed to it.
@@ -43,7 +42,6 @@
 #include "passes/reasons.h"
 #include "passes/type_propagation.h"
 #include "passes/report_capture.h"
-#include "stats.h"
 #include "symbols.h"
 
 namespace fuser {
@@ -386,7 +384,6 @@ class GroupFormer {
       copyInputPieces(group);
       hoistTensorConstants(group);
       ++kept;
-      stats().groups_formed++;
     }
   }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from conftest import fuse_ir, groups
+from conftest import fuse_ir, groups, kinds
 
 import fuser
 
@@ -120,3 +120,24 @@ def test_inputs_needing_grad_still_get_gradients() -> None:
     torch.testing.assert_close(out, _eager(x, y))
     torch.testing.assert_close(x.grad / 3, x2.grad)
     torch.testing.assert_close(y.grad / 3, y2.grad)
+
+
+# A same-dtype conversion then a contiguous copy of a row-major input: eager answers the
+# input itself for both, so the guard unmerges the group the partition formed of them.
+ALIASES_ONLY = """
+graph(%a : $T):
+  %none : NoneType = prim::Constant()
+  %false : bool = prim::Constant[value=0]()
+  %float : int = prim::Constant[value=6]()
+  %format : int = prim::Constant[value=0]()
+  %c : $T = aten::to(%a, %float, %false, %false, %none)
+  %d : $T = aten::contiguous(%c, %format)
+  %e : $T = aten::to(%d, %float, %false, %false, %none)
+  return (%e)"""
+
+
+def test_a_group_the_guard_unmerges_is_not_counted() -> None:
+    graph = fuse_ir(ALIASES_ONLY)
+    assert groups(graph) == []
+    assert "aten::contiguous" in kinds(graph)
+    assert fuser.stats()["groups_formed"] == 0
