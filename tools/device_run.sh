@@ -77,6 +77,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tests/python/test_native16.py tests/python/test_exact_16bit.py \
     tests/python/test_random_dtypes.py tests/python/test_random_modules.py \
     tests/python/test_random_control.py tests/python/test_threads.py \
+    tests/python/test_gradient_sums.py tests/python/test_random_training.py \
     $(ls tests/python/test_inplace*.py tests/python/test_autocast*.py 2>/dev/null) \
     2>&1 | tee "$OUT/test_cuda.log" | tail -5
   # Again with one kernel for all shapes: the kernels that read sizes from their
