@@ -89,7 +89,8 @@ std::optional<Layout> iteratorLayoutOf(const Node* node, const LayoutOfValue& la
   return runtime::iteratorLayout(pointers);
 }
 
-// aten::add(a, b, 1) as specializeAutogradZero writes it.
+// aten::add(a, b, 1) as specializeAutogradZero writes it. A user's `a + b` reads the
+// same; its profile is ATen's `a + b`, which the caller tells from `b + a`.
 bool isGradientSum(const Node* node) {
   if (node->kind() != c10::aten::add || node->inputs().size() != 3) return false;
   if (!node->input(0)->type()->cast<c10::TensorType>() ||
@@ -140,6 +141,7 @@ class Relayout {
     if (!isGradientSum(node)) return std::nullopt;
     std::optional<Layout> a = profiled_layout(node->input(0));
     std::optional<Layout> b = profiled_layout(node->input(1));
+    if (!a || !b) return std::nullopt;
     const Layout* b_first[] = {&*b, &*a};
     if (!sameLayout(runtime::iteratorLayout(b_first), profiled)) return std::nullopt;
     return iteratorLayoutOf(node, current);
