@@ -22,6 +22,14 @@ namespace {
 constexpr int kBandRows = 32;
 constexpr int kBandColumns = 64;
 
+// Rows shorter than this many elements run kShortBandRows at a time as one flat loop,
+// each strided tensor's offsets read from a table built once per call: a row's loop
+// of fewer elements than two vectors runs almost all in its scalar tail. On one core,
+// silu(x + w) of a [4, 1152, 7, 7] x and a [7] w took 3.7 ns an element row by row,
+// 0.8 as bands (ATen's flat silu alone 0.4); from 16 elements up the rows were as fast.
+constexpr int kShortRow = 16;
+constexpr int kShortBandRows = 32;
+
 // Kernels that draw random numbers walk their range in chunks of this many elements,
 // each chunk's draws first, one Philox block per four elements into a buffer, then the
 // element loop reading them (a draw per element recomputes each block four times): on
@@ -127,29 +135,20 @@ class CppPrinter {
   }
 
   // Rows of the innermost dimension: the multi-index is recomputed once per row, and
-  // the row's loop has unit/zero strides baked in so that it vectorizes.
+  // the row's loop has unit/zero strides baked in so that it vectorizes. Short rows
+  // go by bands (printShortBand).
   void printStridedLoop() {
     const int nd = k_.ndim;
     out_ << "  const int64_t fx_inner = fx_sizes[" << nd - 1 << "];\n"
-         << "  int64_t fx_i = fx_begin;\n"
-         << "  while (fx_i < fx_end) {\n"
+         << "  int64_t fx_i = fx_begin;\n";
+    const std::vector<std::pair<std::string, std::string>> offsets = stridedOffsets();
+    const bool short_bands = k_.transpose_tile == 0 && !offsets.empty() && nd > 1;
+    if (short_bands) printShortBandTables(offsets);
+    out_ << "  while (fx_i < fx_end) {\n"
          << "    const int64_t fx_row = fx_i / fx_inner;\n"
          << "    const int64_t fx_col = fx_i - fx_row * fx_inner;\n"
          << "    const int64_t fx_n = (fx_inner - fx_col) < (fx_end - fx_i) ? (fx_inner - fx_col) "
             ": (fx_end - fx_i);\n";
-    std::vector<int> strided;
-    for (int i = 0; i < static_cast<int>(k_.inputs.size()); ++i) {
-      if (k_.inputs[i].access == Access::Strided) strided.push_back(i);
-    }
-    // {offset, strides} of strided inputs (offN, stN), then strided outputs (offoN, soN).
-    std::vector<std::pair<std::string, std::string>> offsets;
-    for (int i : strided) {
-      offsets.emplace_back("off" + std::to_string(i), "st" + std::to_string(i));
-    }
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      if (k_.outputs[o].access != Access::Strided) continue;
-      offsets.emplace_back("offo" + std::to_string(o), "so" + std::to_string(o));
-    }
     for (const auto& [off, st] : offsets) out_ << "    int64_t " << off << " = 0;\n";
     if (!offsets.empty() && nd > 1) {
       out_ << "    {\n      int64_t fx_r = fx_row;\n";
@@ -164,6 +163,7 @@ class CppPrinter {
       out_ << "    }\n";
     }
     if (k_.transpose_tile > 0) printBand(offsets);
+    if (short_bands) printShortBand();
     out_ << "    const int64_t fx_base = fx_i - fx_col;\n"
          << "#pragma GCC ivdep\n"
          << "    for (int64_t j = fx_col; j < fx_col + fx_n; ++j) {\n"
@@ -171,6 +171,64 @@ class CppPrinter {
     printExprs(/*invariant=*/false, "      ");
     printStores("      ");
     out_ << "    }\n    fx_i += fx_n;\n  }\n";
+  }
+
+  // {offset, strides} of strided inputs (offN, stN), then strided outputs (offoN, soN).
+  std::vector<std::pair<std::string, std::string>> stridedOffsets() const {
+    std::vector<std::pair<std::string, std::string>> offsets;
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (k_.inputs[i].access != Access::Strided) continue;
+      offsets.emplace_back("off" + std::to_string(i), "st" + std::to_string(i));
+    }
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (k_.outputs[o].access != Access::Strided) continue;
+      offsets.emplace_back("offo" + std::to_string(o), "so" + std::to_string(o));
+    }
+    return offsets;
+  }
+
+  // Per strided tensor, the offset of each element of a band of kShortBandRows short
+  // rows from the band's first element (fx_tbl_offN), where the rows are short and the
+  // offsets fit an int32.
+  void printShortBandTables(const std::vector<std::pair<std::string, std::string>>& offsets) {
+    const std::string row = std::to_string(k_.ndim - 2);
+    const std::string col = std::to_string(k_.ndim - 1);
+    out_ << "  bool fx_short = fx_inner < " << kShortRow << ";\n";
+    for (const auto& [off, st] : offsets) {
+      out_ << "  fx_short = fx_short && " << kShortBandRows << " * (" << st << "[" << row
+           << "] + " << st << "[" << col << "]) < 0x40000000;\n";
+    }
+    for (const auto& [off, st] : offsets) {
+      out_ << "  int32_t fx_tbl_" << off << "[" << kShortBandRows * kShortRow << "];\n";
+    }
+    out_ << "  if (fx_short) {\n"
+         << "    for (int64_t fx_b = 0; fx_b < " << kShortBandRows << "; ++fx_b)\n"
+         << "      for (int64_t fx_j = 0; fx_j < fx_inner; ++fx_j) {\n";
+    for (const auto& [off, st] : offsets) {
+      out_ << "        fx_tbl_" << off << "[fx_b * fx_inner + fx_j] = (int32_t)(fx_b * " << st
+           << "[" << row << "] + fx_j * " << st << "[" << col << "]);\n";
+    }
+    out_ << "      }\n  }\n";
+  }
+
+  // From the start of a row with a band of whole short rows left in the range and in
+  // this run of dim ndim-2 (so that row b's offsets are row 0's plus b strides of that
+  // dim): the band as one flat loop, strided tensors read and written through the
+  // tables.
+  void printShortBand() {
+    const std::string row = std::to_string(k_.ndim - 2);
+    out_ << "    if (fx_short && fx_col == 0 && fx_end - fx_i >= " << kShortBandRows
+         << " * fx_inner && fx_row % fx_sizes[" << row << "] + " << kShortBandRows
+         << " <= fx_sizes[" << row << "]) {\n"
+         << "      const int64_t fx_band_n = " << kShortBandRows << " * fx_inner;\n"
+         << "#pragma GCC ivdep\n"
+         << "      for (int64_t fx_e = 0; fx_e < fx_band_n; ++fx_e) {\n"
+         << "        const int64_t i = fx_i + fx_e;\n";
+    in_short_band_ = true;
+    printExprs(/*invariant=*/false, "        ");
+    printStores("        ");
+    in_short_band_ = false;
+    out_ << "      }\n      fx_i += fx_band_n;\n      continue;\n    }\n";
   }
 
   // From the start of a row with at least two whole rows left in the range: the rows
@@ -256,7 +314,9 @@ class CppPrinter {
       const TensorOutput& out = k_.outputs[o];
       const std::string n = std::to_string(o);
       std::string elem = "[i]";
-      if (out.access == Access::Strided) {
+      if (out.access == Access::Strided && in_short_band_) {
+        elem = "[offo" + n + " + fx_tbl_offo" + n + "[fx_e]]";
+      } else if (out.access == Access::Strided) {
         elem = out.inner_unit_stride
                    ? "[offo" + n + " + j]"
                    : "[offo" + n + " + j * so" + n + "[" + std::to_string(k_.ndim - 1) + "]]";
@@ -278,6 +338,8 @@ class CppPrinter {
       case Access::Strided:
         if (in_buffer_ && in.transposed) {
           elem = "fx_buf" + std::to_string(e.index) + "[fx_b][j - fx_jb]";
+        } else if (in_short_band_) {
+          elem = ref + "[" + off + " + fx_tbl_" + off + "[fx_e]]";
         } else if (in.inner_zero_stride) {
           elem = ref + "[" + off + "]";
         } else if (in.inner_unit_stride) {
@@ -308,6 +370,7 @@ class CppPrinter {
   ExprFacts facts_;
   std::vector<ExprId> draws_;  // drawn ahead by chunks (printDrawChunkStart)
   bool in_buffer_ = false;  // printing printBand's rows: transposed inputs are in fx_bufN
+  bool in_short_band_ = false;  // printing printShortBand's loop: offsets from fx_tbl_*
   std::ostringstream out_;
 };
 
