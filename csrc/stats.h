@@ -10,7 +10,7 @@
 namespace fuser {
 
 struct Stats {
-  std::atomic<int64_t> groups_formed{0};     // FusionGroups created by the pass
+  std::atomic<int64_t> groups_formed{0};     // FusionGroups the pass guarded (that run)
   std::atomic<int64_t> kernels_compiled{0};  // compiler runs (host compiler or NVRTC)
   std::atomic<int64_t> disk_cache_hits{0};   // kernels loaded from FUSER_CACHE_DIR
   std::atomic<int64_t> memory_cache_hits{0};  // specializations found already compiled

@@ -26,8 +26,8 @@ CASES = {
     "runs_of_5_rows": ((64, 5, 3), (64, 1, 3), False),
     # A transposed operand: both of its strides in the table.
     "transposed_operand": ((300, 6), (6, 300), True),
-    # One element per row.
-    "rows_of_one": ((2, 50, 1), (1, 50, 1), False),
+    # Rows of 15, just under the threshold: runs of 64 rows, two whole bands each.
+    "rows_of_15": ((3, 64, 15), (3, 1, 15), False),
 }
 
 
