@@ -236,6 +236,14 @@ def _channels_last_residual_inputs(
     )
 
 
+def _se_gate_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """A squeeze-excite block's activation x (N, C, H, W) and its gate logits s (N, C, 1, 1)."""
+    n, c, h, w = dims["N"], dims["C"], dims["H"], dims["W"]
+    return _randn(gen, dtype, device, n, c, h, w), _randn(gen, dtype, device, n, c, 1, 1)
+
+
 def _pair_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -393,6 +401,18 @@ _IMAGES = {
 _IMAGES_CUDA = {
     "small": {"N": 2, "C": 64, "H": 16, "W": 16},
     "large": {"N": 32, "C": 256, "H": 64, "W": 64},
+}
+# The late stages of EfficientNet and MobileNetV3, where squeeze-excite gates sit: rows of
+# 7 x 7 or 14 x 14 elements, each scaled by one gate.
+_SE_GATES = {
+    "tiny": {"N": 2, "C": 8, "H": 4, "W": 4},
+    "small": {"N": 1, "C": 1152, "H": 7, "W": 7},
+    "medium": {"N": 8, "C": 672, "H": 14, "W": 14},
+    "large": {"N": 32, "C": 1152, "H": 7, "W": 7},
+}
+_SE_GATES_CUDA = {
+    "small": {"N": 8, "C": 672, "H": 14, "W": 14},
+    "large": {"N": 256, "C": 1152, "H": 7, "W": 7},
 }
 _CELLS = {
     "tiny": {"B": 4, "H": 16},
@@ -571,6 +591,19 @@ WORKLOADS: dict[str, Workload] = {
             make_inputs=_channels_last_residual_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="se_gate",
+            description="x * sigmoid(s): a squeeze-excite gate, s (N, C, 1, 1) per row of x",
+            source=_source(
+                """
+                def se_gate(x, s):
+                    return x * torch.sigmoid(s)
+                """
+            ),
+            make_inputs=_se_gate_inputs,
+            sizes=_SE_GATES,
+            cuda_sizes=_SE_GATES_CUDA,
         ),
         Workload(
             name="batchnorm_relu",
