@@ -50,6 +50,33 @@ c10::TensorTypePtr chunkShapeType(const Node* chunk) {
   return nullptr;
 }
 
+// A chunk of `input` broadcast to the chunks' shape (`shape`, a read chunk's type):
+// `shape`'s sizes, with `input`'s strides where it has the dim and a zero stride where
+// it is broadcast (the view broadcast_tensors and the chunk give it). A bias [C] chunked
+// beside an [N, T, 2C] product is read along its rows, not as a copy laid out like them;
+// the partition and the executors see the layout they will meet. `shape` itself where
+// `input` has no complete sizes and strides.
+c10::TensorTypePtr chunkOfBroadcastType(const c10::TensorTypePtr& shape,
+                                        const c10::TensorType& input, int64_t dim) {
+  auto sizes = shape->sizes().concrete_sizes();
+  auto in_sizes = input.sizes().concrete_sizes();
+  auto in_strides = input.strides().concrete_sizes();
+  if (!sizes || !in_sizes || !in_strides || in_sizes->size() > sizes->size()) {
+    return shape;
+  }
+  const int64_t rank = static_cast<int64_t>(sizes->size());
+  const int64_t lead = rank - static_cast<int64_t>(in_sizes->size());
+  if (dim < 0) dim += rank;
+  std::vector<int64_t> strides(rank, 0);
+  for (int64_t d = lead; d < rank; ++d) {
+    const int64_t in_size = (*in_sizes)[d - lead];
+    // Along the chunked dim the whole size is several chunks: a size 1 there broadcasts.
+    const bool broadcast = in_size == 1 && (d == dim || (*sizes)[d] != 1);
+    strides[d] = broadcast ? 0 : (*in_strides)[d - lead];
+  }
+  return shape->withSizesStrides(*sizes, strides);
+}
+
 // Each `aten::size(out)` of the elementwise `producer` becomes the broadcast of its
 // tensor operands' sizes, so the producer's result need not exist.
 void replaceSizesByBroadcastSizes(Node* producer) {
@@ -132,10 +159,12 @@ Node* moveChunkBeforeProducer(Node* chunk, size_t index) {
   Node* moved = graph->create(broadcastingChunkSymbol(), inputs, inputs.size() * n);
   moved->i_(c10::attr::chunks, n)->i_(c10::attr::dim, chunk->i(c10::attr::dim));
   moved->insertBefore(chunk);
+  const int64_t dim = chunk->i(c10::attr::dim);
   for (size_t j = 0; j < inputs.size(); ++j) {
     auto input_type = inputs[j]->type()->expect<c10::TensorType>();
     for (Value* out : chunksOfInput(moved, j)) {
-      out->setType(shape->withScalarType(input_type->scalarType())
+      out->setType(chunkOfBroadcastType(shape, *input_type, dim)
+                       ->withScalarType(input_type->scalarType())
                        ->withRequiresGrad(input_type->requiresGrad()));
     }
   }

@@ -131,6 +131,47 @@ TEST_F(ChunksTest, ChunkMovesAboveBroadcastingProducer) {
       ->run(*subgraph);
 }
 
+// The chunks of the bias are typed as what they are, views of the bias broadcast along
+// the rows (stride 0), not copies laid out like the product's chunks: where the chunk is
+// expanded outside a group (gMLP's gate: its halves feed two groups), the groups reading
+// them were planned for a layout they never met and ran interpreted.
+TEST_F(ChunksTest, BroadcastChunksOfABiasKeepItsStrides) {
+  auto graph = parse(R"IR(
+graph(%x : $W, %m : $M, %bias : $B):
+  %one : int = prim::Constant[value=1]()
+  %y : $W = aten::mm(%x, %m)
+  %z : $W = aten::add(%y, %bias, %one)
+  %a : $C, %b : $C = prim::ConstantChunk[chunks=2, dim=1](%z)
+  %s : $C = aten::sigmoid(%a)
+  %t : $C = aten::tanh(%b)
+  %u : $C = aten::mm(%s, %x)
+  %v : $C = aten::mul(%t, %t)
+  return (%u, %v))IR");
+  prepareGraph(graph);
+  formFusionGroups(graph);
+  Node* chunk = nullptr;
+  for (Node* n : graph->nodes()) {
+    if (n->kind() == c10::prim::BroadcastingChunk) chunk = n;
+  }
+  ASSERT_NE(chunk, nullptr) << *graph;  // its halves feed two groups: it stays outside
+  ASSERT_EQ(chunk->inputs().size(), 2u);
+  for (size_t j = 0; j < 2; ++j) {
+    const bool bias = chunk->input(j)->type()->expectRef<c10::TensorType>().dim() == 1u;
+    for (size_t c = 0; c < 2; ++c) {
+      auto type = chunk->output(j * 2 + c)->type()->expect<c10::TensorType>();
+      EXPECT_EQ(type->sizes().concrete_sizes(), std::vector<int64_t>({4, 4}));
+      EXPECT_EQ(type->strides().concrete_sizes(),
+                bias ? std::vector<int64_t>({0, 1}) : std::vector<int64_t>({8, 1}));
+    }
+  }
+  expandUnfusedChunks(graph);
+  auto x = torch::randn({4, 8}), m = torch::randn({8, 8}), bias = torch::randn({8});
+  auto halves = (torch::mm(x, m) + bias).chunk(2, 1);
+  auto got = run(graph, {x, m, bias});
+  EXPECT_TRUE(torch::allclose(got[0], torch::mm(torch::sigmoid(halves[0]), x)));
+  EXPECT_TRUE(torch::allclose(got[1], torch::tanh(halves[1]) * torch::tanh(halves[1])));
+}
+
 // The same graph, guarded and run: the kernel reads the bias chunks through stride-0
 // views and matches eager.
 TEST_F(ChunksTest, BroadcastingChunkInsideGroupMatchesEager) {
