@@ -4,20 +4,13 @@
 // by a fusible node is the same op without bias followed by `aten::add(out, bias)`
 // (the bias viewed as [C, 1, ...] for convolutions), typed as the original result. The
 // add is an ordinary fusible node: partition merges it with the activation, residual
-// add or scale after it, so the bias costs no pass of its own (cuDNN and ATen's CUDA
+// add or scale after it, so the bias costs no pass of its own (cuDNN and ATen's
 // convolutions add it in a separate kernel; nvFuser split linear the same way).
 // Left alone: no bias, a bias without complete type, a result no fusible node reads
-// (nothing would join; a batch_norm reads its input from outside its group), anything
-// on the CPU that oneDNN Graph fuses (its post-op readers are refused by checkFusible),
-// convolutions on the CPU (below), and float16/bfloat16 linear results, whose bias eager
-// adds before rounding: the split would round twice.
-//
-// On the CPU, ATen's and oneDNN's convolutions add the bias as they write their result,
-// so a split saves no pass there; it only turns the flat group after the convolution
-// into one whose rows (the spatial size: 49 elements at 7 x 7) each read a broadcast
-// bias. Frozen 1x1 convolution + silu on one core, with oneDNN Graph, bias split / kept:
-// [2, 1152, 7, 7] 498 / 478 us, [2, 480, 14, 14] 428 / 411; without it 663 / 637 and
-// 437 / 412.
+// (nothing would join; a batch_norm reads its input from outside its group), anything on the CPU that oneDNN Graph fuses (its post-op
+// readers are refused by checkFusible), and float16/bfloat16 results where eager adds
+// the bias before rounding (linear everywhere, convolutions on the CPU): the split
+// would round twice. ATen's CUDA convolutions add the bias afterwards, as the split does.
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <optional>
@@ -63,12 +56,12 @@ Value* broadcastableBias(Value* bias, int64_t spatial, torch::jit::Graph& graph)
   return view->output();
 }
 
-// Whether adding the bias after the op saves a pass and rounds as eager does (see the
-// header comment): convolutions only on CUDA, linear layers only in 32 and 64 bits.
-bool splitPays(const Node* node, const c10::TensorType& out) {
-  if (*spatialRank(node) > 0) return out.device()->is_cuda();
+// Whether `bias` added after the op rounds as eager does (see the header comment).
+bool roundsAsEager(const Node* node, const c10::TensorType& out) {
   const c10::ScalarType dtype = *out.scalarType();
-  return dtype != c10::kHalf && dtype != c10::kBFloat16;
+  if (dtype != c10::kHalf && dtype != c10::kBFloat16) return true;
+  const bool convolution = *spatialRank(node) > 0;
+  return convolution && out.device()->is_cuda();
 }
 
 void splitIn(torch::jit::Block* block) {
@@ -82,7 +75,7 @@ void splitIn(torch::jit::Block* block) {
     auto out_type = node->output()->type()->cast<c10::TensorType>();
     if (!bias_type || !bias_type->isComplete() || bias_type->dim() != 1u || !out_type ||
         !out_type->isComplete() || bias_type->scalarType() != out_type->scalarType() ||
-        !splitPays(node, *out_type) || !readByFusibleNode(node->output())) {
+        !roundsAsEager(node, *out_type) || !readByFusibleNode(node->output())) {
       continue;
     }
     torch::jit::Graph& graph = *node->owningGraph();

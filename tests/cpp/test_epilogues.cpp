@@ -18,23 +18,19 @@ using torch::jit::Node;
 using torch::jit::testing::FileCheck;
 
 const testing_helpers::TypeNames kTypes = {
-    {"$X", "Float(2, 4, 8, 8, strides=[256, 64, 8, 1], requires_grad=0, device=cuda:0)"},
-    {"$W", "Float(4, 4, 3, 3, strides=[36, 9, 3, 1], requires_grad=0, device=cuda:0)"},
-    {"$C", "Float(4, strides=[1], requires_grad=0, device=cuda:0)"},
-    {"$Y", "Float(2, 4, 8, 8, strides=[256, 64, 8, 1], requires_grad=0, device=cpu)"},
-    {"$V", "Float(4, 4, 3, 3, strides=[36, 9, 3, 1], requires_grad=0, device=cpu)"},
+    {"$X", "Float(2, 4, 8, 8, strides=[256, 64, 8, 1], requires_grad=0, device=cpu)"},
+    {"$W", "Float(4, 4, 3, 3, strides=[36, 9, 3, 1], requires_grad=0, device=cpu)"},
     {"$B", "Float(4, strides=[1], requires_grad=0, device=cpu)"},
     {"$L", "Float(2, 16, strides=[16, 1], requires_grad=0, device=cpu)"},
     {"$M", "Float(4, 16, strides=[16, 1], requires_grad=0, device=cpu)"},
     {"$O", "Float(2, 4, strides=[4, 1], requires_grad=0, device=cpu)"},
 };
 
-// conv2d(x, w, b) on CUDA read by `reader`: a node kind applied to it, or the call's
-// text with `%c` as the convolution. On the CPU (`cpu`) the types are the CPU's.
-std::string convThen(const std::string& reader, const std::string& bias = "%b",
-                     bool cpu = false) {
-  const std::string ir = R"IR(
-graph(%x : $X, %w : $W, %b : $C):
+// conv2d(x, w, b) read by `reader`: a node kind applied to it, or the call's text with
+// `%c` as the convolution.
+std::string convThen(const std::string& reader, const std::string& bias = "%b") {
+  return R"IR(
+graph(%x : $X, %w : $W, %b : $B):
   %one : int = prim::Constant[value=1]()
   %ones : int[] = prim::Constant[value=[1, 1]]()
   %none : NoneType = prim::Constant()
@@ -43,14 +39,6 @@ graph(%x : $X, %w : $W, %b : $C):
   %r : $X = )IR" + (reader.find('(') == std::string::npos ? reader + "(%c)" : reader) + R"IR(
   return (%r)
 )IR";
-  if (!cpu) return ir;
-  std::string on_cpu = ir;
-  for (auto [cuda, host] : {std::pair{"$X", "$Y"}, {"$W", "$V"}, {"$C", "$B"}}) {
-    for (size_t at = on_cpu.find(cuda); at != std::string::npos; at = on_cpu.find(cuda, at)) {
-      on_cpu.replace(at, 2, host);
-    }
-  }
-  return on_cpu;
 }
 
 GraphPtr splitAndGroup(const std::string& ir) {
@@ -120,54 +108,18 @@ graph(%x : $L, %w : $M, %b : $B):
       *groups[0]->g(torch::jit::attr::Subgraph));
 }
 
-TEST(Epilogues, ConvolutionsOnTheCpuKeepTheirBias) {
-  // ATen's and oneDNN's CPU convolutions add the bias as they write: a split saves no pass.
-  auto graph = splitAndGroup(convThen("aten::relu", "%b", /*cpu=*/true));
-  FileCheck().check("aten::conv2d(%x, %w, %b")->check_not("aten::view")->run(*graph);
-  for (Node* n : graph->nodes()) EXPECT_NE(n->kind(), c10::aten::add);
-}
-
-TEST(Epilogues, ConstantConvolutionBiasIsViewedAtPassTime) {
-  // A frozen module: the bias is a constant tensor, viewed as [4, 1, 1] by the pass.
+TEST(Epilogues, ConstantBiasIsAConstantGroupInput) {
+  // A frozen module: the bias is a constant tensor, viewed at pass time.
   auto graph = testing_helpers::parseWithTypes(convThen("aten::relu"), kTypes);
+  torch::jit::Value* bias = nullptr;
   {
     torch::jit::WithInsertPoint start(*graph->nodes().begin());
-    torch::jit::Value* bias = graph->insertConstant(at::arange(4, at::kFloat));
-    for (Node* n : graph->nodes()) {
-      if (n->kind() == c10::Symbol::fromQualString("aten::conv2d")) n->replaceInput(2, bias);
-    }
+    bias = graph->insertConstant(at::arange(4, at::kFloat));
+  }
+  for (Node* n : graph->nodes()) {
+    if (n->kind() == c10::Symbol::fromQualString("aten::conv2d")) n->replaceInput(2, bias);
   }
   graph->eraseInput(2);
-  prepareGraph(graph);
-  splitBiasEpilogues(graph);
-  graph->lint();
-  bool viewed = false;
-  for (Node* n : graph->nodes()) {
-    if (n->kind() != c10::aten::add) continue;
-    Node* bias = n->input(1)->node();
-    ASSERT_EQ(bias->kind(), c10::prim::Constant);
-    EXPECT_EQ(torch::jit::toIValue(n->input(1))->toTensor().sizes(), at::IntArrayRef({4, 1, 1}));
-    viewed = true;
-  }
-  EXPECT_TRUE(viewed);
-}
-
-TEST(Epilogues, ConstantBiasIsAConstantGroupInput) {
-  // A frozen linear layer: the group reads its constant bias from outside.
-  auto graph = testing_helpers::parseWithTypes(R"IR(
-graph(%x : $L, %w : $M):
-  %l : $O = aten::linear(%x, %w, %x)
-  %s : $O = aten::sigmoid(%l)
-  return (%s)
-)IR",
-                                               kTypes);
-  {
-    torch::jit::WithInsertPoint start(*graph->nodes().begin());
-    torch::jit::Value* bias = graph->insertConstant(at::arange(4, at::kFloat));
-    for (Node* n : graph->nodes()) {
-      if (n->kind() == c10::aten::linear) n->replaceInput(2, bias);
-    }
-  }
   prepareGraph(graph);
   splitBiasEpilogues(graph);
   graph->lint();  // every value defined before its uses
@@ -183,7 +135,7 @@ graph(%x : $L, %w : $M):
   for (torch::jit::Value* in : groups[0]->inputs()) {
     if (in->node()->kind() == c10::prim::Constant) {
       constant_input = true;
-      EXPECT_EQ(torch::jit::toIValue(in)->toTensor().sizes(), at::IntArrayRef({4}));
+      EXPECT_EQ(torch::jit::toIValue(in)->toTensor().sizes(), at::IntArrayRef({4, 1, 1}));
     }
   }
   EXPECT_TRUE(constant_input);

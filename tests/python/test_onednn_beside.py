@@ -214,8 +214,7 @@ def test_flag_decides_who_takes_the_post_ops(leave: str) -> None:
         env={"FUSER_LEAVE_TO_ONEDNN": leave},
     )
     assert result.returncode == 0, result.stderr
-    # The CPU's convolution keeps its bias (passes/epilogues.cpp).
-    expected = "[]" if leave == "1" else "['aten::mul', 'aten::relu', 'aten::sigmoid']"
+    expected = "[]" if leave == "1" else "['aten::add', 'aten::mul', 'aten::relu', 'aten::sigmoid']"
     assert f"ours: {expected}" in result.stdout
 
 

@@ -458,13 +458,17 @@ def test_input_specs() -> None:
         inputs.parse_spec("floaty[2]")
 
 
-def test_report_of_a_frozen_linear_layer_with_its_bias_epilogue() -> None:
-    # The fuser splits the frozen linear layer's bias off into the ReLU's group (on the
-    # CPU a convolution keeps its bias); the captured graph must be valid (every value
-    # defined before its uses) for the report to copy it.
-    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU()).eval()
+def test_report_of_a_frozen_convolution_with_its_bias_epilogue() -> None:
+    # Freezing folds the batch norm into the convolution's bias, which the fuser splits
+    # off into the ReLU's group; the captured graph must be valid (every value defined
+    # before its uses) for the report to copy it.
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+    ).eval()
     frozen = torch.jit.freeze(torch.jit.script(model))
-    x = torch.randn(2, 5, 16)
+    x = torch.randn(2, 3, 16, 16)
     with torch.no_grad(), fuser.enabled(True):
         report = fuser.report(frozen, x, measure=False)
         expected = model(x)
