@@ -489,9 +489,19 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   }
   // The row kernel reads each operand's rows as runs (or broadcast along the row); an
   // operand whose rows lie apart (transposed) would run the group interpreted.
+  // Tensor constants count too: a group copies them in, and they become its inputs only
+  // when the groups are final (hoistTensorConstants).
   if (row->dims.empty() && row->groups == 0) {
     for (const Node* side : {consumer, producer}) {
-      for (const Value* v : side->inputs()) {
+      std::vector<const Value*> operands(side->inputs().begin(), side->inputs().end());
+      for (const Node* n : nodesOf(side)) {
+        for (const Value* v : n->inputs()) {
+          if (v->node()->kind() == c10::prim::Constant && v->type()->cast<c10::TensorType>()) {
+            operands.push_back(v);
+          }
+        }
+      }
+      for (const Value* v : operands) {
         if (v->node() == producer || rowsAreRuns(v, row->reduced)) continue;
         return FusionDecision::no("%" + v->debugName() + "'s rows (its last " +
                                   std::to_string(row->reduced) + " dims) lie apart in memory, "

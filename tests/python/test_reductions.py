@@ -1048,3 +1048,33 @@ def test_statistics_of_rows_of_equal_values_are_exact(
             torch.testing.assert_close(g, e)  # a rounding step apart at most
             continue
         assert torch.equal(g, e), (case, i, (g.double() - e.double()).abs().max().item())
+
+
+class RelativeBiasSoftmax(torch.nn.Module):
+    """Swin V2's attention logits: a scale and a relative position bias, laid out as the
+    permute of a [49, 49, heads] table, added before the softmax. Frozen, the bias is a
+    constant whose rows (of 49) lie `heads` elements apart."""
+
+    def __init__(self, heads: int) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(49 * 49, heads))
+        self.register_buffer("scale", torch.full((1, heads, 1, 1), 2.0))
+
+    def forward(self, attn: torch.Tensor) -> torch.Tensor:
+        bias = self.table.view(49, 49, -1).permute(2, 0, 1).unsqueeze(0)
+        return torch.softmax(attn * self.scale + bias, dim=-1)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_constant_whose_rows_lie_apart_stays_out_of_the_row_group(device: str) -> None:
+    module = RelativeBiasSoftmax(3).to(device).eval()
+    attn = torch.randn(4, 3, 49, 49, device=device)
+    fuser.reset_stats()
+    with fuser.enabled(True), torch.no_grad():
+        frozen = torch.jit.freeze(torch.jit.script(module))
+        got = run_optimized(frozen, attn)
+        want = module(attn)
+    assert got.shape == want.shape and got.stride() == want.stride()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # A row group holding the bias would meet rows apart and run interpreted every call.
+    assert fuser.stats()["interpreted_runs"] == 0
