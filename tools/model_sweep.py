@@ -11,7 +11,10 @@ interpreted or failed a guard.
 A model that TorchScript cannot script or trace is reported as such. An exception with
 the fuser on is a finding (FAIL); so is a result whose error is far above TorchScript's
 error of that result, unless it is about as close to float64's as eager's is (sums taken
-in another order land elsewhere, not farther from the exact result).
+in another order land elsewhere, not farther from the exact result); a result eager
+gets no digit of against float64 (a gradient zero but for rounding) is not judged.
+`--wide-timm` sweeps 87 timm architectures instead (batch 1; convolutional ones at
+128 x 128, transformers at their own input size).
 
 usage: PYTHONPATH=. python tools/model_sweep.py --device cuda [--only tv_resnet18,hf_gpt2]
 """
@@ -87,6 +90,45 @@ def timm_models() -> dict[str, ModelMaker]:
     )
 
 
+# timm architectures of many families, for --wide-timm: convolutional ones (any input
+# size) and ones with a fixed input size (transformers, MLP mixers).
+WIDE_TIMM_CONV = (
+    "resnet18 resnet26d seresnext26d_32x4d resnext26ts ecaresnet26t skresnet18 "
+    "res2net50_14w_8s resnest14d densenet121 dla34 dpn48b cspresnet50 cspdarknet53 darknet17 "
+    "vovnet39a ese_vovnet19b_dw selecsls42b hrnet_w18_small regnetx_002 regnety_002 rexnet_100 "
+    "ghostnet_100 mnasnet_100 mobilenetv2_050 mobilenetv3_small_050 lcnet_050 tinynet_e "
+    "efficientnet_lite0 efficientnet_b1 fbnetc_100 hardcorenas_a mixnet_s tf_efficientnet_b0 "
+    "efficientnetv2_rw_t nf_resnet26 dm_nfnet_f0 repvgg_a0 convnext_atto convnextv2_atto "
+    "poolformer_s12 convmixer_768_32 edgenext_xx_small mobilevit_xxs mobilevitv2_050 "
+    "efficientformer_l1 levit_128s inception_v3 xception41 gernet_s halonet26t botnet26t_256 "
+    "lambda_resnet26t fastvit_t8 repvit_m1 ghostnetv2_100 tresnet_m sebotnet33ts_256 "
+    "gcresnext26ts resnetblur18 resnetaa50d"
+).split()
+WIDE_TIMM_FIXED = (
+    "vit_tiny_patch16_224 deit_tiny_distilled_patch16_224 cait_xxs24_224 xcit_nano_12_p16_224 "
+    "pvt_v2_b0 twins_svt_small swin_tiny_patch4_window7_224 swinv2_cr_tiny_224 "
+    "maxvit_nano_rw_256 coat_lite_tiny crossvit_tiny_240 gcvit_xxtiny beit_base_patch16_224 "
+    "mixer_s16_224 resmlp_12_224 gmlp_ti16_224 tnt_s_patch16_224 pit_ti_224 visformer_tiny "
+    "sequencer2d_s nest_tiny mvitv2_tiny davit_tiny efficientvit_b0 tiny_vit_5m_224 hgnet_tiny "
+    "inception_next_tiny"
+).split()
+
+
+def wide_timm_models() -> dict[str, ModelMaker]:
+    timm = importlib.import_module("timm")
+
+    def maker(name: str) -> ModelMaker:
+        def make() -> tuple[torch.nn.Module, tuple[Any, ...], str]:
+            model = timm.create_model(name, pretrained=False, scriptable=True)
+            config = getattr(model, "pretrained_cfg", None) or {}
+            side = config.get("input_size", (3, 224))[-1] if name in WIDE_TIMM_FIXED else 128
+            return model, (torch.randn(1, 3, side, side),), "script"
+
+        return make
+
+    return {f"timm_{n}": maker(n) for n in WIDE_TIMM_CONV + WIDE_TIMM_FIXED}
+
+
 def transformers_models() -> dict[str, ModelMaker]:
     transformers = importlib.import_module("transformers")
 
@@ -123,9 +165,14 @@ def bench_models() -> dict[str, ModelMaker]:
     return {"gpt2_block": lambda: (GPT2Block(256, 4, 64), (torch.randn(2, 64, 256),), "script")}
 
 
-def available() -> dict[str, ModelMaker]:
+def available(wide_timm: bool = False) -> dict[str, ModelMaker]:
     found: dict[str, ModelMaker] = {}
-    for source in (bench_models, torchvision_models, timm_models, transformers_models):
+    sources = (
+        (wide_timm_models,)
+        if wide_timm
+        else (bench_models, torchvision_models, timm_models, transformers_models)
+    )
+    for source in sources:
         try:
             found.update(source())
         except Exception as error:  # noqa: BLE001 - a library that does not load here
@@ -296,10 +343,19 @@ def sweep_one(
     ours, eagers = errors(fused, exact), errors(want_out + want_grads, exact)
     if len(ours) != len(eagers):
         return line.format(verdict="FAIL") + "; float64's results do not pair up"
-    worst = max(far, key=lambda i: ours[i] / max(eagers[i], 1e-30))
-    verdict = "ok  " if all(ours[i] <= 2 * eagers[i] for i in far) else "FAIL"
-    return line.format(verdict=verdict) + (
-        f"; result {worst} from float64: fuser {ours[worst]:.2e}, eager {eagers[worst]:.2e}"
+    # A result eager gets no digit of (its error at least the value: a gradient that is
+    # zero but for rounding, as attention's key bias's) is noise in every mode: not judged.
+    noise = [i for i in far if eagers[i] >= 1.0]
+    judged = [i for i in far if i not in noise]
+    note = f"; {len(noise)} results rounding noise in eager too (not judged)" if noise else ""
+    if not judged:
+        return line.format(verdict="ok  ") + note
+    worst = max(judged, key=lambda i: ours[i] / max(eagers[i], 1e-30))
+    verdict = "ok  " if all(ours[i] <= 2 * eagers[i] for i in judged) else "FAIL"
+    return (
+        line.format(verdict=verdict)
+        + (f"; result {worst} from float64: fuser {ours[worst]:.2e}, eager {eagers[worst]:.2e}")
+        + note
     )
 
 
@@ -309,13 +365,14 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--only", default="", help="comma-separated model names")
     parser.add_argument("--modes", default="infer,step")
+    parser.add_argument("--wide-timm", action="store_true", help="87 timm architectures")
     args = parser.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     # TF32 convolutions (cuDNN's default) round to 10 bits: a layout or algorithm the
     # fused graph's convolutions get would move results by 1e-4, hiding the fuser's own.
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    models = available()
+    models = available(args.wide_timm)
     only = [n for n in args.only.split(",") if n]
     for name, make in models.items():
         if only and name not in only:
