@@ -30,6 +30,9 @@ constexpr int kBandColumns = 64;
 // 0.8 as bands (ATen's flat silu alone 0.4); from 16 elements up the rows were as fast.
 constexpr int kShortRow = 16;
 constexpr int kShortBandRows = 32;
+// Work (opCost units: a transcendental function) from which bands of short rows pay
+// beyond the usual lengths (shortRowLimit).
+constexpr int kExpensiveWork = 16;
 
 // Kernels that draw random numbers walk their range in chunks of this many elements,
 // each chunk's draws first, one Philox block per four elements into a buffer, then the
@@ -147,7 +150,7 @@ class CppPrinter {
          << "  int64_t fx_i = fx_begin;\n";
     const std::vector<std::pair<std::string, std::string>> offsets = stridedOffsets();
     const bool short_bands =
-        k_.transpose_tile == 0 && !offsets.empty() && nd > 1 && perRowWorkIsLess();
+        k_.transpose_tile == 0 && !offsets.empty() && nd > 1;
     const bool steps = !offsets.empty() && nd > 1;
     if (short_bands) printShortBandTables(offsets);
     for (const auto& [off, st] : offsets) out_ << "  int64_t " << off << " = 0;\n";
@@ -218,14 +221,18 @@ class CppPrinter {
   void printShortBandTables(const std::vector<std::pair<std::string, std::string>>& offsets) {
     const std::string row = std::to_string(k_.ndim - 2);
     const std::string col = std::to_string(k_.ndim - 1);
-    out_ << "  bool fx_short = fx_inner < " << kShortRow << ";\n";
+    const int limit = shortRowLimit();
+    out_ << "  bool fx_short = fx_inner < " << limit << " && (fx_inner < " << kShortRow
+         << " || fx_inner % " << kShortRow << " != 0);\n";
     for (const auto& [off, st] : offsets) {
       out_ << "  fx_short = fx_short && " << kShortBandRows << " * (" << st << "[" << row
            << "] + " << st << "[" << col << "]) < 0x40000000;\n";
     }
     for (const auto& [off, st] : offsets) {
-      out_ << "  int32_t fx_tbl_" << off << "[" << kShortBandRows * kShortRow << "];\n";
+      out_ << "  int32_t fx_tbl_" << off << "[" << kShortBandRows * limit << "];\n";
     }
+    const bool row_values = !bandRowValues().empty();
+    if (row_values) out_ << "  int32_t fx_tbl_row[" << kShortBandRows * limit << "];\n";
     out_ << "  if (fx_short) {\n"
          << "    for (int64_t fx_b = 0; fx_b < " << kShortBandRows << "; ++fx_b)\n"
          << "      for (int64_t fx_j = 0; fx_j < fx_inner; ++fx_j) {\n";
@@ -233,24 +240,61 @@ class CppPrinter {
       out_ << "        fx_tbl_" << off << "[fx_b * fx_inner + fx_j] = (int32_t)(fx_b * " << st
            << "[" << row << "] + fx_j * " << st << "[" << col << "]);\n";
     }
+    if (row_values) out_ << "        fx_tbl_row[fx_b * fx_inner + fx_j] = (int32_t)fx_b;\n";
     out_ << "      }\n  }\n";
+  }
+
+  // The per-row values a band's element loop reads (fx_rvN): per-row expressions read
+  // by per-element ones or stored.
+  std::vector<size_t> bandRowValues() const {
+    std::vector<bool> read(k_.exprs.size(), false);
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      if (!prints(i, Vary::PerElement)) continue;
+      for (ExprId a : k_.exprs[i].args) read[a] = true;
+    }
+    for (const TensorOutput& o : k_.outputs) read[o.value] = true;
+    std::vector<size_t> values;
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      if (read[i] && prints(i, Vary::PerRow)) values.push_back(i);
+    }
+    return values;
   }
 
   // From the start of a row with a band of whole short rows left in the range and in
   // this run of dim ndim-2 (so that row b's offsets are row 0's plus b strides of that
-  // dim): the band as one flat loop, strided tensors read and written through the
-  // tables.
+  // dim): the band's per-row values first, a loop over its rows (a squeeze-excite gate's
+  // sigmoid once per row: x * sigmoid(s) over rows of 4 took 31 us row by row, 12 so,
+  // one core), then the band as one flat loop, strided tensors read and written
+  // through the tables and per-row values read by row (fx_tbl_row).
   void printShortBand() {
     const std::string row = std::to_string(k_.ndim - 2);
     out_ << "    if (fx_short && fx_col == 0 && fx_end - fx_i >= " << kShortBandRows
          << " * fx_inner && fx_row % fx_sizes[" << row << "] + " << kShortBandRows
          << " <= fx_sizes[" << row << "]) {\n"
-         << "      const int64_t fx_band_n = " << kShortBandRows << " * fx_inner;\n"
-         << "#pragma GCC ivdep\n"
+         << "      const int64_t fx_band_n = " << kShortBandRows << " * fx_inner;\n";
+    const std::vector<size_t> row_values = bandRowValues();
+    for (size_t v : row_values) {
+      out_ << "      " << computeTypeName(k_.exprs[v].type) << " fx_rv" << v << "["
+           << kShortBandRows << "];\n";
+    }
+    if (!row_values.empty()) {
+      out_ << "#pragma GCC ivdep\n"
+           << "      for (int64_t fx_b = 0; fx_b < " << kShortBandRows << "; ++fx_b) {\n";
+      in_band_rows_ = true;
+      printExprs(Vary::PerRow, "        ");
+      in_band_rows_ = false;
+      for (size_t v : row_values) out_ << "        fx_rv" << v << "[fx_b] = v" << v << ";\n";
+      out_ << "      }\n";
+    }
+    out_ << "#pragma GCC ivdep\n"
          << "      for (int64_t fx_e = 0; fx_e < fx_band_n; ++fx_e) {\n"
          << "        const int64_t i = fx_i + fx_e;\n";
-    in_short_band_ = true;  // a band's rows are one loop: its per-row values vary in it
-    printExprs(Vary::PerRowOrElement, "        ");
+    for (size_t v : row_values) {
+      out_ << "        const " << computeTypeName(k_.exprs[v].type) << " v" << v << " = fx_rv"
+           << v << "[fx_tbl_row[fx_e]];\n";
+    }
+    in_short_band_ = true;
+    printExprs(Vary::PerElement, "        ");
     printStores("        ");
     in_short_band_ = false;
     out_ << "      }\n      fx_i += fx_band_n;\n      continue;\n    }\n";
@@ -364,6 +408,9 @@ class CppPrinter {
       case Access::Strided:
         if (in_buffer_ && in.transposed) {
           elem = "fx_buf" + std::to_string(e.index) + "[fx_b][j - fx_jb]";
+        } else if (in_band_rows_) {  // inner_zero_stride: one element per row
+          elem = ref + "[" + off + " + fx_b * st" + std::to_string(e.index) + "[" +
+                 std::to_string(k_.ndim - 2) + "]]";
         } else if (in_short_band_) {
           elem = ref + "[" + off + " + fx_tbl_" + off + "[fx_e]]";
         } else if (in.inner_zero_stride) {
@@ -404,17 +451,22 @@ class CppPrinter {
     return row;
   }
 
-  // Whether the per-row expressions cost less than the per-element ones (opCost): a
-  // band of short rows computes both per element, the row loop the first once a row.
-  // On one core, rows of 9: x * sigmoid(s) 37 us by bands, 16 row by row (ATen 13);
-  // silu(x + b) 19 by bands, 28 row by row.
-  bool perRowWorkIsLess() const {
+  // Rows shorter than this go by bands. A band computes its per-row values once per row
+  // too, but reads them back per element: where they are cheap and the elements too,
+  // rows of 8 and more run faster one by one. One core, rows of 9 / rows of 4, by bands
+  // and row by row: x * (s + b) 11.4 / 11.5 and 8.4 / 16.6 us; x * sigmoid(s + b) 14.1 /
+  // 16.8 and 16.0 / 31.0. Where the elements are expensive, rows up to 31 elements go by
+  // bands too, but for rows of 16, whose loop has no scalar tail: silu(x + b) over rows
+  // of 20 / 25 / 31 took 38.7 / 47.7 / 59.8 us by bands, 60.0 / 51.5 / 99.3 row by row,
+  // rows of 16 31.4 and 27.2.
+  int shortRowLimit() const {
     int row = 0, element = 0;
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
       if (!facts_.used[i] || facts_.invariant[i]) continue;
       (per_row_[i] ? row : element) += opCost(k_.exprs[i].op);
     }
-    return row < element;
+    if (element >= kExpensiveWork && element > row) return 2 * kShortRow;
+    return row >= kExpensiveWork || element > row ? kShortRow : kShortRow / 2;
   }
 
   bool prints(size_t i, Vary which) const {
@@ -448,6 +500,7 @@ class CppPrinter {
   std::vector<ExprId> draws_;  // drawn ahead by chunks (printDrawChunkStart)
   bool in_buffer_ = false;  // printing printBand's rows: transposed inputs are in fx_bufN
   bool in_short_band_ = false;  // printing printShortBand's loop: offsets from fx_tbl_*
+  bool in_band_rows_ = false;  // printing printShortBand's per-row loop: row fx_b's offsets
   std::ostringstream out_;
 };
 

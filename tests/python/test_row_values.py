@@ -27,6 +27,10 @@ CASES = {
     # Rows of 4 and 9, whose gate costs more than their elements: row by row.
     "short_rows_2x2": ((2, 300, 2, 2), (2, 300, 1, 1), (1,), False),
     "short_rows_3x3": ((4, 70, 3, 3), (4, 70, 1, 1), (3,), False),
+    # Rows of 3 in runs of 40: a band of 32 rows, then 8 rows one by one; a gate per row,
+    # and one per run (the same for a band's rows).
+    "bands_then_rows": ((6, 40, 3), (6, 40, 1), (3,), False),
+    "one_gate_per_run": ((6, 40, 3), (6, 1, 1), (1,), False),
     # A transposed x read in tiles, the gate per row of the tile's band.
     "transposed_tiles": ((300, 70), (300, 1), (300, 70), True),
 }
@@ -87,8 +91,8 @@ def test_the_gate_is_computed_before_the_rows_loop() -> None:
     g = torch.Generator().manual_seed(2)
     x, s = torch.randn(2, 96, 14, 14, generator=g), torch.randn(2, 96, 1, 1, generator=g)
     kernel = printed_kernel("def f(x, s):\n    return x * torch.sigmoid(s - 0.5)\n", x, s)
-    assert kernel.index("fx_sigmoidf(") < kernel.index("for (int64_t j = fx_col;")
-    assert kernel.count("fx_sigmoidf(") == 1  # not in a band's loop either
+    row_loop = kernel[kernel.index("for (int64_t j = fx_col;") : kernel.index("fx_i += fx_n;")]
+    assert "fx_sigmoidf(" in kernel and "fx_sigmoidf(" not in row_loop
     assert "fx_run_left" in kernel  # offsets step from row to row
 
 
@@ -99,3 +103,35 @@ def test_a_cheap_row_value_keeps_the_bands_of_short_rows() -> None:
     x, b = torch.randn(4, 64, 3, 3, generator=g), torch.randn(64, 1, 1, generator=g)
     source = "def f(x, b):\n    return torch.nn.functional.silu(x + b) - 0.25\n"
     assert "fx_band_n" in printed_kernel(source, x, b)
+
+
+def test_a_band_computes_its_gates_once_per_row() -> None:
+    # Rows of 4 go by bands: the gates of a band's 32 rows first, then its elements,
+    # each reading its row's gate (fx_rv*, through fx_tbl_row).
+    g = torch.Generator().manual_seed(3)
+    x, s = torch.randn(2, 300, 2, 2, generator=g), torch.randn(2, 300, 1, 1, generator=g)
+    kernel = printed_kernel("def f(x, s):\n    return x * torch.sigmoid(s + 0.75)\n", x, s)
+    band = kernel[kernel.index("fx_band_n") :]
+    assert "fx_rv" in band and "fx_tbl_row[fx_e]" in band
+    # The sigmoid is in the band's loop over rows and the rows' loop, not per element.
+    elements = band[band.index("for (int64_t fx_e") : band.index("fx_i += fx_band_n")]
+    assert "fx_sigmoidf(" not in elements
+
+
+@pytest.mark.parametrize("row", [16, 20, 25, 31])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_expensive_elements_take_bands_up_to_31(row: int, threads: int) -> None:
+    # silu's exponential per element: rows of 17 to 31 go by bands too (no scalar tail),
+    # rows of 16 (a whole number of vectors) one by one.
+    g = torch.Generator().manual_seed(row)
+    x, b = torch.randn(3, 70, row, generator=g), torch.randn(70, 1, generator=g)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        scale = row + threads / 10  # a kernel of its own per case, printed here
+        source = f"def f(x, b):\n    return torch.nn.functional.silu(x + b) * {scale}\n"
+        kernel = printed_kernel(source, x, b)
+    finally:
+        torch.set_num_threads(before)
+    assert "fx_inner < 32" in kernel
+    assert "fx_inner % 16 != 0" in kernel
