@@ -23,11 +23,12 @@ namespace {
 constexpr int kBandRows = 32;
 constexpr int kBandColumns = 64;
 
-// Rows shorter than this many elements run kShortBandRows at a time as one flat loop,
-// each strided tensor's offsets read from a table built once per call: a row's loop
-// of fewer elements than two vectors runs almost all in its scalar tail. On one core,
-// silu(x + w) of a [4, 1152, 7, 7] x and a [7] w took 3.7 ns an element row by row,
-// 0.8 as bands (ATen's flat silu alone 0.4); from 16 elements up the rows were as fast.
+// Rows shorter than this many elements (a limit that shortRowLimit halves or doubles
+// by the kernel's work) run kShortBandRows at a time as one flat loop, each strided
+// tensor's offsets read from a table built once per call: a row's loop of fewer
+// elements than two vectors runs almost all in its scalar tail. On one core, silu(x + w)
+// of a [4, 1152, 7, 7] x and a [7] w took 3.7 ns an element row by row, 0.8 as bands
+// (ATen's flat silu alone 0.4).
 constexpr int kShortRow = 16;
 constexpr int kShortBandRows = 32;
 // Work (opCost units: a transcendental function) from which bands of short rows pay
@@ -149,8 +150,7 @@ class CppPrinter {
     out_ << "  const int64_t fx_inner = fx_sizes[" << nd - 1 << "];\n"
          << "  int64_t fx_i = fx_begin;\n";
     const std::vector<std::pair<std::string, std::string>> offsets = stridedOffsets();
-    const bool short_bands =
-        k_.transpose_tile == 0 && !offsets.empty() && nd > 1;
+    const bool short_bands = k_.transpose_tile == 0 && !offsets.empty() && nd > 1;
     const bool steps = !offsets.empty() && nd > 1;
     if (short_bands) printShortBandTables(offsets);
     for (const auto& [off, st] : offsets) out_ << "  int64_t " << off << " = 0;\n";
@@ -263,8 +263,8 @@ class CppPrinter {
   // From the start of a row with a band of whole short rows left in the range and in
   // this run of dim ndim-2 (so that row b's offsets are row 0's plus b strides of that
   // dim): the band's per-row values first, a loop over its rows (a squeeze-excite gate's
-  // sigmoid once per row: x * sigmoid(s) over rows of 4 took 31 us row by row, 12 so,
-  // one core), then the band as one flat loop, strided tensors read and written
+  // sigmoid once per row: x * sigmoid(s + b) over rows of 4 took 31 us row by row,
+  // 16.5 so, one core), then the band as one flat loop, strided tensors read and written
   // through the tables and per-row values read by row (fx_tbl_row).
   void printShortBand() {
     const std::string row = std::to_string(k_.ndim - 2);
