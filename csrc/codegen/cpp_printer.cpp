@@ -430,27 +430,6 @@ class CppPrinter {
   // per row of a strided loop (printed before the row's loop), per element.
   enum class Vary { PerCall, PerRow, PerElement, PerRowOrElement };
 
-  // Expressions that vary only from row to row: computed from loads of inputs broadcast
-  // along the row (a squeeze-excite gate's sigmoid(s) of an s [N, C, 1, 1]) and per-call
-  // values. Printed once per row, not once per element: on one core x * sigmoid(s) over
-  // rows of 49 took 0.66 ns an element with the sigmoid per element, ATen 0.15.
-  static std::vector<bool> perRowExprs(const Kernel& k, const ExprFacts& facts) {
-    std::vector<bool> row(k.exprs.size(), false);
-    for (size_t i = 0; i < k.exprs.size(); ++i) {
-      const Expr& e = k.exprs[i];
-      if (!facts.used[i] || facts.invariant[i]) continue;
-      if (e.op == IrOp::Load) {
-        const TensorInput& in = k.inputs[e.index];
-        row[i] = in.access == Access::Strided && in.inner_zero_stride;
-      } else if (e.op != IrOp::ElementIndex) {
-        bool all = true;
-        for (ExprId a : e.args) all = all && (facts.invariant[a] || row[a]);
-        row[i] = all;
-      }
-    }
-    return row;
-  }
-
   // Rows shorter than this go by bands. A band computes its per-row values once per row
   // too, but reads them back per element: where they are cheap and the elements too,
   // rows of 8 and more run faster one by one. One core, rows of 9 / rows of 4, by bands
@@ -496,7 +475,9 @@ class CppPrinter {
 
   const Kernel& k_;
   ExprFacts facts_;
-  std::vector<bool> per_row_;  // perRowExprs
+  // perRowExprs: printed once per row, not per element (on one core x * sigmoid(s) over
+  // rows of 49 took 0.66 ns an element with the sigmoid per element, ATen 0.15).
+  std::vector<bool> per_row_;
   std::vector<ExprId> draws_;  // drawn ahead by chunks (printDrawChunkStart)
   bool in_buffer_ = false;  // printing printBand's rows: transposed inputs are in fx_bufN
   bool in_short_band_ = false;  // printing printShortBand's loop: offsets from fx_tbl_*

@@ -196,27 +196,6 @@ int tileVectorWidth(const Kernel& k) {
   return std::max(2, std::min(transposed_bytes / transposed, 16 / other));
 }
 
-// Which expressions the row loops compute once per row (CudaPrinter::per_row_): loads
-// of strided inputs broadcast along the innermost dim, and what is computed from them
-// and invariants alone. Draws and element indices vary along the row.
-std::vector<bool> perRowExprs(const Kernel& k, const ExprFacts& facts) {
-  std::vector<bool> per_row(k.exprs.size(), false);
-  for (size_t i = 0; i < k.exprs.size(); ++i) {
-    const Expr& e = k.exprs[i];
-    if (!facts.used[i] || facts.invariant[i]) continue;
-    if (e.op == IrOp::Load) {
-      const TensorInput& in = k.inputs[e.index];
-      per_row[i] = in.access == Access::Strided && in.inner_zero_stride;
-      continue;
-    }
-    if (e.op == IrOp::ElementIndex || e.op == IrOp::PhiloxUniform) continue;
-    bool all = true;
-    for (ExprId a : e.args) all = all && (facts.invariant[a] || per_row[a]);
-    per_row[i] = all;
-  }
-  return per_row;
-}
-
 class CudaPrinter {
  public:
   explicit CudaPrinter(const Kernel& k)

@@ -27,6 +27,24 @@ ExprFacts analyzeExprs(const Kernel& k) {
   return f;
 }
 
+std::vector<bool> perRowExprs(const Kernel& k, const ExprFacts& facts) {
+  std::vector<bool> per_row(k.exprs.size(), false);
+  for (size_t i = 0; i < k.exprs.size(); ++i) {
+    const Expr& e = k.exprs[i];
+    if (!facts.used[i] || facts.invariant[i]) continue;
+    if (e.op == IrOp::Load) {
+      const TensorInput& in = k.inputs[e.index];
+      per_row[i] = in.access == Access::Strided && in.inner_zero_stride;
+      continue;
+    }
+    if (e.op == IrOp::ElementIndex || e.op == IrOp::PhiloxUniform) continue;
+    bool all = true;
+    for (ExprId a : e.args) all = all && (facts.invariant[a] || per_row[a]);
+    per_row[i] = all;
+  }
+  return per_row;
+}
+
 int opCost(IrOp op) {
   switch (op) {
     case IrOp::Scalar:

@@ -15,6 +15,12 @@ struct ExprFacts {
 
 ExprFacts analyzeExprs(const Kernel& kernel);
 
+// Which expressions a strided kernel computes once per row rather than per element:
+// loads of strided inputs broadcast along the innermost dim (a squeeze-excite gate's
+// s [N, C, 1, 1]), and what is computed from them and invariants alone. Draws and
+// element indices vary along the row.
+std::vector<bool> perRowExprs(const Kernel& kernel, const ExprFacts& facts);
+
 // Rough work per element in units of one add: loads, stores and simple ops cost 1,
 // divisions and square roots 4, exp, log, trigonometric and similar functions 16.
 int elementCost(const Kernel& kernel);
