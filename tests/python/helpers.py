@@ -156,6 +156,18 @@ def torchscript_alone() -> Iterator[None]:
             torch._C._jit_set_texpr_fuser_enabled(nnc)
 
 
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to `n` (kernels split their ranges among
+    them), the previous count after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def devices() -> list[str]:
     """CPU, and CUDA where a GPU is present."""
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import fuser
-from helpers import script_from_source
+from helpers import script_from_source, torch_threads
 
 GATE = """
 def f(x, s, y):
@@ -44,17 +44,12 @@ def run(case: str, threads: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, 
         x = x.t()
     s = torch.randn(*s_shape, generator=g)
     y = torch.randn(*y_shape, generator=g)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with fuser.enabled(True), torch.no_grad():
-            fuser.reset_stats()
-            f = script_from_source(GATE)
-            for _ in range(3):
-                got = f(x, s, y)
-            stats = fuser.stats()
-    finally:
-        torch.set_num_threads(before)
+    with torch_threads(threads), fuser.enabled(True), torch.no_grad():
+        fuser.reset_stats()
+        f = script_from_source(GATE)
+        for _ in range(3):
+            got = f(x, s, y)
+        stats = fuser.stats()
     return got, x * torch.sigmoid(s + 1.0) + y, stats
 
 
@@ -125,13 +120,9 @@ def test_expensive_elements_take_bands_up_to_31(row: int, threads: int) -> None:
     # rows of 16 (a whole number of vectors) one by one.
     g = torch.Generator().manual_seed(row)
     x, b = torch.randn(3, 70, row, generator=g), torch.randn(70, 1, generator=g)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        scale = row + threads / 10  # a kernel of its own per case, printed here
-        source = f"def f(x, b):\n    return torch.nn.functional.silu(x + b) * {scale}\n"
+    scale = row + threads / 10  # a kernel of its own per case, printed here
+    source = f"def f(x, b):\n    return torch.nn.functional.silu(x + b) * {scale}\n"
+    with torch_threads(threads):
         kernel = printed_kernel(source, x, b)
-    finally:
-        torch.set_num_threads(before)
     assert "fx_inner < 32" in kernel
     assert "fx_inner % 16 != 0" in kernel

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import fuser
-from helpers import script_from_source
+from helpers import script_from_source, torch_threads
 
 SOURCE = """
 def f(x, y):
@@ -40,17 +40,12 @@ def test_short_rows_match_eager(case: str, threads: int) -> None:
     y = torch.randn(*y_shape, generator=g)
     if transpose:
         y = y.t()
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with fuser.enabled(True), torch.no_grad():
-            fuser.reset_stats()
-            f = script_from_source(SOURCE)
-            for _ in range(3):
-                got = f(x, y)
-            launches = fuser.stats()["kernel_launches"]
-    finally:
-        torch.set_num_threads(before)
+    with torch_threads(threads), fuser.enabled(True), torch.no_grad():
+        fuser.reset_stats()
+        f = script_from_source(SOURCE)
+        for _ in range(3):
+            got = f(x, y)
+        launches = fuser.stats()["kernel_launches"]
     want = torch.nn.functional.silu(x + y) * 2.0
     assert launches >= 1
     assert got.shape == want.shape and got.stride() == want.stride()
