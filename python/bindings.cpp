@@ -4,6 +4,8 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/extension.h>
 
+#include <map>
+#include <string>
 #include <utility>
 
 #include "api.h"
@@ -105,21 +107,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("supported_schemas", &fuser::ops::supportedSchemas);
   // Kernel source for a subgraph: inputs are torch.dtype (tensor), float, int or bool
   // (the Python type of a scalar argument); zero_dim marks 0-dim tensors; layout is one
-  // of "flat", "strided", "rows", "broadcast_rows", "shared_rows", "fixed_rows", "tiles",
-  // "tiles64" (see kernel_source.h).
+  // of "flat", "strided", "rows", "broadcast_rows", "flat_broadcast_rows", "shared_rows",
+  // "fixed_rows", "tiles", "tiles64" (see kernel_source.h).
   m.def("kernel_source", [](std::shared_ptr<torch::jit::Graph>& graph, py::list inputs,
                             std::vector<bool> zero_dim, const std::string& dialect,
                             const std::string& layout_name) {
-    fuser::codegen::SourceLayout layout;
-    if (layout_name == "flat") layout = fuser::codegen::SourceLayout::Flat;
-    else if (layout_name == "strided") layout = fuser::codegen::SourceLayout::Strided;
-    else if (layout_name == "rows") layout = fuser::codegen::SourceLayout::Rows;
-    else if (layout_name == "broadcast_rows") layout = fuser::codegen::SourceLayout::BroadcastRows;
-    else if (layout_name == "shared_rows") layout = fuser::codegen::SourceLayout::SharedRows;
-    else if (layout_name == "fixed_rows") layout = fuser::codegen::SourceLayout::FixedRows;
-    else if (layout_name == "tiles") layout = fuser::codegen::SourceLayout::Tiles;
-    else if (layout_name == "tiles64") layout = fuser::codegen::SourceLayout::Tiles64;
-    else throw py::value_error("unknown layout '" + layout_name + "'");
+    using fuser::codegen::SourceLayout;
+    static const std::map<std::string, SourceLayout> kLayouts = {
+        {"flat", SourceLayout::Flat},
+        {"strided", SourceLayout::Strided},
+        {"rows", SourceLayout::Rows},
+        {"broadcast_rows", SourceLayout::BroadcastRows},
+        {"flat_broadcast_rows", SourceLayout::FlatBroadcastRows},
+        {"shared_rows", SourceLayout::SharedRows},
+        {"fixed_rows", SourceLayout::FixedRows},
+        {"tiles", SourceLayout::Tiles},
+        {"tiles64", SourceLayout::Tiles64}};
+    const auto found = kLayouts.find(layout_name);
+    if (found == kLayouts.end()) throw py::value_error("unknown layout '" + layout_name + "'");
+    const SourceLayout layout = found->second;
     std::vector<fuser::codegen::InputDesc> descs;
     for (size_t i = 0; i < inputs.size(); ++i) {
       fuser::codegen::InputDesc d;

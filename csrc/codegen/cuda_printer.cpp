@@ -127,6 +127,24 @@ int rowVectorWidth(const Kernel& k) {
   return 16 / widest;
 }
 
+// Strided kernels whose rows may also be walked as flat vectors that cross from one row
+// into the next (printStraddlingVectors): every tensor read along the rows, and every
+// output, is dense over the whole iteration space (Flat), and the other inputs are
+// broadcast along the rows. A squeeze-excite gate over rows of 7 x 7 = 49 elements then
+// moves vectors, where rows that are not whole vectors went one element per thread.
+bool straddlingRowVectors(const Kernel& k) {
+  if (k.flat || k.rows || k.columns || k.transpose_tile > 0 || rowVectorWidth(k) == 1) {
+    return false;
+  }
+  for (const TensorInput& in : k.inputs) {
+    if (readAlongRows(in) && in.access != Access::Flat) return false;
+  }
+  for (const TensorOutput& out : k.outputs) {
+    if (out.access != Access::Flat) return false;
+  }
+  return true;
+}
+
 // Vectors per thread and tensor that a row tile is printed for: the most (a power of
 // two up to kRowUnrollFloat or kRowUnrollHalf) whose extra input vectors keep the
 // thread within kMaxVectorsHeld.
@@ -204,6 +222,7 @@ class CudaPrinter {
         vec_(cudaVectorWidth(k)),
         row_vec_(rowVectorWidth(k)),
         row_unroll_(rowUnroll(k)),
+        straddling_(straddlingRowVectors(k)),
         per_row_(perRowExprs(k, facts_)),
         native16_(planNative16(k, facts_)) {
     for (int i : walkedInputs(k)) {
@@ -375,6 +394,7 @@ class CudaPrinter {
   void printStrided() {
     if (k_.ndim >= 1) printStridedRows();
     if (k_.ndim >= 1 && row_vec_ > 1) printShortRowVectors();
+    if (k_.ndim >= 1 && straddling_) printStraddlingVectors();
     out_ << "  for (idx_t i = fx_tid; i < fx_numel; i += fx_stride) {\n";
     printOffsets("i", k_.ndim - 1, "", "    ");
     printExprs(/*invariant=*/false, "    ");
@@ -388,8 +408,13 @@ class CudaPrinter {
   // vectors (or one element) per tile, and a row's offsets are computed once per row.
   void printStridedRows() {
     const int last = k_.ndim - 1;
+    // Long rows that are not whole vectors go to printStraddlingVectors when the launch
+    // asked for vectors (cudaLaunchShape decides alike).
+    const std::string straddle =
+        straddling_ ? " && !(fx_vectors > 0 && fx_inner % " + std::to_string(row_vec_) + " != 0)"
+                    : "";
     out_ << "  const idx_t fx_inner = " << sizeOf(last) << ";\n"
-         << "  if (fx_inner >= " << kRowPathMinInner << ") {\n"
+         << "  if (fx_inner >= " << kRowPathMinInner << straddle << ") {\n"
          << "    const idx_t fx_span = (idx_t)blockDim.x * (fx_vectors > 0 ? " << row_vec_
          << " * fx_vectors : 1);\n"
          << "    const idx_t fx_start = (idx_t)blockIdx.x * fx_span;\n"
@@ -782,14 +807,16 @@ class CudaPrinter {
     }
   }
 
-  // The rows again with fx_vectors vector accesses per tensor and thread, when every
-  // row starts aligned (checked at run time: the row length, the outer strides of the
-  // tensors read or written as vectors, and their pointers). Inputs broadcast along
-  // the row are read per element.
   // Whether this launch moves row vectors: asked for (fx_vectors), rows of whole vectors,
-  // and every tensor read or written along the rows aligned to them (pointers and outer
-  // strides).
+  // and every tensor read or written along the rows aligned to them (rowVectorsAligned).
   std::string rowVectorCondition() const {
+    return "fx_vectors > 0 && fx_inner % " + std::to_string(row_vec_) + " == 0" +
+           rowVectorsAligned();
+  }
+
+  // " && ..." checks that every tensor read or written along the rows has its pointer,
+  // and its outer strides where it has its own, aligned to row vectors.
+  std::string rowVectorsAligned() const {
     const int last = k_.ndim - 1;
     auto aligned = [&](const std::string& ptr, c10::ScalarType t) {
       return pointerAligned(ptr, row_vec_ * storageBytes(t));
@@ -797,7 +824,7 @@ class CudaPrinter {
     auto outerStridesAligned = [&](const std::string& strides, int slot) {
       return stridesDivisible(strides, slot, row_vec_, last);
     };
-    std::string cond = "fx_vectors > 0 && fx_inner % " + std::to_string(row_vec_) + " == 0";
+    std::string cond;
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
       if (!readAlongRows(in)) continue;
@@ -844,6 +871,37 @@ class CudaPrinter {
     printVectorBody(Lanes::Row, 1, row_vec_, "fx_row0 + fx_jk[fx_k]", "      ");
     per_row_printed_ = false;
     out_ << "    }\n    return;\n  }\n";
+  }
+
+  // Rows that are not whole vectors (straddlingRowVectors): a thread takes flat vector
+  // fx_v per step of a grid-stride loop. A vector inside one row finds that row's
+  // offsets and per-row values and moves as on the short-row path; one that crosses into
+  // the next row, and the last partial one, go element by element.
+  void printStraddlingVectors() {
+    const std::string v = std::to_string(row_vec_);
+    out_ << "  if (fx_vectors > 0 && fx_inner >= " << v << rowVectorsAligned() << ") {\n"
+         << "    const idx_t fx_nvec = (fx_numel + " << row_vec_ - 1 << ") / " << v << ";\n"
+         << "    for (idx_t fx_v = fx_tid; fx_v < fx_nvec; fx_v += fx_stride) {\n"
+         << "      const idx_t fx_e = fx_v * " << v << ";\n"
+         << "      const idx_t fx_row = fx_e / fx_inner;\n"
+         << "      const idx_t fx_j = fx_e - fx_row * fx_inner;\n"
+         << "      if (fx_j + " << v << " <= fx_inner && fx_e + " << v << " <= fx_numel) {\n"
+         << "        const bool fx_in[1] = {true};\n"
+         << "        const idx_t fx_jk[1] = {fx_j};\n";
+    printOffsets("fx_row", k_.ndim - 2, "base_", "        ");
+    out_ << "        const idx_t fx_row0 = fx_e - fx_j;\n";
+    printPerRowExprs("        ");
+    printVectorLoads(1, row_vec_, [&](size_t i) { return rowVectorAt(i); }, "        ");
+    printVectorBody(Lanes::Row, 1, row_vec_, "fx_e", "        ");
+    per_row_printed_ = false;
+    out_ << "        continue;\n      }\n"
+         << "      const idx_t fx_last = fx_e + " << v << " < fx_numel ? fx_e + " << v
+         << " : fx_numel;\n"
+         << "      for (idx_t i = fx_e; i < fx_last; ++i) {\n";
+    printOffsets("i", k_.ndim - 1, "", "        ");
+    printExprs(/*invariant=*/false, "        ");
+    printStores("        ");
+    out_ << "      }\n    }\n    return;\n  }\n";
   }
 
   // The row's per-row expressions (per_row_), once, where base_offN hold the row's
@@ -1029,6 +1087,7 @@ class CudaPrinter {
   int vec_;
   int row_vec_;  // elements per thread and access on rows; 1: rows go element-wise
   int row_unroll_;  // most vectors per thread and tile of the row loop
+  bool straddling_;  // straddlingRowVectors
   // Per expression: the same along a row (it reads only inputs broadcast along the
   // rows, as batch_norm's per-channel statistics, and invariants): the row loops compute
   // it once per row, not per element.
@@ -1109,15 +1168,22 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
     TORCH_CHECK(tiles <= kMaxGridX, "fuser: too many tiles for one launch: ", tiles);
     return {tiles, std::clamp<int64_t>(numel / (inner * tn), 1, kMaxGridY), kCudaBlockSize, 0};
   }
-  const bool rows = !k.flat && k.ndim >= 1 && sizes[k.ndim - 1] >= kRowPathMinInner;
-  const int64_t inner = rows ? sizes[k.ndim - 1] : 0;
+  const int64_t last = k.ndim >= 1 ? sizes[k.ndim - 1] : 0;
+  const bool enough_vectors =
+      v.row_width > 1 && numel / v.row_width >= int64_t{kMinVectorThreadsPerSm} * sm_count;
+  // Rows that are not whole vectors, walked as flat vectors (printStraddlingVectors).
+  const bool straddling = !k.flat && k.ndim >= 1 && enough_vectors && last >= v.row_width &&
+                          last % v.row_width != 0 && straddlingRowVectors(k);
+  const bool rows = !k.flat && k.ndim >= 1 && last >= kRowPathMinInner && !straddling;
+  const int64_t inner = rows ? last : 0;
   // Short rows of whole vectors take one row vector per thread and step
-  // (printShortRowVectors); the grid is sized as for flat vectors.
+  // (printShortRowVectors), straddling ones one flat vector; the grid is sized as for
+  // flat vectors.
   const bool short_rows = !k.flat && k.ndim >= 1 && !rows && v.row_width > 1 &&
-                          sizes[k.ndim - 1] % v.row_width == 0;
+                          (last % v.row_width == 0 || straddling);
   const int width = rows || short_rows ? v.row_width : v.flat_width;
   int vectors = width > 1 ? 1 : 0;
-  if (short_rows && numel / width < int64_t{kMinVectorThreadsPerSm} * sm_count) vectors = 0;
+  if (short_rows && !enough_vectors) vectors = 0;
   if (rows && width > 1) {
     if (numel / width < int64_t{kMinVectorThreadsPerSm} * sm_count) {
       vectors = 0;

@@ -20,6 +20,10 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
       d.access.inner_unit_stride = !broadcast;
       d.access.inner_zero_stride = broadcast;
     }
+    if (layout == SourceLayout::FlatBroadcastRows) {
+      d.access.access = first < 0 ? Access::Flat : Access::Strided;
+      d.access.inner_zero_stride = first >= 0;
+    }
     if (layout == SourceLayout::SharedRows && first >= 0) d.access.same_strides_as = first;
     if (layout == SourceLayout::Tiles || layout == SourceLayout::Tiles64) {
       d.access.inner_unit_stride = first < 0;

@@ -21,12 +21,15 @@ enum class Dialect { Cpp, Cuda };
 // sizes, strides and pointer offsets as constants, 5 rows of 300 of tensors that are
 // the chunks of one (5, 300 x tensors) tensor, tensor t starting 300 x t elements on;
 // or in transpose tiles, every tensor after the first transposed against it, of the side
-// transposeTileSide gives (Tiles) or of 64 (Tiles64).
+// transposeTileSide gives (Tiles) or of 64 (Tiles64); or the first tensor dense over the
+// whole iteration space (Flat) and the others broadcast along its rows (FlatBroadcastRows:
+// a squeeze-excite gate, whose rows may be walked as flat vectors).
 enum class SourceLayout {
   Flat,
   Strided,
   Rows,
   BroadcastRows,
+  FlatBroadcastRows,
   SharedRows,
   FixedRows,
   Tiles,

@@ -158,5 +158,41 @@ TEST(CudaLaunchShape, TransposeTilesTakeABlockPerTileAndTheOuterIndicesInY) {
   EXPECT_EQ(launch(k, {3, 100, 70}).grid_x, 4);  // tiles of 64: 2 x 2
 }
 
+// x * g: x dense over the whole iteration space (Flat), g broadcast along the rows (a
+// squeeze-excite gate over [N, C, H, W] collapsed to [N * C, H * W]).
+Kernel gate(ScalarType dtype) {
+  Kernel k;
+  IrBuilder b(k);
+  ExprId v = b.binary(IrOp::Mul, b.load(0, ScalarType::Float), b.load(1, ScalarType::Float));
+  k.inputs.push_back({dtype, Access::Flat});
+  TensorInput g{dtype, Access::Strided};
+  g.inner_zero_stride = true;
+  k.inputs.push_back(g);
+  k.outputs.push_back({dtype, v});
+  k.ndim = 2;
+  k.flat = false;
+  return k;
+}
+
+TEST(CudaLaunchShape, RowsThatAreNotWholeVectorsAreWalkedAsFlatVectors) {
+  // Rows of 7 x 7 and of 15 x 15 (longer than the row path's 128): one flat vector per
+  // thread and step, the grid sized as for flat vectors.
+  for (int64_t inner : {49, 225}) {
+    const CudaLaunchShape s = launch(gate(ScalarType::Float), {256 * 1152, inner});
+    EXPECT_EQ(s.vectors, 1) << inner;
+    EXPECT_EQ(s.grid_y, 1) << inner;
+    EXPECT_EQ(s.grid_x * s.block * 4, 256 * 1152 * inner) << inner;
+  }
+  // Whole vectors keep the row path; rows shorter than a vector go element-wise.
+  EXPECT_GT(launch(gate(ScalarType::Float), {256 * 1152, 196}).grid_y, 1);
+  EXPECT_EQ(launch(gate(ScalarType::Half), {256 * 1152, 7}).vectors, 0);
+  // A tensor read along the rows that is not Flat (a slice) cannot cross rows.
+  Kernel sliced = gate(ScalarType::Float);
+  sliced.inputs[0].access = Access::Strided;
+  sliced.inputs[0].inner_unit_stride = true;
+  EXPECT_GT(launch(sliced, {256 * 1152, 225}).grid_y, 1);  // the row path, element-wise
+  EXPECT_EQ(launch(sliced, {256 * 1152, 49}).vectors, 0);
+}
+
 }  // namespace
 }  // namespace fuser::codegen
