@@ -174,17 +174,19 @@ Kernel gate(ScalarType dtype) {
   return k;
 }
 
-TEST(CudaLaunchShape, RowsThatAreNotWholeVectorsAreWalkedAsFlatVectors) {
-  // Rows of 7 x 7 and of 15 x 15 (longer than the row path's 128): one flat vector per
-  // thread and step, the grid sized as for flat vectors.
-  for (int64_t inner : {49, 225}) {
+TEST(CudaLaunchShape, RowsThatAreNotWholeVectorsOrShortAreWalkedAsFlatVectors) {
+  // Rows of 7 x 7, of 15 x 15 (longer than the row path's 128) and of 14 x 14 (whole
+  // vectors, but fewer than a block's): one flat vector per thread and step, the grid
+  // sized as for flat vectors.
+  for (int64_t inner : {49, 225, 196}) {
     const CudaLaunchShape s = launch(gate(ScalarType::Float), {256 * 1152, inner});
     EXPECT_EQ(s.vectors, 1) << inner;
     EXPECT_EQ(s.grid_y, 1) << inner;
     EXPECT_EQ(s.grid_x * s.block * 4, 256 * 1152 * inner) << inner;
   }
-  // Whole vectors keep the row path; rows shorter than a vector go element-wise.
-  EXPECT_GT(launch(gate(ScalarType::Float), {256 * 1152, 196}).grid_y, 1);
+  // Rows of whole vectors that fill a block keep the row path (56 x 56); rows shorter
+  // than a vector go element-wise.
+  EXPECT_GT(launch(gate(ScalarType::Float), {256 * 64, 3136}).grid_y, 1);
   EXPECT_EQ(launch(gate(ScalarType::Half), {256 * 1152, 7}).vectors, 0);
   // A tensor read along the rows that is not Flat (a slice) cannot cross rows.
   Kernel sliced = gate(ScalarType::Float);

@@ -3,8 +3,8 @@ rows of 7 x 7 = 49 elements) walk them as flat vectors that may cross into the n
 when every tensor read along the rows and every output is dense over the whole
 iteration space and the other inputs are broadcast along the rows
 (csrc/codegen/cuda_printer.cpp: straddlingRowVectors, printStraddlingVectors). A vector
-inside one row reads its row's broadcast values once; one that crosses a row's end, and
-the last partial one, go element by element. Values, shapes and strides equal eager's
+inside one row reads its row's broadcast values once; in one that crosses a row's end
+each lane reads its own row's; the last, partial vector goes element by element. Values, shapes and strides equal eager's
 on the GPU; without one the kernels' CUDA forms compile through NVRTC."""
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ graph(%x : Tensor, %s : Tensor):
 )
 def test_the_straddling_loop_compiles_for_sm90(dtype: torch.dtype) -> None:
     source = _C.kernel_source(GATE, [dtype, dtype], [False, False], "cuda", "flat_broadcast_rows")
-    # The gate per vector inside a row; crossing vectors element by element.
+    # Vectors find their row once; crossing ones pick each lane's row's gate.
     assert "const idx_t fx_row = fx_e / fx_inner;" in source
-    assert "for (idx_t i = fx_e; i < fx_last; ++i)" in source
+    assert "const idx_t base_off1 = u < fx_split ? row_off1 : next_off1;" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
     # A gate over a slice of x (not dense across rows) has no such loop.
     sliced = _C.kernel_source(GATE, [dtype, dtype], [False, False], "cuda", "broadcast_rows")
