@@ -892,7 +892,7 @@ class CudaPrinter {
          << "    const idx_t fx_nvec = (fx_numel + " << row_vec_ - 1 << ") / " << v << ";\n"
          << "    for (idx_t fx_v = fx_tid; fx_v < fx_nvec; fx_v += fx_stride) {\n"
          << "      const idx_t fx_e = fx_v * " << v << ";\n"
-         << "      if (fx_e + " << v << " <= fx_numel) {\n"
+         << "      if (fx_e <= fx_numel - " << v << ") {  // (no sum that could overflow)\n"
          << ind << "const idx_t fx_row = fx_e / fx_inner;\n"
          << ind << "const idx_t fx_j = fx_e - fx_row * fx_inner;\n"
          << ind << "const idx_t fx_row0 = fx_e - fx_j;\n"
@@ -900,7 +900,7 @@ class CudaPrinter {
          << ind << "const idx_t fx_jk[1] = {fx_j};\n";
     // The vectors' loads go first, in flight while the per-row values load and compute.
     printVectorLoads(1, row_vec_, [&](size_t i) { return rowVectorAt(i); }, ind);
-    out_ << ind << "if (fx_j + " << v << " <= fx_inner) {\n";
+    out_ << ind << "if (fx_j <= fx_inner - " << v << ") {\n";
     printOffsets("fx_row", k_.ndim - 2, "base_", ind + "  ");
     printPerRowExprs(ind + "  ");
     printVectorBody(Lanes::Row, 1, row_vec_, "fx_e", ind + "  ");
