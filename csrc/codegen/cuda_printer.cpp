@@ -130,16 +130,22 @@ int rowVectorWidth(const Kernel& k) {
 }
 
 // Strided kernels whose rows may also be walked as flat vectors that cross from one row
-// into the next (printStraddlingVectors): every tensor read along the rows, and every
-// output, is dense over the whole iteration space (Flat), and the other inputs are
-// broadcast along the rows. A squeeze-excite gate over rows of 7 x 7 = 49 elements then
-// moves vectors, where rows that are not whole vectors went one element per thread.
+// into the next (printStraddlingVectors): every output is dense over the whole iteration
+// space (Flat), and so are the inputs moved as vectors; the other inputs are broadcast
+// along the rows, or read along them element by element (rowVectorWidth: with unit
+// stride; a spatial gate [N, 1, H, W] beside [N, C, H, W]). A squeeze-excite gate over
+// rows of 7 x 7 = 49 elements then moves vectors, where rows that are not whole vectors
+// went one element per thread.
+// Whether some input read along the rows is not Flat (loaded lane by lane on that walk).
+bool readsRowsInLanes(const Kernel& k) {
+  return std::any_of(k.inputs.begin(), k.inputs.end(), [](const TensorInput& in) {
+    return readAlongRows(in) && in.access == Access::Strided;
+  });
+}
+
 bool straddlingRowVectors(const Kernel& k) {
   if (k.flat || k.rows || k.columns || k.transpose_tile > 0 || rowVectorWidth(k) == 1) {
     return false;
-  }
-  for (const TensorInput& in : k.inputs) {
-    if (readAlongRows(in) && in.access != Access::Flat) return false;
   }
   for (const TensorOutput& out : k.outputs) {
     if (out.access != Access::Flat) return false;
@@ -359,7 +365,7 @@ class CudaPrinter {
   }
 
   bool readAsVectors(const TensorInput& in) const {
-    if (k_.flat) return in.access == Access::Flat;
+    if (k_.flat || lane_loads_) return in.access == Access::Flat;
     return readAlongRows(in);
   }
 
@@ -878,17 +884,29 @@ class CudaPrinter {
   }
 
   // Rows that are not whole vectors (straddlingRowVectors): a thread takes flat vector
-  // fx_v per step of a grid-stride loop. A vector inside one row finds that row's
-  // offsets and per-row values once; one that crosses into the next row (rows are at
-  // least a vector long) finds both rows' offsets and computes per lane, each lane
-  // reading its own row's broadcast values. The last, partial vector goes element by
-  // element. Crossing vectors went element by element at first: a third of the vectors
-  // over rows of 3 x 3 floats cross, and a gate there took 68.4 us against 51.4 with
-  // one element per thread (H200).
+  // fx_v per step of a grid-stride loop; Flat tensors move it as one access, the other
+  // inputs read along the rows load lane by lane (column fx_lj of the lane's row). A
+  // vector inside one row finds that row's offsets and per-row values once; one that
+  // crosses into the next row (rows are at least a vector long) finds both rows' offsets
+  // and computes per lane, each lane reading its own row's values. The last, partial
+  // vector goes element by element. Crossing vectors went element by element at first:
+  // a third of the vectors over rows of 3 x 3 floats cross, and a gate there took
+  // 68.4 us against 51.4 with one element per thread (H200).
   void printStraddlingVectors() {
     const std::string v = std::to_string(row_vec_);
     const std::string ind = "        ";
-    out_ << "  if (fx_vectors > 0 && fx_inner >= " << v << rowVectorsAligned() << ") {\n"
+    std::string aligned;
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (k_.inputs[i].access != Access::Flat) continue;
+      aligned += pointerAligned(inPtr(i), row_vec_ * storageBytes(k_.inputs[i].dtype));
+    }
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      aligned += pointerAligned("a.out" + std::to_string(o),
+                                row_vec_ * storageBytes(k_.outputs[o].dtype));
+    }
+    const bool lane_columns = readsRowsInLanes(k_);
+    lane_loads_ = true;
+    out_ << "  if (fx_vectors > 0 && fx_inner >= " << v << aligned << ") {\n"
          << "    const idx_t fx_nvec = (fx_numel + " << row_vec_ - 1 << ") / " << v << ";\n"
          << "    for (idx_t fx_v = fx_tid; fx_v < fx_nvec; fx_v += fx_stride) {\n"
          << "      const idx_t fx_e = fx_v * " << v << ";\n"
@@ -903,12 +921,16 @@ class CudaPrinter {
     out_ << ind << "if (fx_j <= fx_inner - " << v << ") {\n";
     printOffsets("fx_row", k_.ndim - 2, "base_", ind + "  ");
     printPerRowExprs(ind + "  ");
+    if (lane_columns) lane_prologue_ = "const idx_t fx_lj = fx_j + u;";
     printVectorBody(Lanes::Row, 1, row_vec_, "fx_e", ind + "  ");
     per_row_printed_ = false;
     out_ << ind << "} else {\n"
          << ind << "  const idx_t fx_split = fx_inner - fx_j;  // lanes in row fx_row\n";
     printOffsets("fx_row", k_.ndim - 2, "row_", ind + "  ");
     printOffsets("fx_row + 1", k_.ndim - 2, "next_", ind + "  ", "fx_r1");
+    lane_prologue_ = lane_columns
+                         ? "const idx_t fx_lj = u < fx_split ? fx_j + u : fx_j + u - fx_inner;"
+                         : "";
     for (const WalkedTensor& w : walked_) {
       lane_prologue_ += (lane_prologue_.empty() ? "" : " ") + std::string("const idx_t base_") +
                         w.offset + " = u < fx_split ? row_" + w.offset + " : next_" + w.offset +
@@ -916,6 +938,7 @@ class CudaPrinter {
     }
     printVectorBody(Lanes::Row, 1, row_vec_, "fx_e", ind + "  ");
     lane_prologue_.clear();
+    lane_loads_ = false;
     out_ << ind << "}\n" << ind << "continue;\n      }\n"
          << "      for (idx_t i = fx_e; i < fx_numel; ++i) {\n";
     printOffsets("i", k_.ndim - 1, "", ind);
@@ -1008,6 +1031,8 @@ class CudaPrinter {
           elem = "l" + std::to_string(e.index) + "[fx_q]";
         } else if (lanes_ == Lanes::Row && in.inner_zero_stride) {
           elem = "fx_ld(" + ref + " + base_off" + offsets + ")";
+        } else if (lanes_ == Lanes::Row && lane_loads_) {
+          elem = "fx_ld(" + ref + " + base_off" + offsets + " + fx_lj)";  // lane's own row
         } else if (lanes_ == Lanes::Row) {
           elem = "l" + std::to_string(e.index) + "[fx_k].v[u]";
         } else {
@@ -1120,6 +1145,8 @@ class CudaPrinter {
   // printVectorBody: declarations printed at the start of each lane (a crossing vector's
   // lanes choose their row's offsets: printStraddlingVectors).
   std::string lane_prologue_;
+  // printStraddlingVectors: inputs read along the rows that are not Flat load per lane.
+  bool lane_loads_ = false;
   std::vector<ExprId> blocked_draws_;  // printPhiloxBlocks: draws read from vector blocks
   int block_width_ = 1;  // and the width of those vectors
   std::ostringstream out_;
@@ -1199,10 +1226,11 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
   // of 14.4M floats (s per row), % of the copy bandwidth, flat vectors / before: rows of
   // 7 x 7 88 / 61 (one element per thread), 14 x 14 97 / 68 (the row path: blocks of 64
   // threads for a row's 49 vectors), 28 x 28 99 / 96; in float16 82 / 36, 90 / 44, 98 / 94.
-  const bool straddling =
-      !k.flat && k.ndim >= 1 && enough_vectors && last >= v.row_width &&
-      (last % v.row_width != 0 || last < int64_t{kCudaBlockSize} * v.row_width) &&
-      straddlingRowVectors(k);
+  // Whole vectors of inputs that would load lane by lane keep the row path (not measured
+  // there: an LSTM cell's chunks).
+  const bool short_whole = last < int64_t{kCudaBlockSize} * v.row_width && !readsRowsInLanes(k);
+  const bool straddling = !k.flat && k.ndim >= 1 && enough_vectors && last >= v.row_width &&
+                          (last % v.row_width != 0 || short_whole) && straddlingRowVectors(k);
   const bool rows = !k.flat && k.ndim >= 1 && last >= kRowPathMinInner && !straddling;
   const int64_t inner = rows ? last : 0;
   // Short rows of whole vectors take one row vector per thread and step

@@ -188,12 +188,19 @@ TEST(CudaLaunchShape, RowsThatAreNotWholeVectorsOrShortAreWalkedAsFlatVectors) {
   // than a vector go element-wise.
   EXPECT_GT(launch(gate(ScalarType::Float), {256 * 64, 3136}).grid_y, 1);
   EXPECT_EQ(launch(gate(ScalarType::Half), {256 * 1152, 7}).vectors, 0);
-  // A tensor read along the rows that is not Flat (a slice) cannot cross rows.
+  // An input read along the rows that is not Flat (a slice) is read lane by lane there.
   Kernel sliced = gate(ScalarType::Float);
   sliced.inputs[0].access = Access::Strided;
   sliced.inputs[0].inner_unit_stride = true;
-  EXPECT_GT(launch(sliced, {256 * 1152, 225}).grid_y, 1);  // the row path, element-wise
-  EXPECT_EQ(launch(sliced, {256 * 1152, 49}).vectors, 0);
+  EXPECT_EQ(launch(sliced, {256 * 1152, 225}).grid_y, 1);
+  EXPECT_EQ(launch(sliced, {256 * 1152, 49}).vectors, 1);
+  // An output that is not Flat (a slice of a cat's buffer) keeps the row path.
+  Kernel into_cat = gate(ScalarType::Float);
+  into_cat.outputs[0].access = Access::Strided;
+  into_cat.outputs[0].inner_unit_stride = true;
+  into_cat.outputs[0].stride_slot = 2;
+  EXPECT_GT(launch(into_cat, {256 * 1152, 225}).grid_y, 1);
+  EXPECT_EQ(launch(into_cat, {256 * 1152, 49}).vectors, 0);
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 """CUDA kernels whose rows are not a whole number of vectors (a squeeze-excite gate over
 rows of 7 x 7 = 49 elements) walk them as flat vectors that may cross into the next row,
-when every tensor read along the rows and every output is dense over the whole
-iteration space and the other inputs are broadcast along the rows
-(csrc/codegen/cuda_printer.cpp: straddlingRowVectors, printStraddlingVectors). A vector
-inside one row reads its row's broadcast values once; in one that crosses a row's end
-each lane reads its own row's; the last, partial vector goes element by element. Values, shapes and strides equal eager's
-on the GPU; without one the kernels' CUDA forms compile through NVRTC."""
+when every output is dense over the whole iteration space (csrc/codegen/cuda_printer.cpp:
+straddlingRowVectors, printStraddlingVectors). Inputs dense like the outputs move as
+vectors, inputs broadcast along the rows are read once per row, and other inputs read
+along the rows (a slice, a spatial gate broadcast over the channels) load lane by lane.
+A vector that crosses a row's end reads, in each lane, its own row's values; the last,
+partial vector goes element by element. Values, shapes and strides equal eager's on the
+GPU; without one the kernels' CUDA forms compile through NVRTC."""
 
 from __future__ import annotations
 
@@ -40,9 +41,12 @@ def test_the_straddling_loop_compiles_for_sm90(dtype: torch.dtype) -> None:
     assert "const idx_t fx_row = fx_e / fx_inner;" in source
     assert "const idx_t base_off1 = u < fx_split ? row_off1 : next_off1;" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
-    # A gate over a slice of x (not dense across rows) has no such loop.
+    # Over a slice of x (dense along its rows only) x loads lane by lane, from the lane's
+    # own row and column.
     sliced = _C.kernel_source(GATE, [dtype, dtype], [False, False], "cuda", "broadcast_rows")
-    assert "fx_e / fx_inner" not in sliced
+    assert "fx_ld(a.in0 + base_off0 + fx_lj)" in sliced
+    assert "fx_lj = u < fx_split ? fx_j + u : fx_j + u - fx_inner;" in sliced
+    assert _C.nvrtc_compile(sliced, 9, 0)[:4] == b"\x7fELF"
 
 
 SOURCE = """
@@ -60,6 +64,9 @@ CASES = {
     "a_partial_last_vector": ((17, 129, 7, 7), (17, 129, 1, 1), (1,)),  # numel odd
     "gate_per_channel": ((16, 128, 7, 7), (128, 1, 1), (1,)),  # one gate for every image
     "two_tensors_along_rows": ((16, 128, 7, 7), (16, 128, 1, 1), (16, 128, 7, 7)),
+    # y broadcast over the channels, read along the rows lane by lane (a spatial gate).
+    "spatial_y": ((16, 128, 7, 7), (16, 128, 1, 1), (16, 1, 7, 7)),
+    "spatial_y_rows_of_9": ((64, 256, 3, 3), (64, 256, 1, 1), (64, 1, 3, 3)),
     "small": ((2, 8, 7, 7), (2, 8, 1, 1), (1,)),
 }
 
@@ -83,6 +90,18 @@ def test_gates_match_eager(fused, case: str, dtype: torch.dtype) -> None:
     g = torch.Generator(device="cuda").manual_seed(5)
     x, s, y = (torch.randn(shape, device="cuda", generator=g).to(dtype) for shape in CASES[case])
     check(x, s, y)
+
+
+@needs_cuda
+@pytest.mark.parametrize("rows", [(7, 7), (15, 15), (14, 14)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_a_sliced_x_loads_lane_by_lane(fused, rows: tuple[int, int], dtype: torch.dtype) -> None:
+    # x is every other channel of a wider tensor: dense along its rows, not across them.
+    g = torch.Generator(device="cuda").manual_seed(7)
+    wide = torch.randn(16, 256, *rows, device="cuda", generator=g).to(dtype)
+    s = torch.randn(16, 128, 1, 1, device="cuda", generator=g).to(dtype)
+    check(wide[:, ::2], s, torch.randn(1, device="cuda", generator=g).to(dtype))
+    check(wide[:, 1:129], s, torch.randn(*rows, device="cuda", generator=g).to(dtype))
 
 
 @needs_cuda
