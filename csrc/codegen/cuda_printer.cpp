@@ -3,7 +3,7 @@
 // strided kernels walk rows of the innermost dimension when it is long, a block per
 // tile of a row and rows blockIdx.y, + gridDim.y, ... (up to four vector accesses per
 // tensor and thread when the rows are dense and aligned, else one element), or as flat
-// vectors that may cross from row to row when only broadcast inputs need the row
+// vectors that may cross from row to row when the outputs are dense
 // (printStraddlingVectors), else recover each element's multi-index with div/mod; in
 // 32 bits when every offset fits.
 // Inputs with equal strides share their offsets. The launch's `vectors` argument
@@ -129,6 +129,14 @@ int rowVectorWidth(const Kernel& k) {
   return 16 / widest;
 }
 
+// Whether some input read along the rows is not Flat (loaded lane by lane on the walk of
+// printStraddlingVectors).
+bool readsRowsInLanes(const Kernel& k) {
+  return std::any_of(k.inputs.begin(), k.inputs.end(), [](const TensorInput& in) {
+    return readAlongRows(in) && in.access == Access::Strided;
+  });
+}
+
 // Strided kernels whose rows may also be walked as flat vectors that cross from one row
 // into the next (printStraddlingVectors): every output is dense over the whole iteration
 // space (Flat), and so are the inputs moved as vectors; the other inputs are broadcast
@@ -136,13 +144,6 @@ int rowVectorWidth(const Kernel& k) {
 // stride; a spatial gate [N, 1, H, W] beside [N, C, H, W]). A squeeze-excite gate over
 // rows of 7 x 7 = 49 elements then moves vectors, where rows that are not whole vectors
 // went one element per thread.
-// Whether some input read along the rows is not Flat (loaded lane by lane on that walk).
-bool readsRowsInLanes(const Kernel& k) {
-  return std::any_of(k.inputs.begin(), k.inputs.end(), [](const TensorInput& in) {
-    return readAlongRows(in) && in.access == Access::Strided;
-  });
-}
-
 bool straddlingRowVectors(const Kernel& k) {
   if (k.flat || k.rows || k.columns || k.transpose_tile > 0 || rowVectorWidth(k) == 1) {
     return false;
@@ -417,9 +418,9 @@ class CudaPrinter {
   // vectors (or one element) per tile, and a row's offsets are computed once per row.
   void printStridedRows() {
     const int last = k_.ndim - 1;
-    // Long rows that are not whole vectors go to printStraddlingVectors when the launch
-    // asked for vectors in a one-dimensional grid (cudaLaunchShape decides alike; a grid
-    // of rows in y always walks rows here).
+    // Rows the launch sends to the flat walks (printShortRowVectors,
+    // printStraddlingVectors: cudaLaunchShape) come with vectors in a one-dimensional
+    // grid; a grid of rows in y always walks them here.
     const std::string straddle =
         straddling_ ? " && !(fx_vectors > 0 && gridDim.y == 1)" : "";
     out_ << "  const idx_t fx_inner = " << sizeOf(last) << ";\n"
