@@ -825,8 +825,9 @@ class CudaPrinter {
   }
 
   // " && ..." checks that every tensor read or written along the rows has its pointer,
-  // and its outer strides where it has its own, aligned to row vectors.
-  std::string rowVectorsAligned() const {
+  // and its outer strides where it has its own, aligned to row vectors; with
+  // `moved_only`, only the tensors printStraddlingVectors moves as vectors (Flat ones).
+  std::string rowVectorsAligned(bool moved_only = false) const {
     const int last = k_.ndim - 1;
     auto aligned = [&](const std::string& ptr, c10::ScalarType t) {
       return pointerAligned(ptr, row_vec_ * storageBytes(t));
@@ -837,7 +838,7 @@ class CudaPrinter {
     std::string cond;
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       const TensorInput& in = k_.inputs[i];
-      if (!readAlongRows(in)) continue;
+      if (!readAlongRows(in) || (moved_only && in.access != Access::Flat)) continue;
       cond += aligned(inPtr(i), in.dtype);
       if (in.access == Access::Strided && offsetsOf(k_, static_cast<int>(i)) == static_cast<int>(i)) {
         cond += outerStridesAligned("st" + std::to_string(i), static_cast<int>(i));
@@ -896,18 +897,10 @@ class CudaPrinter {
   void printStraddlingVectors() {
     const std::string v = std::to_string(row_vec_);
     const std::string ind = "        ";
-    std::string aligned;
-    for (size_t i = 0; i < k_.inputs.size(); ++i) {
-      if (k_.inputs[i].access != Access::Flat) continue;
-      aligned += pointerAligned(inPtr(i), row_vec_ * storageBytes(k_.inputs[i].dtype));
-    }
-    for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      aligned += pointerAligned("a.out" + std::to_string(o),
-                                row_vec_ * storageBytes(k_.outputs[o].dtype));
-    }
     const bool lane_columns = readsRowsInLanes(k_);
     lane_loads_ = true;
-    out_ << "  if (fx_vectors > 0 && fx_inner >= " << v << aligned << ") {\n"
+    out_ << "  if (fx_vectors > 0 && fx_inner >= " << v << rowVectorsAligned(/*moved_only=*/true)
+         << ") {\n"
          << "    const idx_t fx_nvec = (fx_numel + " << row_vec_ - 1 << ") / " << v << ";\n"
          << "    for (idx_t fx_v = fx_tid; fx_v < fx_nvec; fx_v += fx_stride) {\n"
          << "      const idx_t fx_e = fx_v * " << v << ";\n"
@@ -1205,7 +1198,8 @@ int cudaBlockSize(const Kernel& k) {
 }
 
 CudaVectorShape cudaVectorShape(const Kernel& k) {
-  return {cudaVectorWidth(k), rowVectorWidth(k), rowUnroll(k), cudaBlockSize(k)};
+  return {cudaVectorWidth(k), rowVectorWidth(k),       rowUnroll(k),
+          cudaBlockSize(k),   straddlingRowVectors(k), readsRowsInLanes(k)};
 }
 
 CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
@@ -1229,9 +1223,9 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
   // threads for a row's 49 vectors), 28 x 28 99 / 96; in float16 82 / 36, 90 / 44, 98 / 94.
   // Whole vectors of inputs that would load lane by lane keep the row path (not measured
   // there: an LSTM cell's chunks).
-  const bool short_whole = last < int64_t{kCudaBlockSize} * v.row_width && !readsRowsInLanes(k);
-  const bool straddling = !k.flat && k.ndim >= 1 && enough_vectors && last >= v.row_width &&
-                          (last % v.row_width != 0 || short_whole) && straddlingRowVectors(k);
+  const bool short_whole = last < int64_t{kCudaBlockSize} * v.row_width && !v.lane_loads;
+  const bool straddling = v.straddling && k.ndim >= 1 && enough_vectors && last >= v.row_width &&
+                          (last % v.row_width != 0 || short_whole);
   const bool rows = !k.flat && k.ndim >= 1 && last >= kRowPathMinInner && !straddling;
   const int64_t inner = rows ? last : 0;
   // Short rows of whole vectors take one row vector per thread and step

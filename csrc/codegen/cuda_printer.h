@@ -88,6 +88,10 @@ struct CudaVectorShape {
   int row_width;   // elements per vector access on the row path; 1: rows go element-wise
   int row_unroll;  // most vectors per thread and tile the row path was printed for
   int block;       // cudaBlockSize
+  // Rows may be walked as flat vectors crossing rows (straddlingRowVectors), and some
+  // input is then loaded lane by lane (readsRowsInLanes).
+  bool straddling = false;
+  bool lane_loads = false;
 };
 CudaVectorShape cudaVectorShape(const Kernel& kernel);
 
