@@ -61,6 +61,34 @@ FX_INLINE void fx_transpose8x8(const void* src, int64_t src_stride, void* dst,
     __builtin_memcpy(d + (p + 4) * dst_row, &hi, sizeof(V));
   }
 }
+// Sixteen floats as one value (one AVX-512 register, two AVX ones), for row sums printed
+// as explicit vectors (cpp_row_printer.cpp): loaded from any address, summed by halves.
+typedef float fx_f32x16 __attribute__((vector_size(64)));
+typedef float fx_f32x8 __attribute__((vector_size(32)));
+typedef float fx_f32x4 __attribute__((vector_size(16)));
+typedef int fx_i32x16 __attribute__((vector_size(64)));
+// Lanes at or after `first` of v, the others 0.
+FX_INLINE fx_f32x16 fx_lanes_from(fx_f32x16 v, int first) {
+  const fx_i32x16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const fx_f32x16 zero = {};
+  return lane >= first ? v : zero;
+}
+FX_INLINE fx_f32x16 fx_load16(const float* p) {
+  fx_f32x16 v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+FX_INLINE float fx_sum16(fx_f32x16 v) {
+  fx_f32x8 lo, hi;
+  __builtin_memcpy(&lo, &v, sizeof(lo));
+  __builtin_memcpy(&hi, (const char*)&v + sizeof(lo), sizeof(hi));
+  const fx_f32x8 s8 = lo + hi;
+  fx_f32x4 a, b;
+  __builtin_memcpy(&a, &s8, sizeof(a));
+  __builtin_memcpy(&b, (const char*)&s8 + sizeof(a), sizeof(b));
+  const fx_f32x4 s4 = a + b;
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
 #define FX_INFF __builtin_inff()
 #define FX_NANF __builtin_nanf("")
 #define FX_INF __builtin_inf()

@@ -180,9 +180,15 @@ void printRowOffsets(std::ostream& out, const Kernel& k, const std::string& inde
   for (size_t i = 0; i < k.inputs.size(); ++i) out << indent << "int64_t off" << i << " = 0;\n";
   for (size_t o = 0; o < outputs; ++o) out << indent << "int64_t ooff" << o << " = 0;\n";
   out << indent << "{\n" << indent << "  int64_t fx_q = fx_r;\n";
+  // Rows number from 0 to the outer dims' product, so what is left for the first dim
+  // is its index: no division there (a lone dim of rows needs none at all).
   for (int d = k.outer_ndim - 1; d >= 0; --d) {
-    out << indent << "  { const int64_t fx_idx = fx_q % fx_sizes[" << d << "]; fx_q /= fx_sizes["
-        << d << "];";
+    if (d == 0) {
+      out << indent << "  { const int64_t fx_idx = fx_q;";
+    } else {
+      out << indent << "  { const int64_t fx_idx = fx_q % fx_sizes[" << d << "]; fx_q /= fx_sizes["
+          << d << "];";
+    }
     for (size_t i = 0; i < k.inputs.size(); ++i) {
       out << " off" << i << " += fx_idx * st" << i << "[" << d << "];";
     }
