@@ -1,0 +1,135 @@
+"""CPU row kernels sum float rows as explicit vectors of 16 in four accumulators
+(csrc/codegen/cpp_row_printer.cpp: vectorSumValues, printVectorSums) where a pass's
+reductions are float sums of values made by loads of unit-stride float rows and + - * /
+or negation: whole vectors four to a step, then the row's last 16 elements with the lanes
+already summed left out, then, in rows shorter than a vector, a plain loop. A lone float
+sum or mean of contiguous CPU rows forms a group of its own (passes/groups.cpp:
+isCpuRowSumOfFloats). Every case is compared with eager: values, shape and strides."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fuser
+from fuser import _C
+from helpers import eager_from_source, script_from_source, torch_threads
+
+BODIES = {
+    "plain": "def f(x, y):\n    return x.sum(-1, keepdim=True)\n",
+    "mean_of_a_product": "def f(x, y):\n    return (x * y).mean(-1)\n",
+    # A value of the row (the mean) inside the second pass: layer_norm's variance.
+    "variance_by_hand": (
+        "def f(x, y):\n"
+        "    m = x.mean(-1, keepdim=True)\n"
+        "    return ((x - m) * (x - m)).mean(-1, keepdim=True) + y.sum(-1, keepdim=True)\n"
+    ),
+    "negation_and_division": "def f(x, y):\n    return (-x / (y + 3.0)).sum(-1)\n",
+}
+
+# Row lengths around the vector (16), the four-vector step (64) and the float block (256),
+# and past the held rows (4096): the masked last vector, rows shorter than a vector.
+LENGTHS = [1, 5, 15, 16, 17, 49, 63, 64, 65, 80, 196, 255, 256, 257, 300, 513, 4097]
+
+
+def vector_sums_printed() -> bool:
+    # (Kernels take the row's length at run time: one serves every length.)
+    return any("fx_load16(" in s and "fx_lanes_from(" in s for s in fuser.kernel_sources())
+
+
+@pytest.mark.parametrize("body", sorted(BODIES))
+@pytest.mark.parametrize("n", LENGTHS)
+def test_vector_sums_match_eager(body: str, n: int) -> None:
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(37, n, generator=g) * 4.0 + 1.0
+    y = torch.rand(37, n, generator=g) + 0.5
+    with fuser.enabled(True), torch.no_grad():
+        fuser.reset_stats()
+        f = script_from_source(BODIES[body])
+        for _ in range(3):
+            got = f(x, y)
+        assert fuser.stats()["kernel_launches"] >= 1
+    want = eager_from_source(BODIES[body])(x, y)
+    assert got.shape == want.shape and got.stride() == want.stride()
+    torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
+    assert vector_sums_printed()
+
+
+def test_a_vector_sum_sees_infinities_and_nan_in_every_lane() -> None:
+    # Each special value in turn at every position of a row of 83: the whole vectors,
+    # the masked last one (its first lanes were summed already) and beyond.
+    f = script_from_source("def f(x):\n    return x.sum(-1)\n")
+    for special in (float("inf"), float("-inf"), float("nan")):
+        x = torch.ones(83, 83)
+        x[torch.arange(83), torch.arange(83)] = special
+        with fuser.enabled(True):
+            for _ in range(3):
+                got = f(x)
+        want = x.sum(-1)
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("splits", [3, 7])
+def test_vector_sums_in_slices_of_a_row(splits: int) -> None:
+    # Slices start inside rows, not at whole vectors: the masked last vector of each
+    # slice must leave out what the slice before it summed.
+    x = torch.randn(2, 20011, generator=torch.Generator().manual_seed(1))
+    _C._set_row_splits(splits)
+    try:
+        with fuser.enabled(True):
+            fuser.reset_stats()
+            f = script_from_source("def f(x):\n    return (x * 0.5).sum(-1) + x.mean(-1)\n")
+            for _ in range(3):
+                got = f(x)
+            staged = fuser.stats()["staged_calls"]
+    finally:
+        _C._set_row_splits(0)
+    assert staged >= 1
+    torch.testing.assert_close(got, (x * 0.5).sum(-1) + x.mean(-1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "source, shape",
+    [
+        ("def f(x):\n    return x.mean((2, 3), keepdim=True)\n", (1, 960, 7, 7)),
+        ("def f(x):\n    return x.mean((-1, -2))\n", (4, 72, 28, 28)),
+        ("def f(x):\n    return x.sum(-1)\n", (64, 5)),
+        ("def f(x):\n    return x.sum()\n", (1000, 33)),
+    ],
+)
+def test_a_lone_cpu_sum_or_mean_of_rows_is_fused(source: str, shape: tuple, threads: int) -> None:
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    with torch_threads(threads), fuser.enabled(True):
+        fuser.reset_stats()
+        f = script_from_source(source)
+        for _ in range(3):
+            got = f(x)
+        stats = fuser.stats()
+    want = eager_from_source(source)(x)
+    assert stats["groups_formed"] == 1 and stats["kernel_launches"] >= 1, stats
+    assert got.shape == want.shape and got.stride() == want.stride()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        # Read across strides (channels-last) and other dtypes: the vector sums do not
+        # apply, and such reductions alone stay with ATen.
+        lambda: torch.randn(2, 64, 7, 7).to(memory_format=torch.channels_last),
+        lambda: torch.randn(2, 64, 7, 7, dtype=torch.float64),
+        lambda: torch.randn(2, 64, 7, 7).to(torch.bfloat16),
+    ],
+    ids=["channels_last", "float64", "bfloat16"],
+)
+def test_other_lone_means_stay_with_aten(make) -> None:
+    x = make()
+    source = "def f(x):\n    return x.mean((2, 3))\n"
+    with fuser.enabled(True):
+        fuser.reset_stats()
+        f = script_from_source(source)
+        for _ in range(3):
+            got = f(x)
+        assert fuser.stats()["groups_formed"] == 0
+    torch.testing.assert_close(got, x.mean((2, 3)))
