@@ -168,8 +168,8 @@ class CppRowPrinter {
         if (!sumsInDouble(k_.exprs[r])) continue;
         out_ << "    float fx_part" << r << " = 0.0f;\n";
       }
-      // The block's whole vectors first, where printed; the loop takes the rest.
-      // (The rest, shorter than a vector, as a plain loop.)
+      // The block's vectors first, where printed; then a plain loop takes what is left
+      // (rows shorter than a vector).
       if (vector_values.empty()) {
         out_ << "#pragma omp simd" << clauses << "\n    for (int64_t " << index << " = fx_blk; ";
       } else {
@@ -235,8 +235,8 @@ class CppRowPrinter {
   // unit stride and + - * / and negation (with values of the row and constants): their
   // element values, in order, which printVectorSums prints as explicit vectors; empty
   // where a pass has other reductions or values. GCC's `omp simd` sum keeps one vector
-  // accumulator, a chain of dependent adds that short rows are all latency: 2688 rows
-  // of 196 floats summed in 38 us so and in 29 with four accumulators (AVX-512, one core).
+  // accumulator, a chain of dependent adds whose latency short rows pay in full: 2688
+  // rows of 196 floats took 38 us so, 29 in four accumulators (AVX-512, one core).
   std::vector<ExprId> vectorSumValues(const std::vector<ExprId>& reduces) const {
     if (nested_ || reduces.empty()) return {};
     std::vector<bool> need(k_.exprs.size(), false);

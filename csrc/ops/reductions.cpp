@@ -147,6 +147,28 @@ FusionDecision checkResultDtype(const Node* node) {
   return FusionDecision::no("reductions are fused for floating inputs of a profiled dtype");
 }
 
+// Pools to one element per channel of floating CPU tensors profiled contiguous (3 or 4
+// dims). Eager gives a channels-last input's result channels-last strides, which the
+// row kernels' per-row outputs do not take: such calls run interpreted
+// (RowExecutor::plan), and CUDA pools, whose convnets run channels-last, stay with ATen.
+FusionDecision checkAdaptiveAveragePool(const Node* node) {
+  auto size = constantIntList(node, "output_size");
+  if (!size || std::any_of(size->begin(), size->end(), [](int64_t s) { return s != 1; })) {
+    return FusionDecision::no("adaptive_avg_pool2d to more than one element per channel");
+  }
+  auto type = node->input(0)->type()->cast<c10::TensorType>();
+  if (!type || !type->isComplete() || !type->device()->is_cpu() ||
+      !c10::isFloatingType(*type->scalarType())) {
+    return FusionDecision::no("adaptive_avg_pool2d is fused for floating CPU tensors");
+  }
+  const size_t rank = *type->dim();
+  if ((rank != 3 && rank != 4) ||
+      *type->strides().concrete_sizes() != *type->contiguous()->strides().concrete_sizes()) {
+    return FusionDecision::no("adaptive_avg_pool2d of a tensor not profiled contiguous");
+  }
+  return FusionDecision::yes();
+}
+
 FusionDecision checkRowReduction(const Node* node) {
   if (auto d = checkResultDtype(node); !d) return d;
   for (const char* name : {"unbiased", "correction", "p"}) {
@@ -292,6 +314,12 @@ Operand lowerMean(IrBuilder& b, const Args& a) {  // (self, dim, keepdim, dtype)
   const Operand x = asResultDtype(b, a[0], resultDtype(a[0], a[3], /*sum=*/false));
   requireFloating(x, "mean");
   return makeResult(rowMean(b, x.expr), x.dtype, {x});
+}
+
+// adaptive_avg_pool2d to one element per channel (self, output_size): eager's is
+// mean(self, (-1, -2), keepdim=True), whose dims rowReductionOf gives.
+Operand lowerAdaptiveAveragePool(IrBuilder& b, const Args& a) {
+  return lowerMean(b, {a[0], Operand{}, Operand{}, Operand{}});
 }
 
 // The whole-tensor forms (self, dtype): the same with every dim reduced.
@@ -512,6 +540,8 @@ const RegisterOps kRegister({
      "dtype=None) -> Tensor", lowerSum, checkRowReduction, true},
     {"aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) "
      "-> Tensor", lowerMean, checkRowReduction, true},
+    {"aten::adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor",
+     lowerAdaptiveAveragePool, checkAdaptiveAveragePool, true},
     {"aten::any(Tensor self) -> Tensor", lowerTruth<ReduceKind::Max>, checkRowReduction, true},
     {"aten::all(Tensor self) -> Tensor", lowerTruth<ReduceKind::Min>, checkRowReduction, true},
     {"aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
@@ -692,6 +722,12 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
     if (*rank < 2 || !groups || !groups->isInt() || groups->toInt() < 1) return std::nullopt;
     r.reduced = *rank - 1;
     r.groups = groups->toInt();
+    return r;
+  }
+  if (node->kind() == c10::aten::adaptive_avg_pool2d) {  // to one element per channel
+    if (*rank < 3) return std::nullopt;
+    r.reduced = 2;
+    r.result = RowReduction::Result::KeepDims;
     return r;
   }
   const bool whole = node->kind() == c10::aten::softmax || node->kind() == c10::aten::log_softmax ||

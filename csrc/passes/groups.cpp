@@ -63,13 +63,16 @@ bool isLeadingDimsSum(const Node* node) {
   return true;
 }
 
-// A float32 sum or mean over the trailing dims of a contiguous CPU tensor: its rows are
-// runs, which the CPU row kernel sums as explicit vectors in four accumulators, ahead
-// of ATen's (one core, [4, 672, 14, 14] over H and W: 31.6 against 34.0 us; [1, 960,
-// 7, 7]: 8.5 against 9.5). ATen's CPU mean is also three kernels (a sum, then fill_
-// and div_ elementwise).
+// A float32 sum or mean (adaptive_avg_pool2d to one element per channel is one) over
+// the trailing dims of a contiguous CPU tensor: its rows are runs, which the CPU row
+// kernel sums as explicit vectors in four accumulators, ahead of ATen's (one core,
+// [4, 672, 14, 14] over H and W: 31.6 against 34.0 us; [1, 960, 7, 7]: 8.5 against
+// 9.5). ATen's CPU mean is also three kernels (a sum, then fill_ and div_ elementwise).
 bool isCpuRowSumOfFloats(const Node* node) {
-  if (node->kind() != c10::aten::sum && node->kind() != c10::aten::mean) return false;
+  if (node->kind() != c10::aten::sum && node->kind() != c10::aten::mean &&
+      node->kind() != c10::aten::adaptive_avg_pool2d) {
+    return false;
+  }
   auto r = ops::rowReductionOf(node);
   if (!r) return false;
   for (size_t i = 0; i < r->dims.size(); ++i) {

@@ -524,6 +524,17 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     per_channel.push_back(channel_tensors_[i]);
     any_strides.push_back(normalized_only_[i]);
   }
+  // Eager's adaptive_avg_pool2d gives a channels-last input's [N, C, 1, 1] result
+  // channels-last strides; per-row outputs are contiguous, so such calls run interpreted
+  // (what the layout rules below decide for them too, checked here by name).
+  for (const torch::jit::Node* node : subgraph_->nodes()) {
+    if (node->kind() != c10::aten::adaptive_avg_pool2d) continue;
+    for (const at::Tensor& t : tensors) {
+      if (t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
+        return nullptr;
+      }
+    }
+  }
   std::optional<Sizes> shape;  // what every reduction reads
   size_t n = 0;
   try {

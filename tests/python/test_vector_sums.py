@@ -133,3 +133,68 @@ def test_other_lone_means_stay_with_aten(make) -> None:
             got = f(x)
         assert fuser.stats()["groups_formed"] == 0
     torch.testing.assert_close(got, x.mean((2, 3)))
+
+
+POOL = "def f(x):\n    return torch.nn.functional.adaptive_avg_pool2d(x, 1)\n"
+POOL_AFTER = (
+    "def f(x):\n"
+    "    y = torch.nn.functional.hardswish(x)\n"
+    "    return torch.nn.functional.adaptive_avg_pool2d(y, (1, 1)) * y\n"
+)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(2, 72, 28, 28), (960, 7, 7)], ids=["nchw", "chw"])
+@pytest.mark.parametrize("source", [POOL_AFTER, POOL], ids=["after_hardswish", "alone"])
+def test_adaptive_average_pools_to_one_are_means_in_groups(source, shape, dtype) -> None:
+    # mobilenet_v3's squeeze-excite: the pool is eager's mean over H and W (three ATen
+    # kernels on CPU); in a group, or alone in float32.
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    with fuser.enabled(True):
+        fuser.reset_stats()
+        f = script_from_source(source)
+        for _ in range(3):
+            got = f(x)
+        stats = fuser.stats()
+    want = eager_from_source(source)(x)
+    fused = source == POOL_AFTER or dtype == torch.float32
+    assert stats["groups_formed"] == (1 if fused else 0), stats
+    assert stats["interpreted_runs"] == 0, stats
+    assert got.shape == want.shape and got.stride() == want.stride()
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+def test_a_channels_last_pool_keeps_eager_strides() -> None:
+    # Eager restrides the [N, C, 1, 1] result of a channels-last input: such calls run
+    # the group interpreted, strides and values eager's.
+    x = torch.randn(2, 16, 5, 5, generator=torch.Generator().manual_seed(4))
+    f = script_from_source(POOL_AFTER)
+    pool = script_from_source(POOL)
+    with fuser.enabled(True):
+        for _ in range(3):
+            f(x)
+            pool(x)
+        fuser.reset_stats()
+        xc = x.to(memory_format=torch.channels_last)
+        got, alone = f(xc), pool(xc)
+        assert fuser.stats()["interpreted_runs"] == 2
+    for value, source in ((got, POOL_AFTER), (alone, POOL)):
+        want = eager_from_source(source)(xc)
+        assert value.stride() == want.stride()
+        torch.testing.assert_close(value, want)
+
+
+def test_pools_to_more_than_one_element_stay_with_aten() -> None:
+    source = (
+        "def f(x):\n"
+        "    return torch.nn.functional.adaptive_avg_pool2d(torch.relu(x), 2) + 1.0\n"
+    )
+    x = torch.randn(2, 8, 6, 6)
+    with fuser.enabled(True):
+        f = script_from_source(source)
+        for _ in range(3):
+            got = f(x)
+    graph = f.graph_for(x)
+    assert "aten::adaptive_avg_pool2d" in str(graph)
+    torch.testing.assert_close(got, eager_from_source(source)(x))
