@@ -992,11 +992,18 @@ def test_every_table_schema_is_exercised() -> None:
     import test_inplace
     import test_layer_norm_backward
     import test_reductions
+    import test_vector_sums
 
     # Reductions, batch_norm and autodiff's dropout and layer_norm have their own files.
     text = inspect.getsource(sys.modules[__name__])
     others = (test_reductions, test_batch_norm, test_batch_norm_training, test_dropout)
-    for other in (*others, test_layer_norm_backward, test_grad_sum_to_size, test_inplace):
+    for other in (
+        *others,
+        test_layer_norm_backward,
+        test_grad_sum_to_size,
+        test_inplace,
+        test_vector_sums,
+    ):
         text += inspect.getsource(other)
     aliases = {
         "__and__": "&",
