@@ -187,8 +187,7 @@ def test_a_channels_last_pool_keeps_eager_strides() -> None:
 
 def test_pools_to_more_than_one_element_stay_with_aten() -> None:
     source = (
-        "def f(x):\n"
-        "    return torch.nn.functional.adaptive_avg_pool2d(torch.relu(x), 2) + 1.0\n"
+        "def f(x):\n    return torch.nn.functional.adaptive_avg_pool2d(torch.relu(x), 2) + 1.0\n"
     )
     x = torch.randn(2, 8, 6, 6)
     with fuser.enabled(True):
