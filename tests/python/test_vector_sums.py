@@ -32,6 +32,16 @@ BODIES = {
 LENGTHS = [1, 5, 15, 16, 17, 49, 63, 64, 65, 80, 196, 255, 256, 257, 300, 513, 4097]
 
 
+def fused_calls(source: str, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, int]]:
+    """The third call's result of `source` scripted with the fuser on, and the stats."""
+    with fuser.enabled(True):
+        fuser.reset_stats()
+        f = script_from_source(source)
+        for _ in range(3):
+            got = f(x)
+        return got, fuser.stats()
+
+
 def vector_sums_printed() -> bool:
     # (Kernels take the row's length at run time: one serves every length.)
     return any("fx_load16(" in s and "fx_lanes_from(" in s for s in fuser.kernel_sources())
@@ -100,12 +110,8 @@ def test_vector_sums_in_slices_of_a_row(splits: int) -> None:
 )
 def test_a_lone_cpu_sum_or_mean_of_rows_is_fused(source: str, shape: tuple, threads: int) -> None:
     x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
-    with torch_threads(threads), fuser.enabled(True):
-        fuser.reset_stats()
-        f = script_from_source(source)
-        for _ in range(3):
-            got = f(x)
-        stats = fuser.stats()
+    with torch_threads(threads):
+        got, stats = fused_calls(source, x)
     want = eager_from_source(source)(x)
     assert stats["groups_formed"] == 1 and stats["kernel_launches"] >= 1, stats
     assert got.shape == want.shape and got.stride() == want.stride()
@@ -125,13 +131,8 @@ def test_a_lone_cpu_sum_or_mean_of_rows_is_fused(source: str, shape: tuple, thre
 )
 def test_other_lone_means_stay_with_aten(make) -> None:
     x = make()
-    source = "def f(x):\n    return x.mean((2, 3))\n"
-    with fuser.enabled(True):
-        fuser.reset_stats()
-        f = script_from_source(source)
-        for _ in range(3):
-            got = f(x)
-        assert fuser.stats()["groups_formed"] == 0
+    got, stats = fused_calls("def f(x):\n    return x.mean((2, 3))\n", x)
+    assert stats["groups_formed"] == 0
     torch.testing.assert_close(got, x.mean((2, 3)))
 
 
@@ -150,12 +151,7 @@ def test_adaptive_average_pools_to_one_are_means_in_groups(source, shape, dtype)
     # mobilenet_v3's squeeze-excite: the pool is eager's mean over H and W (three ATen
     # kernels on CPU); in a group, or alone in float32.
     x = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(dtype)
-    with fuser.enabled(True):
-        fuser.reset_stats()
-        f = script_from_source(source)
-        for _ in range(3):
-            got = f(x)
-        stats = fuser.stats()
+    got, stats = fused_calls(source, x)
     want = eager_from_source(source)(x)
     fused = source == POOL_AFTER or dtype == torch.float32
     assert stats["groups_formed"] == (1 if fused else 0), stats
