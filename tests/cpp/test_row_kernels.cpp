@@ -212,8 +212,60 @@ graph(%x : $X):
   %m : $ROW = aten::amax(%a, %dims, %keep)
   %s : $ROW = aten::sum(%m, %dims, %keep, %none)
   return (%s))IR");
+  // (The sum, a float sum of contiguous CPU rows, is a group of its own.)
+  const std::vector<Node*> groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 2u);
+  for (Node* group : groups) {
+    torch::jit::Block* body = group->g(torch::jit::attr::Subgraph)->block();
+    EXPECT_EQ(testing_helpers::countKind(body, c10::aten::amax) +
+                  testing_helpers::countKind(body, c10::aten::sum),
+              1u);
+  }
   EXPECT_EQ(insideAndOutside(graph, c10::aten::amax), std::make_pair(size_t{1}, size_t{0}));
-  EXPECT_EQ(insideAndOutside(graph, c10::aten::sum), std::make_pair(size_t{0}, size_t{1}));
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::sum), std::make_pair(size_t{1}, size_t{0}));
+}
+
+TEST(RowPartition, ALoneCpuFloatMeanOfRowsIsAGroupOthersAreNot) {
+  // The CPU row kernel sums float rows as explicit vectors, ahead of ATen's mean (three
+  // kernels); a double mean and a channels-last one stay with ATen.
+  const std::string mean = R"IR(
+graph(%x : $T):
+  %dims : int[] = prim::Constant[value=[2, 3]]()
+  %keep : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %m : Tensor = aten::mean(%x, %dims, %keep, %none)
+  return (%m))IR";
+  auto groupsFor = [&](const std::string& type) {
+    auto graph = testing_helpers::parseWithTypes(mean, {{"$T", type}});
+    prepareGraph(graph);
+    formFusionGroups(graph);
+    return collectFusionGroups(graph->block()).size();
+  };
+  EXPECT_EQ(groupsFor("Float(2, 8, 7, 7, strides=[392, 49, 7, 1], requires_grad=0, device=cpu)"), 1u);
+  EXPECT_EQ(groupsFor("Double(2, 8, 7, 7, strides=[392, 49, 7, 1], requires_grad=0, device=cpu)"), 0u);
+  EXPECT_EQ(groupsFor("Float(2, 8, 7, 7, strides=[392, 1, 56, 8], requires_grad=0, device=cpu)"), 0u);
+}
+
+TEST(RowPartition, AdaptiveAveragePoolsToOneElementAreCpuMeans) {
+  const std::string pool = R"IR(
+graph(%x : $T):
+  %size : int[] = prim::Constant[value=[$S, $S]]()
+  %p : Tensor = aten::adaptive_avg_pool2d(%x, %size)
+  return (%p))IR";
+  auto groupsFor = [&](const std::string& type, const std::string& size) {
+    std::string ir = pool;
+    for (size_t at; (at = ir.find("$S")) != std::string::npos;) ir.replace(at, 2, size);
+    auto graph = testing_helpers::parseWithTypes(ir, {{"$T", type}});
+    prepareGraph(graph);
+    formFusionGroups(graph);
+    return collectFusionGroups(graph->block()).size();
+  };
+  const std::string nchw = "Float(2, 8, 7, 7, strides=[392, 49, 7, 1], requires_grad=0, device=cpu)";
+  EXPECT_EQ(groupsFor(nchw, "1"), 1u);
+  EXPECT_EQ(groupsFor(nchw, "2"), 0u);  // more than one element per channel: ATen's
+  EXPECT_EQ(groupsFor("Float(2, 8, 7, 7, strides=[392, 1, 56, 8], requires_grad=0, device=cpu)",
+                      "1"),
+            0u);  // channels-last: eager restrides the result
 }
 
 TEST(RowPartition, KeptDimsBroadcastBack) {
