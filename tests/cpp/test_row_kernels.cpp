@@ -233,10 +233,12 @@ graph(%x : $T):
   %dims : int[] = prim::Constant[value=[2, 3]]()
   %keep : bool = prim::Constant[value=1]()
   %none : NoneType = prim::Constant()
-  %m : Tensor = aten::mean(%x, %dims, %keep, %none)
+  %m : $O = aten::mean(%x, %dims, %keep, %none)
   return (%m))IR";
   auto groupsFor = [&](const std::string& type) {
-    auto graph = testing_helpers::parseWithTypes(mean, {{"$T", type}});
+    const std::string out = type.substr(0, type.find('(')) +
+                            "(2, 8, 1, 1, strides=[8, 1, 1, 1], requires_grad=0, device=cpu)";
+    auto graph = testing_helpers::parseWithTypes(mean, {{"$T", type}, {"$O", out}});
     prepareGraph(graph);
     formFusionGroups(graph);
     return collectFusionGroups(graph->block()).size();
@@ -250,12 +252,13 @@ TEST(RowPartition, AdaptiveAveragePoolsToOneElementAreCpuMeans) {
   const std::string pool = R"IR(
 graph(%x : $T):
   %size : int[] = prim::Constant[value=[$S, $S]]()
-  %p : Tensor = aten::adaptive_avg_pool2d(%x, %size)
+  %p : $O = aten::adaptive_avg_pool2d(%x, %size)
   return (%p))IR";
   auto groupsFor = [&](const std::string& type, const std::string& size) {
     std::string ir = pool;
     for (size_t at; (at = ir.find("$S")) != std::string::npos;) ir.replace(at, 2, size);
-    auto graph = testing_helpers::parseWithTypes(ir, {{"$T", type}});
+    const std::string out = "Float(2, 8, " + size + ", " + size + ", requires_grad=0, device=cpu)";
+    auto graph = testing_helpers::parseWithTypes(ir, {{"$T", type}, {"$O", out}});
     prepareGraph(graph);
     formFusionGroups(graph);
     return collectFusionGroups(graph->block()).size();
