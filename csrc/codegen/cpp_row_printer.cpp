@@ -242,8 +242,9 @@ class CppRowPrinter {
     std::vector<bool> need(k_.exprs.size(), false);
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
+      // (A sum of a value of the row, the same in every element, keeps the loop.)
       if (static_cast<ReduceKind>(e.index) != ReduceKind::Sum || !sumsInDouble(e) ||
-          e.type != c10::ScalarType::Float) {
+          e.type != c10::ScalarType::Float || !s_.element[e.args[0]]) {
         return {};
       }
       need[e.args[0]] = true;

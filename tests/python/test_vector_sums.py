@@ -79,6 +79,29 @@ def test_a_vector_sum_sees_infinities_and_nan_in_every_lane() -> None:
         torch.testing.assert_close(got, want, equal_nan=True)
 
 
+def test_a_sum_of_a_value_of_the_row_keeps_the_loop() -> None:
+    # The backward of a normalization summed over its row sums the output's gradient,
+    # one value per row, over the row: not an element value, so that pass is printed
+    # as the loop (fuzz_training seed 9005: it failed to compile as vectors and the
+    # group ran interpreted).
+    source = (
+        "def f(x):\n"
+        "    y = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + 1e-5)\n"
+        "    return y.sum(-1)\n"
+    )
+    x = torch.randn(4, 3, 64, generator=torch.Generator().manual_seed(5), requires_grad=True)
+    weight = torch.randn(4, 3, generator=torch.Generator().manual_seed(6))
+    f = script_from_source(source)
+    with fuser.enabled(True):
+        fuser.reset_stats()
+        for _ in range(4):
+            (got,) = torch.autograd.grad((f(x) * weight).sum(), [x])
+        stats = fuser.stats()
+    (want,) = torch.autograd.grad((eager_from_source(source)(x) * weight).sum(), [x])
+    assert stats["groups_formed"] >= 1 and stats["interpreted_runs"] == 0, stats
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("splits", [3, 7])
 def test_vector_sums_in_slices_of_a_row(splits: int) -> None:
     # Slices start inside rows, not at whole vectors: the masked last vector of each
