@@ -67,6 +67,11 @@ FusionDecision requireKnownPresence(const torch::jit::Node* node, const char* na
                             node->kind().toQualString() + " may be None at run time");
 }
 
+bool isProfiledRowMajor(const c10::TensorType& type) {
+  return type.isComplete() &&
+         *type.strides().concrete_sizes() == *type.contiguous()->strides().concrete_sizes();
+}
+
 Operand lowerUnaryKeepType(IrBuilder& b, const Args& a, IrOp op) {
   return makeResult(b.unary(op, a[0].expr), a[0].dtype, {a[0]});
 }

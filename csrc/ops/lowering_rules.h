@@ -51,6 +51,8 @@ FusionDecision requireConstant(const torch::jit::Node* node, const char* name);
 // The named optional input is a constant (None or not) or of a non-optional type, so
 // the lowering knows whether it is present.
 FusionDecision requireKnownPresence(const torch::jit::Node* node, const char* name);
+// A complete profiled type whose strides are the row-major ones of its sizes.
+bool isProfiledRowMajor(const c10::TensorType& type);
 
 // ---- Common lowering shapes --------------------------------------------------------
 

@@ -162,8 +162,7 @@ FusionDecision checkAdaptiveAveragePool(const Node* node) {
     return FusionDecision::no("adaptive_avg_pool2d is fused for floating CPU tensors");
   }
   const size_t rank = *type->dim();
-  if ((rank != 3 && rank != 4) ||
-      *type->strides().concrete_sizes() != *type->contiguous()->strides().concrete_sizes()) {
+  if ((rank != 3 && rank != 4) || !isProfiledRowMajor(*type)) {
     return FusionDecision::no("adaptive_avg_pool2d of a tensor not profiled contiguous");
   }
   return FusionDecision::yes();

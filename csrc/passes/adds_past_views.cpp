@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "ops/lowering_rules.h"
 #include "passes/fusibility.h"
 #include "passes/onednn_beside.h"
 #include "passes/pipeline.h"
@@ -29,10 +30,6 @@ namespace {
 
 using torch::jit::Node;
 using torch::jit::Value;
-
-bool isRowMajor(const c10::TensorType& t) {
-  return *t.strides().concrete_sizes() == *t.contiguous()->strides().concrete_sizes();
-}
 
 bool isView(const Node* node) {
   return node->kind() == c10::aten::view || node->kind() == c10::aten::reshape;
@@ -49,7 +46,7 @@ std::optional<size_t> viewableOperand(const Node* add, const c10::TensorType& vi
     auto product = completeTensorType(add->input(i));
     auto other = completeTensorType(add->input(1 - i));
     if (!product || !other || product->scalarType() != out->scalarType() ||
-        *product->sizes().concrete_sizes() != out_sizes || !isRowMajor(*product)) {
+        *product->sizes().concrete_sizes() != out_sizes || !ops::isProfiledRowMajor(*product)) {
       continue;
     }
     const size_t spanned = *other->dim();

@@ -3,6 +3,7 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 
+#include "ops/lowering_rules.h"
 #include "ops/reductions.h"
 #include "symbols.h"
 
@@ -43,7 +44,7 @@ bool isStridedCudaCopy(const Node* node) {
   if (node->kind() != c10::aten::contiguous) return false;
   auto type = node->input(0)->type()->cast<c10::TensorType>();
   if (!type || !type->isComplete() || !type->device()->is_cuda()) return false;
-  return *type->strides().concrete_sizes() != *type->contiguous()->strides().concrete_sizes();
+  return !ops::isProfiledRowMajor(*type);
 }
 
 }  // namespace
@@ -84,7 +85,7 @@ bool isCpuRowSumOfFloats(const Node* node) {
       in->scalarType() != c10::ScalarType::Float || out->scalarType() != c10::ScalarType::Float) {
     return false;
   }
-  return *in->strides().concrete_sizes() == *in->contiguous()->strides().concrete_sizes();
+  return ops::isProfiledRowMajor(*in);
 }
 
 }  // namespace
