@@ -70,6 +70,74 @@ TEST(OneDnnBeside, PostOpsOfAConvolutionAreLeftToOneDnn) {
   EXPECT_FALSE(isLeftToOneDnn(relu));
 }
 
+// A squeeze-excite gate: oneDNN puts conv -> sigmoid -> (* x) into one partition, the
+// product spread over x's [1, 8, 6, 6]; beside it, a projection and a residual add.
+const char* kGateIr = R"IR(
+graph(%x : Float(1, 8, 6, 6, strides=[288, 36, 6, 1], requires_grad=0, device=cpu),
+      %s : Float(1, 4, 1, 1, strides=[4, 1, 1, 1], requires_grad=0, device=cpu),
+      %w : Float(8, 4, 1, 1, strides=[4, 1, 1, 1], requires_grad=0, device=cpu),
+      %b : Float(8, strides=[1], requires_grad=0, device=cpu),
+      %wp : Float(8, 8, 1, 1, strides=[8, 1, 1, 1], requires_grad=0, device=cpu)):
+  %one : int = prim::Constant[value=1]()
+  %ones : int[] = prim::Constant[value=[1, 1]]()
+  %zeros : int[] = prim::Constant[value=[0, 0]]()
+  %c : Float(1, 8, 1, 1, strides=[8, 1, 1, 1], requires_grad=0, device=cpu) = aten::conv2d(%s, %w, %b, %ones, %zeros, %ones, %one)
+  %g : Float(1, 8, 1, 1, strides=[8, 1, 1, 1], requires_grad=0, device=cpu) = aten::sigmoid(%c)
+  %y : Float(1, 8, 6, 6, strides=[288, 36, 6, 1], requires_grad=0, device=cpu) = aten::mul(%x, %g)
+  %p : Float(1, 8, 6, 6, strides=[288, 36, 6, 1], requires_grad=0, device=cpu) = aten::conv2d(%y, %wp, %b, %ones, %zeros, %ones, %one)
+  %r : Float(1, 8, 6, 6, strides=[288, 36, 6, 1], requires_grad=0, device=cpu) = aten::add(%p, %x, %one)
+  return (%r)
+)IR";
+
+// Whether a oneDNN partition in `block` (guarded groups sit in prim::If blocks) holds a
+// convolution and a node of `kind`.
+bool aPartitionHolds(torch::jit::Block* block, const std::string& kind) {
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* sub : node->blocks()) {
+      if (aPartitionHolds(sub, kind)) return true;
+    }
+    if (!node->hasAttribute(torch::jit::attr::Subgraph)) continue;
+    auto partition = node->g(torch::jit::attr::Subgraph);
+    if (firstOfKind(*partition, kind) && firstOfKind(*partition, "aten::conv2d")) return true;
+  }
+  return false;
+}
+
+// oneDNN fuses a convolution's post-ops only where its weight and bias are constants,
+// as a frozen model's are: graph inputs from `first` on become tensor constants.
+void inputsToConstants(torch::jit::Graph& graph, size_t first) {
+  torch::jit::WithInsertPoint guard(graph.nodes().front());
+  while (graph.inputs().size() > first) {
+    torch::jit::Value* input = graph.inputs()[first];
+    auto type = input->type()->expect<c10::TensorType>();
+    torch::jit::Value* constant = graph.insertConstant(at::randn(*type->sizes().concrete_sizes()));
+    constant->setType(type);
+    input->replaceAllUsesWith(constant);
+    graph.eraseInput(first);
+  }
+}
+
+TEST(OneDnnBeside, AGateThatSpreadsAConvolutionOverALargerTensorIsOurs) {
+  WithOneDnn on;
+  auto graph = testing_helpers::parseWithTypes(kGateIr, {});
+  inputsToConstants(*graph, 2);
+  // The dry run does put the gate into the convolution's partition ...
+  {
+    auto copy = graph->copy();
+    torch::jit::fuser::onednn::fuseGraph(copy);
+    ASSERT_TRUE(aPartitionHolds(copy->block(), "aten::mul"));
+  }
+  // ... which would run the [1, 8, 1, 1] product times x as a broadcasting primitive: ours.
+  markOneDnnPatterns(graph, /*leave_patterns=*/true);
+  EXPECT_FALSE(isLeftToOneDnn(firstOfKind(*graph, "aten::sigmoid")));
+  EXPECT_FALSE(isLeftToOneDnn(firstOfKind(*graph, "aten::mul")));
+  EXPECT_TRUE(checkFusible(firstOfKind(*graph, "aten::mul")));
+  // The residual add keeps the projection's shape: still oneDNN's post-op.
+  Node* add = firstOfKind(*graph, "aten::add");
+  ASSERT_TRUE(isLeftToOneDnn(add));
+  EXPECT_EQ(oneDnnPartner(add), "aten::conv2d");
+}
+
 TEST(OneDnnBeside, NothingIsMarkedWithoutOneDnn) {
   auto graph = testing_helpers::parseWithTypes(kConvIr, {});
   ASSERT_FALSE(oneDnnGraphRegistered());

@@ -287,3 +287,41 @@ def test_what_onednn_cannot_take_after_us_is_fused_by_us(onednn: None) -> None:
     # Only the graph that runs counts its groups.
     counted = result.stdout.split("groups:")[1].split()
     assert counted[0] == counted[1]
+
+
+class EfficientNetGate(nn.Module):
+    """An EfficientNet block's squeeze-excite: silu(conv) pooled, two 1x1 convs, then
+    x * sigmoid(scale). oneDNN Graph alone puts conv_expand -> sigmoid -> (* x) into one
+    partition, whose product it spreads over x with a broadcasting primitive."""
+
+    def __init__(self, c: int = 16, squeeze: int = 4) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.reduce = nn.Conv2d(c, squeeze, 1)
+        self.expand = nn.Conv2d(squeeze, c, 1)
+        self.project = nn.Conv2d(c, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.silu(self.dw(x))
+        scale = F.silu(self.reduce(y.mean((2, 3), keepdim=True)))
+        y = y * torch.sigmoid(self.expand(scale))
+        return self.project(y) + x
+
+
+def test_a_gate_spread_over_a_larger_tensor_is_ours(onednn: None) -> None:
+    fuser.enable()
+    module = EfficientNetGate()
+    model = frozen(module)
+    x = torch.randn(2, 16, 10, 10)
+    out = run_frozen(model, x)
+    with torch.no_grad():
+        expected = module(x)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    assert out.stride() == expected.stride()
+    ours, theirs, _ = kinds_by_owner(torch.jit.last_executed_optimized_graph())
+    # The gate's sigmoid and product, over [2, 16, 10, 10], are ours ...
+    assert "aten::sigmoid" in ours and "aten::mul" in ours
+    assert "aten::mul" not in theirs
+    # ... the convolutions stay oneDNN's, the residual add with its projection.
+    assert theirs.count("aten::conv2d") >= 3
+    assert "aten::add" in theirs
