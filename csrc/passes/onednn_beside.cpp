@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "config.h"
 
@@ -86,38 +84,6 @@ void untagNodes(Block* block) {
   }
 }
 
-std::optional<int64_t> profiledNumel(const torch::jit::Value* value) {
-  auto type = value->type()->cast<c10::TensorType>();
-  if (!type) return std::nullopt;
-  auto sizes = type->sizes().concrete_sizes();
-  if (!sizes) return std::nullopt;
-  return c10::multiply_integers(*sizes);
-}
-
-// Whether a node of the partition spreads its compute op's product over a larger tensor
-// (a squeeze-excite gate: conv on [N, C, 1, 1], sigmoid, then times x [N, C, H, W]).
-// oneDNN runs such a "post-op" as a broadcasting binary primitive: 1.6 ms per call for
-// timm efficientnet_b0's first gate on 2 cores, where a kernel of ours takes about 0.1.
-// Its post-ops are then ours, to fuse with the gate's product (a lone product would be
-// a group of one node, and oneDNN's pass would take it back).
-bool broadcastsTheProduct(const torch::jit::Graph& partition, const Node* compute) {
-  const std::optional<int64_t> product = profiledNumel(compute->output(0));
-  if (!product) return false;
-  std::unordered_set<const torch::jit::Value*> downstream = {compute->output(0)};
-  for (const Node* inner : partition.nodes()) {
-    const bool reads_product =
-        std::any_of(inner->inputs().begin(), inner->inputs().end(),
-                    [&](const torch::jit::Value* v) { return downstream.count(v) > 0; });
-    if (!reads_product) continue;
-    for (const torch::jit::Value* out : inner->outputs()) {
-      const std::optional<int64_t> numel = profiledNumel(out);
-      if (numel && *numel > *product) return true;
-      downstream.insert(out);
-    }
-  }
-  return false;
-}
-
 // For each oneDNN partition of the dry run that holds a compute op: the tags of its
 // other nodes, with the compute op's kind.
 void collectPartitions(Block* block, std::unordered_map<int64_t, std::string>& claimed) {
@@ -131,7 +97,6 @@ void collectPartitions(Block* block, std::unordered_map<int64_t, std::string>& c
       if (isComputeOp(inner)) compute = inner;
     }
     if (!compute) continue;  // an elementwise-only partition: ours to take
-    if (broadcastsTheProduct(*subgraph, compute)) continue;
     for (Node* inner : subgraph->nodes()) {
       if (inner != compute && inner->hasAttribute(nodeTagAttr())) {
         claimed[inner->i(nodeTagAttr())] = compute->kind().toQualString();
