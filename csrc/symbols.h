@@ -53,14 +53,6 @@ inline c10::Symbol likeSelfAttr() {
   return s;
 }
 
-// fuser::matmul_permuted(Tensor self, Tensor other, int[] dims) -> Tensor: what
-// `torch.matmul(self, other).permute(dims).contiguous()` returns, the product written
-// straight into that layout (passes/matmul_permuted.cpp; runtime/matmul_permuted_op.cpp).
-inline c10::Symbol matmulPermutedSymbol() {
-  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::matmul_permuted");
-  return s;
-}
-
 // fuser::masked_fill_like_self(Tensor self, Tensor mask, Scalar|Tensor value) -> Tensor:
 // what `self.masked_fill_(mask, value)` leaves in self, as a new tensor with self's
 // strides. ATen's functional masked_fill clones self row-major, so the in-place op made

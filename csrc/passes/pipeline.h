@@ -22,7 +22,6 @@ void sinkAddsPastViews(GraphPtr& graph);       // adds_past_views.cpp
 void poolBeforeMonotoneOps(GraphPtr& graph);   // max_pool_first.cpp
 void useChannelsLastMaxPoolKernel(GraphPtr& graph);  // max_pool_kernel.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp
-void writeMatmulsPermuted(GraphPtr& graph);    // matmul_permuted.cpp
 void denseAttentionMasks(GraphPtr& graph);     // attention_masks.cpp
 void convertAttentionMasksOnce(GraphPtr& graph);  // attention_masks_once.cpp
 void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp
