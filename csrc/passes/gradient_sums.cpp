@@ -9,11 +9,13 @@
 // saw as rows in memory meets rows apart in memory at every call and runs interpreted.
 //
 // After this pass, an `aten::add(a, b, 1)` whose profiled strides are those of `b + a`
-// and not those of `a + b` has the strides of `a + b`; an elementwise table op whose
-// profiled strides followed TensorIterator's rule from its operands' old strides
-// follows it from their new ones. Anything else keeps its profiled type (a reduction's
-// or a view's layout rule is not TensorIterator's, and its callers check strides at run
-// time anyway). Only strides change: sizes, dtype and device are as profiled.
+// and not those of `a + b` has the strides of `a + b`; a non-reducing table op whose
+// profiled strides followed eager's layout rule (the one flat groups replay,
+// runtime/output_layout.h: TensorIterator's with CPU cast copies, a conversion's, a
+// dropout backward's, ...) from its operands' old strides follows it from their new
+// ones. Anything else keeps its profiled type (a reduction's or a view's layout rule is
+// not replayed, and its callers check strides at run time anyway). Only strides change:
+// sizes, dtype and device are as profiled.
 #include "passes/gradient_sums.h"
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -22,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ops/batch_norm.h"
 #include "ops/op_table.h"
 #include "runtime/output_layout.h"
 
@@ -66,27 +69,49 @@ bool sameLayout(const Layout& a, const Layout& b) {
   return a.sizes == b.sizes && a.strides == b.strides;
 }
 
-// TensorIterator's layout of the tensor operands of `node`, each read through `layout`;
-// none where they differ in dtype (the CPU's cast copies lay out otherwise). Number
-// operands are left out: where that changes the layout, the rule from the operands as
-// profiled disagrees with the profile too, and the caller then changes nothing.
+// Eager's layout of `node`'s result, each tensor operand read through `layout`: the
+// node alone in a graph of its operands, replayed by the rules flat groups replay. None
+// where an operand's layout is not known, the operands do not broadcast together
+// (iteratorLayout assumes they do), or the rule reads more than layouts (batch_norm's
+// backend choice).
 template <typename LayoutOfValue>
-std::optional<Layout> iteratorLayoutOf(const Node* node, const LayoutOfValue& layout) {
+std::optional<Layout> eagerLayoutOf(const Node* node, const LayoutOfValue& layout) {
+  if (ops::isBatchNorm(node)) return std::nullopt;
+  torch::jit::Graph alone;
+  std::unordered_map<const Value*, Value*> inputs;
   std::vector<Layout> operands;
+  std::vector<runtime::TensorView> views;
+  for (const Value* in : node->inputs()) {
+    if (inputs.count(in)) continue;
+    inputs[in] = alone.addInput()->setType(in->type());
+    auto t = in->type()->cast<c10::TensorType>();
+    if (!t) continue;
+    std::optional<Layout> l = layout(in);
+    if (!l) return std::nullopt;
+    runtime::TensorView view;
+    view.sizes = l->sizes;
+    view.strides = l->strides;
+    views.push_back(std::move(view));
+    operands.push_back(std::move(*l));
+  }
+  if (operands.empty() || !broadcastTogether(operands)) return std::nullopt;
+  Node* copy = alone.createClone(const_cast<Node*>(node), [&](Value* v) { return inputs.at(v); });
+  alone.insertNode(copy);
+  alone.registerOutput(copy->output());
+  std::vector<Layout> out;
+  runtime::LayoutProgram(alone).run(views, out);
+  return out.at(0);
+}
+
+bool sameDtypes(const Node* node) {
   std::optional<c10::ScalarType> dtype;
   for (const Value* in : node->inputs()) {
     auto t = in->type()->cast<c10::TensorType>();
     if (!t) continue;
-    std::optional<Layout> l = layout(in);
-    if (!l || !t->scalarType() || (dtype && *dtype != *t->scalarType())) return std::nullopt;
+    if (!t->scalarType() || (dtype && *dtype != *t->scalarType())) return false;
     dtype = t->scalarType();
-    operands.push_back(std::move(*l));
   }
-  if (operands.empty()) return std::nullopt;
-  if (!broadcastTogether(operands)) return std::nullopt;
-  std::vector<const Layout*> pointers;
-  for (const Layout& l : operands) pointers.push_back(&l);
-  return runtime::iteratorLayout(pointers);
+  return true;
 }
 
 // aten::add(a, b, 1) as specializeAutogradZero writes it. A user's `a + b` reads the
@@ -133,18 +158,19 @@ class Relayout {
       return it != old_.end() ? std::optional<Layout>(it->second) : layoutOf(v->type());
     };
     auto current = [](const Value* v) { return layoutOf(v->type()); };
-    std::optional<Layout> rule_as_profiled = iteratorLayoutOf(node, profiled_layout);
+    std::optional<Layout> rule_as_profiled = eagerLayoutOf(node, profiled_layout);
     if (!rule_as_profiled) return std::nullopt;
     if (sameLayout(*rule_as_profiled, profiled)) {
-      return follows ? iteratorLayoutOf(node, current) : std::nullopt;
+      return follows ? eagerLayoutOf(node, current) : std::nullopt;
     }
-    if (!isGradientSum(node)) return std::nullopt;
+    // AutogradAdd's `b + a`, of operands of one dtype (no cast copies to replay).
+    if (!isGradientSum(node) || !sameDtypes(node)) return std::nullopt;
     std::optional<Layout> a = profiled_layout(node->input(0));
     std::optional<Layout> b = profiled_layout(node->input(1));
     if (!a || !b) return std::nullopt;
     const Layout* b_first[] = {&*b, &*a};
     if (!sameLayout(runtime::iteratorLayout(b_first), profiled)) return std::nullopt;
-    return iteratorLayoutOf(node, current);
+    return eagerLayoutOf(node, current);
   }
 
   std::unordered_map<const Value*, Layout> old_;  // re-laid values: their profiled layout

@@ -72,6 +72,34 @@ TEST(GradientSums, AProfileThatIsNeitherOrderIsKept) {
   EXPECT_EQ(stridesOf(outputOf(graph, c10::aten::add)), (std::vector<int64_t>{8, 1}));
 }
 
+// The sum above, then dropout's backward with a transposed mask, and a contiguous copy
+// of the sum. Profiled, the sum (`b + a`) was row-major and so were both. The CPU's
+// dropout backward multiplies through TensorIterator, the bool mask copied to float
+// first (keeping its strides), so it follows the sum, transposed; `contiguous` stays
+// row-major, whatever its operand's layout.
+const std::string kAfterTheSum = R"IR(
+graph(%g : $T, %h : $R, %mask : $M):
+  %one : int = prim::Constant[value=1]()
+  %scale : float = prim::Constant[value=1.0]()
+  %format : int = prim::Constant[value=0]()
+  %sum : $R = aten::add(%g, %h, %one)
+  %d : $R = aten::native_dropout_backward(%sum, %mask, %scale)
+  %c : $R = aten::contiguous(%sum, %format)
+  return (%d, %c))IR";
+
+TEST(GradientSums, ValuesComputedFromARelaidSumFollowEagersRuleForTheirOp) {
+  auto graph = testing_helpers::parseWithTypes(
+      kAfterTheSum,
+      {{"$T", kTransposed},
+       {"$R", kRowMajor},
+       {"$M", "Bool(6, 8, strides=[1, 6], requires_grad=0, device=cpu)"}});
+  prepareGraph(graph);
+  EXPECT_EQ(stridesOf(outputOf(graph, c10::aten::add)), (std::vector<int64_t>{1, 6}));
+  EXPECT_EQ(stridesOf(outputOf(graph, c10::aten::native_dropout_backward)),
+            (std::vector<int64_t>{1, 6}));
+  EXPECT_EQ(stridesOf(outputOf(graph, c10::aten::contiguous)), (std::vector<int64_t>{8, 1}));
+}
+
 TEST(GradientSums, TheSumOverTransposedRowsStaysOutOfRowGroups) {
   // Profiled row-major, its rows (the last dim) would be summed by a row group; at run
   // time they lie apart in memory and such a group would run interpreted at every call.
