@@ -48,9 +48,9 @@ std::optional<Layout> layoutOf(const c10::TypePtr& type) {
 }
 
 // Whether the operands' sizes have a broadcast shape (iteratorLayout assumes they do).
-bool broadcastTogether(const std::vector<Layout>& operands) {
+bool broadcastTogether(const std::vector<runtime::TensorView>& operands) {
   std::vector<int64_t> shape;
-  for (const Layout& l : operands) {
+  for (const runtime::TensorView& l : operands) {
     if (l.sizes.size() > shape.size()) {
       shape.insert(shape.begin(), l.sizes.size() - shape.size(), 1);
     }
@@ -79,7 +79,6 @@ std::optional<Layout> eagerLayoutOf(const Node* node, const LayoutOfValue& layou
   if (ops::isBatchNorm(node)) return std::nullopt;
   torch::jit::Graph alone;
   std::unordered_map<const Value*, Value*> inputs;
-  std::vector<Layout> operands;
   std::vector<runtime::TensorView> views;
   for (const Value* in : node->inputs()) {
     if (inputs.count(in)) continue;
@@ -89,12 +88,11 @@ std::optional<Layout> eagerLayoutOf(const Node* node, const LayoutOfValue& layou
     std::optional<Layout> l = layout(in);
     if (!l) return std::nullopt;
     runtime::TensorView view;
-    view.sizes = l->sizes;
-    view.strides = l->strides;
+    view.sizes = std::move(l->sizes);
+    view.strides = std::move(l->strides);
     views.push_back(std::move(view));
-    operands.push_back(std::move(*l));
   }
-  if (operands.empty() || !broadcastTogether(operands)) return std::nullopt;
+  if (views.empty() || !broadcastTogether(views)) return std::nullopt;
   Node* copy = alone.createClone(const_cast<Node*>(node), [&](Value* v) { return inputs.at(v); });
   alone.insertNode(copy);
   alone.registerOutput(copy->output());

@@ -172,11 +172,8 @@ def difference_from_eager(
             if not torch.equal(~g.isfinite(), lost) or not torch.equal(~u.isfinite(), lost):
                 return f"result {i}: not finite at other elements than eager's"
             kept = ~lost
-            ours = (g.double() - e)[kept].abs().max().item() if kept.any() else 0.0
-            eagers = max(
-                (w.double() - e)[kept].abs().max().item() if kept.any() else 0.0,
-                (u.double() - e)[kept].abs().max().item() if kept.any() else 0.0,
-            )
+            ours = distance_where(g, e, kept)
+            eagers = max(distance_where(w, e, kept), distance_where(u, e, kept))
         scale = e.abs().max().item() if e.numel() else 0.0
         if not ours <= 4 * eagers + SCALE_SHARE[g.dtype] * (1.0 + scale):
             return f"result {i}: off float64 by {ours:.3g} (eager {eagers:.3g}, scale {scale:.3g})"
@@ -185,6 +182,11 @@ def difference_from_eager(
     if stats["cuda_cross_compile_failures"]:
         return "a CUDA cross-compile failed"
     return None
+
+
+def distance_where(t: torch.Tensor, exact: torch.Tensor, kept: torch.Tensor) -> float:
+    """The largest distance of `t` from `exact` over the elements `kept` marks (0 if none)."""
+    return (t.double() - exact)[kept].abs().max().item() if kept.any() else 0.0
 
 
 def dense(t: torch.Tensor) -> bool:
