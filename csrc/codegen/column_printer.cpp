@@ -9,8 +9,11 @@
 // alignment allow. Every value known per row (row_start, a pass's reductions and what
 // follows them) lives in an array of one entry per row of the block; each loop over the
 // block reads back the entries it needs. Rows cut in slices (split_rows.h) number their
-// units slice by slice, rows innermost. Only per-row outputs are stored (the runtime
-// gives such kernels no whole output), and nothing is drawn at random.
+// units slice by slice, rows innermost. Whole outputs (a normalization over channels,
+// a gradient beside its bias's sum) go through their own strides (Kernel::
+// strided_outputs), each stored in the first walk that knows its value: a value that
+// needs no reduction in the walk of the first pass, beside the sums it feeds. Nothing
+// is drawn at random.
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -41,7 +44,8 @@ class ColumnPrinter {
   ColumnPrinter(const Kernel& k, bool cuda)
       : k_(k), s_(scheduleRows(k)), cuda_(cuda), block_(cuda ? k.row_vector : kCpuColumnBlock) {
     for (const TensorOutput& o : k.outputs) {
-      TORCH_CHECK(o.per_row, "fuser: column kernels store per-row outputs only");
+      TORCH_CHECK(o.per_row || k.strided_outputs,
+                  "fuser: a column kernel stores whole outputs through their strides");
     }
     for (const Expr& e : k.exprs) {
       TORCH_CHECK(e.op != IrOp::ElementIndex, "fuser: column kernels draw no random numbers");
@@ -54,12 +58,18 @@ class ColumnPrinter {
   std::string print() {
     const bool staged = k_.row_stage >= 0;
     const int passes = static_cast<int>(s_.passes.size());
-    // A stage before the last walks its slice; the last stores the per-row outputs.
-    const bool slices = staged && k_.row_stage < passes;
+    // A stage before the last walks its slice for its pass; the last walks its slice
+    // where whole outputs wait for the last reductions, and stores the per-row outputs.
+    const bool pass_stage = staged && k_.row_stage < passes;
+    const bool stores_whole = !storedIn(passes).empty();
+    const bool slices = staged && (pass_stage || stores_whole);
     printHead(staged);
     printRowExprs(out_, k_, s_.constants, "  ", "0");
     const std::string b = std::to_string(block_);
     for (size_t i = 0; i < k_.inputs.size(); ++i) out_ << "  int64_t fx_off" << i << "[" << b << "];\n";
+    for (size_t o = 0; k_.strided_outputs && o < k_.outputs.size(); ++o) {
+      out_ << "  int64_t fx_ooff" << o << "[" << b << "];\n";
+    }
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
       if (!perRow(static_cast<ExprId>(id))) continue;
       out_ << "  " << computeTypeName(k_.exprs[id].type) << " fx_c" << id << "[" << b << "];\n";
@@ -82,6 +92,9 @@ class ColumnPrinter {
     printRowIndex();
     printRowOffsets(out_, k_, "      ");
     for (size_t i = 0; i < k_.inputs.size(); ++i) out_ << "      fx_off" << i << "[fx_j] = off" << i << ";\n";
+    for (size_t o = 0; k_.strided_outputs && o < k_.outputs.size(); ++o) {
+      out_ << "      fx_ooff" << o << "[fx_j] = ooff" << o << ";\n";
+    }
     printRowExprs(out_, k_, s_.row_start, "      ", "0");
     keep(s_.row_start);
     closeRows();
@@ -92,18 +105,26 @@ class ColumnPrinter {
         printFinished();
       }
     }
-    if (slices) {
-      printPass(s_.passes[k_.row_stage], /*partials=*/true);
+    if (pass_stage) {
+      printPass(s_.passes[k_.row_stage], k_.row_stage, /*partials=*/true);
     } else if (!staged) {
-      for (const RowSchedule::Pass& pass : s_.passes) printPass(pass, /*partials=*/false);
+      for (int p = 0; p < passes; ++p) printPass(s_.passes[p], p, /*partials=*/false);
     }
-    if (!slices) {
+    if (!pass_stage) {
+      if (stores_whole) printPass(RowSchedule::Pass{}, passes, /*partials=*/false);
       std::vector<ExprId> stored;
-      for (const TensorOutput& o : k_.outputs) stored.push_back(o.value);
+      for (const TensorOutput& o : k_.outputs) {
+        if (o.per_row) stored.push_back(o.value);
+      }
       openRows();
       bringIn({}, stored, "      ", /*offsets=*/false);
       printRowIndex();
-      out_ << "      " << storeGuard() << "{\n";
+      for (size_t o = 0; k_.strided_outputs && o < k_.outputs.size(); ++o) {
+        out_ << "      const int64_t ooff" << o << " = fx_ooff" << o << "[fx_j]; (void)ooff" << o
+             << ";\n";
+      }
+      // Every slice's unit of a row walks its own part; one stores the row's values.
+      out_ << "      " << storeGuard() << (slices ? "if (fx_s == 0) " : "") << "{\n";
       printPerRowStores(out_, k_, "      ");
       out_ << "      }\n";
       closeRows();
@@ -144,6 +165,11 @@ class ColumnPrinter {
            << "    const int64_t fx_s = fx_u0 / fx_rows, fx_r0 = fx_u0 - fx_s * fx_rows;\n"
            << "    fx_nb = fx_rows - fx_r0 < fx_end - fx_u0 ? fx_rows - fx_r0 : fx_end - fx_u0;\n"
            << "    if (fx_nb > " << b << ") fx_nb = " << b << ";\n";
+      if (k_.outer_ndim > 1) {  // a block ends with its run of the innermost outer dim
+        const std::string run = "fx_sizes[" + std::to_string(k_.outer_ndim - 1) + "]";
+        out_ << "    if (fx_nb > " << run << " - fx_r0 % " << run << ") fx_nb = " << run
+             << " - fx_r0 % " << run << ";\n";
+      }
       return;
     }
     const std::string threads = std::to_string(cudaRowBlock(k_));
@@ -168,6 +194,33 @@ class ColumnPrinter {
 
   // A value known once per row (not per element, not the same for every row).
   bool perRow(ExprId id) const { return !s_.element[id] && !constant_[id]; }
+
+  // The whole outputs walk `l` stores (l == passes: the storing walk after the last
+  // pass; RowSchedule::columnStoreWalk).
+  std::vector<size_t> storedIn(int l) const {
+    std::vector<size_t> out;
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (!k_.outputs[o].per_row && s_.columnStoreWalk(k_, o) == l) out.push_back(o);
+    }
+    return out;
+  }
+
+  // The element values a walk computes: its pass's, and those its stored outputs need.
+  std::vector<ExprId> walkElements(const RowSchedule::Pass& pass,
+                                   const std::vector<size_t>& stores) const {
+    std::vector<bool> need(k_.exprs.size(), false);
+    for (ExprId id : pass.element) need[id] = true;
+    for (size_t o : stores) need[k_.outputs[o].value] = true;
+    for (size_t i = k_.exprs.size(); i-- > 0;) {
+      if (!need[i] || !s_.element[i]) continue;
+      for (ExprId a : k_.exprs[i].args) need[a] = true;
+    }
+    std::vector<ExprId> out;
+    for (size_t i = 0; i < k_.exprs.size(); ++i) {
+      if (need[i] && s_.element[i]) out.push_back(static_cast<ExprId>(i));
+    }
+    return out;
+  }
 
   // A loop over the block's rows (CUDA: unrolled over the thread's rows, so that their
   // arrays stay in registers).
@@ -243,17 +296,20 @@ class ColumnPrinter {
     return sumsInDouble(e) ? "double" : computeTypeName(e.type);
   }
 
-  // One walk over elements [fx_lo, fx_hi) of the block's rows: per element, its offset
-  // in each input, then the rows in a vector loop, each accumulating into its own entry.
+  // Walk `l` over elements [fx_lo, fx_hi) of the block's rows: per element, its offset
+  // in each input and stored output, then the rows in a vector loop, each accumulating
+  // into its own entry and storing its elements of the walk's whole outputs.
   // `partials`: a stage's slice, whose accumulators go to the workspace as they are.
-  void printPass(const RowSchedule::Pass& pass, bool partials) {
+  void printPass(const RowSchedule::Pass& pass, int l, bool partials) {
     out_ << "    {\n";  // the pass's own accumulators and flags
-    printPassBody(pass, partials);
+    printPassBody(pass, storedIn(l), partials);
     out_ << "    }\n";
   }
 
-  void printPassBody(const RowSchedule::Pass& pass, bool partials) {
+  void printPassBody(const RowSchedule::Pass& pass, const std::vector<size_t>& stores,
+                     bool partials) {
     const std::string b = std::to_string(block_);
+    const std::vector<ExprId> elements = walkElements(pass, stores);
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       out_ << "    " << accumulatorType(e) << " fx_acc" << r << "[" << b << "];\n"
@@ -261,24 +317,29 @@ class ColumnPrinter {
                      : std::string("    for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j)"))
            << " fx_acc" << r << "[fx_j] = " << reduceIdentity(e) << ";\n";
     }
-    // One outer dim whose stride is 1 in every input the pass reads (a contiguous tensor
-    // reduced over its leading dims), or 0 (TensorInput::outer_zero_stride: one element
-    // for every row): the block's rows of input I lie side by side from its first row's.
-    // CPU: a vector loop reads them; CUDA: one vector load per input, where the thread
-    // has a whole block and every input is aligned to it. Otherwise each row reads at its
-    // own offset.
+    // The innermost outer dim (the run of rows a block lies in: printUnits) of stride 1
+    // in every input the pass reads and output it stores (a contiguous tensor reduced
+    // over its leading dims, an NCHW one over its channels), or 0 in an input
+    // (TensorInput::outer_zero_stride: one element for every row): the block's rows of
+    // input I lie side by side from its first row's. CPU: a vector loop reads them;
+    // CUDA: one vector load per input, where the thread has a whole block within one
+    // run and every input is aligned to it. Otherwise each row reads at its own offset.
     std::vector<bool> read(k_.inputs.size(), false);
-    for (ExprId id : pass.element) {
+    for (ExprId id : elements) {
       if (k_.exprs[id].op == IrOp::Load) read[k_.exprs[id].index] = true;
     }
-    const bool side_by_side = k_.outer_ndim == 1;
+    const bool side_by_side = k_.outer_ndim >= 1;
+    const std::string run = std::to_string(k_.outer_ndim - 1);
     if (side_by_side) {
       out_ << "    const bool fx_side = true";
       if (cuda_) out_ << " && fx_nb == " << b;
+      if (cuda_ && k_.outer_ndim > 1) {
+        out_ << " && fx_r0 % fx_sizes[" << run << "] + " << b << " <= fx_sizes[" << run << "]";
+      }
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (!read[i] || k_.inputs[i].outer_zero_stride) continue;
         const std::string n = std::to_string(i);
-        out_ << " && st" << n << "[0] == 1";
+        out_ << " && st" << n << "[" << run << "] == 1";
         if (!cuda_) continue;
         for (int d = k_.outer_ndim; d < k_.outer_ndim + k_.inner_ndim; ++d) {
           out_ << " && st" << n << "[" << d << "] % " << b << " == 0";
@@ -286,22 +347,33 @@ class ColumnPrinter {
         out_ << " && (unsigned long long)(in" << n << " + fx_off" << n << "[0]) % (" << b << " * sizeof(*in"
              << n << ")) == 0";
       }
+      // The stored outputs' rows side by side too (CUDA: whole aligned vectors).
+      for (size_t o : stores) {
+        const std::string n = std::to_string(o);
+        out_ << " && ost" << n << "[" << run << "] == 1";
+        if (!cuda_) continue;
+        for (int d = k_.outer_ndim; d < k_.outer_ndim + k_.inner_ndim; ++d) {
+          out_ << " && ost" << n << "[" << d << "] % " << b << " == 0";
+        }
+        out_ << " && (unsigned long long)(out" << n << " + fx_ooff" << n << "[0]) % (" << b
+             << " * sizeof(*out" << n << ")) == 0";
+      }
       out_ << ";\n";
     }
     if (cuda_ && side_by_side) {
-      printCudaWalk(pass, read);
+      printCudaWalk(pass, read, elements, stores);
     } else {
       out_ << "    for (int64_t fx_e = fx_lo" << (cuda_ ? " + fx_g" : "") << "; fx_e < fx_hi; fx_e += "
            << (cuda_ ? kColumnGroups : 1) << ") {\n";
-      printElementOffsets("fx_e", "");
+      printElementOffsets("fx_e", "", stores);
       if (side_by_side) {
         out_ << "      if (fx_side) {\n";
-        printElementLoop(pass, [this](const std::string& n) {
+        printElementLoop(pass, elements, stores, /*side=*/true, "", [this](const std::string& n) {
           return "in" + n + "[fx_off" + n + "[0] + fx_eo" + n + (shared(n) ? "]" : " + fx_j]");
         });
         out_ << "      } else {\n";
       }
-      printElementLoop(pass, [](const std::string& n) {
+      printElementLoop(pass, elements, stores, /*side=*/false, "", [](const std::string& n) {
         return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
       });
       if (side_by_side) out_ << "      }\n";
@@ -321,6 +393,7 @@ class ColumnPrinter {
       closeRows();
       return;
     }
+    if (pass.reduces.empty()) return;  // the storing walk
     // The reductions, and what each row computes from them.
     openRows();
     for (ExprId r : pass.reduces) {
@@ -336,22 +409,31 @@ class ColumnPrinter {
     closeRows();
   }
 
-  // fx_eo<I><suffix>: where element `e` of a row lies from the row's start, in input I.
-  void printElementOffsets(const std::string& e, const std::string& suffix) {
+  // fx_eo<I><suffix>: where element `e` of a row lies from the row's start, in input I;
+  // fx_oeo<O><suffix> the same in each output of `stores`.
+  void printElementOffsets(const std::string& e, const std::string& suffix,
+                           const std::vector<size_t>& stores) {
     const int first = k_.outer_ndim, last = k_.outer_ndim + k_.inner_ndim - 1;
+    std::vector<std::pair<std::string, std::string>> tensors;  // (offset, strides)
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
-      out_ << "      int64_t fx_eo" << i << suffix << " = "
-           << (k_.inner_ndim == 1 ? e + " * st" + std::to_string(i) + "[" + std::to_string(first) + "]"
+      tensors.emplace_back("fx_eo" + std::to_string(i) + suffix, "st" + std::to_string(i));
+    }
+    for (size_t o : stores) {
+      tensors.emplace_back("fx_oeo" + std::to_string(o) + suffix, "ost" + std::to_string(o));
+    }
+    for (const auto& [offset, strides] : tensors) {
+      out_ << "      int64_t " << offset << " = "
+           << (k_.inner_ndim == 1 ? e + " * " + strides + "[" + std::to_string(first) + "]"
                                   : std::string("0"))
-           << "; (void)fx_eo" << i << suffix << ";\n";
+           << "; (void)" << offset << ";\n";
     }
     if (k_.inner_ndim == 1) return;
     out_ << "      {\n        int64_t fx_q = " << e << ";\n";
     for (int d = last; d >= first; --d) {
       out_ << "        { const int64_t fx_idx = fx_q % fx_sizes[" << d << "]; fx_q /= fx_sizes[" << d
            << "];";
-      for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        out_ << " fx_eo" << i << suffix << " += fx_idx * st" << i << "[" << d << "];";
+      for (const auto& [offset, strides] : tensors) {
+        out_ << " " << offset << " += fx_idx * " << strides << "[" << d << "];";
       }
       out_ << " }\n";
     }
@@ -450,7 +532,8 @@ class ColumnPrinter {
   // step, every vector load of the step issued before any arithmetic, so that a thread
   // keeps that many loads in flight; then the rest one element at a time; and each
   // row's own loads where the rows are not side by side.
-  void printCudaWalk(const RowSchedule::Pass& pass, const std::vector<bool>& read) {
+  void printCudaWalk(const RowSchedule::Pass& pass, const std::vector<bool>& read,
+                     const std::vector<ExprId>& elements, const std::vector<size_t>& stores) {
     const std::string b = std::to_string(block_);
     auto vectorLoads = [&](const std::string& suffix) {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
@@ -476,7 +559,7 @@ class ColumnPrinter {
          << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += " << kColumnUnroll * g
          << ") {\n";
     for (int u = 0; u < kColumnUnroll; ++u) {
-      printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u));
+      printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u), stores);
     }
     for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
     // Sums kept in double add a step's elements in float first: one conversion and one
@@ -492,7 +575,8 @@ class ColumnPrinter {
     for (int u = 0; u < kColumnUnroll; ++u) {
       const std::string suffix = "_" + std::to_string(u);
       printElementLoop(
-          pass, [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true);
+          pass, elements, stores, /*side=*/true, suffix,
+          [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true);
     }
     for (ExprId r : pass.reduces) {
       if (!sumsInDouble(k_.exprs[r])) continue;
@@ -502,35 +586,48 @@ class ColumnPrinter {
     }
     out_ << "    }\n    }\n"
          << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
-    printElementOffsets("fx_e", "");
+    printElementOffsets("fx_e", "", stores);
     out_ << "      if (fx_side) {\n";
     vectorLoads("");
-    printElementLoop(pass, [&](const std::string& n) { return fromVector(n, ""); });
+    printElementLoop(pass, elements, stores, /*side=*/true, "",
+                     [&](const std::string& n) { return fromVector(n, ""); });
     out_ << "      } else {\n";
-    printElementLoop(pass, [](const std::string& n) {
+    printElementLoop(pass, elements, stores, /*side=*/false, "", [](const std::string& n) {
       return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
     });
     out_ << "      }\n    }\n";
   }
 
   // The loop over the block's rows for element fx_e (CPU: a vector loop; CUDA:
-  // unrolled): the pass's element values, input I's element read as `at(I)`, and each
-  // row's accumulators (`in_steps`: a double sum's float step accumulator).
-  void printElementLoop(const RowSchedule::Pass& pass,
+  // unrolled): the walk's element values, input I's element read as `at(I)`, each
+  // row's accumulators (`in_steps`: a double sum's float step accumulator), and each
+  // row's element of the stored outputs. `side`: the rows lie side by side in the
+  // stored outputs too (CUDA: the thread's elements go out as one vector, built in
+  // fx_ws<O><suffix>); else each row stores at its own offset.
+  void printElementLoop(const RowSchedule::Pass& pass, const std::vector<ExprId>& elements,
+                        const std::vector<size_t>& stores, bool side, const std::string& suffix,
                         const std::function<std::string(const std::string&)>& at,
                         bool in_steps = false) {
     std::vector<ExprId> operands;
     for (ExprId r : pass.reduces) operands.push_back(k_.exprs[r].args[0]);
+    for (size_t o : stores) operands.push_back(k_.outputs[o].value);
+    const std::string b = std::to_string(block_);
+    const bool vector_stores = cuda_ && side && !stores.empty();
+    for (size_t o : stores) {
+      if (!vector_stores) break;
+      out_ << "      FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << b << "> fx_ws" << o
+           << suffix << ";\n";
+    }
     if (cuda_) {
       out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << block_ << "; ++fx_j) {\n";
     } else {
       out_ << "      #pragma omp simd\n      for (int64_t fx_j = 0; fx_j < fx_nb; ++fx_j) {\n";
     }
-    bringIn(pass.element, operands, "        ", /*offsets=*/false);
+    bringIn(elements, operands, "        ", /*offsets=*/false);
     auto load = [&](const Expr& e) {
       return loadConversion(k_.inputs[e.index].dtype, e.type, at(std::to_string(e.index)));
     };
-    printRowExprs(out_, k_, pass.element, "        ", load);
+    printRowExprs(out_, k_, elements, "        ", load);
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const bool stepped = in_steps && sumsInDouble(e);
@@ -539,7 +636,28 @@ class ColumnPrinter {
       out_ << "        " << acc << " = " << reduceStep(e, a, acc, "v" + std::to_string(e.args[0]))
            << ";\n";
     }
+    for (size_t o : stores) {
+      const std::string n = std::to_string(o);
+      const std::string value =
+          storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
+      if (vector_stores) {
+        out_ << "        fx_ws" << n << suffix << ".v[fx_j] = " << value << ";\n";
+      } else if (side) {
+        out_ << "        out" << n << "[fx_ooff" << n << "[0] + fx_oeo" << n << suffix
+             << " + fx_j] = " << value << ";\n";
+      } else {
+        out_ << "        " << (cuda_ ? "if (fx_live && fx_j < fx_nb) " : "") << "out" << n
+             << "[fx_ooff" << n << "[fx_j] + fx_oeo" << n << suffix << "] = " << value << ";\n";
+      }
+    }
     out_ << "      }\n";
+    for (size_t o : stores) {
+      if (!vector_stores) break;
+      const std::string n = std::to_string(o);
+      const std::string vec = "FxVec<" + std::string(storageTypeName(k_.outputs[o].dtype)) + ", " + b + ">";
+      out_ << "      if (fx_live) *(" << vec << "*)(out" << n << " + fx_ooff" << n << "[0] + fx_oeo" << n
+           << suffix << ") = fx_ws" << n << suffix << ";\n";
+    }
   }
 
   const Kernel& k_;

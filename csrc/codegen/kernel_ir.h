@@ -104,8 +104,9 @@ struct TensorInput {
   // Row kernels: the row's last dim has unit stride (a row of NCHW channels over N and
   // H * W), so the CPU's nested walk of a two-dim row reads it as a vector.
   bool row_last_unit_stride = false;
-  // Column kernels of one outer dim: that dim (the rows) is broadcast, so every row of a
-  // block reads the same element (layer_norm's per-position mean beside its input).
+  // Column kernels: the innermost outer dim (the run a block of rows lies in) is
+  // broadcast, so every row of a block reads the same element (layer_norm's
+  // per-position mean beside its input, a per-channel weight over NCHW's channels).
   bool outer_zero_stride = false;
 };
 

@@ -46,6 +46,14 @@ struct RowSchedule {
   }
   // Held values this loop reads: arguments of what it computes.
   std::vector<bool> readsIn(const Kernel& k, int loop) const;
+  // The walk of a column kernel (Kernel::columns) that stores whole output `o`: the
+  // first that knows its value, the pass after its last reduction's (a value needing
+  // none: the first pass's, beside the sums it feeds), or the storing walk after the
+  // last pass (passes.size()) for a value that is not an element's.
+  int columnStoreWalk(const Kernel& k, size_t o) const {
+    const ExprId value = k.outputs[o].value;
+    return element[value] ? ready[value] : static_cast<int>(passes.size());
+  }
 };
 
 // Throws c10::Error when a per-row output's value varies along the row (the runtime

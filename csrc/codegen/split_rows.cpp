@@ -14,9 +14,12 @@ std::string splitBufferTypeName(const Kernel& k, const SplitBuffer& b) {
 }
 
 bool lastStagePerRow(const Kernel& k, const RowSchedule& s) {
-  if (k.row_stage != splitStages(s) - 1) return false;
-  for (const TensorOutput& o : k.outputs) {
-    if (!o.per_row) return false;
+  const int last = splitStages(s) - 1;
+  if (k.row_stage != last) return false;
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    if (k.outputs[o].per_row) continue;
+    // A column kernel's stages before the last store whole outputs of earlier walks.
+    if (!k.columns || s.columnStoreWalk(k, o) == last) return false;
   }
   return true;
 }

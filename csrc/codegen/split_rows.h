@@ -53,7 +53,8 @@ std::vector<SplitBuffer> splitBuffers(const Kernel& kernel, const RowSchedule& s
 // The index of the buffer of `kind` holding reduction `reduce`'s values; -1: none.
 int splitBufferOf(const std::vector<SplitBuffer>& buffers, SplitBuffer::Kind kind, ExprId reduce);
 
-// Whether `kernel` is the last stage and its outputs are all per row: it then runs one
+// Whether `kernel` is the last stage and stores per-row outputs only (a column kernel's
+// whole outputs of earlier walks are stored by earlier stages): it then runs one
 // unit per row (LaunchArgs::numel = rows; CUDA columns: cudaColumnThreads(rows, 1)
 // threads, one row each), the first slice's.
 bool lastStagePerRow(const Kernel& kernel, const RowSchedule& schedule);

@@ -543,24 +543,18 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   dropping.result = ops::RowReduction::Result::DropDims;
   const auto kept = ops::reducedSizes(*shape, keeping);
   const auto dropped = ops::reducedSizes(*shape, dropping);
-  // Rows over other dims than the trailing ones store per-row values only (a whole
-  // output would be laid out as the rows walk it).
-  const bool whole_outputs = row->dims.empty();
+  // Outputs of the shape the reductions read are stored whole (beside reductions over
+  // other dims than the trailing ones, through eager's layout of each: the rows walk
+  // them in another order).
   auto allowed = [&](const Value* v) {
     auto sizes = completeSizes(v);
-    return !sizes || (*sizes == *shape && whole_outputs) || *sizes == kept || *sizes == dropped;
-  };
-  // A reduction of the same dims reading the value outside may join the group next
-  // (two reductions of one product: the first merge leaves the product to the second).
-  auto joins_later = [&](const torch::jit::Use& use) {
-    auto r = ops::rowReductionOf(use.user);
-    return !whole_outputs && use.offset == 0 && r && r->sameDims(*row);
+    return !sizes || *sizes == *shape || *sizes == kept || *sizes == dropped;
   };
   std::vector<std::pair<const Node*, const Value*>> outputs;  // (side, output)
   for (const Value* v : consumer->outputs()) outputs.emplace_back(consumer, v);
   for (const Value* v : producer->outputs()) {
     for (const auto& use : v->uses()) {
-      if (use.user != consumer && !joins_later(use)) {
+      if (use.user != consumer) {
         outputs.emplace_back(producer, v);
         break;
       }
@@ -573,11 +567,8 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
     if (ops::isFloatingConversion(defining)) defining = defining->input(0)->node();
     if (std::find(column_sums.begin(), column_sums.end(), defining) != column_sums.end()) continue;
     if (!allowed(v)) {
-      return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with " +
-                                (whole_outputs ? "neither the shape its reductions read nor "
-                                                 "the reduced one"
-                                               : "other than the reduced shape (its reductions "
-                                                 "are not over trailing dims)"));
+      return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with "
+                                "neither the shape its reductions read nor the reduced one");
     }
   }
   return FusionDecision::yes();

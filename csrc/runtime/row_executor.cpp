@@ -425,7 +425,10 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     spec->column_partials = codegen::hasColumnPartials(kernel);
     if (staged) {
       spec->buffers = codegen::splitBuffers(kernel, codegen::scheduleRows(kernel));
-      stages(kernel, [&](const codegen::Kernel& s) { spec->stages.push_back(buildKernel(s, device)); });
+      stages(kernel, [&](const codegen::Kernel& s) {
+        spec->stages.push_back(buildKernel(s, device));
+        spec->last_stage_per_row = codegen::lastStagePerRow(s, codegen::scheduleRows(s));
+      });
       if (cross) cross_compile(row_shape, /*also_two_pass=*/false);
       return spec->stages.back();
     }
@@ -478,11 +481,11 @@ bool RowExecutor::stridedOutputs(const std::vector<at::Tensor>& tensors,
   return true;
 }
 
-bool RowExecutor::eagerStridesOfSizeOneDims(
+bool RowExecutor::eagerOutputLayouts(
     const std::vector<at::Tensor>& tensors,
     const std::unordered_map<const torch::jit::Value*, std::vector<int64_t>>& shapes,
-    Plan& p) const {
-  if (!layouts_) return true;
+    Plan& p, bool through_strides) const {
+  if (!layouts_) return !through_strides;
   std::vector<TensorView> views;
   for (const at::Tensor& t : tensors) views.push_back(TensorView::of(t));
   // ATen allocates reductions' and normalizations' results contiguous (the inputs here
@@ -499,6 +502,14 @@ bool RowExecutor::eagerStridesOfSizeOneDims(
     if (column_sums_[o]) continue;  // summed by ATen, its result contiguous
     const Layout& layout = eager[o];
     if (c10::IntArrayRef(layout.sizes) != c10::IntArrayRef(p.out_sizes[o])) return false;
+    if (through_strides) {
+      TensorView view;
+      view.sizes.assign(layout.sizes.begin(), layout.sizes.end());
+      view.strides.assign(layout.strides.begin(), layout.strides.end());
+      if (!view.isNonOverlappingAndDense()) return false;
+      p.out_strides[o].assign(layout.strides.begin(), layout.strides.end());
+      continue;
+    }
     for (size_t d = 0; d < layout.sizes.size(); ++d) {
       if (layout.sizes[d] != 1 && layout.strides[d] != p.out_strides[o][d]) return false;
     }
@@ -628,19 +639,26 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       return nullptr;
     }
   }
-  // Whole outputs have the iteration shape, per-row ones the reduced shape.
+  // Whole outputs have the iteration shape, per-row ones the reduced shape (over other
+  // dims than the trailing ones, where the two can be one shape, an output of it is
+  // per row).
   auto p = std::make_shared<Plan>();
   const int64_t lead = rank_ - reduced_;
   const Sizes kept = ops::reducedSizes(*shape, groupReduction(ops::RowReduction::Result::KeepDims));
   const Sizes dropped = ops::reducedSizes(*shape, groupReduction(ops::RowReduction::Result::DropDims));
   std::vector<bool> per_row;
+  bool whole_beside_other_dims = false;
   for (const torch::jit::Value* out : subgraph_->outputs()) {
     auto it = shapes.find(out);
     if (it == shapes.end()) return nullptr;
+    const bool reduced_shape = it->second == kept || it->second == dropped;
     if (it->second == *shape && reduced_dims_.empty()) {
       per_row.push_back(false);
-    } else if (groups_ == 0 && (it->second == kept || it->second == dropped)) {
+    } else if (groups_ == 0 && reduced_shape) {
       per_row.push_back(true);
+    } else if (groups_ == 0 && it->second == *shape) {
+      per_row.push_back(false);
+      whole_beside_other_dims = true;
     } else {
       return nullptr;
     }
@@ -654,10 +672,12 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // (Inputs only normalized may have other strides, with rows of unit stride below:
   // eager's results of those are contiguous.) Other inputs (a transposed activation)
   // give outputs eager's layout of each (stridedOutputs).
-  // Reductions over other dims store per-row outputs only, which eager allocates
-  // contiguous whatever its inputs' layout: their permuted inputs of the iteration
-  // shape (layer_norm's weight gradient over a transposed activation) are read in place
-  // below (columns: neighbouring rows must stay neighbours in memory).
+  // Reductions over other dims read their permuted inputs of the iteration shape
+  // (layer_norm's weight gradient over a transposed activation) in place below
+  // (columns: neighbouring rows must stay neighbours in memory). Their per-row outputs
+  // eager allocates contiguous whatever its inputs' layout; whole ones beside them are
+  // stored through eager's layout of each (eagerOutputLayouts), which the iteration's
+  // order of dims does not follow.
   bool full = false;
   bool strided = false;
   std::vector<bool> read_in_place(tensors.size(), false);
@@ -667,8 +687,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                        tensors[t].sizes() == c10::IntArrayRef(*shape);
     strided = strided || (!read_in_place[t] && !expandedRowMajor(tensors[t]));
   }
-  if (strided && !stridedOutputs(tensors, tensor_param, *p)) return nullptr;
-  if (!strided && !eagerStridesOfSizeOneDims(tensors, shapes, *p)) return nullptr;
+  if (whole_beside_other_dims) {
+    if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/true)) return nullptr;
+    strided = true;
+  } else if (strided) {
+    if (!stridedOutputs(tensors, tensor_param, *p)) return nullptr;
+  } else if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/false)) {
+    return nullptr;
+  }
   std::vector<Sizes> tensor_strides;
   for (size_t t = 0; t < tensors.size(); ++t) {
     if (per_channel[t]) {  // [C] along dim 1 (its size was checked above)
@@ -692,10 +718,25 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     for (Sizes& st : tensor_strides) st = splitDim1(st, groups_, per_group, /*strides=*/true);
     row_begin = 2;
   }
-  // Strided outputs take part in merging dims as the inputs do (after them).
+  // Strided outputs take part in merging dims as the inputs do (after them); a per-row
+  // output's strides over the iteration's dims are 0 along the reduced ones.
   if (strided) {
     for (size_t o = 0; o < p->out_sizes.size(); ++o) {
       Sizes st(shape->size(), 0);
+      if (per_row[o] && !reduced_dims_.empty()) {
+        const bool keeps = p->out_sizes[o].size() == shape->size();
+        size_t j = 0;  // the output's dim
+        for (int64_t d = 0; d < rank_; ++d) {
+          if (std::binary_search(reduced_dims_.begin(), reduced_dims_.end(), d)) {
+            j += keeps;
+            continue;
+          }
+          if (p->out_sizes[o][j] != 1) st[d] = p->out_strides[o][j];
+          ++j;
+        }
+        tensor_strides.push_back(std::move(st));
+        continue;
+      }
       for (size_t d = 0; d < p->out_sizes[o].size() && d < st.size(); ++d) {
         const bool reduced = per_row[o] && static_cast<int64_t>(d) >= lead;
         if (p->out_sizes[o][d] != 1 && !reduced) st[d] = p->out_strides[o][d];
@@ -776,7 +817,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // as one), starting at whole vectors.
   for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {
     const auto& st = strides[tensors.size() + o];
-    if (per_row[o]) continue;
+    if (per_row[o] || columns) continue;  // column kernels store element by element
     if (!oneRun(p->sizes, st, outer_ndim)) return nullptr;
     for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % longest_vector == 0;
   }
@@ -851,7 +892,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // rows' as candidates beside it (none where FUSER_ROW_SPLITS forces the cut). (Rows
   // that fill the machine a few times over gain little cut: a batch-32 GroupNorm, 256
   // rows on 132 multiprocessors, took 242 us whole and 231-246 at 2 to 8 slices.)
-  // (Strided outputs take whole rows: stage kernels store contiguously.)
+  // (Strided outputs of row kernels take whole rows: the stages of rows store them
+  // contiguously. Column kernels store through strides in every stage.)
   const int64_t splits = columns   ? columnSplits(units_per_slice, p->row_size, p->device)
                          : strided ? 1
                                    : rowSplits(p->rows, p->row_size, p->device);
@@ -884,7 +926,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     // gradient of a row mean, `grad.expand(...) / n`, is [rows, n] of strides [1, 0]).
     in.inner_zero_stride = std::all_of(st.begin() + outer_ndim, st.end(),
                                        [](int64_t s) { return s == 0; });
-    const bool neighbouring_rows = columns && outer_ndim == 1 && (st[0] == 1 || st[0] == 0);
+    const int64_t run = outer_ndim - 1;  // a block's rows lie in one run of this dim
+    const bool neighbouring_rows = columns && run >= 0 && (st[run] == 1 || st[run] == 0);
     const bool rows_of_runs = !columns && (st.back() == 1 || in.inner_zero_stride);
     if (read_in_place[t] ? !neighbouring_rows && !rows_of_runs
                          : !tensors[t].is_contiguous() && !in.inner_unit_stride &&
@@ -893,7 +936,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     }
     in.row_last_zero_stride = st.back() == 0;
     in.row_last_unit_stride = st.back() == 1;
-    in.outer_zero_stride = columns && outer_ndim == 1 && st[0] == 0;
+    in.outer_zero_stride = columns && run >= 0 && st[run] == 0;
     accesses.push_back(in);
     zero_dim.push_back(tensors[t].dim() == 0);
     key.push_back(static_cast<uint8_t>(in.dtype));
@@ -921,7 +964,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     staged.push_back(static_cast<uint8_t>(slice_shape.columns));
     const Specialization& spec = specialize(staged, accesses, zero_dim, per_row, outer_ndim,
                                             inner_ndim, slice_shape, {}, p->device,
-                                            /*staged=*/true, /*strided_outputs=*/false);
+                                            /*staged=*/true, strided);
     if (!spec.kernel) return nullptr;
     p->out_dtypes = spec.out_dtypes;
     // The heuristic's count alone. On the H100 it timed best of the counts tried (a
@@ -931,11 +974,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     Plan::Variant v;
     v.stages = spec.stages;
     v.splits = splits;
-    v.last_stage_per_row = std::all_of(per_row.begin(), per_row.end(), [](bool r) { return r; });
+    v.last_stage_per_row = spec.last_stage_per_row;
     v.units_per_slice = units_per_slice;
-    // CUDA columns' last stage takes one row per thread (cudaColumnsLastStage: a column
-    // kernel's outputs are all per row, as printColumnKernel requires, so it holds for
-    // every such last stage).
+    // CUDA columns' last stage, where it stores per-row outputs only, takes one row per
+    // thread (cudaColumnsLastStage).
     v.last_stage_units = columns && p->device.is_cuda() ? codegen::cudaColumnThreads(p->rows, 1)
                                                         : units_per_slice;
     std::vector<BufferNeed> needs;

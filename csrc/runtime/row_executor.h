@@ -97,6 +97,7 @@ class RowExecutor {
     std::vector<codegen::SplitBuffer> buffers;            // ... and their buffers
     std::vector<c10::ScalarType> out_dtypes;
     bool column_partials = false;  // codegen::hasColumnPartials(kernel)
+    bool last_stage_per_row = false;  // codegen::lastStagePerRow of the last stage
   };
 
   // The plan for these inputs, or nullptr when the interpreter must run such calls.
@@ -128,15 +129,17 @@ class RowExecutor {
   // one element order).
   bool stridedOutputs(const std::vector<at::Tensor>& tensors, const std::vector<size_t>& params,
                       Plan& p) const;
-  // Where no input is strided: the kernel writes every output row-major, and eager's
-  // layout (the layout program's replay, the reductions' and normalizations' results
-  // contiguous) can differ from that only in the strides of size-1 dims, which
-  // `p.out_strides` then takes from it. False (run interpreted) where eager's layout
-  // orders other dims otherwise.
-  bool eagerStridesOfSizeOneDims(const std::vector<at::Tensor>& tensors,
-                                 const std::unordered_map<const torch::jit::Value*,
-                                                          std::vector<int64_t>>& shapes,
-                                 Plan& p) const;
+  // Eager's layout of each output (the layout program's replay, the reductions' and
+  // normalizations' results contiguous), into `p.out_strides`. Where the kernel writes
+  // every output row-major (no input strided) it can differ from that only in the
+  // strides of size-1 dims; false (run interpreted) where it orders other dims
+  // otherwise. `through_strides`: the kernel stores every output through its own
+  // strides (whole outputs beside reductions over other dims than the trailing ones),
+  // so any layout that is dense and does not overlap holds.
+  bool eagerOutputLayouts(const std::vector<at::Tensor>& tensors,
+                          const std::unordered_map<const torch::jit::Value*,
+                                                   std::vector<int64_t>>& shapes,
+                          Plan& p, bool through_strides) const;
   void runInterpreted(torch::jit::Stack& stack);
   // Leading-dims sums of what the rows walk (ops::isColumnSumBeside) that only the
   // group returns: the kernel's subgraph returns their operands instead, which the

@@ -389,9 +389,9 @@ graph(%x : $X, %y : $X):
   EXPECT_EQ(collectFusionGroups(graph->block()).size(), 1u);
 }
 
-TEST(ColumnPartition, AWholeOutputKeepsItsProducerOut) {
-  // %p is also returned whole: a group whose rows are columns stores per-row values
-  // only, so the sum stays apart from it.
+TEST(ColumnPartition, AWholeOutputJoinsTheColumnSum) {
+  // %p is also returned whole: the column kernel stores it through eager's layout in the
+  // walk that sums it, so the product and its sum make one group with two outputs.
   auto graph = partitionedColumns(R"IR(
 graph(%x : $X, %y : $X):
   %dims : int[] = prim::Constant[value=[0]]()
@@ -400,11 +400,11 @@ graph(%x : $X, %y : $X):
   %p : $X = aten::mul(%x, %y)
   %s : $COL = aten::sum(%p, %dims, %keep, %none)
   return (%s, %p))IR");
-  for (Node* group : collectFusionGroups(graph->block())) {
-    auto* sub = group->g(torch::jit::attr::Subgraph)->block();
-    EXPECT_FALSE(testing_helpers::countKind(sub, c10::aten::sum) > 0 &&
-                 testing_helpers::countKind(sub, c10::aten::mul) > 0);
-  }
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::sum), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::mul), std::make_pair(size_t{1}, size_t{0}));
+  const auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0]->outputs().size(), 2u);
 }
 
 TEST(ColumnPartition, NormalizationsTakeTrailingDimsOnly) {
@@ -450,6 +450,58 @@ TEST(ColumnPrinter, CudaThreadsReadVectorsOfRowsAndShareThemAcrossWarps) {
   // Threads per slice: whole blocks of 8 warps over 32 units of 4 rows.
   EXPECT_EQ(codegen::cudaColumnThreads(1024, 4), 2048);
   EXPECT_EQ(codegen::cudaColumnThreads(1, 4), 256);
+}
+
+// columnSum with whole outputs beside it, stored through their strides: the product
+// (known in the summing walk) and, where `centred`, x minus the row's sum (known after).
+codegen::Kernel columnSumWithWholeOutputs(int vector, bool centred) {
+  codegen::Kernel k = columnSum(vector);
+  k.strided_outputs = true;
+  const ExprId product = k.exprs[k.outputs[0].value].args[0];
+  k.outputs.push_back({ScalarType::Float, product});
+  if (centred) {
+    codegen::IrBuilder b(k);
+    const ExprId x = b.load(0, ScalarType::Float);
+    k.outputs.push_back({ScalarType::Float, b.binary(IrOp::Sub, x, k.outputs[0].value)});
+  }
+  return k;
+}
+
+TEST(ColumnPrinter, WholeOutputsGoOutInTheFirstWalkThatKnowsThem) {
+  const codegen::Kernel k = columnSumWithWholeOutputs(4, /*centred=*/true);
+  const codegen::RowSchedule s = codegen::scheduleRows(k);
+  EXPECT_EQ(s.columnStoreWalk(k, 1), 0);  // the product: beside its sum
+  EXPECT_EQ(s.columnStoreWalk(k, 2), 1);  // x - sum: the storing walk after the pass
+  const std::string cpu = codegen::printCppRowKernel(k);
+  // Side by side where the outputs' rows are too, else at each row's own offset.
+  EXPECT_NE(cpu.find("out1[fx_ooff1[0] + fx_oeo1 + fx_j]"), std::string::npos);
+  EXPECT_NE(cpu.find("out2[fx_ooff2[fx_j] + fx_oeo2]"), std::string::npos);
+  EXPECT_NE(cpu.find("ost1[0] == 1"), std::string::npos);
+  size_t walks = 0;
+  for (size_t at = cpu.find("for (int64_t fx_e"); at != std::string::npos;
+       at = cpu.find("for (int64_t fx_e", at + 1)) {
+    ++walks;
+  }
+  EXPECT_EQ(walks, 2u);
+  const std::string cuda = codegen::printCudaRowKernel(k);
+  EXPECT_NE(cuda.find("FxVec<float, 4> fx_ws1_7"), std::string::npos);  // 8 vectors a step
+  EXPECT_NE(cuda.find("if (fx_live) *(FxVec<float, 4>*)(out1 + fx_ooff1[0] + fx_oeo1_7)"),
+            std::string::npos);
+  EXPECT_NE(cuda.find("if (fx_live && fx_j < fx_nb) out2[fx_ooff2[fx_j] + fx_oeo2]"),
+            std::string::npos);
+}
+
+TEST(ColumnPrinter, ALastStageWalksItsSliceOnlyForOutputsOfTheLastReductions) {
+  for (bool centred : {false, true}) {
+    codegen::Kernel k = columnSumWithWholeOutputs(4, centred);
+    const codegen::RowSchedule s = codegen::scheduleRows(k);
+    k.row_stage = codegen::splitStages(s) - 1;
+    EXPECT_EQ(codegen::lastStagePerRow(k, s), !centred);
+    const std::string source = codegen::printCppRowKernel(k);
+    EXPECT_EQ(source.find("fx_len") != std::string::npos, centred);
+    // Per-row values go out once per row, from the first slice's unit.
+    EXPECT_EQ(source.find("if (fx_s == 0) {") != std::string::npos, centred);
+  }
 }
 
 // var(x) as a one-pass variance lowers it (Kernel::one_pass_variance): the row's squared
