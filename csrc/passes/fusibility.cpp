@@ -155,6 +155,29 @@ bool rowsAreRuns(const Value* v, int64_t reduced) {
   return runs || broadcast;
 }
 
+// Whether the rows of a reduction over `dims` (not the trailing ones) of `v` are
+// neighbours in memory (Kernel::columns): its innermost dim in the profiled layout
+// (the last one where the layout is unknown) is kept. Column kernels store whole
+// outputs element by element, through any layout; a row kernel stores each row as one
+// run, which eager's layout of a whole output need not have.
+bool rowsAreColumns(const Value* v, const std::vector<int64_t>& dims) {
+  auto type = v->type()->cast<c10::TensorType>();
+  if (!type) return false;
+  auto sizes = type->sizes().concrete_sizes();
+  if (!sizes) return false;
+  auto strides = type->strides().concrete_sizes();
+  int64_t innermost = -1;
+  for (int64_t d = static_cast<int64_t>(sizes->size()) - 1; d >= 0; --d) {
+    if ((*sizes)[d] == 1) continue;
+    if (!strides) {
+      innermost = d;
+      break;
+    }
+    if (innermost < 0 || (*strides)[d] < (*strides)[innermost]) innermost = d;
+  }
+  return innermost >= 0 && !std::binary_search(dims.begin(), dims.end(), innermost);
+}
+
 }  // namespace
 
 FusionDecision checkFusible(const Node* node) {
@@ -543,18 +566,43 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   dropping.result = ops::RowReduction::Result::DropDims;
   const auto kept = ops::reducedSizes(*shape, keeping);
   const auto dropped = ops::reducedSizes(*shape, dropping);
-  // Outputs of the shape the reductions read are stored whole (beside reductions over
-  // other dims than the trailing ones, through eager's layout of each: the rows walk
-  // them in another order).
+  // Outputs of the shape the reductions read are stored whole; beside reductions over
+  // other dims than the trailing ones only where the rows are columns (rowsAreColumns),
+  // stored through eager's layout of each.
+  // Every operand of that shape must agree: the row executor takes its rows' order from
+  // the first one read in place with a layout of its own. Nor may such a group take
+  // values from a reduction over trailing dims: they would rather join its row kernel,
+  // which sums over the leading dims beside its rows (a residual's gradient beside
+  // layer_norm's backward: a column group there took a walk more, 6% of the step).
+  bool whole_outputs = row->dims.empty() || rowsAreColumns(row_input, row->dims);
+  for (const Node* side : {consumer, producer}) {
+    for (const Value* v : side->inputs()) {
+      if (!whole_outputs || v->node() == producer) continue;
+      auto sizes = completeSizes(v);
+      if (sizes && *sizes == *shape) whole_outputs = rowsAreColumns(v, row->dims);
+      if (!row->dims.empty() && whole_outputs) {
+        for (const Node* n : nodesOf(v->node())) {
+          auto r = ops::rowReductionOf(n);
+          if (r && r->dims.empty() && r->groups == 0) whole_outputs = false;
+        }
+      }
+    }
+  }
   auto allowed = [&](const Value* v) {
     auto sizes = completeSizes(v);
-    return !sizes || *sizes == *shape || *sizes == kept || *sizes == dropped;
+    return !sizes || (*sizes == *shape && whole_outputs) || *sizes == kept || *sizes == dropped;
+  };
+  // A reduction of the same dims reading the value outside may join the group next
+  // (two reductions of one product: the first merge leaves the product to the second).
+  auto joins_later = [&](const torch::jit::Use& use) {
+    auto r = ops::rowReductionOf(use.user);
+    return !whole_outputs && use.offset == 0 && r && r->sameDims(*row);
   };
   std::vector<std::pair<const Node*, const Value*>> outputs;  // (side, output)
   for (const Value* v : consumer->outputs()) outputs.emplace_back(consumer, v);
   for (const Value* v : producer->outputs()) {
     for (const auto& use : v->uses()) {
-      if (use.user != consumer) {
+      if (use.user != consumer && !joins_later(use)) {
         outputs.emplace_back(producer, v);
         break;
       }
@@ -567,8 +615,12 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
     if (ops::isFloatingConversion(defining)) defining = defining->input(0)->node();
     if (std::find(column_sums.begin(), column_sums.end(), defining) != column_sums.end()) continue;
     if (!allowed(v)) {
-      return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with "
-                                "neither the shape its reductions read nor the reduced one");
+      return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with " +
+                                (whole_outputs ? "neither the shape its reductions read nor "
+                                                 "the reduced one"
+                                               : "other than the reduced shape (its rows are "
+                                                 "runs in memory, which a whole output's "
+                                                 "layout need not keep)"));
     }
   }
   return FusionDecision::yes();

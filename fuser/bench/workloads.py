@@ -646,6 +646,23 @@ WORKLOADS: dict[str, Workload] = {
             cuda_sizes=_IMAGES_CUDA,
         ),
         Workload(
+            name="layer_norm_channels",
+            description="LayerNorm over the channels of NCHW, written out as ConvNeXt's "
+            "channels-first LayerNorm: statistics over dim 1, then the affine",
+            source=_source(
+                """
+                def layer_norm_channels(x, w, b):
+                    u = x.mean(1, keepdim=True)
+                    s = (x - u).pow(2).mean(1, keepdim=True)
+                    y = (x - u) / torch.sqrt(s + 1e-6)
+                    return w[:, None, None] * y + b[:, None, None]
+                """
+            ),
+            make_inputs=_group_norm_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
             name="groupnorm_silu_batch1",
             description="GroupNorm (8 groups) then SiLU at batch 1: 8 rows",
             source=_source(
