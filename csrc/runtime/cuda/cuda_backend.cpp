@@ -77,7 +77,7 @@ class CudaRowKernel final : public CompiledKernel {
         words_(codegen::cudaRowArgWords(ir)),
         num_doubles_(0),
         num_ints_(codegen::rowIntArgs(ir)),  // a stage's slice count included
-        strided_outputs_(ir.strided_outputs),
+        strided_outputs_(ir.strided_outputs ? static_cast<int>(ir.outputs.size()) : 0),
         column_partials_(codegen::hasColumnPartials(ir)) {
     if (column_partials_) {
       resident_blocks_ = loaded_->residentBlocksPerSm(block_) *
@@ -105,7 +105,8 @@ class CudaRowKernel final : public CompiledKernel {
     };
     put(a.ptrs, a.num_inputs + a.num_outputs);
     put(a.sizes, a.ndim);
-    put(a.strides, int64_t{a.num_inputs + (strided_outputs_ ? a.num_outputs : 0)} * a.ndim);
+    // (A stage's num_outputs counts its workspace buffers too, which have no strides.)
+    put(a.strides, int64_t{a.num_inputs + strided_outputs_} * a.ndim);
     put(a.dargs, num_doubles_);
     put(a.iargs, num_ints_);
     words[used++] = static_cast<uint64_t>(a.numel);
@@ -126,7 +127,7 @@ class CudaRowKernel final : public CompiledKernel {
   int64_t words_;
   int num_doubles_;
   int num_ints_;
-  bool strided_outputs_;  // the launch strides cover the outputs too
+  int strided_outputs_;  // outputs the launch strides cover (Kernel::strided_outputs)
   bool column_partials_;  // TensorOutput::column_partial
   int resident_blocks_ = 1;  // on the device at once (column partials)
 };
