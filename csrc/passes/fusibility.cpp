@@ -156,26 +156,25 @@ bool rowsAreRuns(const Value* v, int64_t reduced) {
 }
 
 // Whether the rows of a reduction over `dims` (not the trailing ones) of `v` are
-// neighbours in memory (Kernel::columns): its innermost dim in the profiled layout
-// (the last one where the layout is unknown) is kept. Column kernels store whole
-// outputs element by element, through any layout; a row kernel stores each row as one
-// run, which eager's layout of a whole output need not have.
+// neighbours in memory (Kernel::columns) and walked side by side: the last kept dim of
+// size over 1 (the rows' innermost, as the row executor orders kept dims) is the
+// innermost in the profiled layout (the last where the layout is unknown). Column
+// kernels store whole outputs element by element, through any layout; a row kernel
+// stores each row as one run, which eager's layout of a whole output need not have.
 bool rowsAreColumns(const Value* v, const std::vector<int64_t>& dims) {
   auto type = v->type()->cast<c10::TensorType>();
   if (!type) return false;
   auto sizes = type->sizes().concrete_sizes();
   if (!sizes) return false;
   auto strides = type->strides().concrete_sizes();
-  int64_t innermost = -1;
+  int64_t innermost = -1, last_kept = -1;
   for (int64_t d = static_cast<int64_t>(sizes->size()) - 1; d >= 0; --d) {
     if ((*sizes)[d] == 1) continue;
-    if (!strides) {
-      innermost = d;
-      break;
-    }
-    if (innermost < 0 || (*strides)[d] < (*strides)[innermost]) innermost = d;
+    const bool kept = !std::binary_search(dims.begin(), dims.end(), d);
+    if (kept && last_kept < 0) last_kept = d;
+    if (innermost < 0 || (strides && (*strides)[d] < (*strides)[innermost])) innermost = d;
   }
-  return innermost >= 0 && !std::binary_search(dims.begin(), dims.end(), innermost);
+  return innermost >= 0 && innermost == last_kept;
 }
 
 }  // namespace
