@@ -611,12 +611,13 @@ class ColumnPrinter {
     std::vector<ExprId> operands;
     for (ExprId r : pass.reduces) operands.push_back(k_.exprs[r].args[0]);
     for (size_t o : stores) operands.push_back(k_.outputs[o].value);
-    const std::string b = std::to_string(block_);
     const bool vector_stores = cuda_ && side && !stores.empty();
+    auto vectorOf = [this](size_t o) {  // a thread's elements of output o, one per row
+      return "FxVec<" + std::string(storageTypeName(k_.outputs[o].dtype)) + ", " +
+             std::to_string(block_) + ">";
+    };
     for (size_t o : stores) {
-      if (!vector_stores) break;
-      out_ << "      FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << b << "> fx_ws" << o
-           << suffix << ";\n";
+      if (vector_stores) out_ << "      " << vectorOf(o) << " fx_ws" << o << suffix << ";\n";
     }
     if (cuda_) {
       out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << block_ << "; ++fx_j) {\n";
@@ -654,9 +655,8 @@ class ColumnPrinter {
     for (size_t o : stores) {
       if (!vector_stores) break;
       const std::string n = std::to_string(o);
-      const std::string vec = "FxVec<" + std::string(storageTypeName(k_.outputs[o].dtype)) + ", " + b + ">";
-      out_ << "      if (fx_live) *(" << vec << "*)(out" << n << " + fx_ooff" << n << "[0] + fx_oeo" << n
-           << suffix << ") = fx_ws" << n << suffix << ";\n";
+      out_ << "      if (fx_live) *(" << vectorOf(o) << "*)(out" << n << " + fx_ooff" << n
+           << "[0] + fx_oeo" << n << suffix << ") = fx_ws" << n << suffix << ";\n";
     }
   }
 
