@@ -451,3 +451,52 @@ def test_cuda_column_steps_only_for_float_sums(dtype: torch.dtype) -> None:
         stepped = set(re.findall(r"float fx_step(\d+)\[", s))
         summed = set(re.findall(r"double fx_acc(\d+)\[", s)) if dtype == torch.float32 else set()
         assert stepped <= summed, (stepped, summed)
+
+
+class ChannelsFirstLayerNorm(torch.nn.Module):
+    """ConvNeXt's LayerNorm for NCHW activations, written out over dim 1."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(channels) + 0.5)
+        self.bias = torch.nn.Parameter(torch.randn(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = x.mean(1, keepdim=True)
+        s = (x - u).pow(2).mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt(s + 1e-6)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_frozen_convnext_stem_normalizes_its_channels_in_one_group(
+    device: str, batch: int
+) -> None:
+    """A ConvNeXt stem as deployed (scripted, frozen, no grad): convolution, then the
+    channels-first LayerNorm, then a convolution. The statistics over C, the
+    normalization and the per-channel affine are one group, whose kernel stores the
+    normalized activation whole (NCHW over its channels: rows are columns); values,
+    shape and strides are eager's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 48, 4, stride=4),
+        ChannelsFirstLayerNorm(48),
+        torch.nn.Conv2d(48, 24, 1),
+    ).eval()
+    model = model.to(device)
+    x = torch.randn(batch, 3, 64, 48, device=device)
+    with torch.no_grad():
+        want = model(x)
+        frozen = torch.jit.freeze(torch.jit.script(model))
+        fuser.reset_stats()
+        with fuser.enabled(True):
+            got = run_optimized(frozen, x)
+            graph = torch.jit.last_executed_optimized_graph()
+    assert got.shape == want.shape and got.stride() == want.stride()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    groups = [n for n in all_nodes(graph) if n.kind() == FUSION_GROUP]
+    kinds = [{m.kind() for m in g.g("Subgraph").nodes()} for g in groups]
+    assert any({"aten::mean", "aten::sqrt", "aten::div"} <= k for k in kinds), kinds
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
