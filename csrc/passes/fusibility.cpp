@@ -161,6 +161,8 @@ bool rowsAreRuns(const Value* v, int64_t reduced) {
 // innermost in the profiled layout (the last where the layout is unknown). Column
 // kernels store whole outputs element by element, through any layout; a row kernel
 // stores each row as one run, which eager's layout of a whole output need not have.
+// An expanded operand (a dim of stride 0) has no layout of its own to decide the walk
+// by, as the row executor takes none from it: it agrees with any.
 bool rowsAreColumns(const Value* v, const std::vector<int64_t>& dims) {
   auto type = v->type()->cast<c10::TensorType>();
   if (!type) return false;
@@ -170,6 +172,7 @@ bool rowsAreColumns(const Value* v, const std::vector<int64_t>& dims) {
   int64_t innermost = -1, last_kept = -1;
   for (int64_t d = static_cast<int64_t>(sizes->size()) - 1; d >= 0; --d) {
     if ((*sizes)[d] == 1) continue;
+    if (strides && (*strides)[d] == 0) return true;
     const bool kept = !std::binary_search(dims.begin(), dims.end(), d);
     if (kept && last_kept < 0) last_kept = d;
     if (innermost < 0 || (strides && (*strides)[d] < (*strides)[innermost])) innermost = d;
