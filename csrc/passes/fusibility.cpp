@@ -579,14 +579,12 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   bool whole_outputs = row->dims.empty() || rowsAreColumns(row_input, row->dims);
   for (const Node* side : {consumer, producer}) {
     for (const Value* v : side->inputs()) {
-      if (!whole_outputs || v->node() == producer) continue;
+      if (row->dims.empty() || !whole_outputs || v->node() == producer) continue;
       auto sizes = completeSizes(v);
       if (sizes && *sizes == *shape) whole_outputs = rowsAreColumns(v, row->dims);
-      if (!row->dims.empty() && whole_outputs) {
-        for (const Node* n : nodesOf(v->node())) {
-          auto r = ops::rowReductionOf(n);
-          if (r && r->dims.empty() && r->groups == 0) whole_outputs = false;
-        }
+      for (const Node* n : nodesOf(v->node())) {
+        auto r = ops::rowReductionOf(n);
+        if (r && r->dims.empty() && r->groups == 0) whole_outputs = false;
       }
     }
   }
