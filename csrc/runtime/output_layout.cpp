@@ -45,13 +45,6 @@ bool isChannelsLast(const Layout& l) {
   return true;
 }
 
-bool isNonOverlappingAndDense(const Layout& l) {
-  TensorView v;
-  v.sizes = l.sizes;
-  v.strides = l.strides;
-  return v.isNonOverlappingAndDense();
-}
-
 Dims contiguousStrides(c10::IntArrayRef sizes) {
   Dims strides(sizes.size(), 1);
   int64_t stride = 1;
@@ -116,6 +109,13 @@ BatchNormSite batchNormSite(const torch::jit::Graph& graph, const torch::jit::No
 }
 
 }  // namespace
+
+bool isNonOverlappingAndDense(const Layout& l) {
+  TensorView v;
+  v.sizes = l.sizes;
+  v.strides = l.strides;
+  return v.isNonOverlappingAndDense();
+}
 
 Layout contiguousLayout(c10::IntArrayRef sizes) {
   Layout out;

@@ -68,6 +68,8 @@ Layout contiguousLayout(c10::IntArrayRef sizes);
 // empty_like(self, self.suggest_memory_format()): channels-last when self's strides
 // are, else contiguous.
 Layout suggestedFormatLayout(const Layout& self);
+// Whether `l`'s elements are distinct and fill its storage (ATen's test of a result).
+bool isNonOverlappingAndDense(const Layout& l);
 
 // A batch_norm of the kernel graph: the kernel-graph input positions of x, weight, bias,
 // running_mean and running_var (-1: None), and its eps; what eager's choice of backend

@@ -503,10 +503,7 @@ bool RowExecutor::eagerOutputLayouts(
     const Layout& layout = eager[o];
     if (c10::IntArrayRef(layout.sizes) != c10::IntArrayRef(p.out_sizes[o])) return false;
     if (through_strides) {
-      TensorView view;
-      view.sizes.assign(layout.sizes.begin(), layout.sizes.end());
-      view.strides.assign(layout.strides.begin(), layout.strides.end());
-      if (!view.isNonOverlappingAndDense()) return false;
+      if (!isNonOverlappingAndDense(layout)) return false;
       p.out_strides[o].assign(layout.strides.begin(), layout.strides.end());
       continue;
     }
