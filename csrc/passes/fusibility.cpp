@@ -155,29 +155,45 @@ bool rowsAreRuns(const Value* v, int64_t reduced) {
   return runs || broadcast;
 }
 
-// Whether the rows of a reduction over `dims` (not the trailing ones) of `v` are
-// neighbours in memory (Kernel::columns) and walked side by side: the last kept dim of
-// size over 1 (the rows' innermost, as the row executor orders kept dims) is the
-// innermost in the profiled layout (the last where the layout is unknown). Column
-// kernels store whole outputs element by element, through any layout; a row kernel
-// stores each row as one run, which eager's layout of a whole output need not have.
-// An expanded operand (a dim of stride 0) has no layout of its own to decide the walk
-// by, as the row executor takes none from it: it agrees with any.
-bool rowsAreColumns(const Value* v, const std::vector<int64_t>& dims) {
+// How a reduction over `dims` (not the trailing ones) walks `v` by its profiled layout,
+// which decides whether whole-shaped outputs can join it:
+// - columns: the last kept dim of size over 1 (the rows' innermost, as the row executor
+//   orders kept dims) is the innermost in memory (the last where the layout is unknown).
+//   A block of neighbouring rows is walked side by side, and the column kernel stores
+//   whole outputs element by element, through any layout.
+// - runs: the reduced dims are the innermost in memory, one dense run (a channels-last
+//   activation's channels). A row kernel stores each row of a whole output as one run,
+//   which eager's layout of it keeps where every operand is laid out so.
+// - any: an expanded operand (a dim of stride 0) has no layout of its own to decide the
+//   walk by, as the row executor takes none from it.
+// - neither: rows of several runs, or a value of unknown sizes.
+enum class RowWalk { kAny, kColumns, kRuns, kNeither };
+
+RowWalk rowWalkOf(const Value* v, const std::vector<int64_t>& dims) {
   auto type = v->type()->cast<c10::TensorType>();
-  if (!type) return false;
+  if (!type) return RowWalk::kNeither;
   auto sizes = type->sizes().concrete_sizes();
-  if (!sizes) return false;
+  if (!sizes) return RowWalk::kNeither;
   auto strides = type->strides().concrete_sizes();
   int64_t innermost = -1, last_kept = -1;
+  std::vector<std::pair<int64_t, int64_t>> reduced;  // (stride, size) of each reduced dim
   for (int64_t d = static_cast<int64_t>(sizes->size()) - 1; d >= 0; --d) {
     if ((*sizes)[d] == 1) continue;
-    if (strides && (*strides)[d] == 0) return true;
+    if (strides && (*strides)[d] == 0) return RowWalk::kAny;
     const bool kept = !std::binary_search(dims.begin(), dims.end(), d);
     if (kept && last_kept < 0) last_kept = d;
+    if (!kept && strides) reduced.emplace_back((*strides)[d], (*sizes)[d]);
     if (innermost < 0 || (strides && (*strides)[d] < (*strides)[innermost])) innermost = d;
   }
-  return innermost >= 0 && innermost == last_kept;
+  if (innermost >= 0 && innermost == last_kept) return RowWalk::kColumns;
+  if (!strides || reduced.empty()) return RowWalk::kNeither;
+  std::sort(reduced.begin(), reduced.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : reduced) {
+    if (stride != expected) return RowWalk::kNeither;
+    expected *= size;
+  }
+  return RowWalk::kRuns;
 }
 
 }  // namespace
@@ -569,24 +585,34 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
   const auto kept = ops::reducedSizes(*shape, keeping);
   const auto dropped = ops::reducedSizes(*shape, dropping);
   // Outputs of the shape the reductions read are stored whole; beside reductions over
-  // other dims than the trailing ones only where the rows are columns (rowsAreColumns),
+  // other dims than the trailing ones only where the rows are columns or runs (rowWalkOf),
   // stored through eager's layout of each.
   // Every operand of that shape must agree: the row executor takes its rows' order from
   // the first one read in place with a layout of its own. Nor may such a group take
   // values from a reduction over trailing dims: they would rather join its row kernel,
   // which sums over the leading dims beside its rows (a residual's gradient beside
   // layer_norm's backward: a column group there took a walk more, 6% of the step).
-  bool whole_outputs = row->dims.empty() || rowsAreColumns(row_input, row->dims);
-  for (const Node* side : {consumer, producer}) {
-    for (const Value* v : side->inputs()) {
-      if (row->dims.empty() || !whole_outputs || v->node() == producer) continue;
-      auto sizes = completeSizes(v);
-      if (sizes && *sizes == *shape) whole_outputs = rowsAreColumns(v, row->dims);
-      for (const Node* n : nodesOf(v->node())) {
-        auto r = ops::rowReductionOf(n);
-        if (r && r->dims.empty() && r->groups == 0) whole_outputs = false;
+  bool whole_outputs = true;
+  if (!row->dims.empty()) {
+    RowWalk walk = rowWalkOf(row_input, row->dims);
+    auto agree = [&](const Value* v) {
+      const RowWalk w = rowWalkOf(v, row->dims);
+      if (w == RowWalk::kAny) return;
+      if (walk == RowWalk::kAny) walk = w;
+      if (w != walk) walk = RowWalk::kNeither;
+    };
+    for (const Node* side : {consumer, producer}) {
+      for (const Value* v : side->inputs()) {
+        if (v->node() == producer) continue;
+        auto sizes = completeSizes(v);
+        if (sizes && *sizes == *shape) agree(v);
+        for (const Node* n : nodesOf(v->node())) {
+          auto r = ops::rowReductionOf(n);
+          if (r && r->dims.empty() && r->groups == 0) walk = RowWalk::kNeither;
+        }
       }
     }
+    whole_outputs = walk != RowWalk::kNeither;
   }
   auto allowed = [&](const Value* v) {
     auto sizes = completeSizes(v);
@@ -618,9 +644,10 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
       return FusionDecision::no("%" + v->debugName() + " would leave a reducing group with " +
                                 (whole_outputs ? "neither the shape its reductions read nor "
                                                  "the reduced one"
-                                               : "other than the reduced shape (its rows are "
-                                                 "runs in memory, which a whole output's "
-                                                 "layout need not keep)"));
+                                               : "other than the reduced shape (its operands' "
+                                                 "layouts do not agree on rows that are "
+                                                 "columns or single runs, which a whole "
+                                                 "output's layout need not keep)"));
     }
   }
   return FusionDecision::yes();

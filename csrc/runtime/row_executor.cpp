@@ -785,9 +785,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     columns = innermost >= 0 &&
               !std::binary_search(reduced_dims_.begin(), reduced_dims_.end(), innermost);
   }
-  // Whole outputs beside such reductions: column kernels store them element by element
-  // (a row kernel would need each output row to be a run, as the partition assumed).
-  if (whole_beside_other_dims && !columns) return nullptr;
+  // Whole outputs beside such reductions: column kernels store them element by element,
+  // row kernels each row as one run (checked below with the other strided outputs).
   std::vector<c10::SmallVector<int64_t, 8>> strides(tensor_strides.size());
   const int outer_ndim = collapse(iteration, tensor_strides, 0, row_begin, p->sizes, strides);
   const int inner_ndim = collapse(iteration, tensor_strides, row_begin,
