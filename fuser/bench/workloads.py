@@ -277,6 +277,15 @@ def _group_norm_inputs(
     )
 
 
+def _channels_last_norm_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """_group_norm_inputs with the activation channels-last, as a convnet run in that
+    memory format hands it on."""
+    x, w, b = _group_norm_inputs(dims, dtype, device, gen)
+    return x.contiguous(memory_format=torch.channels_last), w, b
+
+
 def _expand_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -659,6 +668,23 @@ WORKLOADS: dict[str, Workload] = {
                 """
             ),
             make_inputs=_group_norm_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="layer_norm_channels_last",
+            description="layer_norm_channels over a channels-last activation: each "
+            "position's channels are one run in memory",
+            source=_source(
+                """
+                def layer_norm_channels_last(x, w, b):
+                    u = x.mean(1, keepdim=True)
+                    s = (x - u).pow(2).mean(1, keepdim=True)
+                    y = (x - u) / torch.sqrt(s + 1e-6)
+                    return w[:, None, None] * y + b[:, None, None]
+                """
+            ),
+            make_inputs=_channels_last_norm_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
         ),

@@ -470,14 +470,15 @@ class ChannelsFirstLayerNorm(torch.nn.Module):
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("memory_format", ["contiguous", "channels_last"])
 def test_a_frozen_convnext_stem_normalizes_its_channels_in_one_group(
-    device: str, batch: int
+    device: str, batch: int, memory_format: str
 ) -> None:
     """A ConvNeXt stem as deployed (scripted, frozen, no grad): convolution, then the
     channels-first LayerNorm, then a convolution. The statistics over C, the
     normalization and the per-channel affine are one group, whose kernel stores the
-    normalized activation whole (NCHW over its channels: rows are columns); values,
-    shape and strides are eager's."""
+    normalized activation whole (NCHW over its channels: rows are columns; the model
+    and its input channels-last: rows are runs); values, shape and strides are eager's."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 48, 4, stride=4),
@@ -486,6 +487,9 @@ def test_a_frozen_convnext_stem_normalizes_its_channels_in_one_group(
     ).eval()
     model = model.to(device)
     x = torch.randn(batch, 3, 64, 48, device=device)
+    if memory_format == "channels_last":
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     with torch.no_grad():
         want = model(x)
         frozen = torch.jit.freeze(torch.jit.script(model))
@@ -500,3 +504,79 @@ def test_a_frozen_convnext_stem_normalizes_its_channels_in_one_group(
     assert any({"aten::mean", "aten::sqrt", "aten::div"} <= k for k in kinds), kinds
     stats = fuser.stats()
     assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
+
+
+# Whole outputs beside reductions whose rows are runs in memory: x and y [3, 24, 9, 7]
+# channels-last, reduced over their channels (a row kernel, not columns).
+RUNS_CASES = {
+    "layer_norm_channels": CASES["layer_norm_channels"],
+    "centred_channels": CASES["centred_channels"],
+    "whole_beside_sum": fn_of("d = x * y", "return d, d.sum(1)"),
+    "softmax_channels": fn_of(
+        "e = torch.exp(x - x.amax(1, keepdim=True))", "return e / e.sum(1, keepdim=True) + y"
+    ),
+    "variance_then_scale": fn_of(
+        "v = x.var(1, keepdim=True, unbiased=False)", "return (x - y) * torch.rsqrt(v + 1e-5)"
+    ),
+}
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", sorted(RUNS_CASES))
+def test_whole_outputs_beside_channels_that_are_runs(
+    case: str, dtype: torch.dtype, device: str
+) -> None:
+    """Over a channels-last activation each position's channels are one run in memory,
+    so statistics over C are a row kernel's rows, and eager's layout of a whole output
+    (channels-last too) keeps each row one run: the row kernel stores it there, in the
+    same group as the statistics it needs. Values, shapes and strides are eager's."""
+    x, y = (
+        t.contiguous(memory_format=torch.channels_last)
+        for t in inputs(device, dtype, (3, 24, 9, 7))
+    )
+    with fuser.enabled(True):
+        fn = compare(RUNS_CASES[case], x, y, dtype=dtype, case=case_tolerance(dtype))
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
+    assert stats["groups_formed"] == 1 and stats["row_launches"] >= 2, stats
+    kinds = subgraph_kinds(fn, x, y)
+    assert kinds & {"aten::mean", "aten::sum", "aten::amax", "aten::var"}, kinds
+    assert kinds & {"aten::sub", "aten::mul", "aten::div"}, kinds
+
+
+@pytest.mark.parametrize("device", devices())
+def test_rows_of_runs_over_two_reduced_dims_and_layouts_that_disagree(device: str) -> None:
+    """Reduced dims 1 and 3 of a permuted tensor whose strides make them one run
+    (strides 8 and 1): rows of runs, the whole output stored beside the mean in one
+    group. Operands laid out otherwise (a channels-last and a row-major one, whose
+    rows over C are runs in the first and not in the second) do not meet in a group
+    with a whole output beside the mean: their product is computed before it, and the
+    reducing group reads the product, laid out as the first; values and strides stay
+    eager's either way."""
+    x = torch.randn(4, 5, 6, 8, device=device).permute(0, 2, 1, 3)
+    assert x.stride() == (240, 8, 48, 1)
+    text = "def f(x):\n    return x - x.mean([1, 3], keepdim=True)\n"
+    with fuser.enabled(True):
+        fn = compare(text, x, case="sum")
+    stats = fuser.stats()
+    assert stats["groups_formed"] == 1 and stats["interpreted_runs"] == 0, stats
+    assert {"aten::mean", "aten::sub"} <= subgraph_kinds(fn, x)
+
+    x = torch.randn(3, 24, 9, 7, device=device).contiguous(memory_format=torch.channels_last)
+    y = torch.randn(3, 24, 9, 7, device=device)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        fn = compare(fn_of("return x * y - (x * y).mean(1, keepdim=True)"), x, y, case="sum")
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0, stats
+    mean_groups = [
+        kinds
+        for kinds in (
+            {m.kind() for m in n.g("Subgraph").nodes()}
+            for n in all_nodes(torch.jit.last_executed_optimized_graph())
+            if n.kind() == FUSION_GROUP
+        )
+        if "aten::mean" in kinds
+    ]
+    assert mean_groups and all("aten::mul" not in kinds for kinds in mean_groups), mean_groups
