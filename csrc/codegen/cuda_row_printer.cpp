@@ -682,6 +682,15 @@ CudaRowShape cudaColumnShape(int widest_element_bytes) {
   return shape;
 }
 
+std::vector<CudaRowShape> cudaColumnShapeCandidates(int widest_element_bytes) {
+  std::vector<CudaRowShape> shapes = {cudaColumnShape(widest_element_bytes)};
+  while (shapes.size() < 3 && shapes.back().vector > 1) {
+    shapes.push_back(shapes.back());
+    shapes.back().vector /= 2;
+  }
+  return shapes;
+}
+
 std::string printCudaRowKernel(const Kernel& kernel) {
   return kernel.columns ? printColumnKernel(kernel, /*cuda=*/true) : CudaRowPrinter(kernel).print();
 }

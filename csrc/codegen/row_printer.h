@@ -71,6 +71,10 @@ CudaRowShape cudaRowShapeWithLanes(int64_t n, int widest_element_bytes, bool ali
 // thread takes `vector` neighbouring rows (16 bytes of the widest element, at most 8),
 // walking them in every pass, so a warp reads 32 vectors of neighbouring rows at once.
 CudaRowShape cudaColumnShape(int widest_element_bytes);
+// The variants a column kernel is timed in: cudaColumnShape's first, then vectors of 8
+// and 4 bytes of the widest element (fewer rows per thread: fewer registers for each
+// row's offsets and values, and more threads).
+std::vector<CudaRowShape> cudaColumnShapeCandidates(int widest_element_bytes);
 // The variants a row kernel is timed in (runtime/variant_timing.h): cudaRowShape's
 // first, then half and twice its lanes where the row gives each lane work.
 std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_bytes,

@@ -856,18 +856,20 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   fewer_held(cross_shapes);
   // Columns (codegen::printColumnKernel): on CUDA a thread takes a vector of neighbouring
   // rows, eight warps of a block sharing them; on CPU a task walks blocks of neighbouring
-  // rows together. Their single form is not timed.
+  // rows together. CUDA times the vector's widths (codegen::cudaColumnShapeCandidates).
   int widest_input = 1;
   for (const at::Tensor& t : tensors) widest_input = std::max(widest_input, static_cast<int>(t.element_size()));
   if (columns) {
-    row_shapes = {codegen::cudaColumnShape(widest_input)};
-    if (!cross_shapes.empty()) cross_shapes = {codegen::cudaColumnShape(widest_input)};
+    row_shapes = p->device.is_cuda() && variants ? codegen::cudaColumnShapeCandidates(widest_input)
+                                                 : std::vector{codegen::cudaColumnShape(widest_input)};
+    if (!cross_shapes.empty()) cross_shapes = codegen::cudaColumnShapeCandidates(widest_input);
   }
   // The units of work of a slice: rows, except for CUDA columns (threads, each of a
   // vector of rows; CPU kernels take their blocks of rows within a task).
-  const int64_t units_per_slice = columns && p->device.is_cuda()
-                                      ? codegen::cudaColumnThreads(p->rows, row_shapes[0].vector)
-                                      : p->rows;
+  auto units_of = [&](const codegen::CudaRowShape& shape) {
+    return columns && p->device.is_cuda() ? codegen::cudaColumnThreads(p->rows, shape.vector)
+                                          : p->rows;
+  };
   // Whether a shape's vectors lie within the row's last dim (its size a multiple).
   auto mark_last_dim = [&](codegen::CudaRowShape& shape) {
     shape.vector_in_last_dim = p->sizes.back() % shape.vector == 0;
@@ -893,7 +895,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // rows on 132 multiprocessors, took 242 us whole and 231-246 at 2 to 8 slices.)
   // (Strided outputs of row kernels take whole rows: the stages of rows store them
   // contiguously. Column kernels store through strides in every stage.)
-  const int64_t splits = columns   ? columnSplits(units_per_slice, p->row_size, p->device)
+  // (Columns: counted in the units of the widest vector, the heuristic's.)
+  const int64_t splits = columns   ? columnSplits(units_of(row_shapes[0]), p->row_size, p->device)
                          : strided ? 1
                                    : rowSplits(p->rows, p->row_size, p->device);
   if (splits > 1 && (!variants || config().row_splits > 1)) {
@@ -974,11 +977,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     v.stages = spec.stages;
     v.splits = splits;
     v.last_stage_per_row = spec.last_stage_per_row;
-    v.units_per_slice = units_per_slice;
+    v.units_per_slice = units_of(slice_shape);
     // CUDA columns' last stage, where it stores per-row outputs only, takes one row per
     // thread (cudaColumnsLastStage).
     v.last_stage_units = columns && p->device.is_cuda() ? codegen::cudaColumnThreads(p->rows, 1)
-                                                        : units_per_slice;
+                                                        : v.units_per_slice;
     std::vector<BufferNeed> needs;
     for (const codegen::SplitBuffer& b : spec.buffers) {
       const int64_t elements =
@@ -1006,11 +1009,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->out_dtypes = spec.out_dtypes;
     Plan::Variant v;
     v.kernel = spec.kernel;
-    v.units_per_slice = units_per_slice;
+    v.units_per_slice = units_of(row_shape);
     if (spec.column_partials) v.partial_rows = spec.kernel->columnPartialRows(p->rows);
     if (p->device.is_cuda()) {
       v.grain = grains[0];
-      v.name = row_shape.columns ? std::string("columns")
+      v.name = row_shape.columns ? "columns vector=" + std::to_string(row_shape.vector)
                                  : "lanes=" + std::to_string(row_shape.lanes) +
                                        (row_shape.chunks ? " held" : " looped");
       p->variants.push_back(v);

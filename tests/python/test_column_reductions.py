@@ -582,3 +582,23 @@ def test_rows_of_runs_over_two_reduced_dims_and_layouts_that_disagree(device: st
         if "aten::mean" in kinds
     ]
     assert mean_groups and all("aten::mul" not in kinds for kinds in mean_groups), mean_groups
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available() or os.environ.get("FUSER_CROSS_COMPILE") is None,
+    reason="FUSER_CROSS_COMPILE on a machine without CUDA compiles every CUDA variant",
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_cuda_column_variants_are_compiled_in_three_vector_widths(dtype: torch.dtype) -> None:
+    """The CUDA forms of a column kernel, one per vector width that CUDA times (16, 8
+    and 4 bytes of rows per thread: test_variants.py), each compile."""
+    x, y = inputs("cpu", dtype, (40, 24, 9, 8))
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        compare(CASES["layer_norm_channels"], x, y, dtype=dtype, case=case_tolerance(dtype))
+    stats = fuser.stats()
+    assert stats["cuda_cross_compiles"] >= 3 and stats["cuda_cross_compile_failures"] == 0, stats
+    new = [s for s in fuser.kernel_sources()[before:] if "__global__" in s]
+    widest = 16 // dtype.itemsize
+    for width in (widest, widest // 2, widest // 4):
+        assert any(f"fx_units = (fx_rows + {width} - 1) / {width};" in s for s in new), width
