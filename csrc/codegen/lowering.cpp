@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codegen/centred_squares.h"
 #include "ops/op_table.h"
 
 namespace fuser::codegen {
@@ -247,6 +248,7 @@ Kernel lowerSubgraph(const torch::jit::Graph& subgraph, const std::vector<InputD
     if (computeType(o.dtype) != o.dtype && e.op == roundingOp(o.dtype)) value = e.args[0];
     k.outputs.push_back(TensorOutput{o.dtype, value});
   }
+  if (k.one_pass_variance) foldCentredSquares(k);
   return k;
 }
 
