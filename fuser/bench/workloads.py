@@ -388,6 +388,18 @@ def _lstm_source(signature: str, *gates_lines: str) -> str:
     return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body)
 
 
+def _channels_first_layer_norm_source(name: str) -> str:
+    """ConvNeXt's channels-first LayerNorm, written out: statistics over dim 1 of
+    (N, C, H, W), then the per-channel affine."""
+    body = (
+        "u = x.mean(1, keepdim=True)",
+        "s = (x - u).pow(2).mean(1, keepdim=True)",
+        "y = (x - u) / torch.sqrt(s + 1e-6)",
+        "return w[:, None, None] * y + b[:, None, None]",
+    )
+    return f"def {name}(x, w, b):\n" + "".join(f"    {line}\n" for line in body)
+
+
 # CPU: 64K, 1M and 4M elements. CUDA: 64 x 512 (a per-call overhead probe), 1M, and
 # 2^26 elements (8192 x 8192), which takes a few hundred microseconds on an H100.
 _ROWS = {
@@ -658,15 +670,7 @@ WORKLOADS: dict[str, Workload] = {
             name="layer_norm_channels",
             description="LayerNorm over the channels of NCHW, written out as ConvNeXt's "
             "channels-first LayerNorm: statistics over dim 1, then the affine",
-            source=_source(
-                """
-                def layer_norm_channels(x, w, b):
-                    u = x.mean(1, keepdim=True)
-                    s = (x - u).pow(2).mean(1, keepdim=True)
-                    y = (x - u) / torch.sqrt(s + 1e-6)
-                    return w[:, None, None] * y + b[:, None, None]
-                """
-            ),
+            source=_channels_first_layer_norm_source("layer_norm_channels"),
             make_inputs=_group_norm_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
@@ -675,15 +679,7 @@ WORKLOADS: dict[str, Workload] = {
             name="layer_norm_channels_last",
             description="layer_norm_channels over a channels-last activation: each "
             "position's channels are one run in memory",
-            source=_source(
-                """
-                def layer_norm_channels_last(x, w, b):
-                    u = x.mean(1, keepdim=True)
-                    s = (x - u).pow(2).mean(1, keepdim=True)
-                    y = (x - u) / torch.sqrt(s + 1e-6)
-                    return w[:, None, None] * y + b[:, None, None]
-                """
-            ),
+            source=_channels_first_layer_norm_source("layer_norm_channels_last"),
             make_inputs=_channels_last_norm_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
