@@ -2,6 +2,7 @@
 #include "passes/fusibility.h"
 
 #include <algorithm>
+#include <array>
 #include <unordered_set>
 
 #include "codegen/lowering.h"
@@ -163,37 +164,47 @@ bool rowsAreRuns(const Value* v, int64_t reduced) {
 //   whole outputs element by element, through any layout.
 // - runs: the reduced dims are the innermost in memory, one dense run (a channels-last
 //   activation's channels). A row kernel stores each row of a whole output as one run,
-//   which eager's layout of it keeps where every operand is laid out so.
+//   which eager's layout of it keeps where every operand is laid out so, its reduced
+//   dims in the same order in memory (`run_order`, innermost first: the row executor
+//   orders a row's dims by one operand's layout and reads every operand's row so).
 // - any: an expanded operand (a dim of stride 0) has no layout of its own to decide the
 //   walk by, as the row executor takes none from it.
 // - neither: rows of several runs, or a value of unknown sizes.
-enum class RowWalk { kAny, kColumns, kRuns, kNeither };
+struct RowWalk {
+  enum Kind { kAny, kColumns, kRuns, kNeither } kind;
+  std::vector<int64_t> run_order;  // kRuns: the reduced dims of size over 1, innermost first
+  bool operator==(const RowWalk& other) const {
+    return kind == other.kind && run_order == other.run_order;
+  }
+};
 
 RowWalk rowWalkOf(const Value* v, const std::vector<int64_t>& dims) {
   auto type = v->type()->cast<c10::TensorType>();
-  if (!type) return RowWalk::kNeither;
+  if (!type) return {RowWalk::kNeither, {}};
   auto sizes = type->sizes().concrete_sizes();
-  if (!sizes) return RowWalk::kNeither;
+  if (!sizes) return {RowWalk::kNeither, {}};
   auto strides = type->strides().concrete_sizes();
   int64_t innermost = -1, last_kept = -1;
-  std::vector<std::pair<int64_t, int64_t>> reduced;  // (stride, size) of each reduced dim
+  std::vector<std::array<int64_t, 3>> reduced;  // (stride, size, dim) of each reduced dim
   for (int64_t d = static_cast<int64_t>(sizes->size()) - 1; d >= 0; --d) {
     if ((*sizes)[d] == 1) continue;
-    if (strides && (*strides)[d] == 0) return RowWalk::kAny;
+    if (strides && (*strides)[d] == 0) return {RowWalk::kAny, {}};
     const bool kept = !std::binary_search(dims.begin(), dims.end(), d);
     if (kept && last_kept < 0) last_kept = d;
-    if (!kept && strides) reduced.emplace_back((*strides)[d], (*sizes)[d]);
+    if (!kept && strides) reduced.push_back({(*strides)[d], (*sizes)[d], d});
     if (innermost < 0 || (strides && (*strides)[d] < (*strides)[innermost])) innermost = d;
   }
-  if (innermost >= 0 && innermost == last_kept) return RowWalk::kColumns;
-  if (!strides || reduced.empty()) return RowWalk::kNeither;
+  if (innermost >= 0 && innermost == last_kept) return {RowWalk::kColumns, {}};
+  if (!strides || reduced.empty()) return {RowWalk::kNeither, {}};
   std::sort(reduced.begin(), reduced.end());
+  RowWalk runs{RowWalk::kRuns, {}};
   int64_t expected = 1;
-  for (const auto& [stride, size] : reduced) {
-    if (stride != expected) return RowWalk::kNeither;
+  for (const auto& [stride, size, d] : reduced) {
+    if (stride != expected) return {RowWalk::kNeither, {}};
     expected *= size;
+    runs.run_order.push_back(d);
   }
-  return RowWalk::kRuns;
+  return runs;
 }
 
 }  // namespace
@@ -597,9 +608,9 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
     RowWalk walk = rowWalkOf(row_input, row->dims);
     auto agree = [&](const Value* v) {
       const RowWalk w = rowWalkOf(v, row->dims);
-      if (w == RowWalk::kAny) return;
-      if (walk == RowWalk::kAny) walk = w;
-      if (w != walk) walk = RowWalk::kNeither;
+      if (w.kind == RowWalk::kAny) return;
+      if (walk.kind == RowWalk::kAny) walk = w;
+      if (!(w == walk)) walk = {RowWalk::kNeither, {}};
     };
     for (const Node* side : {consumer, producer}) {
       for (const Value* v : side->inputs()) {
@@ -608,11 +619,11 @@ std::optional<FusionDecision> checkRowGroup(const Node* consumer, const Node* pr
         if (sizes && *sizes == *shape) agree(v);
         for (const Node* n : nodesOf(v->node())) {
           auto r = ops::rowReductionOf(n);
-          if (r && r->dims.empty() && r->groups == 0) walk = RowWalk::kNeither;
+          if (r && r->dims.empty() && r->groups == 0) walk = {RowWalk::kNeither, {}};
         }
       }
     }
-    whole_outputs = walk != RowWalk::kNeither;
+    whole_outputs = walk.kind != RowWalk::kNeither;
   }
   auto allowed = [&](const Value* v) {
     auto sizes = completeSizes(v);

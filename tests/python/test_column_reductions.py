@@ -551,7 +551,8 @@ def test_whole_outputs_beside_channels_that_are_runs(
 def test_rows_of_runs_over_two_reduced_dims_and_layouts_that_disagree(device: str) -> None:
     """Reduced dims 1 and 3 of a permuted tensor whose strides make them one run
     (strides 8 and 1): rows of runs, the whole output stored beside the mean in one
-    group. Operands laid out otherwise (a channels-last and a row-major one, whose
+    group. Two operands whose rows are runs with their dims in other orders, and
+    operands laid out otherwise (a channels-last and a row-major one, whose
     rows over C are runs in the first and not in the second) do not meet in a group
     with a whole output beside the mean: their product is computed before it, and the
     reducing group reads the product, laid out as the first; values and strides stay
@@ -564,6 +565,20 @@ def test_rows_of_runs_over_two_reduced_dims_and_layouts_that_disagree(device: st
     stats = fuser.stats()
     assert stats["groups_formed"] == 1 and stats["interpreted_runs"] == 0, stats
     assert {"aten::mean", "aten::sub"} <= subgraph_kinds(fn, x)
+
+    # Both operands' rows are runs, in other orders of their dims (x: W innermost, y: C):
+    # a row kernel would read one of them across strides; no call runs interpreted.
+    y = torch.randn(4, 5, 8, 6, device=device).permute(0, 3, 1, 2)
+    assert y.stride() == (240, 1, 48, 6)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(
+            "def f(x, y):\n    return (x + y) - (x + y).mean([1, 3], keepdim=True)\n",
+            x,
+            y,
+            case="sum",
+        )
+    assert fuser.stats()["interpreted_runs"] == 0, fuser.stats()
 
     x = torch.randn(3, 24, 9, 7, device=device).contiguous(memory_format=torch.channels_last)
     y = torch.randn(3, 24, 9, 7, device=device)
