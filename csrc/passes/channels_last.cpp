@@ -17,7 +17,10 @@
 // few values leave the channels-last region at full size or come back into it (each
 // such exit or re-entry is a layout copy). The region: the convolutions' results and
 // what layout-keeping ops compute from them (elementwise ops whose other operands are
-// broadcast over H and W, pools, batch_norm, cat of region values). Every other reader
+// broadcast over H and W, or laid out channels-last by eager after a full-size region
+// self in add, sub, mul and div; pools, batch_norm, cat of region values). A region value permuted to NHWC and
+// read only by LayerNorms (ConvNeXt's) is contiguous there, and stays so: a LayerNorm
+// reads any layout through a contiguous copy, so its result is eager's. Every other reader
 // of a region value (other ops, nested blocks, the graph's outputs) reads
 // `fuser::restore_layout(value, reference)`: the value in the memory format eager gives
 // it, which is the one its region's first input suggests (channels-last or row-major).
@@ -25,6 +28,7 @@
 // choices do. FUSER_CHANNELS_LAST=0 leaves graphs alone; `all` converts CPU networks too
 // (so that CI, without a GPU, runs the pass against eager).
 #include <c10/core/MemoryFormat.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
@@ -159,6 +163,42 @@ bool reducesThePlane(const Node* node) {
   return plane == std::vector<int64_t>{2, 3};
 }
 
+// A LayerNorm reads its input through a contiguous copy, so its result is laid out alike
+// (contiguous) whatever the input's layout, and its values do not depend on it.
+bool readsThroughACopy(const torch::jit::Use& use) {
+  return use.user->kind() == c10::aten::layer_norm && use.offset == 0;
+}
+
+// permute(v, [0, 2, 3, 1]) of a channels-last v: contiguous NHWC rows, which ConvNeXt's
+// blocks and LayerNorm2d then normalize (torchvision's and timm's).
+bool permutesToRows(const Node* node) {
+  if (node->kind() != c10::aten::permute) return false;
+  auto dims = torch::jit::toIValue(node->input(1));
+  return dims && dims->isIntList() && dims->toIntVector() == std::vector<int64_t>{0, 2, 3, 1};
+}
+
+// A 4-D value that eager itself lays out channels-last (profiled so: ConvNeXt's MLP
+// output permuted back from NHWC), in every dim of size over 1.
+bool profiledChannelsLast(const Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  auto sizes = sizesOf(v);
+  if (!type || !sizes || sizes->size() != 4) return false;
+  auto strides = type->strides().concrete_sizes();
+  if (!strides) return false;
+  const std::vector<int64_t> want = c10::get_channels_last_strides_2d(*sizes);
+  for (size_t d = 0; d < 4; ++d) {
+    if ((*sizes)[d] != 1 && (*strides)[d] != want[d]) return false;
+  }
+  return true;
+}
+
+// Ops whose TensorIterator takes its operands in the node's order (self first): where
+// self is a full-size region value, it sets the result's layout whatever the others'.
+bool selfSetsTheLayout(const Node* node) {
+  return node->kind() == c10::aten::add || node->kind() == c10::aten::sub ||
+         node->kind() == c10::aten::mul || node->kind() == c10::aten::div;
+}
+
 // Readers of a tensor's metadata only, which its layout does not change.
 bool readsNoElements(const Node* node) {
   static const c10::Symbol kinds[] = {
@@ -183,7 +223,18 @@ class Region {
         taint(node->output(), ref);
         continue;
       }
-      if (const Value* ref = keptReference(node)) taint(node->output(), ref);
+      if (const Value* ref = keptReference(node)) {
+        taint(node->output(), ref);
+        continue;
+      }
+      // A region value permuted to NHWC is contiguous here (in eager, strided unless the
+      // input was channels-last): where only LayerNorms read it, it needs no restoring.
+      if (permutesToRows(node) && reference_.count(node->input(0)) &&
+          !node->output()->uses().empty() &&
+          std::all_of(node->output()->uses().begin(), node->output()->uses().end(),
+                      readsThroughACopy)) {
+        row_permutes_.push_back(node);
+      }
     }
     int gaining = 0;
     for (Node* conv : convolutions_) gaining += gainsFromChannelsLast(conv, *constantWeight(conv));
@@ -222,6 +273,12 @@ class Region {
       restoreExits(graph, value, const_cast<Value*>(reference_.at(value)));
       setChannelsLastType(value);
     }
+    for (Node* permute : row_permutes_) {
+      auto type = permute->output()->type()->cast<c10::TensorType>();
+      auto sizes = sizesOf(permute->output());
+      if (!type || !sizes) continue;
+      permute->output()->setType(type->withSizesStrides(*sizes, c10::contiguous_strides(*sizes)));
+    }
   }
 
  private:
@@ -255,11 +312,18 @@ class Region {
     const Value* ref = nullptr;        // of the full-size operands
     const Value* plane_ref = nullptr;  // of region operands broadcast over H and W
     bool plane_refs_agree = true;
+    // Channels-last operands from outside after a full-size region self (add, sub,
+    // mul, div): the result is laid out as self is, in eager as here, and the operand
+    // needs no copy (a ConvNeXt block's residual add of its MLP output permuted back).
+    // (A row-major one stays out: the op itself restores the layout as it reads.)
+    const bool self_decides = !cat && !pool && !batch_norm && selfSetsTheLayout(node) &&
+                              reference_.count(node->input(0)) &&
+                              !broadcastOverPlane(node->input(0));
     for (const Value* in : operands) {
       const bool broadcast = !cat && broadcastOverPlane(in);
       auto it = reference_.find(in);
       if (it == reference_.end()) {
-        if (broadcast) continue;
+        if (broadcast || (self_decides && profiledChannelsLast(in))) continue;
         return nullptr;
       }
       if (broadcast) {
@@ -288,6 +352,9 @@ class Region {
 
   bool keepsLayout(const Node* user) const {
     if (kept_lists_.count(user) || readsNoElements(user)) return true;
+    if (std::find(row_permutes_.begin(), row_permutes_.end(), user) != row_permutes_.end()) {
+      return true;
+    }
     if (reducesThePlane(user) && user->owningBlock() == block_) return true;
     if (user->owningBlock() != block_) return false;
     for (const Value* out : user->outputs()) {
@@ -322,6 +389,7 @@ class Region {
   std::unordered_map<const Value*, const Value*> reference_;  // region value -> its input
   std::vector<Value*> order_;                                  // region values, in order
   std::unordered_set<const Node*> kept_lists_;  // a region cat's list of operands
+  std::vector<Node*> row_permutes_;  // permutesToRows of region values, read by LayerNorms
 };
 
 }  // namespace

@@ -113,6 +113,43 @@ TEST_F(ChannelsLast, MetadataReadersStayAndGraphOutputsAreRestored) {
   EXPECT_EQ(nodesOf(graph, c10::aten::size)[0]->input(0)->node()->kind(), c10::aten::conv2d);
 }
 
+TEST_F(ChannelsLast, PermutesToRowsThatLayerNormsReadStayAndChannelsLastOperandsJoinAdds) {
+  // ConvNeXt: %c permuted to NHWC, normalized (a LayerNorm reads through a contiguous
+  // copy), permuted back (channels-last in eager too) and added to %c, self first.
+  const std::string tail = R"IR(
+  %perm : int[] = prim::Constant[value=[0, 2, 3, 1]]()
+  %back : int[] = prim::Constant[value=[0, 3, 1, 2]]()
+  %shape : int[] = prim::Constant[value=[4]]()
+  %eps : float = prim::Constant[value=1e-6]()
+  %cudnn : bool = prim::Constant[value=1]()
+  %y : Float(2, 8, 8, 4, strides=[256, 8, 1, 64], requires_grad=0, device=cpu) = aten::permute(%c, %perm)
+  %n : Float(2, 8, 8, 4, strides=[256, 32, 4, 1], requires_grad=0, device=cpu) = aten::layer_norm(%y, %shape, %none, %none, %eps, %cudnn)
+  %m : Float(2, 4, 8, 8, strides=[256, 1, 32, 4], requires_grad=0, device=cpu) = aten::permute(%n, %back)
+  %s : $X = aten::add(%c, %m, %one)
+  %t : $X = aten::add(%m, %c, %one)
+  %u : $X = aten::conv2d(%s, %w3, %none, %ones, %zeros, %ones, %one)
+  %v : $X = aten::conv2d(%u, %w4, %none, %ones, %zeros, %ones, %one)
+  return (%v, %t)
+)IR";
+  auto graph = network(tail, /*extra=*/2);
+  runConvolutionsChannelsLast(graph);
+  graph->lint();
+  Node* permute = nodesOf(graph, c10::aten::permute)[0];
+  EXPECT_EQ(permute->input(0)->node()->kind(), c10::aten::conv2d);  // not restored
+  // Typed as it now is: contiguous NHWC rows, which the fuser's LayerNorm reads in place.
+  EXPECT_EQ(*permute->output()->type()->expect<c10::TensorType>()->strides().concrete_sizes(),
+            (std::vector<int64_t>{256, 32, 4, 1}));
+  // %c + %m stays in the region, read by the next convolution as it is; %m + %c, whose
+  // result eager lays out as %m, reads %c restored.
+  auto adds = nodesOf(graph, c10::aten::add);
+  ASSERT_EQ(adds.size(), 2u);
+  EXPECT_EQ(adds[0]->input(0)->node()->kind(), c10::aten::conv2d);
+  EXPECT_EQ(adds[0]->output()->uses()[0].user->kind(), c10::aten::conv2d);
+  EXPECT_EQ(adds[1]->input(1)->node()->kind(), restoreLayoutSymbol());
+  EXPECT_EQ(graph->outputs()[0]->node()->kind(), restoreLayoutSymbol());
+  EXPECT_EQ(graph->outputs()[1]->node()->kind(), c10::aten::add);
+}
+
 TEST_F(ChannelsLast, GraphsWhoseValuesLeaveAtFullSizeStayRowMajor) {
   // Three convolutions, two full-size values leaving: two copies against three
   // convolutions' transforms.

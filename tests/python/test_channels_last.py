@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import fuser
-from helpers import devices
+from helpers import all_nodes, devices
 
 RESTORE = "fuser::restore_layout"
 
@@ -342,3 +342,95 @@ def test_traced_networks_run_channels_last(channels_last) -> None:
     assert all(w.is_contiguous(memory_format=torch.channels_last) for w in weights)
     assert any(not w.is_contiguous() for w in weights)
     assert graph.findAllNodes(RESTORE)
+
+
+class ConvNeXt(torch.nn.Module):
+    """torchvision's ConvNeXt in small: blocks of a depthwise convolution, a LayerNorm
+    over the channels of its result permuted to NHWC, an MLP, a layer scale and the
+    residual add of the result permuted back; a LayerNorm2d (permute, LayerNorm,
+    permute back) before a downsampling convolution; a head that pools by a mean.
+    `returns_rows`: the first block's permuted value is also returned (read by other
+    than a LayerNorm). `outside_first`: residual adds take the block's output first."""
+
+    def __init__(self, returns_rows: bool = False, outside_first: bool = False) -> None:
+        super().__init__()
+        self.returns_rows, self.outside_first = returns_rows, outside_first
+        self.stem = torch.nn.Conv2d(3, 16, 2, stride=2)
+        self.dws = torch.nn.ModuleList(
+            [torch.nn.Conv2d(c, c, 7, padding=3, groups=c) for c in (16, 16, 32)]
+        )
+        self.norms = torch.nn.ModuleList([torch.nn.LayerNorm(c, eps=1e-6) for c in (16, 16, 32)])
+        self.ups = torch.nn.ModuleList([torch.nn.Linear(c, 4 * c) for c in (16, 16, 32)])
+        self.downs = torch.nn.ModuleList([torch.nn.Linear(4 * c, c) for c in (16, 16, 32)])
+        self.gammas = torch.nn.ParameterList(
+            [torch.nn.Parameter(torch.rand(c, 1, 1) + 0.5) for c in (16, 16, 32)]
+        )
+        self.down_norm = torch.nn.LayerNorm(16, eps=1e-6)
+        self.down = torch.nn.Conv2d(16, 32, 2, stride=2)
+        self.head_norm = torch.nn.LayerNorm(32, eps=1e-6)
+        self.fc = torch.nn.Linear(32, 5)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.stem(x)
+        rows = x
+        for i, (dw, norm, up, down, gamma) in enumerate(
+            zip(self.dws, self.norms, self.ups, self.downs, self.gammas, strict=True)
+        ):
+            if i == 2:
+                x = self.down_norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+                x = self.down(x)
+            y = dw(x).permute(0, 2, 3, 1)
+            if i == 0:
+                rows = y
+            y = gamma * down(F.gelu(up(norm(y)))).permute(0, 3, 1, 2)
+            x = y + x if self.outside_first else x + y
+        out = self.fc(self.head_norm(x.mean((2, 3))))
+        return out, (rows * 2.0 if self.returns_rows else x)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_convnext_blocks_run_channels_last_and_fuse_their_layer_norms(
+    channels_last, device: str, layout: torch.memory_format
+) -> None:
+    # The permuted values only LayerNorms read stay as they are (contiguous NHWC rows,
+    # which the LayerNorms read in place, fused), and the residual adds keep the layout
+    # of the block's input: the network leaves the region only at its outputs.
+    torch.manual_seed(4)
+    module = ConvNeXt().to(device).eval()
+    x = torch.randn(2, 3, 32, 32, device=device).contiguous(memory_format=layout)
+    graph = run_like_eager(module, frozen(module, device), x)
+    assert all(w.is_contiguous(memory_format=torch.channels_last) for w in constant_weights(graph))
+    restores = graph.findAllNodes(RESTORE)
+    assert len(restores) == 1  # the second output (the last residual sum)
+    for permute in graph.findAllNodes("aten::permute"):
+        assert permute.inputsAt(0).node().kind() != RESTORE
+    groups = [
+        {inner.kind() for inner in n.g("Subgraph").nodes()}
+        for n in all_nodes(graph)
+        if n.kind() == "fuser::FusionGroup"
+    ]
+    # Each block's and the downsample's LayerNorms; the head's reads a pooled value.
+    assert sum("aten::layer_norm" in kinds for kinds in groups) >= 4, groups
+
+
+@pytest.mark.parametrize("device", devices())
+def test_permuted_values_read_otherwise_and_adds_of_outside_values_first_leave(
+    channels_last, device: str
+) -> None:
+    # A permuted value that another op reads too is restored before its permute. An add
+    # whose first operand comes from outside lays its result out as that operand is in
+    # eager: the residual sums leave the region and the next blocks' convolutions read
+    # them back, more copies than the convolutions save, so that network stays
+    # row-major. Values and strides stay eager's in both.
+    torch.manual_seed(5)
+    x = torch.randn(2, 3, 32, 32, device=device)
+    module = ConvNeXt(returns_rows=True).to(device).eval()
+    graph = run_like_eager(module, frozen(module, device), x)
+    first = graph.findAllNodes("aten::permute")[0]
+    assert first.inputsAt(0).node().kind() == RESTORE
+    assert [r.inputsAt(0).node().kind() for r in graph.findAllNodes(RESTORE)] == ["aten::conv2d"]
+    module = ConvNeXt(outside_first=True).to(device).eval()
+    graph = run_like_eager(module, frozen(module, device), x)
+    assert not graph.findAllNodes(RESTORE)
+    assert all(w.is_contiguous() for w in constant_weights(graph))
