@@ -17,8 +17,8 @@
 // few values leave the channels-last region at full size or come back into it (each
 // such exit or re-entry is a layout copy). The region: the convolutions' results and
 // what layout-keeping ops compute from them (elementwise ops whose other operands are
-// broadcast over H and W, or laid out channels-last by eager after a full-size region
-// self in add, sub, mul and div; pools, batch_norm, cat of region values). A region value permuted to NHWC and
+// broadcast over H and W, or laid out channels-last by eager before or after a full-size
+// region operand in add, sub, mul and div (the first sets the layout); pools, batch_norm, cat of region values). A region value permuted to NHWC and
 // read only by LayerNorms (ConvNeXt's) is contiguous there, and stays so: a LayerNorm
 // reads any layout through a contiguous copy, so its result is eager's. Every other reader
 // of a region value (other ops, nested blocks, the graph's outputs) reads
@@ -312,10 +312,26 @@ class Region {
     const Value* ref = nullptr;        // of the full-size operands
     const Value* plane_ref = nullptr;  // of region operands broadcast over H and W
     bool plane_refs_agree = true;
-    // Channels-last operands from outside after a full-size region self (add, sub,
-    // mul, div): the result is laid out as self is, in eager as here, and the operand
-    // needs no copy (a ConvNeXt block's residual add of its MLP output permuted back).
-    // (A row-major one stays out: the op itself restores the layout as it reads.)
+    // A full-size self from outside that eager lays out channels-last, read with region
+    // values (torchvision's ConvNeXt block, `result += input`): the result is laid out as
+    // self is, in eager as here; self is its own reference.
+    if (!cat && !pool && !batch_norm && selfSetsTheLayout(node) &&
+        !reference_.count(node->input(0)) && !broadcastOverPlane(node->input(0)) &&
+        profiledChannelsLast(node->input(0))) {
+      bool reads_region = false;
+      for (size_t i = 1; i < node->inputs().size(); ++i) {
+        const Value* in = node->input(i);
+        if (broadcastOverPlane(in)) continue;
+        if (!reference_.count(in)) return nullptr;
+        reads_region = true;
+      }
+      return reads_region ? node->input(0) : nullptr;
+    }
+    // Channels-last operands from outside, and region operands of other references,
+    // after a full-size region self (add, sub, mul, div): the result is laid out as self
+    // is, in eager as here, and the operand needs no copy (a ConvNeXt block's residual
+    // add of its MLP output permuted back). (A row-major one stays out: the op itself
+    // restores the layout as it reads.)
     const bool self_decides = !cat && !pool && !batch_norm && selfSetsTheLayout(node) &&
                               reference_.count(node->input(0)) &&
                               !broadcastOverPlane(node->input(0));
@@ -331,8 +347,9 @@ class Region {
         plane_ref = it->second;
         continue;
       }
-      if (ref && ref != it->second) return nullptr;
-      ref = it->second;
+      // (Where self sets the layout, its reference is the result's whatever the others'.)
+      if (ref && ref != it->second && !self_decides) return nullptr;
+      if (!ref) ref = it->second;
     }
     if (!ref) {
       if (!plane_refs_agree) return nullptr;

@@ -115,7 +115,7 @@ TEST_F(ChannelsLast, MetadataReadersStayAndGraphOutputsAreRestored) {
 
 TEST_F(ChannelsLast, PermutesToRowsThatLayerNormsReadStayAndChannelsLastOperandsJoinAdds) {
   // ConvNeXt: %c permuted to NHWC, normalized (a LayerNorm reads through a contiguous
-  // copy), permuted back (channels-last in eager too) and added to %c, self first.
+  // copy), permuted back (channels-last in eager too) and added to %c, in either order.
   const std::string tail = R"IR(
   %perm : int[] = prim::Constant[value=[0, 2, 3, 1]]()
   %back : int[] = prim::Constant[value=[0, 3, 1, 2]]()
@@ -126,10 +126,12 @@ TEST_F(ChannelsLast, PermutesToRowsThatLayerNormsReadStayAndChannelsLastOperands
   %n : Float(2, 8, 8, 4, strides=[256, 32, 4, 1], requires_grad=0, device=cpu) = aten::layer_norm(%y, %shape, %none, %none, %eps, %cudnn)
   %m : Float(2, 4, 8, 8, strides=[256, 1, 32, 4], requires_grad=0, device=cpu) = aten::permute(%n, %back)
   %s : $X = aten::add(%c, %m, %one)
-  %t : $X = aten::add(%m, %c, %one)
-  %u : $X = aten::conv2d(%s, %w3, %none, %ones, %zeros, %ones, %one)
-  %v : $X = aten::conv2d(%u, %w4, %none, %ones, %zeros, %ones, %one)
-  return (%v, %t)
+  %t : Float(2, 4, 8, 8, strides=[256, 1, 32, 4], requires_grad=0, device=cpu) = aten::add(%m, %s, %one)
+  %u : Float(2, 4, 8, 8, strides=[256, 1, 32, 4], requires_grad=0, device=cpu) = aten::conv2d(%t, %w3, %none, %ones, %zeros, %ones, %one)
+  %v : Float(2, 4, 8, 8, strides=[256, 1, 32, 4], requires_grad=0, device=cpu) = aten::conv2d(%u, %w4, %none, %ones, %zeros, %ones, %one)
+  %w : Float(2, 4, 8, 8, strides=[256, 1, 32, 4], requires_grad=0, device=cpu) = aten::add(%v, %c, %one)
+  %o : $X = aten::add(%x, %w, %one)
+  return (%o)
 )IR";
   auto graph = network(tail, /*extra=*/2);
   runConvolutionsChannelsLast(graph);
@@ -139,15 +141,21 @@ TEST_F(ChannelsLast, PermutesToRowsThatLayerNormsReadStayAndChannelsLastOperands
   // Typed as it now is: contiguous NHWC rows, which the fuser's LayerNorm reads in place.
   EXPECT_EQ(*permute->output()->type()->expect<c10::TensorType>()->strides().concrete_sizes(),
             (std::vector<int64_t>{256, 32, 4, 1}));
-  // %c + %m stays in the region, read by the next convolution as it is; %m + %c, whose
-  // result eager lays out as %m, reads %c restored.
+  // %c + %m, %m + %s and %v + %c stay in the region (the first operand sets the
+  // layout: %c's; %m's, channels-last in eager too, %m then the reference; %v's, whose
+  // reference is %m while %c's is %x); %x + %w, whose first operand is row-major from
+  // outside, reads %w restored.
   auto adds = nodesOf(graph, c10::aten::add);
-  ASSERT_EQ(adds.size(), 2u);
+  ASSERT_EQ(adds.size(), 4u);
   EXPECT_EQ(adds[0]->input(0)->node()->kind(), c10::aten::conv2d);
-  EXPECT_EQ(adds[0]->output()->uses()[0].user->kind(), c10::aten::conv2d);
-  EXPECT_EQ(adds[1]->input(1)->node()->kind(), restoreLayoutSymbol());
-  EXPECT_EQ(graph->outputs()[0]->node()->kind(), restoreLayoutSymbol());
-  EXPECT_EQ(graph->outputs()[1]->node()->kind(), c10::aten::add);
+  EXPECT_EQ(adds[1]->input(1), adds[0]->output());
+  EXPECT_EQ(adds[1]->output()->uses()[0].user->kind(), c10::aten::conv2d);
+  EXPECT_EQ(adds[2]->input(1)->node()->kind(), c10::aten::conv2d);  // %c as it is
+  Node* restore = adds[3]->input(1)->node();
+  ASSERT_EQ(restore->kind(), restoreLayoutSymbol());
+  EXPECT_EQ(restore->input(0), adds[2]->output());
+  EXPECT_EQ(restore->input(1), adds[1]->input(0));  // eager's layout of %w: %m's
+  EXPECT_EQ(graph->outputs()[0], adds[3]->output());
 }
 
 TEST_F(ChannelsLast, GraphsWhoseValuesLeaveAtFullSizeStayRowMajor) {

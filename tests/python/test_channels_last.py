@@ -350,11 +350,13 @@ class ConvNeXt(torch.nn.Module):
     residual add of the result permuted back; a LayerNorm2d (permute, LayerNorm,
     permute back) before a downsampling convolution; a head that pools by a mean.
     `returns_rows`: the first block's permuted value is also returned (read by other
-    than a LayerNorm). `outside_first`: residual adds take the block's output first."""
+    than a LayerNorm). `form`: the residual add as "x + y"; as torchvision writes it,
+    "y += x"; or timm's ConvNeXt-nano block, "conv_mlp": LayerNorm2d, then an MLP of 1x1
+    convolutions reading its channels-last result."""
 
-    def __init__(self, returns_rows: bool = False, outside_first: bool = False) -> None:
+    def __init__(self, returns_rows: bool = False, form: str = "x + y") -> None:
         super().__init__()
-        self.returns_rows, self.outside_first = returns_rows, outside_first
+        self.returns_rows, self.form = returns_rows, form
         self.stem = torch.nn.Conv2d(3, 16, 2, stride=2)
         self.dws = torch.nn.ModuleList(
             [torch.nn.Conv2d(c, c, 7, padding=3, groups=c) for c in (16, 16, 32)]
@@ -365,6 +367,8 @@ class ConvNeXt(torch.nn.Module):
         self.gammas = torch.nn.ParameterList(
             [torch.nn.Parameter(torch.rand(c, 1, 1) + 0.5) for c in (16, 16, 32)]
         )
+        self.conv_ups = torch.nn.ModuleList([torch.nn.Conv2d(c, 4 * c, 1) for c in (16, 16, 32)])
+        self.conv_downs = torch.nn.ModuleList([torch.nn.Conv2d(4 * c, c, 1) for c in (16, 16, 32)])
         self.down_norm = torch.nn.LayerNorm(16, eps=1e-6)
         self.down = torch.nn.Conv2d(16, 32, 2, stride=2)
         self.head_norm = torch.nn.LayerNorm(32, eps=1e-6)
@@ -373,31 +377,49 @@ class ConvNeXt(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.stem(x)
         rows = x
-        for i, (dw, norm, up, down, gamma) in enumerate(
-            zip(self.dws, self.norms, self.ups, self.downs, self.gammas, strict=True)
-        ):
+        blocks = zip(
+            self.dws,
+            self.norms,
+            self.ups,
+            self.downs,
+            self.conv_ups,
+            self.conv_downs,
+            self.gammas,
+            strict=True,
+        )
+        for i, (dw, norm, up, down, conv_up, conv_down, gamma) in enumerate(blocks):
             if i == 2:
                 x = self.down_norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
                 x = self.down(x)
             y = dw(x).permute(0, 2, 3, 1)
             if i == 0:
                 rows = y
-            y = gamma * down(F.gelu(up(norm(y)))).permute(0, 3, 1, 2)
-            x = y + x if self.outside_first else x + y
+            if self.form == "conv_mlp":
+                y = norm(y).permute(0, 3, 1, 2)
+                x = conv_down(F.gelu(conv_up(y))) * gamma + x
+            elif self.form == "y += x":
+                y = gamma * down(F.gelu(up(norm(y)))).permute(0, 3, 1, 2)
+                y += x
+                x = y
+            else:
+                x = x + gamma * down(F.gelu(up(norm(y)))).permute(0, 3, 1, 2)
         out = self.fc(self.head_norm(x.mean((2, 3))))
         return out, (rows * 2.0 if self.returns_rows else x)
 
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+@pytest.mark.parametrize("form", ["x + y", "y += x", "conv_mlp"])
 def test_convnext_blocks_run_channels_last_and_fuse_their_layer_norms(
-    channels_last, device: str, layout: torch.memory_format
+    channels_last, device: str, layout: torch.memory_format, form: str
 ) -> None:
     # The permuted values only LayerNorms read stay as they are (contiguous NHWC rows,
-    # which the LayerNorms read in place, fused), and the residual adds keep the layout
-    # of the block's input: the network leaves the region only at its outputs.
+    # which the LayerNorms read in place, fused), and the residual adds stay in the
+    # region in either order (the block's output is channels-last in eager too, and its
+    # first operand sets the sum's layout): the network leaves the region only at its
+    # outputs.
     torch.manual_seed(4)
-    module = ConvNeXt().to(device).eval()
+    module = ConvNeXt(form=form).to(device).eval()
     x = torch.randn(2, 3, 32, 32, device=device).contiguous(memory_format=layout)
     graph = run_like_eager(module, frozen(module, device), x)
     assert all(w.is_contiguous(memory_format=torch.channels_last) for w in constant_weights(graph))
@@ -415,14 +437,9 @@ def test_convnext_blocks_run_channels_last_and_fuse_their_layer_norms(
 
 
 @pytest.mark.parametrize("device", devices())
-def test_permuted_values_read_otherwise_and_adds_of_outside_values_first_leave(
-    channels_last, device: str
-) -> None:
-    # A permuted value that another op reads too is restored before its permute. An add
-    # whose first operand comes from outside lays its result out as that operand is in
-    # eager: the residual sums leave the region and the next blocks' convolutions read
-    # them back, more copies than the convolutions save, so that network stays
-    # row-major. Values and strides stay eager's in both.
+def test_permuted_values_that_other_ops_read_are_restored_first(channels_last, device: str) -> None:
+    # A permuted value that another op reads too is restored before its permute; values
+    # and strides stay eager's.
     torch.manual_seed(5)
     x = torch.randn(2, 3, 32, 32, device=device)
     module = ConvNeXt(returns_rows=True).to(device).eval()
@@ -430,7 +447,3 @@ def test_permuted_values_read_otherwise_and_adds_of_outside_values_first_leave(
     first = graph.findAllNodes("aten::permute")[0]
     assert first.inputsAt(0).node().kind() == RESTORE
     assert [r.inputsAt(0).node().kind() for r in graph.findAllNodes(RESTORE)] == ["aten::conv2d"]
-    module = ConvNeXt(outside_first=True).to(device).eval()
-    graph = run_like_eager(module, frozen(module, device), x)
-    assert not graph.findAllNodes(RESTORE)
-    assert all(w.is_contiguous() for w in constant_weights(graph))
