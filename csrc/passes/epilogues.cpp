@@ -11,6 +11,10 @@
 // readers are refused by checkFusible), and float16/bfloat16 results where eager adds
 // the bias before rounding (linear everywhere, convolutions on the CPU): the split
 // would round twice. ATen's CUDA convolutions add the bias afterwards, as the split does.
+// A conv2d read only through `permute(0, 2, 3, 1)` (ConvNeXt's depthwise convolutions,
+// before the LayerNorm over their channels) adds its bias after the permute, along the
+// last dim, where the permute's reader is fusible: the same sums, which the LayerNorm's
+// group then takes.
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <optional>
@@ -56,6 +60,20 @@ Value* broadcastableBias(Value* bias, int64_t spatial, torch::jit::Graph& graph)
   return view->output();
 }
 
+// The permute(0, 2, 3, 1) that alone reads a conv2d's result, or null.
+Node* permuteToRowsAlone(const Node* conv) {
+  if (conv->kind() != c10::aten::conv2d || conv->output()->uses().size() != 1) return nullptr;
+  Node* permute = conv->output()->uses()[0].user;
+  if (permute->kind() != c10::aten::permute || permute->owningBlock() != conv->owningBlock()) {
+    return nullptr;
+  }
+  auto dims = torch::jit::toIValue(permute->input(1));
+  if (!dims || !dims->isIntList() || dims->toIntVector() != std::vector<int64_t>{0, 2, 3, 1}) {
+    return nullptr;
+  }
+  return permute;
+}
+
 // Whether `bias` added after the op rounds as eager does (see the header comment).
 bool roundsAsEager(const Node* node, const c10::TensorType& out) {
   const c10::ScalarType dtype = *out.scalarType();
@@ -73,12 +91,32 @@ void splitIn(torch::jit::Block* block) {
     Value* bias = node->input(2);
     auto bias_type = bias->type()->cast<c10::TensorType>();
     auto out_type = node->output()->type()->cast<c10::TensorType>();
+    Node* rows = permuteToRowsAlone(node);
+    auto rows_type = rows ? rows->output()->type()->cast<c10::TensorType>() : nullptr;
+    if (rows && (!rows_type || !rows_type->isComplete() || !readByFusibleNode(rows->output()))) {
+      rows = nullptr;
+    }
     if (!bias_type || !bias_type->isComplete() || bias_type->dim() != 1u || !out_type ||
         !out_type->isComplete() || bias_type->scalarType() != out_type->scalarType() ||
-        !roundsAsEager(node, *out_type) || !readByFusibleNode(node->output())) {
+        !roundsAsEager(node, *out_type) || (!rows && !readByFusibleNode(node->output()))) {
       continue;
     }
     torch::jit::Graph& graph = *node->owningGraph();
+    if (rows) {
+      torch::jit::WithInsertPoint here(node);
+      Value* no_bias = graph.insertConstant(c10::IValue());
+      Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
+      bare->replaceInput(2, no_bias);
+      bare->output()->setType(out_type);
+      rows->replaceInput(0, bare->output());
+      node->destroy();
+      torch::jit::WithInsertPoint after(rows->next());
+      Value* one = graph.insertConstant(1);
+      Node* add = graph.insertNode(graph.create(c10::aten::add, {rows->output(), bias, one}));
+      add->output()->setType(rows_type);
+      rows->output()->replaceAllUsesAfterNodeWith(add, add->output());
+      continue;
+    }
     torch::jit::WithInsertPoint here(node);
     Value* no_bias = graph.insertConstant(c10::IValue());  // defined before its user
     Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));

@@ -50,6 +50,41 @@ GraphPtr splitAndGroup(const std::string& ir) {
   return graph;
 }
 
+TEST(Epilogues, ConvBiasAddsAfterAPermuteToRowsAndJoinsTheLayerNorm) {
+  // ConvNeXt: the depthwise convolution's result, permuted to NHWC (contiguous rows, as
+  // a channels-last region gives it), normalized over its channels.
+  auto graph = splitAndGroup(R"IR(
+graph(%x : $X, %w : $W, %b : $B):
+  %one : int = prim::Constant[value=1]()
+  %ones : int[] = prim::Constant[value=[1, 1]]()
+  %perm : int[] = prim::Constant[value=[0, 2, 3, 1]]()
+  %shape : int[] = prim::Constant[value=[4]]()
+  %eps : float = prim::Constant[value=1e-6]()
+  %cudnn : bool = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %c : $X = aten::conv2d(%x, %w, %b, %ones, %ones, %ones, %one)
+  %y : Float(2, 8, 8, 4, strides=[256, 32, 4, 1], requires_grad=0, device=cpu) = aten::permute(%c, %perm)
+  %r : Float(2, 8, 8, 4, strides=[256, 32, 4, 1], requires_grad=0, device=cpu) = aten::layer_norm(%y, %shape, %none, %none, %eps, %cudnn)
+  return (%r)
+)IR");
+  FileCheck()
+      .check("aten::conv2d(%x, %w, %")
+      ->check("aten::permute")
+      ->check("fuser::FusionGroup")
+      ->run(*graph);
+  for (Node* n : graph->nodes()) {
+    if (n->kind() == c10::aten::conv2d) EXPECT_TRUE(n->input(2)->type()->cast<c10::NoneType>());
+  }
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1u);
+  FileCheck().check("aten::add")->check("aten::layer_norm")->run(
+      *groups[0]->g(torch::jit::attr::Subgraph));
+  // The bias as it is, [4]: the permuted result's last dim.
+  bool bias_in = false;
+  for (torch::jit::Value* in : groups[0]->inputs()) bias_in = bias_in || in == graph->inputs()[2];
+  EXPECT_TRUE(bias_in);
+}
+
 TEST(Epilogues, ConvBiasJoinsTheActivationsGroup) {
   auto graph = splitAndGroup(convThen("aten::relu"));
   FileCheck()

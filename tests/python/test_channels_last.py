@@ -434,6 +434,14 @@ def test_convnext_blocks_run_channels_last_and_fuse_their_layer_norms(
     ]
     # Each block's and the downsample's LayerNorms; the head's reads a pooled value.
     assert sum("aten::layer_norm" in kinds for kinds in groups) >= 4, groups
+    # Each block's depthwise bias adds after the permute, in its LayerNorm's group.
+    assert sum({"aten::layer_norm", "aten::add"} <= kinds for kinds in groups) >= 3, groups
+    depthwise = [
+        conv
+        for conv in graph.findAllNodes("aten::conv2d")
+        if conv.inputsAt(1).toIValue().shape[1] == 1
+    ]
+    assert len(depthwise) == 3 and all(c.inputsAt(2).toIValue() is None for c in depthwise)
 
 
 @pytest.mark.parametrize("device", devices())

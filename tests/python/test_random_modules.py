@@ -2,7 +2,9 @@
 frozen, or given to optimize_for_inference, run under no_grad with the fuser on (and,
 on CPU, sometimes with oneDNN Graph beside it). Convolutions with and without bias,
 depthwise ones, BatchNorm, activations written in place and not, residual adds (`+=`
-too), squeeze-excite gates, max pools, GroupNorm and a linear head, on NCHW or
+too, in either order), squeeze-excite gates, max pools, GroupNorm, ConvNeXt's LayerNorm
+over the channels permuted to NHWC (with or without a Linear after it) and a linear
+head, on NCHW or
 channels-last inputs. Each module is optimized on one input and then called on another
 of other sizes and layout; both results must have eager's values (1e-4: convolutions
 and folded BatchNorm round differently) and strides. tools/fuzz_modules.py runs many
@@ -58,27 +60,36 @@ def random_module_source(rng: random.Random) -> tuple[str, int]:
             )
             body.append(f"{name} = self.conv{step}({current})")
             width = out
-        elif roll < 0.45:
+        elif roll < 0.42:
             layers.append(f"self.bn{step} = torch.nn.BatchNorm2d({width})")
             body.append(f"{name} = self.bn{step}({current})")
-        elif roll < 0.7:
+        elif roll < 0.62:
             body.append(f"{name} = " + rng.choice(ACTIVATIONS).format(v=current))
-        elif roll < 0.8:
+        elif roll < 0.74:
             equal = [v for v, c in widths.items() if c == width and v != current]
+            form = rng.random()
             if not equal:
                 body.append(f"{name} = {current} * 0.5")
-            elif rng.random() < 0.5:
+            elif form < 0.35:
                 body.append(f"{name} = {current} + {rng.choice(equal)}")
+            elif form < 0.7:
+                body.append(f"{name} = {rng.choice(equal)} + {current}")
             else:
                 body.append(f"{current} += {rng.choice(equal)}")
                 body.append(f"{name} = {current}")
-        elif roll < 0.88:
+        elif roll < 0.8:
             body.append(f"{name} = {current} * torch.sigmoid({current}.mean((2, 3), keepdim=True))")
-        elif roll < 0.94:
+        elif roll < 0.85:
             body.append(f"{name} = torch.nn.functional.max_pool2d({current}, 2)")
-        else:
+        elif roll < 0.88:
             layers.append(f"self.gn{step} = torch.nn.GroupNorm(1, {width})")
             body.append(f"{name} = self.gn{step}({current})")
+        else:
+            rows = f"torch.nn.functional.layer_norm({current}.permute(0, 2, 3, 1), [{width}])"
+            if rng.random() < 0.5:
+                layers.append(f"self.lin{step} = torch.nn.Linear({width}, {width})")
+                rows = f"self.lin{step}({rows})"
+            body.append(f"{name} = {rows}.permute(0, 3, 1, 2)")
         widths[name] = width
         current = name
     if rng.random() < 0.4:
