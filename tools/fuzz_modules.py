@@ -8,7 +8,11 @@ then a count.
 oneDNN Graph beside the fuser (CPU, `--onednn` odds) has a bug of its own: a 1x1
 convolution without bias, a scale, BatchNorm and the add of the two last
 (`bn(conv(x) * 0.5) + conv(x) * 0.5`) makes it allocate without bound (std::bad_alloc,
-or the OOM killer) with the fuser not loaded at all; such modules then fail here.
+or the OOM killer) with the fuser not loaded at all; such modules then fail here. So does
+a LayerNorm of a permuted tensor (`layer_norm(x.permute(0, 2, 3, 1), [C])`, ConvNeXt's):
+oneDNN Graph's second call raises `vector::_M_range_check` with the fuser not loaded,
+and the report says the deployment without the fuser raised too.
+FUSER_CHANNELS_LAST=all runs the channels-last pass on CPU modules too.
 """
 
 from __future__ import annotations
