@@ -18,9 +18,11 @@
 // such exit or re-entry is a layout copy). The region: the convolutions' results and
 // what layout-keeping ops compute from them (elementwise ops whose other operands are
 // broadcast over H and W, or laid out channels-last by eager before or after a full-size
-// region operand in add, sub, mul and div (the first sets the layout); pools, batch_norm, cat of region values). A region value permuted to NHWC and
-// read only by LayerNorms (ConvNeXt's) is contiguous there, and stays so: a LayerNorm
-// reads any layout through a contiguous copy, so its result is eager's. Every other reader
+// region operand in add, sub, mul and div, whose first operand sets the layout; pools,
+// batch_norm, cat of region values). A region value permuted to NHWC (permutesToRows)
+// and read only by LayerNorms (ConvNeXt's) is contiguous there, and stays so: a
+// LayerNorm reads any layout through a contiguous copy, so its result is eager's. Every
+// other reader
 // of a region value (other ops, nested blocks, the graph's outputs) reads
 // `fuser::restore_layout(value, reference)`: the value in the memory format eager gives
 // it, which is the one its region's first input suggests (channels-last or row-major).
@@ -41,6 +43,7 @@
 
 #include "config.h"
 #include "ops/op_table.h"
+#include "passes/fusibility.h"
 #include "passes/pipeline.h"
 #include "runtime/cuda/stream_capture.h"
 #include "symbols.h"
@@ -167,14 +170,6 @@ bool reducesThePlane(const Node* node) {
 // (contiguous) whatever the input's layout, and its values do not depend on it.
 bool readsThroughACopy(const torch::jit::Use& use) {
   return use.user->kind() == c10::aten::layer_norm && use.offset == 0;
-}
-
-// permute(v, [0, 2, 3, 1]) of a channels-last v: contiguous NHWC rows, which ConvNeXt's
-// blocks and LayerNorm2d then normalize (torchvision's and timm's).
-bool permutesToRows(const Node* node) {
-  if (node->kind() != c10::aten::permute) return false;
-  auto dims = torch::jit::toIValue(node->input(1));
-  return dims && dims->isIntList() && dims->toIntVector() == std::vector<int64_t>{0, 2, 3, 1};
 }
 
 // A 4-D value that eager itself lays out channels-last (profiled so: ConvNeXt's MLP
@@ -315,9 +310,8 @@ class Region {
     // A full-size self from outside that eager lays out channels-last, read with region
     // values (torchvision's ConvNeXt block, `result += input`): the result is laid out as
     // self is, in eager as here; self is its own reference.
-    if (!cat && !pool && !batch_norm && selfSetsTheLayout(node) &&
-        !reference_.count(node->input(0)) && !broadcastOverPlane(node->input(0)) &&
-        profiledChannelsLast(node->input(0))) {
+    if (selfSetsTheLayout(node) && !reference_.count(node->input(0)) &&
+        !broadcastOverPlane(node->input(0)) && profiledChannelsLast(node->input(0))) {
       bool reads_region = false;
       for (size_t i = 1; i < node->inputs().size(); ++i) {
         const Value* in = node->input(i);
@@ -332,8 +326,7 @@ class Region {
     // is, in eager as here, and the operand needs no copy (a ConvNeXt block's residual
     // add of its MLP output permuted back). (A row-major one stays out: the op itself
     // restores the layout as it reads.)
-    const bool self_decides = !cat && !pool && !batch_norm && selfSetsTheLayout(node) &&
-                              reference_.count(node->input(0)) &&
+    const bool self_decides = selfSetsTheLayout(node) && reference_.count(node->input(0)) &&
                               !broadcastOverPlane(node->input(0));
     for (const Value* in : operands) {
       const bool broadcast = !cat && broadcastOverPlane(in);

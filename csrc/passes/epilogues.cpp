@@ -60,18 +60,12 @@ Value* broadcastableBias(Value* bias, int64_t spatial, torch::jit::Graph& graph)
   return view->output();
 }
 
-// The permute(0, 2, 3, 1) that alone reads a conv2d's result, or null.
+// The permute(0, 2, 3, 1) that alone reads a conv2d's result (permutesToRows), or null.
 Node* permuteToRowsAlone(const Node* conv) {
   if (conv->kind() != c10::aten::conv2d || conv->output()->uses().size() != 1) return nullptr;
   Node* permute = conv->output()->uses()[0].user;
-  if (permute->kind() != c10::aten::permute || permute->owningBlock() != conv->owningBlock()) {
-    return nullptr;
-  }
-  auto dims = torch::jit::toIValue(permute->input(1));
-  if (!dims || !dims->isIntList() || dims->toIntVector() != std::vector<int64_t>{0, 2, 3, 1}) {
-    return nullptr;
-  }
-  return permute;
+  const bool here = permute->owningBlock() == conv->owningBlock();
+  return here && permutesToRows(permute) ? permute : nullptr;
 }
 
 // Whether `bias` added after the op rounds as eager does (see the header comment).
@@ -102,12 +96,12 @@ void splitIn(torch::jit::Block* block) {
       continue;
     }
     torch::jit::Graph& graph = *node->owningGraph();
-    if (rows) {
-      torch::jit::WithInsertPoint here(node);
-      Value* no_bias = graph.insertConstant(c10::IValue());
-      Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
-      bare->replaceInput(2, no_bias);
-      bare->output()->setType(out_type);
+    torch::jit::WithInsertPoint here(node);
+    Value* no_bias = graph.insertConstant(c10::IValue());  // defined before its user
+    Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
+    bare->replaceInput(2, no_bias);
+    bare->output()->setType(out_type);
+    if (rows) {  // the bias as it is, along the permuted result's last dim
       rows->replaceInput(0, bare->output());
       node->destroy();
       torch::jit::WithInsertPoint after(rows->next());
@@ -117,11 +111,6 @@ void splitIn(torch::jit::Block* block) {
       rows->output()->replaceAllUsesAfterNodeWith(add, add->output());
       continue;
     }
-    torch::jit::WithInsertPoint here(node);
-    Value* no_bias = graph.insertConstant(c10::IValue());  // defined before its user
-    Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
-    bare->replaceInput(2, no_bias);
-    bare->output()->setType(out_type);
     Value* one = graph.insertConstant(1);
     Node* add = graph.insertNode(
         graph.create(c10::aten::add, {bare->output(), broadcastableBias(bias, *spatial, graph), one}));

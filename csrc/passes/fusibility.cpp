@@ -441,6 +441,12 @@ c10::TensorTypePtr completeTensorType(const torch::jit::Value* value) {
   return type;
 }
 
+bool permutesToRows(const Node* node) {
+  if (node->kind() != c10::aten::permute) return false;
+  auto dims = torch::jit::toIValue(node->input(1));
+  return dims && dims->isIntList() && dims->toIntVector() == std::vector<int64_t>{0, 2, 3, 1};
+}
+
 bool readByFusibleNode(const torch::jit::Value* value) {
   for (const torch::jit::Use& use : value->uses()) {
     if (checkFusible(use.user) && !readsFromOutsideItsGroup(use.user, use.offset)) return true;

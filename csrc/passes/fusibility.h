@@ -84,6 +84,10 @@ bool readsFromOutsideItsGroup(const torch::jit::Node* user, size_t input);
 // add (epilogues.cpp, adds_past_views.cpp) do so only where that group would take it.
 bool readByFusibleNode(const torch::jit::Value* value);
 
+// Whether `node` is permute(x, [0, 2, 3, 1]): NCHW's channels moved last, as ConvNeXt
+// does before each LayerNorm over them.
+bool permutesToRows(const torch::jit::Node* node);
+
 // Yes unless `producer` computes an operand that some node of `consumer` must read
 // from outside its group (readsFromOutsideItsGroup).
 FusionDecision checkOperandsFromOutside(const torch::jit::Node* consumer,
