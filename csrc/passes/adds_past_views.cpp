@@ -12,7 +12,9 @@
 // operand spans (it regroups only dims that operand broadcasts along), so every element
 // meets the same operand element, in the same dtype. Only where the profiled types say
 // so: a complete, row-major product of the add's own sizes and dtype, an operand of at
-// most as many dims, a view whose result keeps the trailing dims of that operand, the add
+// most as many dims as the view's result, a view whose result keeps the trailing dims of
+// that operand (past its leading 1s: Swin's relative position bias [1, heads, N, N] added
+// to [windows, heads, N, N] before the view to [B, windows per image, heads, N, N]), the add
 // read by the view alone, and the view read by a fusible node (else nothing would join).
 // Adds left to oneDNN Graph (its matmul + bias pattern) stay where they are.
 #include <torch/csrc/jit/ir/ir.h>
@@ -49,8 +51,11 @@ std::optional<size_t> viewableOperand(const Node* add, const c10::TensorType& vi
         *product->sizes().concrete_sizes() != out_sizes || !ops::isProfiledRowMajor(*product)) {
       continue;
     }
-    const size_t spanned = *other->dim();
-    if (spanned > out_sizes.size() || spanned > view_sizes.size()) continue;
+    const std::vector<int64_t> other_sizes = *other->sizes().concrete_sizes();
+    const size_t rank = other_sizes.size();
+    size_t spanned = rank;  // past the leading 1s, which broadcast into any dims
+    while (spanned > 0 && other_sizes[rank - spanned] == 1) --spanned;
+    if (rank > out_sizes.size() || rank > view_sizes.size()) continue;
     if (!std::equal(out_sizes.end() - spanned, out_sizes.end(), view_sizes.end() - spanned)) {
       continue;
     }

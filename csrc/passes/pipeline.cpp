@@ -21,6 +21,7 @@ bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   runConvolutionsChannelsLast(graph);  // CUDA convnets: channels-last weights, eager's exits
   splitBiasEpilogues(graph);     // conv/linear bias becomes an add the next group takes
   sinkAddsPastViews(graph);      // mm -> add(bias) -> view -> gelu: the add after the view
+  runSoftmaxBeforeViews(graph);  // add -> view -> softmax(-1): the softmax before the view
   poolBeforeMonotoneOps(graph);  // max_pool(relu(x + b)) computed as relu(max_pool(x) + b)
   useChannelsLastMaxPoolKernel(graph);  // CUDA channels-last max pools: our kernel
   copyMatmulOperands(graph);     // batched matmul operands ATen would copy: copied in groups

@@ -19,6 +19,7 @@ void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void runConvolutionsChannelsLast(GraphPtr& graph);  // channels_last.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
 void sinkAddsPastViews(GraphPtr& graph);       // adds_past_views.cpp
+void runSoftmaxBeforeViews(GraphPtr& graph);   // softmax_before_views.cpp
 void poolBeforeMonotoneOps(GraphPtr& graph);   // max_pool_first.cpp
 void useChannelsLastMaxPoolKernel(GraphPtr& graph);  // max_pool_kernel.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp

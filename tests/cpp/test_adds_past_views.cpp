@@ -73,6 +73,24 @@ TEST(AddsPastViews, ABiasAddMovesPastAViewOfItsLeadingDims) {
   EXPECT_TRUE(moved(flat));
 }
 
+TEST(AddsPastViews, AnOperandsLeadingOnesBroadcastIntoTheViewsDims) {
+  // Swin: scores [windows, heads, N, N] + relative position bias [1, heads, N, N], viewed
+  // as [B, windows per image, heads, N, N]: the bias spans the trailing three dims.
+  Case swin;
+  swin.product = swin.sum = "Float(6, 2, 3, 3, strides=[18, 9, 3, 1], requires_grad=0, device=cpu)";
+  swin.bias = "Float(1, 2, 3, 3, strides=[18, 9, 3, 1], requires_grad=0, device=cpu)";
+  swin.viewed = "Float(3, 2, 2, 3, 3, strides=[36, 18, 9, 3, 1], requires_grad=0, device=cpu)";
+  swin.sizes = "[3, 2, 2, 3, 3]";
+  EXPECT_TRUE(moved(swin));
+  Case fewer = swin;  // a view of fewer dims than the bias: the sum would gain a dim
+  fewer.viewed = "Float(12, 3, 3, strides=[9, 3, 1], requires_grad=0, device=cpu)";
+  fewer.sizes = "[12, 3, 3]";
+  EXPECT_FALSE(moved(fewer));
+  Case split = swin;  // a bias spanning all four dims (no leading 1)
+  split.bias = "Float(6, 2, 3, 3, strides=[18, 9, 3, 1], requires_grad=0, device=cpu)";
+  EXPECT_FALSE(moved(split));
+}
+
 TEST(AddsPastViews, LeftWhereTheSumsOrTheGainWouldDiffer) {
   Case heads;  // [8, 6] -> [8, 2, 3]: the view splits the dim the bias spans
   heads.viewed = "Float(8, 2, 3, strides=[6, 3, 1], requires_grad=0, device=cpu)";
