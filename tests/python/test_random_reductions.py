@@ -41,7 +41,8 @@ def reduction_call(rng: random.Random, value: str, rank: int) -> str:
 def random_program(rng: random.Random, rank: int) -> tuple[str, int]:
     """A few full-shape inputs; elementwise steps; reductions of full-shape values, each
     used reduced, broadcast back when kept, or returned; sometimes a sibling statistic
-    of the same value; softmax over the last dim."""
+    of the same value; softmax over the last dim, of the value or of its rows viewed as
+    one batch."""
     num_inputs = rng.randint(1, 3)
     full = [f"x{i}" for i in range(num_inputs)]
     returned: list[str] = []
@@ -57,7 +58,12 @@ def random_program(rng: random.Random, rank: int) -> tuple[str, int]:
             lines.append(f"    {name} = {a} {rng.choice(BINARY)} {b}")
             full.append(name)
         elif roll < 0.6:
-            lines.append(f"    {name} = torch.softmax({rng.choice(full)} * 0.5, -1)")
+            source = rng.choice(full)
+            if rng.random() < 0.5:
+                lines.append(f"    {name} = torch.softmax({source} * 0.5, -1)")
+            else:  # over a view of the rows: the softmax runs before the view
+                rows = f"({source} * 0.5).reshape(-1, {source}.size(-1))"
+                lines.append(f"    {name} = torch.softmax({rows}, -1).view_as({source})")
             full.append(name)
         else:
             source = rng.choice(full)
