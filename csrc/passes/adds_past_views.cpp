@@ -33,10 +33,6 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-bool isView(const Node* node) {
-  return node->kind() == c10::aten::view || node->kind() == c10::aten::reshape;
-}
-
 // Which of the add's operands (0 or 1) is the product the view may read instead: of the
 // add's sizes, dtype and row-major; the other operand spans trailing dims the view keeps.
 std::optional<size_t> viewableOperand(const Node* add, const c10::TensorType& viewed) {

@@ -441,6 +441,10 @@ c10::TensorTypePtr completeTensorType(const torch::jit::Value* value) {
   return type;
 }
 
+bool isView(const Node* node) {
+  return node->kind() == c10::aten::view || node->kind() == c10::aten::reshape;
+}
+
 bool permutesToRows(const Node* node) {
   if (node->kind() != c10::aten::permute) return false;
   auto dims = torch::jit::toIValue(node->input(1));

@@ -84,6 +84,9 @@ bool readsFromOutsideItsGroup(const torch::jit::Node* user, size_t input);
 // add (epilogues.cpp, adds_past_views.cpp) do so only where that group would take it.
 bool readByFusibleNode(const torch::jit::Value* value);
 
+// Whether `node` is aten::view or aten::reshape: the same elements in other sizes.
+bool isView(const torch::jit::Node* node);
+
 // Whether `node` is permute(x, [0, 2, 3, 1]): NCHW's channels moved last, as ConvNeXt
 // does before each LayerNorm over them.
 bool permutesToRows(const torch::jit::Node* node);

@@ -26,10 +26,6 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-bool isView(const Node* node) {
-  return node->kind() == c10::aten::view || node->kind() == c10::aten::reshape;
-}
-
 bool isSoftmax(const Node* node) {
   return (node->kind() == c10::aten::softmax || node->kind() == c10::aten::log_softmax) &&
          node->inputs().size() == 3;
