@@ -4,11 +4,10 @@ on CPU, sometimes with oneDNN Graph beside it). Convolutions with and without bi
 depthwise ones, BatchNorm, activations written in place and not, residual adds (`+=`
 too, in either order), squeeze-excite gates, max pools, GroupNorm, ConvNeXt's LayerNorm
 over the channels permuted to NHWC (with or without a Linear after it) and a linear
-head, on NCHW or
-channels-last inputs. Each module is optimized on one input and then called on another
-of other sizes and layout; both results must have eager's values (1e-4: convolutions
-and folded BatchNorm round differently) and strides. tools/fuzz_modules.py runs many
-more seeds."""
+head, on NCHW or channels-last inputs. Each module is optimized on one input and then
+called on another of other sizes and layout; both results must have eager's values
+(1e-4: convolutions and folded BatchNorm round differently) and strides.
+tools/fuzz_modules.py runs many more seeds."""
 
 from __future__ import annotations
 
