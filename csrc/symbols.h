@@ -62,6 +62,15 @@ inline c10::Symbol maskedFillLikeSelfSymbol() {
   return s;
 }
 
+// fuser::fill_with_scalar_(Tensor(a!) self, Scalar value) -> Tensor(a!): self filled with
+// what `aten::tensor(value, dtype=self.dtype)` holds, the write TorchScript makes of
+// `x[i:j] = 3` (a host tensor copied in) without the copy: on CUDA that copy synchronizes
+// the stream (passes/scalar_writes.cpp; runtime/fill_with_scalar_op.cpp).
+inline c10::Symbol fillWithScalarSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::fill_with_scalar_");
+  return s;
+}
+
 // fuser::dense_attention_mask(Tensor(a) mask) -> Tensor(a): the mask, copied row-major
 // where it is a CUDA tensor whose last dim has another stride than 1 (CUDA's fused
 // attention kernels refuse it); itself otherwise (passes/attention_masks.cpp;

@@ -16,6 +16,7 @@ namespace {
 // convolution or matmul are left to it. Returns whether oneDNN Graph's pass runs next.
 bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
+  fillScalarWrites(graph);       // x[i:j] = 3: a fill, not a host tensor copied in
   bool onednn_next = markOneDnnPatterns(graph, leave_to_onednn);  // its conv/matmul patterns stay
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
   runConvolutionsChannelsLast(graph);  // CUDA convnets: channels-last weights, eager's exits

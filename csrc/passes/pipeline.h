@@ -15,6 +15,7 @@ void fuseGraph(GraphPtr& graph);
 // The stages, in pipeline order; each file's header comment says what holds after it.
 void prepareGraph(GraphPtr& graph);            // prepare.cpp
 // onednn_beside.h: markOneDnnPatterns
+void fillScalarWrites(GraphPtr& graph);        // scalar_writes.cpp
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void runConvolutionsChannelsLast(GraphPtr& graph);  // channels_last.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp
