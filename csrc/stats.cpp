@@ -42,7 +42,8 @@ std::map<std::string, int64_t> statsSnapshot() {
           {"column_sum_calls", s.column_sum_calls.load()},
           {"column_partial_calls", s.column_partial_calls.load()},
           {"workspace_bytes", s.workspace_bytes.load()},
-          {"workspace_buffer_bytes", s.workspace_buffer_bytes.load()}};
+          {"workspace_buffer_bytes", s.workspace_buffer_bytes.load()},
+          {"per_shape_hits", s.per_shape_hits.load()}};
 }
 
 void resetStats() {
@@ -55,7 +56,7 @@ void resetStats() {
         &s.batch_statistics_kernels, &s.variants_timed,
         &s.variant_disk_hits, &s.variant_timing_us, &s.staged_calls, &s.column_sum_calls,
         &s.column_partial_calls, &s.workspace_bytes,
-        &s.workspace_buffer_bytes}) {
+        &s.workspace_buffer_bytes, &s.per_shape_hits}) {
     counter->store(0);
   }
 }

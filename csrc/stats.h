@@ -45,6 +45,8 @@ struct Stats {
   std::atomic<int64_t> column_partial_calls{0};
   std::atomic<int64_t> workspace_bytes{0};
   std::atomic<int64_t> workspace_buffer_bytes{0};
+  // fuser::PerShapeValues calls that handed back values kept from an earlier call
+  std::atomic<int64_t> per_shape_hits{0};
 };
 
 Stats& stats();

@@ -71,6 +71,15 @@ inline c10::Symbol fillWithScalarSymbol() {
   return s;
 }
 
+// fuser::PerShapeValues(keys...) -> (values...): attribute `Subgraph`, a piece of the graph
+// that builds tensors from numbers, constants and the metadata of tensors it reads no
+// data of (the keys). Runs it once per distinct keys and hands back the same values
+// after (passes/per_shape_values.cpp; runtime/per_shape_values_op.cpp).
+inline c10::Symbol perShapeValuesSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::PerShapeValues");
+  return s;
+}
+
 // fuser::dense_attention_mask(Tensor(a) mask) -> Tensor(a): the mask, copied row-major
 // where it is a CUDA tensor whose last dim has another stride than 1 (CUDA's fused
 // attention kernels refuse it); itself otherwise (passes/attention_masks.cpp;

@@ -16,6 +16,7 @@ void fuseGraph(GraphPtr& graph);
 void prepareGraph(GraphPtr& graph);            // prepare.cpp
 // onednn_beside.h: markOneDnnPatterns
 void fillScalarWrites(GraphPtr& graph);        // scalar_writes.cpp
+void cachePerShapeValues(GraphPtr& graph);     // per_shape_values.cpp
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void runConvolutionsChannelsLast(GraphPtr& graph);  // channels_last.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp

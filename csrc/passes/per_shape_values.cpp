@@ -1,0 +1,339 @@
+// cachePerShapeValues: tensors a graph builds from sizes and constants alone are built
+// once per sizes, not on every call.
+//
+// Models rebuild such tensors per call: torchvision's Swin makes its shifted-window mask
+// in each shifted block (new_zeros, nine slice fills, a view, a permute, a reshape, a
+// subtraction, two masked_fills: a dozen kernel launches and a hundred interpreter
+// steps), transformers models their position ids and causal masks. Their values depend
+// only on numbers (sizes, shifts), on constants and on the dtype, device and sizes of
+// tensors whose data they never read (`x.new_zeros(...)`). After this pass each such
+// piece of the graph is a fuser::PerShapeValues node (symbols.h) holding it as its
+// subgraph; the node runs it at the first call with given numbers and tensor metadata,
+// and hands back the same tensors at later calls with them
+// (runtime/per_shape_values_op.cpp).
+//
+// A node belongs to such a piece when it is deterministic, has no side effects and no
+// blocks, reads only the piece's values, constants, numbers (int, float, bool, None,
+// their lists, Device), or outside tensors as a metadata-only argument (self of
+// new_zeros/new_ones/new_full, zeros_like/ones_like/full_like), and makes a tensor or
+// reads one of the piece's. It may write in place only to tensors the piece itself
+// made. A piece is cached only where what it hands out is never written afterwards
+// (in place, or by a write prepareGraph made functional and that may be made in place
+// again), never leaves the graph (an output, a container that does), and where every
+// reader outside comes after the piece's last node; otherwise it stays as it is.
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "passes/pipeline.h"
+#include "symbols.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+bool isKeyType(const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::NoneType:
+    case c10::TypeKind::DeviceObjType:
+      return true;
+    case c10::TypeKind::ListType: {
+      const c10::TypeKind element = type->expectRef<c10::ListType>().getElementType()->kind();
+      return element == c10::TypeKind::IntType || element == c10::TypeKind::FloatType ||
+             element == c10::TypeKind::BoolType;
+    }
+    case c10::TypeKind::OptionalType:
+      return isKeyType(type->expectRef<c10::OptionalType>().getElementType());
+    default:
+      return false;
+  }
+}
+
+// Ops whose first argument contributes only its dtype, device, layout and sizes (and,
+// for the *_like ones, strides) to the result.
+bool readsOnlyMetadataOfSelf(const Node* node) {
+  static const std::unordered_set<c10::Symbol> kinds = {
+      c10::aten::new_zeros, c10::aten::new_ones,  c10::aten::new_full,
+      c10::aten::zeros_like, c10::aten::ones_like, c10::aten::full_like};
+  return kinds.count(node->kind()) > 0;
+}
+
+bool isAllowedPrim(const Node* node) {
+  static const std::unordered_set<c10::Symbol> kinds = {
+      c10::prim::ListConstruct, c10::prim::ListUnpack, c10::prim::TupleConstruct,
+      c10::prim::TupleUnpack,   c10::prim::dtype,      c10::prim::device};
+  return kinds.count(node->kind()) > 0;
+}
+
+bool isTensor(const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; }
+
+bool isTensorList(const Value* v) {
+  return v->type()->kind() == c10::TypeKind::ListType &&
+         v->type()->expectRef<c10::ListType>().getElementType()->kind() ==
+             c10::TypeKind::TensorType;
+}
+
+// The argument `node` writes in place (schema `Tensor(a!)`), or -1.
+int writtenArgument(const Node* node) {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return -1;
+  for (size_t i = 0; i < schema->arguments().size(); ++i) {
+    const c10::AliasInfo* alias = schema->arguments()[i].alias_info();
+    if (alias && alias->isWrite()) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Whether `node`'s first result aliases its first argument (a view, or the in-place
+// op's self).
+bool resultAliasesSelf(const Node* node) {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  return schema && !schema->returns().empty() && schema->returns()[0].alias_info() &&
+         node->inputs().size() > 0 && isTensor(node->input(0));
+}
+
+// One block's pieces: which nodes belong, and the tensor each piece value views.
+class PieceFinder {
+ public:
+  explicit PieceFinder(torch::jit::Block* block) {
+    for (Node* node : block->nodes()) {
+      if (belongs(node)) add(node);
+    }
+  }
+  const std::vector<Node*>& nodes() const { return nodes_; }
+  bool inPiece(const Value* v) const { return root_.count(v) > 0; }
+  bool inPiece(const Node* n) const { return members_.count(n) > 0; }
+
+ private:
+  bool belongs(const Node* node) const {
+    if (!node->blocks().empty() || node->hasSideEffects() || node->isNondeterministic() ||
+        node->kind() == c10::prim::Constant || node->hasAttribute(c10::attr::Subgraph)) {
+      return false;
+    }
+    if (!node->maybeSchema() && !isAllowedPrim(node)) return false;
+    for (const Value* out : node->outputs()) {
+      if (!isTensor(out) && !isKeyType(out->type()) && !isTensorList(out)) return false;
+    }
+    bool reads_piece = false;
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      const Value* in = node->input(i);
+      if (inPiece(in)) {
+        reads_piece = true;
+      } else if (in->node()->kind() == c10::prim::Constant) {
+        continue;
+      } else if (isTensor(in)) {
+        if (!(i == 0 && readsOnlyMetadataOfSelf(node))) return false;
+      } else if (!isKeyType(in->type())) {
+        return false;
+      }
+    }
+    const bool makes_tensor = std::any_of(node->outputs().begin(), node->outputs().end(),
+                                          [](const Value* v) { return isTensor(v); });
+    if (!makes_tensor && !reads_piece) return false;  // arithmetic on sizes: a key
+    const int written = writtenArgument(node);
+    if (written >= 0) {
+      const Value* self = node->input(written);
+      auto root = root_.find(self);
+      if (root == root_.end() || !root->second) return false;  // not a tensor it made
+    }
+    return true;
+  }
+
+  void add(Node* node) {
+    nodes_.push_back(node);
+    members_.insert(node);
+    const bool aliases = resultAliasesSelf(node);
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      const Value* out = node->output(i);
+      // A view's root is its base's (null: a view of a constant, which it may not write).
+      const Value* root = out;
+      if (i == 0 && aliases) {
+        auto base = root_.find(node->input(0));
+        root = base == root_.end() ? nullptr : base->second;
+      }
+      root_[out] = isTensor(out) ? root : nullptr;
+    }
+  }
+
+  std::vector<Node*> nodes_;
+  std::unordered_set<const Node*> members_;
+  std::unordered_map<const Value*, const Value*> root_;
+};
+
+// The node in `block` that holds `node` (itself where it lies in `block`).
+const Node* inBlock(const Node* node, const torch::jit::Block* block) {
+  while (node && node->owningBlock() != block) node = node->owningBlock()->owningNode();
+  return node;
+}
+
+struct Piece {
+  std::vector<Node*> nodes;  // in graph order
+  std::vector<Value*> outputs;
+};
+
+// Splits the block's piece nodes into connected pieces, each with the values read after.
+std::vector<Piece> connectedPieces(const PieceFinder& finder) {
+  std::unordered_map<const Node*, const Node*> parent;
+  std::function<const Node*(const Node*)> find = [&](const Node* n) {
+    while (parent[n] != n) n = parent[n] = parent[parent[n]];
+    return n;
+  };
+  for (Node* node : finder.nodes()) parent[node] = node;
+  for (Node* node : finder.nodes()) {
+    for (const Value* in : node->inputs()) {
+      if (finder.inPiece(in)) parent[find(node)] = find(in->node());
+    }
+  }
+  std::unordered_map<const Node*, size_t> index;
+  std::vector<Piece> pieces;
+  for (Node* node : finder.nodes()) {
+    auto [it, fresh] = index.emplace(find(node), pieces.size());
+    if (fresh) pieces.emplace_back();
+    Piece& piece = pieces[it->second];
+    piece.nodes.push_back(node);
+    for (Value* out : node->outputs()) {
+      const bool read_after = std::any_of(
+          out->uses().begin(), out->uses().end(),
+          [&](const torch::jit::Use& use) { return !finder.inPiece(use.user); });
+      if (read_after) piece.outputs.push_back(out);
+    }
+  }
+  return pieces;
+}
+
+bool launchesWork(const Piece& piece) {
+  return std::any_of(piece.nodes.begin(), piece.nodes.end(), [](const Node* node) {
+    return node->maybeSchema() && !node->outputs().empty() && isTensor(node->output(0)) &&
+           !resultAliasesSelf(node);
+  });
+}
+
+bool isFunctionalWrite(const Node* node) {
+  return node->kind() == maskedFillLikeSelfSymbol() || node->hasAttribute(likeSelfAttr());
+}
+
+// Whether the piece's outputs may be handed out again: every reader outside comes after
+// its last node, and nothing outside writes them or lets them leave the graph.
+bool outputsStayUnwritten(const Piece& piece, const std::unordered_set<const Node*>& members,
+                          torch::jit::AliasDb& aliases, torch::jit::Graph& graph) {
+  const Node* last = piece.nodes.back();
+  std::vector<Value*> tensors;
+  for (Value* out : piece.outputs) {
+    if (isTensorList(out)) return false;  // a list handed out could be appended to
+    for (const torch::jit::Use& use : out->uses()) {
+      if (members.count(use.user)) continue;
+      const Node* reader = inBlock(use.user, last->owningBlock());
+      if (!reader || !reader->isAfter(last)) return false;
+    }
+    if (isTensor(out)) tensors.push_back(out);
+  }
+  if (tensors.empty()) return true;
+  if (aliases.mayContainAlias(tensors, graph.outputs())) return false;
+  bool written = false;
+  std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
+    for (Node* node : block->nodes()) {
+      for (torch::jit::Block* sub : node->blocks()) visit(sub);
+      if (written || members.count(node)) continue;
+      if (aliases.writesToAlias(node, {tensors.begin(), tensors.end()})) written = true;
+      if (isFunctionalWrite(node) && aliases.mayContainAlias(node->input(0), tensors)) written = true;
+    }
+  };
+  visit(graph.block());
+  return !written;
+}
+
+// Whether the values the piece reads from before it (its key: lists, tensors read for
+// their metadata) are never written: the piece now reads them after its last node.
+bool keysStayUnwritten(const Piece& piece, const std::unordered_set<const Node*>& members,
+                       torch::jit::AliasDb& aliases) {
+  for (const Node* node : piece.nodes) {
+    for (const Value* in : node->inputs()) {
+      if (members.count(in->node()) || in->node()->kind() == c10::prim::Constant) continue;
+      if ((isTensor(in) || in->type()->kind() == c10::TypeKind::ListType) &&
+          aliases.hasWriters(in)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Replaces the piece by a fuser::PerShapeValues node after its last node.
+void cachePiece(const Piece& piece) {
+  torch::jit::Graph& graph = *piece.nodes.front()->owningGraph();
+  auto subgraph = std::make_shared<torch::jit::Graph>();
+  std::unordered_map<Value*, Value*> inner;
+  std::vector<Value*> keys;
+  auto innerOf = [&](Value* v) -> Value* {
+    auto found = inner.find(v);
+    if (found != inner.end()) return found->second;
+    Value* made = nullptr;
+    if (v->node()->kind() == c10::prim::Constant) {
+      Node* constant = subgraph->createClone(v->node(), [](Value* x) { return x; });
+      subgraph->appendNode(constant);
+      made = constant->output();
+    } else {
+      keys.push_back(v);
+      made = subgraph->addInput()->setType(v->type());
+    }
+    inner.emplace(v, made);
+    return made;
+  };
+  for (Node* node : piece.nodes) {
+    for (Value* in : node->inputs()) innerOf(in);
+    Node* copy = subgraph->createClone(node, [&](Value* v) { return inner.at(v); });
+    subgraph->appendNode(copy);
+    for (size_t i = 0; i < node->outputs().size(); ++i) inner[node->output(i)] = copy->output(i);
+  }
+  for (Value* out : piece.outputs) subgraph->registerOutput(inner.at(out));
+
+  Node* cached = graph.create(perShapeValuesSymbol(), keys, piece.outputs.size());
+  cached->g_(c10::attr::Subgraph, subgraph);
+  cached->insertAfter(piece.nodes.back());
+  for (size_t i = 0; i < piece.outputs.size(); ++i) {
+    cached->output(i)->setType(piece.outputs[i]->type());
+    piece.outputs[i]->replaceAllUsesWith(cached->output(i));
+  }
+  for (auto it = piece.nodes.rbegin(); it != piece.nodes.rend(); ++it) (*it)->destroy();
+}
+
+void cacheIn(torch::jit::Block* block, torch::jit::AliasDb& aliases, std::vector<Piece>& found) {
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* sub : node->blocks()) cacheIn(sub, aliases, found);
+  }
+  PieceFinder finder(block);
+  for (Piece& piece : connectedPieces(finder)) {
+    if (piece.outputs.empty() || !launchesWork(piece)) continue;
+    std::unordered_set<const Node*> members(piece.nodes.begin(), piece.nodes.end());
+    if (!outputsStayUnwritten(piece, members, aliases, *block->owningGraph()) ||
+        !keysStayUnwritten(piece, members, aliases)) {
+      continue;
+    }
+    found.push_back(std::move(piece));
+  }
+}
+
+}  // namespace
+
+void cachePerShapeValues(GraphPtr& graph) {
+  std::vector<Piece> found;
+  try {
+    torch::jit::AliasDb aliases(graph);
+    cacheIn(graph->block(), aliases, found);
+  } catch (const c10::Error&) {
+    return;  // alias analysis refuses the graph (a node with no schema): nothing cached
+  }
+  for (const Piece& piece : found) cachePiece(piece);
+}
+
+}  // namespace fuser

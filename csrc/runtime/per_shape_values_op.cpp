@@ -1,0 +1,152 @@
+// The fuser::PerShapeValues operator (symbols.h): its subgraph runs once per distinct
+// keys, and its values are handed back at later calls with the same keys.
+//
+// The key is every number the node reads, and of every tensor it reads for metadata
+// only, the dtype, device, layout, sizes and strides; with them the default dtype (a
+// float number becomes a tensor of it), whether grad mode and inference mode are on (a
+// tensor made in inference mode may not be used outside it), and on a CUDA device the
+// current device and stream (the values were written on the stream current then). A
+// node keeps the values of its last 8 keys. A value the key cannot hold (no number, no
+// tensor) runs the subgraph every call, as the graph did.
+#include <ATen/ATen.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/bit_cast.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/csrc/jit/runtime/operator.h>
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "passes/lone_writes.h"
+#include "stats.h"
+#include "symbols.h"
+
+namespace fuser::runtime {
+namespace {
+
+constexpr size_t kKeysKept = 8;
+
+using Key = std::vector<int64_t>;
+
+void addDevice(Key& key, const c10::Device& device) {
+  key.push_back(static_cast<int64_t>(device.type()));
+  key.push_back(device.index());
+  if (device.is_cuda()) {
+    c10::impl::VirtualGuardImpl guard(device.type());
+    const c10::Device current = device.has_index() ? device : guard.getDevice();
+    key.push_back(current.index());
+    key.push_back(static_cast<int64_t>(guard.getStream(current).id()));
+  }
+}
+
+// Appends `value` to `key`; false where it is no number, list of numbers, device or
+// tensor.
+bool addToKey(Key& key, const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    key.insert(key.end(), {1, static_cast<int64_t>(t.scalar_type()),
+                           static_cast<int64_t>(t.layout()), t.dim()});
+    addDevice(key, t.device());
+    if (t.layout() != c10::kStrided) return false;
+    key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+    key.insert(key.end(), t.strides().begin(), t.strides().end());
+  } else if (value.isInt()) {
+    key.insert(key.end(), {2, value.toInt()});
+  } else if (value.isDouble()) {
+    key.insert(key.end(), {3, c10::bit_cast<int64_t>(value.toDouble())});
+  } else if (value.isBool()) {
+    key.insert(key.end(), {4, value.toBool()});
+  } else if (value.isNone()) {
+    key.push_back(5);
+  } else if (value.isDevice()) {
+    key.push_back(6);
+    addDevice(key, value.toDevice());
+  } else if (value.isIntList()) {
+    auto list = value.toIntList();
+    key.insert(key.end(), {7, static_cast<int64_t>(list.size())});
+    for (int64_t v : list) key.push_back(v);
+  } else if (value.isDoubleList()) {
+    auto list = value.toDoubleList();
+    key.insert(key.end(), {8, static_cast<int64_t>(list.size())});
+    for (double v : list) key.push_back(c10::bit_cast<int64_t>(v));
+  } else if (value.isBoolList()) {
+    auto list = value.toBoolList();
+    key.insert(key.end(), {9, static_cast<int64_t>(list.size())});
+    for (bool v : list) key.push_back(v);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+class PerShapeValues {
+ public:
+  explicit PerShapeValues(const torch::jit::Node* node)
+      : subgraph_(node->g(c10::attr::Subgraph)), num_keys_(node->inputs().size()) {}
+
+  void run(torch::jit::Stack& stack) {
+    std::optional<Key> key = keyOf(torch::jit::last(stack, num_keys_));
+    if (key) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+        if (it->first != *key) continue;
+        kept_.splice(kept_.begin(), kept_, it);  // most recent first
+        torch::jit::drop(stack, num_keys_);
+        for (const c10::IValue& value : kept_.front().second) stack.push_back(value);
+        stats().per_shape_hits++;
+        return;
+      }
+    }
+    const size_t base = stack.size() - num_keys_;
+    torch::jit::InterpreterState(code()).run(stack);
+    if (!key) return;
+    std::vector<c10::IValue> values(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+    std::lock_guard<std::mutex> lock(mutex_);
+    kept_.emplace_front(std::move(*key), std::move(values));
+    if (kept_.size() > kKeysKept) kept_.pop_back();
+  }
+
+ private:
+  std::optional<Key> keyOf(c10::ArrayRef<c10::IValue> inputs) const {
+    Key key = {static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())),
+               c10::GradMode::is_enabled(), c10::InferenceMode::is_enabled()};
+    for (const c10::IValue& input : inputs) {
+      if (!addToKey(key, input)) return std::nullopt;
+    }
+    return key;
+  }
+
+  torch::jit::Code& code() {
+    std::call_once(once_, [&] {
+      auto copy = subgraph_->copy();
+      writeFunctionalWritesInPlace(copy->block());  // strides as the graph's own writes keep
+      code_ = std::make_unique<torch::jit::Code>(copy, "fuser_per_shape_values");
+    });
+    return *code_;
+  }
+
+  std::shared_ptr<torch::jit::Graph> subgraph_;
+  size_t num_keys_;
+  std::once_flag once_;
+  std::unique_ptr<torch::jit::Code> code_;
+  std::mutex mutex_;
+  std::list<std::pair<Key, std::vector<c10::IValue>>> kept_;
+};
+
+torch::jit::RegisterOperators registration({torch::jit::Operator(
+    perShapeValuesSymbol(),
+    [](const torch::jit::Node* node) -> torch::jit::Operation {
+      auto values = std::make_shared<PerShapeValues>(node);
+      return [values](torch::jit::Stack& stack) { values->run(stack); };
+    },
+    c10::AliasAnalysisKind::PURE_FUNCTION)});
+
+}  // namespace
+}  // namespace fuser::runtime
