@@ -12,15 +12,17 @@
 // and hands back the same tensors at later calls with them
 // (runtime/per_shape_values_op.cpp).
 //
-// A node belongs to such a piece when it is deterministic, has no side effects and no
-// blocks, reads only the piece's values, constants, numbers (int, float, bool, None,
-// their lists, Device), or outside tensors as a metadata-only argument (self of
-// new_zeros/new_ones/new_full, zeros_like/ones_like/full_like), and makes a tensor or
-// reads one of the piece's. It may write in place only to tensors the piece itself
-// made. A piece is cached only where what it hands out is never written afterwards
-// (in place, or by a write prepareGraph made functional and that may be made in place
-// again), never leaves the graph (an output, a container that does), and where every
-// reader outside comes after the piece's last node; otherwise it stays as it is.
+// A node belongs to such a piece when it is deterministic (draws no random numbers),
+// has no side effects and no blocks, makes no tensor that records gradients, reads only
+// the piece's values, constants, numbers (int, float, bool, None, their lists, Device),
+// or outside tensors as a metadata-only argument (self of new_zeros/new_ones/new_full,
+// zeros_like/ones_like/full_like), and makes a tensor or reads one of the piece's. It
+// may write in place only to tensors the piece itself made. A piece is cached only
+// where what it hands out is never written afterwards (in place, or by a write
+// prepareGraph made functional and that may be made in place again), never leaves the
+// graph (an output, a container that does), where the lists and tensors it reads are
+// never written (it now reads them after its last node), and where every reader
+// outside comes after its last node; otherwise it stays as it is.
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -102,6 +104,31 @@ bool resultAliasesSelf(const Node* node) {
          node->inputs().size() > 0 && isTensor(node->input(0));
 }
 
+// Whether `node` draws random numbers (an in-place uniform_ is no "nondeterministic" op
+// to TorchScript, but takes a generator as every random op does), or makes a tensor
+// that records gradients: a cached one would gather them across calls.
+bool drawsOrRecordsGradients(const Node* node) {
+  if (node->kind() == c10::aten::requires_grad_) return true;
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return false;
+  for (size_t i = 0; i < schema->arguments().size(); ++i) {
+    const c10::Argument& argument = schema->arguments()[i];
+    if (argument.type()->kind() == c10::TypeKind::OptionalType &&
+        argument.type()->expectRef<c10::OptionalType>().getElementType()->kind() ==
+            c10::TypeKind::GeneratorType) {
+      return true;
+    }
+    if (argument.type()->kind() == c10::TypeKind::GeneratorType) return true;
+    if (argument.name() == "requires_grad" && i < node->inputs().size()) {
+      auto constant = torch::jit::toIValue(node->input(i));
+      if (!constant || !(constant->isNone() || (constant->isBool() && !constant->toBool()))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 // One block's pieces: which nodes belong, and the tensor each piece value views.
 class PieceFinder {
  public:
@@ -121,6 +148,7 @@ class PieceFinder {
       return false;
     }
     if (!node->maybeSchema() && !isAllowedPrim(node)) return false;
+    if (drawsOrRecordsGradients(node)) return false;
     for (const Value* out : node->outputs()) {
       if (!isTensor(out) && !isKeyType(out->type()) && !isTensorList(out)) return false;
     }

@@ -168,3 +168,27 @@ def test_writes_of_the_piece_itself_are_cached_done(device: str) -> None:
             want = x * torch.cat([torch.tensor([-1.0], device=device), torch.arange(2.0, size + 1, device=device)])
             torch.testing.assert_close(run_optimized(fused, x), want, rtol=0, atol=0)
         assert count_kind(torch.jit.last_executed_optimized_graph(), CACHED) == 1
+
+
+# Random values drawn in place into a tensor the graph made, and a tensor recording
+# gradients: neither is cached.
+DRAWN_IN_PLACE = """
+def f(x):
+    noise = torch.empty(x.size(0), x.size(1), device=x.device)
+    noise.uniform_()
+    weights = torch.ones(x.size(1), device=x.device).requires_grad_()
+    scale = torch.tensor([2.0], device=x.device, requires_grad=True)
+    return x + noise * weights * scale
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_values_drawn_in_place_or_recording_gradients_are_made_every_call(device: str) -> None:
+    fused = script_from_source(DRAWN_IN_PLACE)
+    x = torch.zeros(4, 4, device=device)
+    with fuser.enabled(True):
+        results = [fused(x) for _ in range(4)]
+        assert count_kind(torch.jit.last_executed_optimized_graph(), CACHED) == 0
+    assert not torch.equal(results[-1], results[-2])
+    assert results[-1].requires_grad
+    results[-1].sum().backward()  # gradients reach fresh leaves each call
