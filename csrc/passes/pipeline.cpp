@@ -18,6 +18,7 @@ bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
   fillScalarWrites(graph);       // x[i:j] = 3: a fill, not a host tensor copied in
   cachePerShapeValues(graph);    // tensors built from sizes alone: once per sizes
+  moveOpsIntoBranches(graph);    // fusible ops beside an if: into its branches
   bool onednn_next = markOneDnnPatterns(graph, leave_to_onednn);  // its conv/matmul patterns stay
   hoistLoopInvariantProjections(graph);  // a loop's per-step input GEMMs become one
   runConvolutionsChannelsLast(graph);  // CUDA convnets: channels-last weights, eager's exits

@@ -17,6 +17,7 @@ void prepareGraph(GraphPtr& graph);            // prepare.cpp
 // onednn_beside.h: markOneDnnPatterns
 void fillScalarWrites(GraphPtr& graph);        // scalar_writes.cpp
 void cachePerShapeValues(GraphPtr& graph);     // per_shape_values.cpp
+void moveOpsIntoBranches(GraphPtr& graph);     // into_branches.cpp
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp
 void runConvolutionsChannelsLast(GraphPtr& graph);  // channels_last.cpp
 void splitBiasEpilogues(GraphPtr& graph);      // epilogues.cpp

@@ -1,0 +1,176 @@
+// moveOpsIntoBranches: fusible ops next to an `if` move into its branches, where they
+// can join the groups there: no group crosses a block's boundary.
+//
+// Models branch on whether to add a mask: torchvision's Swin adds its relative position
+// bias to the attention scores, adds the shifted-window mask inside `if shift > 0`, and
+// takes the softmax after; transformers models add an optional attention mask inside
+// `if mask is not None`. Each add and the softmax then run as kernels of their own.
+// After this pass:
+// - a fusible op after the `if` whose only input from it is one of its results, read by
+//   nothing else, and whose other inputs are defined before the `if`, runs at the end of
+//   each branch instead (the `if` returns its result);
+// - a fusible op before the `if` whose results only the branches read, and whose tensor
+//   inputs no fusible op makes (it could join their group where it is), runs at the start
+//   of each branch that reads it.
+// Each branch computes what the graph computed along it, so the values are the same.
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <vector>
+
+#include "passes/fusibility.h"
+#include "passes/pipeline.h"
+#include "symbols.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Node;
+using torch::jit::Value;
+
+// Whether `value` is defined where `node` can read it without moving it.
+bool definedBefore(const Value* value, const Node* node) {
+  const Block* block = value->node()->owningBlock();
+  const Node* outer = node;
+  while (outer && outer->owningBlock() != block) outer = outer->owningBlock()->owningNode();
+  return outer && value->node()->isBefore(outer);
+}
+
+// The node in `block` that holds `node`, or null where `block` does not hold it.
+const Node* heldIn(const Node* node, const Block* block) {
+  while (node && node->owningBlock() != block) node = node->owningBlock()->owningNode();
+  return node;
+}
+
+bool isIf(const Node* node) { return node->kind() == c10::prim::If; }
+
+// The op after `branch_node` that reads one of its results and may move into its
+// branches, with that result's index; null where none may.
+Node* followerToSink(Node* branch_node, size_t& result) {
+  for (size_t i = 0; i < branch_node->outputs().size(); ++i) {
+    const Value* out = branch_node->output(i);
+    if (out->uses().size() != 1) continue;
+    Node* user = out->uses()[0].user;
+    if (user->owningBlock() != branch_node->owningBlock() || user->outputs().size() != 1 ||
+        !checkFusible(user)) {
+      continue;
+    }
+    bool movable = true;
+    for (const Value* in : user->inputs()) {
+      if (in == out) continue;
+      if (in->node() == branch_node || !definedBefore(in, branch_node)) movable = false;
+    }
+    if (movable) {
+      result = i;
+      return user;
+    }
+  }
+  return nullptr;
+}
+
+void sinkIntoBranches(Node* branch_node, Node* follower, size_t result) {
+  Value* read = branch_node->output(result);
+  for (Block* branch : branch_node->blocks()) {
+    Value* returned = branch->outputs()[result];
+    Node* copy = branch->owningGraph()->createClone(
+        follower, [&](Value* v) { return v == read ? returned : v; });
+    copy->insertBefore(branch->return_node());
+    branch->return_node()->replaceInput(result, copy->output());
+  }
+  read->setType(follower->output()->type());
+  follower->output()->replaceAllUsesWith(read);
+  follower->destroy();
+}
+
+// Whether `producer`, before `branch_node`, may move into its branches.
+bool mayHoistInto(const Node* producer, const Node* branch_node) {
+  if (producer->owningBlock() != branch_node->owningBlock() || !producer->isBefore(branch_node) ||
+      !checkFusible(producer) || producer->kind() == fusionGroupSymbol()) {
+    return false;
+  }
+  for (const Value* in : producer->inputs()) {
+    if (in->type()->kind() == c10::TypeKind::TensorType && checkFusible(in->node())) {
+      return false;  // it may join its producer's group where it is
+    }
+  }
+  for (const Value* out : producer->outputs()) {
+    if (out->uses().empty()) return false;
+    for (const torch::jit::Use& use : out->uses()) {
+      const Node* user = heldIn(use.user, branch_node->owningBlock());
+      if (user != branch_node || use.user == branch_node) return false;  // read elsewhere
+    }
+  }
+  return true;
+}
+
+void hoistIntoBranches(Node* producer, Node* branch_node) {
+  for (Block* branch : branch_node->blocks()) {
+    Node* copy = nullptr;
+    for (size_t i = 0; i < producer->outputs().size(); ++i) {
+      Value* out = producer->output(i);
+      std::vector<torch::jit::Use> uses = out->uses();
+      for (const torch::jit::Use& use : uses) {
+        if (heldIn(use.user, branch) == nullptr) continue;
+        if (!copy) {
+          copy = branch->owningGraph()->createClone(producer, [](Value* v) { return v; });
+          copy->insertBefore(branch->nodes().front());
+        }
+        use.user->replaceInput(use.offset, copy->output(i));
+      }
+    }
+  }
+  producer->destroy();
+}
+
+void collectReads(Block* block, const Block* outer, std::vector<Node*>& producers) {
+  for (Node* node : block->nodes()) {
+    for (Block* sub : node->blocks()) collectReads(sub, outer, producers);
+    for (Value* in : node->inputs()) {
+      if (in->node()->owningBlock() == outer) producers.push_back(in->node());
+    }
+  }
+  for (Value* out : block->outputs()) {
+    if (out->node()->owningBlock() == outer) producers.push_back(out->node());
+  }
+}
+
+// The nodes of `branch_node`'s block whose results its branches read.
+std::vector<Node*> producersReadInside(Node* branch_node) {
+  std::vector<Node*> producers;
+  for (Block* branch : branch_node->blocks()) {
+    collectReads(branch, branch_node->owningBlock(), producers);
+  }
+  return producers;
+}
+
+void moveIn(Block* block) {
+  for (auto it = block->nodes().begin(); it != block->nodes().end(); ++it) {
+    for (Block* sub : it->blocks()) moveIn(sub);
+  }
+  std::vector<Node*> branch_nodes;
+  for (Node* node : block->nodes()) {
+    if (isIf(node)) branch_nodes.push_back(node);
+  }
+  for (Node* branch_node : branch_nodes) {
+    size_t result = 0;
+    while (Node* follower = followerToSink(branch_node, result)) {
+      sinkIntoBranches(branch_node, follower, result);
+    }
+    // Moving a producer in may free the ones it reads: repeat until none moves.
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (Node* producer : producersReadInside(branch_node)) {
+        if (!mayHoistInto(producer, branch_node)) continue;
+        hoistIntoBranches(producer, branch_node);
+        moved = true;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void moveOpsIntoBranches(GraphPtr& graph) { moveIn(graph->block()); }
+
+}  // namespace fuser

@@ -1,0 +1,106 @@
+// moveOpsIntoBranches (csrc/passes/into_branches.cpp): which fusible ops beside an `if`
+// move into its branches.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ir_test_helpers.h"
+#include "passes/pipeline.h"
+
+namespace fuser {
+namespace {
+
+using testing_helpers::countKind;
+
+const std::string kT = "Float(2, 4, strides=[4, 1], requires_grad=0, device=cpu)";
+
+// scale = x * x; if c: scores = scale + m else scale; then $AFTER (reading %r), with
+// $ALSO after the `if`.
+std::shared_ptr<torch::jit::Graph> branchGraph(const std::string& after, const std::string& also,
+                                               const std::string& returned) {
+  return testing_helpers::parseWithTypes(R"IR(
+graph(%x : $T, %m : $T, %c : bool):
+  %1 : int = prim::Constant[value=1]()
+  %none : NoneType = prim::Constant()
+  %last : int = prim::Constant[value=-1]()
+  %s : $T = aten::mul(%x, %x)
+  %r : $T = prim::If(%c)
+    block0():
+      %a : $T = aten::add(%s, %m, %1)
+      -> (%a)
+    block1():
+      -> (%s)
+  $ALSO
+  $AFTER
+  return ($RETURNED)
+)IR",
+                                         {{"$AFTER", after}, {"$ALSO", also},
+                                          {"$RETURNED", returned}, {"$T", kT}});
+}
+
+const std::string kSoftmax = "%y : $T = aten::softmax(%r, %last, %none)";
+
+torch::jit::Node* theIf(const std::shared_ptr<torch::jit::Graph>& graph) {
+  for (torch::jit::Node* node : graph->nodes()) {
+    if (node->kind() == c10::prim::If) return node;
+  }
+  return nullptr;
+}
+
+TEST(IntoBranches, TheSoftmaxAfterAndTheProductBeforeRunInEachBranch) {
+  auto graph = branchGraph(kSoftmax, "", "%y");
+  moveOpsIntoBranches(graph);
+  graph->lint();
+  torch::jit::Node* branch = theIf(graph);
+  ASSERT_NE(branch, nullptr);
+  for (torch::jit::Block* block : branch->blocks()) {
+    EXPECT_EQ(countKind(block, c10::aten::softmax), 1u) << *graph;
+    EXPECT_EQ(countKind(block, c10::aten::mul), 1u) << *graph;
+    EXPECT_EQ(block->outputs()[0]->node()->kind(), c10::aten::softmax);
+  }
+  EXPECT_EQ(countKind(graph->block(), c10::aten::softmax), 2u);  // none left outside
+  EXPECT_EQ(countKind(graph->block(), c10::aten::mul), 2u);
+  EXPECT_EQ(graph->outputs()[0], branch->output());
+  EXPECT_EQ(*branch->output()->type()->expect<c10::TensorType>()->dim(), 2u);
+}
+
+TEST(IntoBranches, OpsReadElsewhereOrReadingLaterValuesStay) {
+  // The product is also read after the `if`: it stays before it.
+  auto read_after = branchGraph(kSoftmax, "%z : $T = aten::neg(%s)", "%y, %z");
+  moveOpsIntoBranches(read_after);
+  EXPECT_EQ(countKind(theIf(read_after)->blocks()[0], c10::aten::mul), 0u) << *read_after;
+  EXPECT_EQ(countKind(theIf(read_after)->blocks()[0], c10::aten::softmax), 1u);
+
+  // The add after reads a value made after the `if`: it stays after it.
+  auto later = branchGraph("%y : $T = aten::add(%r, %late, %1)",
+                           "%late : $T = aten::neg(%x)", "%y");
+  moveOpsIntoBranches(later);
+  EXPECT_EQ(countKind(theIf(later)->blocks()[0], c10::aten::add), 1u) << *later;  // the mask's
+
+  // The result is read twice: the softmax stays.
+  auto twice = branchGraph(kSoftmax, "", "%y, %r");
+  moveOpsIntoBranches(twice);
+  EXPECT_EQ(countKind(theIf(twice)->blocks()[0], c10::aten::softmax), 0u) << *twice;
+}
+
+TEST(IntoBranches, AProductAFusibleOpMakesStaysWithIt) {
+  auto graph = testing_helpers::parseWithTypes(R"IR(
+graph(%x : $T, %m : $T, %c : bool):
+  %1 : int = prim::Constant[value=1]()
+  %e : $T = aten::exp(%x)
+  %s : $T = aten::mul(%e, %x)
+  %r : $T = prim::If(%c)
+    block0():
+      %a : $T = aten::add(%s, %m, %1)
+      -> (%a)
+    block1():
+      -> (%s)
+  return (%r)
+)IR",
+                                               {{"$T", kT}});
+  moveOpsIntoBranches(graph);
+  EXPECT_EQ(countKind(theIf(graph)->blocks()[0], c10::aten::mul), 0u) << *graph;
+}
+
+}  // namespace
+}  // namespace fuser
