@@ -8,7 +8,9 @@
 // After this pass:
 // - a fusible op after the `if` whose only input from it is one of its results, read by
 //   nothing else, and whose other inputs are defined before the `if`, runs at the end of
-//   each branch instead (the `if` returns its result);
+//   each branch instead (the `if` returns its result), where each branch returns that
+//   result with the type profiling saw, or was never profiled (its copy of the op then
+//   has no profiled type either, and runs unfused);
 // - a fusible op before the `if` whose results only the branches read, and whose tensor
 //   inputs no fusible op makes (it could join their group where it is), runs at the start
 //   of each branch that reads it.
@@ -44,6 +46,24 @@ const Node* heldIn(const Node* node, const Block* block) {
 
 bool isIf(const Node* node) { return node->kind() == c10::prim::If; }
 
+bool isComplete(const Value* v) {
+  auto type = v->type()->cast<c10::TensorType>();
+  return type && type->isComplete();
+}
+
+// Whether each branch returns, as result `i`, a value of the type profiling saw the
+// result have, or one profiling never saw (a branch that did not run). A moved op keeps
+// its profiled type only in the first kind of branch; in a branch that returns another
+// complete type (another dtype) its type would be wrong.
+bool returnsAsProfiled(const Node* branch_node, size_t i) {
+  const c10::TypePtr& seen = branch_node->output(i)->type();
+  for (const Block* branch : branch_node->blocks()) {
+    const Value* returned = branch->outputs()[i];
+    if (isComplete(returned) && *returned->type() != *seen) return false;
+  }
+  return true;
+}
+
 // The op after `branch_node` that reads one of its results and may move into its
 // branches, with that result's index; null where none may.
 Node* followerToSink(Node* branch_node, size_t& result) {
@@ -55,7 +75,7 @@ Node* followerToSink(Node* branch_node, size_t& result) {
         !checkFusible(user)) {
       continue;
     }
-    bool movable = true;
+    bool movable = returnsAsProfiled(branch_node, i);
     for (const Value* in : user->inputs()) {
       if (in == out) continue;
       if (in->node() == branch_node || !definedBefore(in, branch_node)) movable = false;
@@ -75,6 +95,8 @@ void sinkIntoBranches(Node* branch_node, Node* follower, size_t result) {
     Node* copy = branch->owningGraph()->createClone(
         follower, [&](Value* v) { return v == read ? returned : v; });
     copy->insertBefore(branch->return_node());
+    // Where profiling never ran the branch, neither has its op a profiled type.
+    if (!isComplete(returned)) copy->output()->setType(c10::TensorType::get());
     branch->return_node()->replaceInput(result, copy->output());
   }
   read->setType(follower->output()->type());

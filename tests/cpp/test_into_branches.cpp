@@ -102,5 +102,38 @@ graph(%x : $T, %m : $T, %c : bool):
   EXPECT_EQ(countKind(theIf(graph)->blocks()[0], c10::aten::mul), 0u) << *graph;
 }
 
+
+TEST(IntoBranches, AResultOfAnotherProfiledTypeKeepsTheOpAfterTheIf) {
+  const std::string ir = R"IR(
+graph(%x : $T, %d : $OTHER, %c : bool):
+  %none : NoneType = prim::Constant()
+  %last : int = prim::Constant[value=-1]()
+  %e : $T = aten::exp(%x)
+  %r : $T = prim::If(%c)
+    block0():
+      -> (%e)
+    block1():
+      %u : $OTHER = aten::neg(%d)
+      -> (%u)
+  %y : $T = aten::softmax(%r, %last, %none)
+  return (%y)
+)IR";
+  // The other branch returns float64 where profiling saw float32: the softmax stays.
+  auto other_dtype = testing_helpers::parseWithTypes(
+      ir, {{"$OTHER", "Double(2, 4, strides=[4, 1], requires_grad=0, device=cpu)"}, {"$T", kT}});
+  moveOpsIntoBranches(other_dtype);
+  EXPECT_EQ(countKind(theIf(other_dtype)->blocks()[1], c10::aten::softmax), 0u) << *other_dtype;
+
+  // A branch profiling never ran: its copy has no profiled type, the other keeps it.
+  auto unprofiled = testing_helpers::parseWithTypes(ir, {{"$OTHER", "Tensor"}, {"$T", kT}});
+  moveOpsIntoBranches(unprofiled);
+  torch::jit::Node* branch = theIf(unprofiled);
+  ASSERT_EQ(countKind(branch->blocks()[1], c10::aten::softmax), 1u) << *unprofiled;
+  auto ran = branch->blocks()[0]->outputs()[0]->type()->expect<c10::TensorType>();
+  auto never_ran = branch->blocks()[1]->outputs()[0]->type()->expect<c10::TensorType>();
+  EXPECT_TRUE(ran->isComplete());
+  EXPECT_FALSE(never_ran->scalarType().has_value());
+}
+
 }  // namespace
 }  // namespace fuser
