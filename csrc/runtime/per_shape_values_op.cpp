@@ -6,7 +6,8 @@
 // float number becomes a tensor of it), whether grad mode and inference mode are on (a
 // tensor made in inference mode may not be used outside it), and on a CUDA device the
 // current device and stream (the values were written on the stream current then). A
-// node keeps the values of its last 8 keys. A value the key cannot hold (no number, no
+// node keeps the values of its last 8 keys, up to 32 MiB of tensors in all (the values
+// of a key that alone take more are made every call). A value the key cannot hold (no number, no
 // tensor) runs the subgraph every call, as the graph did.
 #include <ATen/ATen.h>
 #include <c10/core/DefaultDtype.h>
@@ -32,6 +33,9 @@ namespace fuser::runtime {
 namespace {
 
 constexpr size_t kKeysKept = 8;
+// What a node may keep in tensors across its keys: a piece that builds activation-sized
+// buffers (a zero state the size of each batch) would otherwise hold 8 batches' worth.
+constexpr size_t kBytesKept = size_t{32} << 20;
 
 using Key = std::vector<int64_t>;
 
@@ -86,6 +90,16 @@ bool addToKey(Key& key, const c10::IValue& value) {
   return true;
 }
 
+size_t bytesOf(const std::vector<c10::IValue>& values) {
+  size_t bytes = 0;
+  for (const c10::IValue& value : values) {
+    if (value.isTensor() && value.toTensor().has_storage()) {
+      bytes += value.toTensor().storage().nbytes();
+    }
+  }
+  return bytes;
+}
+
 class PerShapeValues {
  public:
   explicit PerShapeValues(const torch::jit::Node* node)
@@ -96,10 +110,10 @@ class PerShapeValues {
     if (key) {
       std::lock_guard<std::mutex> lock(mutex_);
       for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-        if (it->first != *key) continue;
+        if (it->key != *key) continue;
         kept_.splice(kept_.begin(), kept_, it);  // most recent first
         torch::jit::drop(stack, num_keys_);
-        for (const c10::IValue& value : kept_.front().second) stack.push_back(value);
+        for (const c10::IValue& value : kept_.front().values) stack.push_back(value);
         stats().per_shape_hits++;
         return;
       }
@@ -108,9 +122,15 @@ class PerShapeValues {
     torch::jit::InterpreterState(code()).run(stack);
     if (!key) return;
     std::vector<c10::IValue> values(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+    const size_t bytes = bytesOf(values);
+    if (bytes > kBytesKept) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    kept_.emplace_front(std::move(*key), std::move(values));
-    if (kept_.size() > kKeysKept) kept_.pop_back();
+    kept_.push_front({std::move(*key), std::move(values), bytes});
+    bytes_kept_ += bytes;
+    while (kept_.size() > kKeysKept || bytes_kept_ > kBytesKept) {
+      bytes_kept_ -= kept_.back().bytes;
+      kept_.pop_back();
+    }
   }
 
  private:
@@ -136,8 +156,14 @@ class PerShapeValues {
   size_t num_keys_;
   std::once_flag once_;
   std::unique_ptr<torch::jit::Code> code_;
+  struct Kept {
+    Key key;
+    std::vector<c10::IValue> values;
+    size_t bytes;
+  };
   std::mutex mutex_;
-  std::list<std::pair<Key, std::vector<c10::IValue>>> kept_;
+  std::list<Kept> kept_;
+  size_t bytes_kept_ = 0;
 };
 
 torch::jit::RegisterOperators registration({torch::jit::Operator(

@@ -192,3 +192,23 @@ def test_values_drawn_in_place_or_recording_gradients_are_made_every_call(device
     assert not torch.equal(results[-1], results[-2])
     assert results[-1].requires_grad
     results[-1].sum().backward()  # gradients reach fresh leaves each call
+
+
+# 33.6 MB of ones: more than a node keeps (32 MiB), so made every call.
+BIG = """
+def f(x):
+    ones = torch.ones(x.size(0), 4100, 2048, device=x.device)
+    return x + ones[:, :1, :1]
+"""
+
+
+def test_values_larger_than_the_budget_are_made_every_call() -> None:
+    fused = script_from_source(BIG)
+    x = torch.randn(1, 1, 1)
+    with torch.no_grad(), fuser.enabled(True):
+        run_optimized(fused, x)
+        assert count_kind(torch.jit.last_executed_optimized_graph(), CACHED) == 1
+        before = fuser.stats()
+        for _ in range(3):
+            torch.testing.assert_close(fused(x), x + 1.0)
+        assert stats_delta(before) == 0
