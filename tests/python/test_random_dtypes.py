@@ -58,6 +58,10 @@ STRUCTURAL = [
     "{a}.amax(-1)",
     "{a}.expand_as({b})",
     "{a}.contiguous()",
+    # Values from sizes alone (passes/per_shape_values.cpp caches them per size).
+    "torch.zeros_like({a}).fill_(2) - {b}",
+    "{a}.new_ones({b}.shape).cumsum(-1)",
+    "torch.arange({a}.numel(), device={a}.device).view({a}.shape).to({a}.dtype)",
 ]
 BASES = [(3, 4, 5), (2, 3, 4, 5), (6, 7), (9,)]
 
