@@ -11,11 +11,14 @@
 //   each branch instead (the `if` returns its result), where each branch returns that
 //   result with the type profiling saw, or was never profiled (its copy of the op then
 //   has no profiled type either, and runs unfused);
-// - a fusible op before the `if` whose results only the branches read, and whose tensor
-//   inputs no fusible op makes (it could join their group where it is), runs at the start
-//   of each branch that reads it.
+// - a fusible op before the `if` whose results only the branches read, every branch
+//   (after dead code is gone: it still runs on every path, raising what it raised), and
+//   whose tensor inputs no fusible op makes (it could join their group where it is),
+//   runs at the start of each branch.
+// Neither moves across a node with side effects.
 // Each branch computes what the graph computed along it, so the values are the same.
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 
 #include <vector>
 
@@ -46,6 +49,15 @@ const Node* heldIn(const Node* node, const Block* block) {
 
 bool isIf(const Node* node) { return node->kind() == c10::prim::If; }
 
+// Whether a node strictly between `first` and `last` (one block) has side effects: an
+// op moved across it would raise its error before that effect instead of after.
+bool sideEffectsBetween(const Node* first, const Node* last) {
+  for (const Node* node = first->next(); node != last; node = node->next()) {
+    if (node->hasSideEffects()) return true;
+  }
+  return false;
+}
+
 bool isComplete(const Value* v) {
   auto type = v->type()->cast<c10::TensorType>();
   return type && type->isComplete();
@@ -75,7 +87,7 @@ Node* followerToSink(Node* branch_node, size_t& result) {
         !checkFusible(user)) {
       continue;
     }
-    bool movable = returnsAsProfiled(branch_node, i);
+    bool movable = returnsAsProfiled(branch_node, i) && !sideEffectsBetween(branch_node, user);
     for (const Value* in : user->inputs()) {
       if (in == out) continue;
       if (in->node() == branch_node || !definedBefore(in, branch_node)) movable = false;
@@ -122,7 +134,16 @@ bool mayHoistInto(const Node* producer, const Node* branch_node) {
       if (user != branch_node || use.user == branch_node) return false;  // read elsewhere
     }
   }
-  return true;
+  // Every branch runs it still (dead code went first), so its errors (a bool
+  // subtraction, shapes that do not broadcast) are raised on every path as before.
+  for (const Block* branch : branch_node->blocks()) {
+    bool read = false;
+    for (const Value* out : producer->outputs()) {
+      for (const torch::jit::Use& use : out->uses()) read |= heldIn(use.user, branch) != nullptr;
+    }
+    if (!read) return false;
+  }
+  return !sideEffectsBetween(producer, branch_node);
 }
 
 void hoistIntoBranches(Node* producer, Node* branch_node) {
@@ -193,6 +214,9 @@ void moveIn(Block* block) {
 
 }  // namespace
 
-void moveOpsIntoBranches(GraphPtr& graph) { moveIn(graph->block()); }
+void moveOpsIntoBranches(GraphPtr& graph) {
+  torch::jit::EliminateDeadCode(graph);  // a branch's dead reader is no reader
+  moveIn(graph->block());
+}
 
 }  // namespace fuser

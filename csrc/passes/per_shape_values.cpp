@@ -21,8 +21,9 @@
 // where what it hands out is never written afterwards (in place, or by a write
 // prepareGraph made functional and that may be made in place again), never leaves the
 // graph (an output, a container that does), where the lists and tensors it reads are
-// never written (it now reads them after its last node), and where every reader
-// outside comes after its last node; otherwise it stays as it is.
+// never written (it now reads them after its last node), where every reader outside
+// comes after its last node, and where no node with side effects lies between its
+// first and last (its errors would now come after that effect); otherwise it stays.
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -255,6 +256,9 @@ bool isFunctionalWrite(const Node* node) {
 bool outputsStayUnwritten(const Piece& piece, const std::unordered_set<const Node*>& members,
                           torch::jit::AliasDb& aliases, torch::jit::Graph& graph) {
   const Node* last = piece.nodes.back();
+  for (const Node* node = piece.nodes.front(); node != last; node = node->next()) {
+    if (!members.count(node) && node->hasSideEffects()) return false;  // its errors move
+  }
   std::vector<Value*> tensors;
   for (Value* out : piece.outputs) {
     if (isTensorList(out)) return false;  // a list handed out could be appended to

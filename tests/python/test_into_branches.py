@@ -84,3 +84,31 @@ def test_shifted_window_adds_and_softmax_are_one_group_in_each_branch(device: st
     two_adds = [g for g in groups if "aten::softmax" in g and "aten::add" in g]
     assert two_adds, groups
     assert all("aten::softmax" not in g or "aten::add" in g for g in groups), groups
+
+
+# `x - y` raises for bool tensors; the branch taken reads it only in dead code. Moved into
+# the branches, it would vanish there with the dead code, and with it the error.
+DEAD_IN_ONE_BRANCH = """
+def f(x, y, flag: bool):
+    d = x - y
+    if flag:
+        r = d * 2
+    else:
+        unused = x / d
+        r = x * x
+    return r
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_an_op_that_one_branch_reads_only_in_dead_code_stays_and_raises(device: str) -> None:
+    from helpers import script_from_source
+
+    fused = script_from_source(DEAD_IN_ONE_BRANCH)
+    x, y = (torch.randn(3, 4, device=device) for _ in range(2))
+    with fuser.enabled(True):
+        for _ in range(3):
+            torch.testing.assert_close(fused(x, y, False), x * x)
+        bools = (x > 0, y > 0)
+        with pytest.raises(RuntimeError, match="Subtraction"):
+            fused(*bools, False)
