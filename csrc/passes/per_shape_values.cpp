@@ -184,8 +184,10 @@ class PieceFinder {
     const bool aliases = resultAliasesSelf(node);
     for (size_t i = 0; i < node->outputs().size(); ++i) {
       const Value* out = node->output(i);
-      // A view's root is its base's (null: a view of a constant, which it may not write).
-      const Value* root = out;
+      // A view's root is its base's; null where it may not be written: a view of a
+      // constant, an element taken out of a list (a schemaless unpack, whose source
+      // may be a constant's views), anything not a tensor.
+      const Value* root = node->maybeSchema() ? out : nullptr;
       if (i == 0 && aliases) {
         auto base = root_.find(node->input(0));
         root = base == root_.end() ? nullptr : base->second;
@@ -256,9 +258,6 @@ bool isFunctionalWrite(const Node* node) {
 bool outputsStayUnwritten(const Piece& piece, const std::unordered_set<const Node*>& members,
                           torch::jit::AliasDb& aliases, torch::jit::Graph& graph) {
   const Node* last = piece.nodes.back();
-  for (const Node* node = piece.nodes.front(); node != last; node = node->next()) {
-    if (!members.count(node) && node->hasSideEffects()) return false;  // its errors move
-  }
   std::vector<Value*> tensors;
   for (Value* out : piece.outputs) {
     if (isTensorList(out)) return false;  // a list handed out could be appended to
@@ -282,6 +281,15 @@ bool outputsStayUnwritten(const Piece& piece, const std::unordered_set<const Nod
   };
   visit(graph.block());
   return !written;
+}
+
+// Whether no node with side effects lies among the piece's: its errors would come after
+// that effect once the piece runs after its last node.
+bool crossesNoSideEffect(const Piece& piece, const std::unordered_set<const Node*>& members) {
+  for (const Node* node = piece.nodes.front(); node != piece.nodes.back(); node = node->next()) {
+    if (!members.count(node) && node->hasSideEffects()) return false;
+  }
+  return true;
 }
 
 // Whether the values the piece reads from before it (its key: lists, tensors read for
@@ -348,7 +356,7 @@ void cacheIn(torch::jit::Block* block, torch::jit::AliasDb& aliases, std::vector
     if (piece.outputs.empty() || !launchesWork(piece)) continue;
     std::unordered_set<const Node*> members(piece.nodes.begin(), piece.nodes.end());
     if (!outputsStayUnwritten(piece, members, aliases, *block->owningGraph()) ||
-        !keysStayUnwritten(piece, members, aliases)) {
+        !keysStayUnwritten(piece, members, aliases) || !crossesNoSideEffect(piece, members)) {
       continue;
     }
     found.push_back(std::move(piece));
