@@ -5,14 +5,12 @@ between its bias add and softmax. tests/cpp/test_into_branches checks which ops 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 import fuser
-from helpers import all_nodes, devices, run_optimized
+from helpers import all_nodes, devices, run_optimized, script_from_source
 
 FUSION_GROUP = "fuser::FusionGroup"
 
@@ -25,7 +23,7 @@ def groups_of(graph: torch._C.Graph) -> list[set[str]]:
     ]
 
 
-def masked_scores(scores: torch.Tensor, mask: Optional[torch.Tensor], scale: float) -> torch.Tensor:
+def masked_scores(scores: torch.Tensor, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
     scores = scores * scale
     if mask is not None:
         scores = scores + mask
@@ -45,7 +43,8 @@ class ShiftedWindows(torch.nn.Module):
     def forward(self, scores: torch.Tensor, shift: int) -> torch.Tensor:
         attn = scores + self.bias
         if shift > 0:
-            attn = attn.view(scores.size(0) // self.windows, self.windows, self.heads, self.n, self.n)
+            windows = scores.size(0) // self.windows
+            attn = attn.view(windows, self.windows, self.heads, self.n, self.n)
             attn = attn + self.mask.unsqueeze(1).unsqueeze(0)
             attn = attn.view(-1, self.heads, self.n, self.n)
         return F.softmax(attn, dim=-1)
@@ -53,7 +52,9 @@ class ShiftedWindows(torch.nn.Module):
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("with_mask", [True, False])
-def test_an_optional_mask_and_the_softmax_after_it_are_one_group(device: str, with_mask: bool) -> None:
+def test_an_optional_mask_and_the_softmax_after_it_are_one_group(
+    device: str, with_mask: bool
+) -> None:
     torch.manual_seed(0)
     scores = torch.randn(2, 4, 8, 8, device=device)
     mask = torch.randn(2, 1, 1, 8, device=device) if with_mask else None
@@ -102,7 +103,6 @@ def f(x, y, flag: bool):
 
 @pytest.mark.parametrize("device", devices())
 def test_an_op_that_one_branch_reads_only_in_dead_code_stays_and_raises(device: str) -> None:
-    from helpers import script_from_source
 
     fused = script_from_source(DEAD_IN_ONE_BRANCH)
     x, y = (torch.randn(3, 4, device=device) for _ in range(2))

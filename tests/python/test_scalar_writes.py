@@ -51,7 +51,7 @@ def test_numbers_written_to_slices_are_torchscripts_values(device: str, dtype: t
     # 300 wraps in int8, -70000 and 1e30 overflow float16 to infinities: as the
     # copied host tensor converts them. 0.1 goes through float32 first, even into float64.
     want, got, graph = reference_and_fused(SLICE_WRITES, x, 300, 1e30)
-    for w, g in zip(want, got):
+    for w, g in zip(want, got, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape and g.stride() == w.stride()
         torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
     assert count_kind(graph, FILL) >= 6, graph
