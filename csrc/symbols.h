@@ -80,6 +80,13 @@ inline c10::Symbol perShapeValuesSymbol() {
   return s;
 }
 
+// Set (1) on a fuser::PerShapeValues node whose piece makes or reads CUDA tensors: the
+// current CUDA device and stream join its key, and nothing is kept during a capture.
+inline c10::Symbol perShapeValuesCudaAttr() {
+  static const c10::Symbol s = c10::Symbol::attr("cuda");
+  return s;
+}
+
 // fuser::dense_attention_mask(Tensor(a) mask) -> Tensor(a): the mask, copied row-major
 // where it is a CUDA tensor whose last dim has another stride than 1 (CUDA's fused
 // attention kernels refuse it); itself otherwise (passes/attention_masks.cpp;

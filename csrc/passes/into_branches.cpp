@@ -15,7 +15,8 @@
 //   (after dead code is gone: it still runs on every path, raising what it raised), and
 //   whose tensor inputs no fusible op makes (it could join their group where it is),
 //   runs at the start of each branch.
-// Neither moves across a node with side effects.
+// Neither moves across a write, a side effect or an `if` holding one (order_barriers.h):
+// each reads what it read and raises its errors where it raised them.
 // Each branch computes what the graph computed along it, so the values are the same.
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "passes/fusibility.h"
+#include "passes/order_barriers.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
 
@@ -48,15 +50,6 @@ const Node* heldIn(const Node* node, const Block* block) {
 }
 
 bool isIf(const Node* node) { return node->kind() == c10::prim::If; }
-
-// Whether a node strictly between `first` and `last` (one block) has side effects: an
-// op moved across it would raise its error before that effect instead of after.
-bool sideEffectsBetween(const Node* first, const Node* last) {
-  for (const Node* node = first->next(); node != last; node = node->next()) {
-    if (node->hasSideEffects()) return true;
-  }
-  return false;
-}
 
 bool isComplete(const Value* v) {
   auto type = v->type()->cast<c10::TensorType>();
@@ -87,7 +80,7 @@ Node* followerToSink(Node* branch_node, size_t& result) {
         !checkFusible(user)) {
       continue;
     }
-    bool movable = returnsAsProfiled(branch_node, i) && !sideEffectsBetween(branch_node, user);
+    bool movable = returnsAsProfiled(branch_node, i) && !barrierBetween(branch_node, user);
     for (const Value* in : user->inputs()) {
       if (in == out) continue;
       if (in->node() == branch_node || !definedBefore(in, branch_node)) movable = false;
@@ -143,7 +136,7 @@ bool mayHoistInto(const Node* producer, const Node* branch_node) {
     }
     if (!read) return false;
   }
-  return !sideEffectsBetween(producer, branch_node);
+  return !barrierBetween(producer, branch_node);
 }
 
 void hoistIntoBranches(Node* producer, Node* branch_node) {

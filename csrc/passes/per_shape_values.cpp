@@ -22,8 +22,10 @@
 // prepareGraph made functional and that may be made in place again), never leaves the
 // graph (an output, a container that does), where the lists and tensors it reads are
 // never written (it now reads them after its last node), where every reader outside
-// comes after its last node, and where no node with side effects lies between its
-// first and last (its errors would now come after that effect); otherwise it stays.
+// comes after its last node, and where no write or side effect lies between its first
+// and last node (its errors would now come after it); otherwise it stays. It reads no
+// uninitialized memory and runs no product or convolution (settings outside the key
+// decide their values), and it hands out tensors and numbers, never lists.
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -33,6 +35,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "passes/order_barriers.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
 
@@ -75,6 +78,19 @@ bool isAllowedPrim(const Node* node) {
   static const std::unordered_set<c10::Symbol> kinds = {
       c10::prim::ListConstruct, c10::prim::ListUnpack, c10::prim::TupleConstruct,
       c10::prim::TupleUnpack,   c10::prim::dtype,      c10::prim::device};
+  return kinds.count(node->kind()) > 0;
+}
+
+// Ops whose values depend on settings outside the graph that the key does not hold:
+// uninitialized memory (filled per call where deterministic algorithms ask it), and
+// products and convolutions (TF32, reduced-precision reductions).
+bool readsGlobalSettings(const Node* node) {
+  static const std::unordered_set<c10::Symbol> kinds = {
+      c10::aten::empty,  c10::aten::empty_like, c10::aten::new_empty, c10::aten::empty_strided,
+      c10::aten::new_empty_strided, c10::aten::mm, c10::aten::bmm, c10::aten::matmul,
+      c10::aten::addmm, c10::aten::baddbmm, c10::aten::linear, c10::aten::einsum,
+      c10::aten::conv1d, c10::aten::conv2d, c10::aten::conv3d, c10::aten::_convolution,
+      c10::aten::convolution};
   return kinds.count(node->kind()) > 0;
 }
 
@@ -148,7 +164,8 @@ class PieceFinder {
         node->kind() == c10::prim::Constant || node->hasAttribute(c10::attr::Subgraph)) {
       return false;
     }
-    if (!node->maybeSchema() && !isAllowedPrim(node)) return false;
+    if (node->kind().is_prim() ? !isAllowedPrim(node) : !node->maybeSchema()) return false;
+    if (readsGlobalSettings(node)) return false;
     if (drawsOrRecordsGradients(node)) return false;
     for (const Value* out : node->outputs()) {
       if (!isTensor(out) && !isKeyType(out->type()) && !isTensorList(out)) return false;
@@ -185,9 +202,11 @@ class PieceFinder {
     for (size_t i = 0; i < node->outputs().size(); ++i) {
       const Value* out = node->output(i);
       // A view's root is its base's; null where it may not be written: a view of a
-      // constant, an element taken out of a list (a schemaless unpack, whose source
-      // may be a constant's views), anything not a tensor.
-      const Value* root = node->maybeSchema() ? out : nullptr;
+      // constant, an element taken out of a list (whose source may be a constant's
+      // views), anything not a tensor.
+      const bool from_list = std::any_of(node->inputs().begin(), node->inputs().end(),
+                                         [](const Value* in) { return isTensorList(in); });
+      const Value* root = node->maybeSchema() && !from_list ? out : nullptr;
       if (i == 0 && aliases) {
         auto base = root_.find(node->input(0));
         root = base == root_.end() ? nullptr : base->second;
@@ -249,18 +268,31 @@ bool launchesWork(const Piece& piece) {
   });
 }
 
+// Ops whose schemas promise a fresh result but that may return their input itself
+// (type_as of the same dtype, dropout in eval mode: aliasEvalDropouts makes the same
+// alias): alias analysis cannot follow the cached tensor through them.
+bool mayReturnItsInput(const Node* node) {
+  static const std::unordered_set<c10::Symbol> kinds = {
+      c10::aten::type_as, c10::aten::dropout, c10::aten::feature_dropout,
+      c10::aten::alpha_dropout, c10::aten::feature_alpha_dropout, c10::aten::native_dropout};
+  return kinds.count(node->kind()) > 0 && !node->inputs().empty();
+}
+
 bool isFunctionalWrite(const Node* node) {
   return node->kind() == maskedFillLikeSelfSymbol() || node->hasAttribute(likeSelfAttr());
 }
 
-// Whether the piece's outputs may be handed out again: every reader outside comes after
-// its last node, and nothing outside writes them or lets them leave the graph.
+// Whether the piece's outputs may be handed out again: none is a list, every reader
+// outside comes after its last node, and nothing outside writes them, lets them leave
+// the graph (AliasDb's escape: a graph output, an attribute, a list or a Python call) or
+// hands them on through an op alias analysis takes for a copy.
 bool outputsStayUnwritten(const Piece& piece, const std::unordered_set<const Node*>& members,
                           torch::jit::AliasDb& aliases, torch::jit::Graph& graph) {
   const Node* last = piece.nodes.back();
   std::vector<Value*> tensors;
   for (Value* out : piece.outputs) {
-    if (isTensorList(out)) return false;  // a list handed out could be appended to
+    // A list handed out would be the same list at every call: anyone may append to it.
+    if (out->type()->kind() == c10::TypeKind::ListType) return false;
     for (const torch::jit::Use& use : out->uses()) {
       if (members.count(use.user)) continue;
       const Node* reader = inBlock(use.user, last->owningBlock());
@@ -269,25 +301,28 @@ bool outputsStayUnwritten(const Piece& piece, const std::unordered_set<const Nod
     if (isTensor(out)) tensors.push_back(out);
   }
   if (tensors.empty()) return true;
-  if (aliases.mayContainAlias(tensors, graph.outputs())) return false;
+  if (aliases.escapesScope(tensors)) return false;  // an output, an attribute, a list
   bool written = false;
   std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
     for (Node* node : block->nodes()) {
       for (torch::jit::Block* sub : node->blocks()) visit(sub);
       if (written || members.count(node)) continue;
       if (aliases.writesToAlias(node, {tensors.begin(), tensors.end()})) written = true;
-      if (isFunctionalWrite(node) && aliases.mayContainAlias(node->input(0), tensors)) written = true;
+      if ((isFunctionalWrite(node) || mayReturnItsInput(node)) &&
+          aliases.mayContainAlias(node->input(0), tensors)) {
+        written = true;
+      }
     }
   };
   visit(graph.block());
   return !written;
 }
 
-// Whether no node with side effects lies among the piece's: its errors would come after
-// that effect once the piece runs after its last node.
-bool crossesNoSideEffect(const Piece& piece, const std::unordered_set<const Node*>& members) {
+// Whether no order barrier (order_barriers.h) lies among the piece's nodes: once the
+// piece runs after its last node, its errors would come after that write or effect.
+bool crossesNoBarrier(const Piece& piece, const std::unordered_set<const Node*>& members) {
   for (const Node* node = piece.nodes.front(); node != piece.nodes.back(); node = node->next()) {
-    if (!members.count(node) && node->hasSideEffects()) return false;
+    if (!members.count(node) && isOrderBarrier(node)) return false;
   }
   return true;
 }
@@ -306,6 +341,31 @@ bool keysStayUnwritten(const Piece& piece, const std::unordered_set<const Node*>
     }
   }
   return true;
+}
+
+bool isCuda(const Value* v) {
+  if (auto type = v->type()->cast<c10::TensorType>()) {
+    return type->device() && type->device()->is_cuda();
+  }
+  if (v->type()->kind() == c10::TypeKind::DeviceObjType) {
+    auto constant = torch::jit::toIValue(v);
+    return constant && constant->toDevice().is_cuda();
+  }
+  return false;
+}
+
+// Whether the piece makes or reads CUDA tensors as far as the graph says (their types,
+// a constant device): its values then belong to the current CUDA device and stream.
+bool touchesCuda(const Piece& piece) {
+  for (const Node* node : piece.nodes) {
+    for (const Value* v : node->inputs()) {
+      if (isCuda(v)) return true;
+    }
+    for (const Value* v : node->outputs()) {
+      if (isCuda(v)) return true;
+    }
+  }
+  return false;
 }
 
 // Replaces the piece by a fuser::PerShapeValues node after its last node.
@@ -339,6 +399,7 @@ void cachePiece(const Piece& piece) {
 
   Node* cached = graph.create(perShapeValuesSymbol(), keys, piece.outputs.size());
   cached->g_(c10::attr::Subgraph, subgraph);
+  if (touchesCuda(piece)) cached->i_(perShapeValuesCudaAttr(), 1);
   cached->insertAfter(piece.nodes.back());
   for (size_t i = 0; i < piece.outputs.size(); ++i) {
     cached->output(i)->setType(piece.outputs[i]->type());
@@ -356,7 +417,7 @@ void cacheIn(torch::jit::Block* block, torch::jit::AliasDb& aliases, std::vector
     if (piece.outputs.empty() || !launchesWork(piece)) continue;
     std::unordered_set<const Node*> members(piece.nodes.begin(), piece.nodes.end());
     if (!outputsStayUnwritten(piece, members, aliases, *block->owningGraph()) ||
-        !keysStayUnwritten(piece, members, aliases) || !crossesNoSideEffect(piece, members)) {
+        !keysStayUnwritten(piece, members, aliases) || !crossesNoBarrier(piece, members)) {
       continue;
     }
     found.push_back(std::move(piece));

@@ -5,10 +5,12 @@
 // only, the dtype, device, layout, sizes and strides; with them the default dtype (a
 // float number becomes a tensor of it), whether grad mode and inference mode are on (a
 // tensor made in inference mode may not be used outside it), and on a CUDA device the
-// current device and stream (the values were written on the stream current then). A
-// node keeps the values of its last 8 keys, up to 32 MiB of tensors in all (the values
-// of a key that alone take more are made every call). A value the key cannot hold (no number, no
-// tensor) runs the subgraph every call, as the graph did.
+// current device and stream (the values were written on the stream current then; also
+// where only the graph says the piece is on CUDA, a constant device). Nothing is kept
+// from a run inside a CUDA graph capture, which records kernels without running them.
+// A node keeps the values of its last 8 keys, up to 32 MiB of tensors in all (the
+// values of a key that alone take more are made every call). A value the key cannot
+// hold (no number, no tensor) runs the subgraph every call, as the graph did.
 #include <ATen/ATen.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "passes/lone_writes.h"
+#include "runtime/cuda/stream_capture.h"
 #include "stats.h"
 #include "symbols.h"
 
@@ -103,7 +106,9 @@ size_t bytesOf(const std::vector<c10::IValue>& values) {
 class PerShapeValues {
  public:
   explicit PerShapeValues(const torch::jit::Node* node)
-      : subgraph_(node->g(c10::attr::Subgraph)), num_keys_(node->inputs().size()) {}
+      : subgraph_(node->g(c10::attr::Subgraph)),
+        num_keys_(node->inputs().size()),
+        cuda_(node->hasAttribute(perShapeValuesCudaAttr())) {}
 
   void run(torch::jit::Stack& stack) {
     std::optional<Key> key = keyOf(torch::jit::last(stack, num_keys_));
@@ -120,7 +125,8 @@ class PerShapeValues {
     }
     const size_t base = stack.size() - num_keys_;
     torch::jit::InterpreterState(code()).run(stack);
-    if (!key) return;
+    // Inside a CUDA graph capture the kernels were recorded, not run: nothing to keep.
+    if (!key || (cuda_ && cuda::currentStreamCapturing(currentCudaDevice()))) return;
     std::vector<c10::IValue> values(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
     const size_t bytes = bytesOf(values);
     if (bytes > kBytesKept) return;
@@ -137,6 +143,7 @@ class PerShapeValues {
   std::optional<Key> keyOf(c10::ArrayRef<c10::IValue> inputs) const {
     Key key = {static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())),
                c10::GradMode::is_enabled(), c10::InferenceMode::is_enabled()};
+    if (cuda_) addDevice(key, currentCudaDevice());
     for (const c10::IValue& input : inputs) {
       if (!addToKey(key, input)) return std::nullopt;
     }
@@ -152,8 +159,13 @@ class PerShapeValues {
     return *code_;
   }
 
+  static c10::Device currentCudaDevice() {
+    return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getDevice();
+  }
+
   std::shared_ptr<torch::jit::Graph> subgraph_;
   size_t num_keys_;
+  bool cuda_;
   std::once_flag once_;
   std::unique_ptr<torch::jit::Code> code_;
   struct Kept {

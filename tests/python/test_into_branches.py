@@ -112,3 +112,41 @@ def test_an_op_that_one_branch_reads_only_in_dead_code_stays_and_raises(device: 
         bools = (x > 0, y > 0)
         with pytest.raises(RuntimeError, match="Subtraction"):
             fused(*bools, False)
+
+
+# A write between the op and the `if` (or after it), and an assert after it: nothing
+# moves across them (order_barriers.h), so each op reads what it read and each error
+# comes first where it came first.
+ACROSS_WRITES = """
+def f(x, z, y, c: bool):
+    p = x * 2
+    x.add_(1)
+    if c:
+        r = p + 1
+    else:
+        r = p - 1
+    z.add_(1)
+    assert y.size(0) == 4, "y must have 4 rows"
+    return r + z + y
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_no_op_moves_across_a_write_or_an_assert(device: str) -> None:
+    fused = script_from_source(ACROSS_WRITES)
+    reference = script_from_source(ACROSS_WRITES)
+
+    def inputs(rows: int) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.ones(4, device=device),
+            torch.ones(4, device=device),
+            torch.ones(rows, device=device),
+        )
+
+    with fuser.enabled(True):
+        for _ in range(3):
+            got = fused(*inputs(4), True)
+        with pytest.raises(torch.jit.Error, match="y must have 4 rows"):
+            fused(*inputs(3), False)
+    want = reference(*inputs(4), True)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

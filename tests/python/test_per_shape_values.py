@@ -214,3 +214,78 @@ def test_values_larger_than_the_budget_are_made_every_call() -> None:
         for _ in range(3):
             torch.testing.assert_close(fused(x), x + 1.0)
         assert stats_delta(before) == 0
+
+
+# Handed to Python through an attribute, passed on by ops that may return their input
+# (type_as of the same dtype, dropout in eval mode), or a list of sizes: every one may be
+# written by someone else, so none is cached.
+class KeepsItsZeros(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.buf = torch.zeros(1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.zeros(x.size(0), device=x.device)
+        self.buf = z
+        return x + z
+
+
+PASSED_ON = """
+def f(x, train: bool):
+    ids = torch.arange(x.size(0), device=x.device)
+    return ids.type_as(x), torch.dropout(ids.float(), 0.5, train)
+"""
+
+SIZES_LIST = """
+def f(x, n: int):
+    t = torch.zeros(n, 2, device=x.device)
+    sizes = t.size()
+    y = t + x.sum()
+    sizes.append(1)
+    return y.reshape(sizes)
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_values_that_escape_or_pass_through_copies_are_made_every_call(device: str) -> None:
+    module = torch.jit.script(KeepsItsZeros())
+    x = torch.ones(3, device=device)
+    with fuser.enabled(True):
+        for _ in range(4):
+            torch.testing.assert_close(module(x), x)
+            module.buf.add_(7)  # the attribute is the caller's to write
+        passed_on = script_from_source(PASSED_ON)
+        ids = torch.zeros(4, dtype=torch.long, device=device)
+        for _ in range(4):
+            same, dropped = passed_on(ids, False)
+            same.mul_(10)
+            dropped.mul_(10)
+        want = torch.arange(4, device=device) * 10
+        torch.testing.assert_close(same, want)
+        torch.testing.assert_close(dropped, want.float())
+        sizes = script_from_source(SIZES_LIST)
+        for _ in range(4):
+            assert sizes(torch.zeros(1, device=device), 3).shape == (3, 2, 1)
+
+
+# A write between the piece's nodes: it stays, so a call whose view raises leaves x as
+# TorchScript leaves it (unwritten: the view comes first).
+WRITE_AMONG = """
+def f(x, n: int):
+    a = torch.zeros(n, device=x.device).view(-1, 3)
+    x.add_(1)
+    b = a * 2
+    return x + b.sum()
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_piece_never_moves_across_a_write(device: str) -> None:
+    fused = script_from_source(WRITE_AMONG)
+    with fuser.enabled(True):
+        for _ in range(3):
+            fused(torch.zeros(2, device=device), 6)
+        x = torch.zeros(2, device=device)
+        with pytest.raises(RuntimeError, match="invalid for input of size 4"):
+            fused(x, 4)
+    assert x.tolist() == [0.0, 0.0]
