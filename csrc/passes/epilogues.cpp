@@ -76,6 +76,32 @@ bool roundsAsEager(const Node* node, const c10::TensorType& out) {
   return convolution && out.device()->is_cuda();
 }
 
+// `node` without bias, then the bias added to its result (or to `rows`, the permute that
+// alone reads it); `node`'s result is read by nothing after this.
+void splitBias(Node* node, Node* rows, const c10::TensorTypePtr& rows_type, int64_t spatial) {
+  Value* bias = node->input(2);
+  torch::jit::Graph& graph = *node->owningGraph();
+  torch::jit::WithInsertPoint here(node);
+  Value* no_bias = graph.insertConstant(c10::IValue());  // defined before its user
+  Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
+  bare->replaceInput(2, no_bias);
+  bare->output()->setType(node->output()->type());
+  if (rows) {  // the bias as it is, along the permuted result's last dim
+    rows->replaceInput(0, bare->output());
+    torch::jit::WithInsertPoint after(rows->next());
+    Value* one = graph.insertConstant(1);
+    Node* add = graph.insertNode(graph.create(c10::aten::add, {rows->output(), bias, one}));
+    add->output()->setType(rows_type);
+    rows->output()->replaceAllUsesAfterNodeWith(add, add->output());
+    return;
+  }
+  Value* one = graph.insertConstant(1);
+  Node* add = graph.insertNode(
+      graph.create(c10::aten::add, {bare->output(), broadcastableBias(bias, spatial, graph), one}));
+  add->output()->copyMetadata(node->output());
+  node->output()->replaceAllUsesWith(add->output());
+}
+
 void splitIn(torch::jit::Block* block) {
   for (auto it = block->nodes().begin(); it != block->nodes().end();) {
     Node* node = *it++;
@@ -95,28 +121,8 @@ void splitIn(torch::jit::Block* block) {
         !roundsAsEager(node, *out_type) || (!rows && !readByFusibleNode(node->output()))) {
       continue;
     }
-    torch::jit::Graph& graph = *node->owningGraph();
-    torch::jit::WithInsertPoint here(node);
-    Value* no_bias = graph.insertConstant(c10::IValue());  // defined before its user
-    Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
-    bare->replaceInput(2, no_bias);
-    bare->output()->setType(out_type);
-    if (rows) {  // the bias as it is, along the permuted result's last dim
-      rows->replaceInput(0, bare->output());
-      node->destroy();
-      torch::jit::WithInsertPoint after(rows->next());
-      Value* one = graph.insertConstant(1);
-      Node* add = graph.insertNode(graph.create(c10::aten::add, {rows->output(), bias, one}));
-      add->output()->setType(rows_type);
-      rows->output()->replaceAllUsesAfterNodeWith(add, add->output());
-      continue;
-    }
-    Value* one = graph.insertConstant(1);
-    Node* add = graph.insertNode(
-        graph.create(c10::aten::add, {bare->output(), broadcastableBias(bias, *spatial, graph), one}));
-    add->output()->copyMetadata(node->output());
-    node->output()->replaceAllUsesWith(add->output());
-    node->destroy();
+    splitBias(node, rows, rows_type, *spatial);
+    node->destroy();  // after every insert point guard is gone: they restore to `node`
   }
 }
 
