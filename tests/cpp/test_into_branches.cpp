@@ -14,16 +14,17 @@ using testing_helpers::countKind;
 
 const std::string kT = "Float(2, 4, strides=[4, 1], requires_grad=0, device=cpu)";
 
-// scale = x * x; if c: scores = scale + m else scale; then $AFTER (reading %r), with
-// $ALSO after the `if`.
+// %s = x * x (or `product`, which makes %s); if c: %s + m else %s; then $AFTER (reading
+// %r), with $ALSO after the `if`.
 std::shared_ptr<torch::jit::Graph> branchGraph(const std::string& after, const std::string& also,
-                                               const std::string& returned) {
+                                               const std::string& returned,
+                                               const std::string& product = "%s : $T = aten::mul(%x, %x)") {
   return testing_helpers::parseWithTypes(R"IR(
 graph(%x : $T, %m : $T, %c : bool):
   %1 : int = prim::Constant[value=1]()
   %none : NoneType = prim::Constant()
   %last : int = prim::Constant[value=-1]()
-  %s : $T = aten::mul(%x, %x)
+  $PRODUCT
   %r : $T = prim::If(%c)
     block0():
       %a : $T = aten::add(%s, %m, %1)
@@ -35,7 +36,8 @@ graph(%x : $T, %m : $T, %c : bool):
   return ($RETURNED)
 )IR",
                                          {{"$AFTER", after}, {"$ALSO", also},
-                                          {"$RETURNED", returned}, {"$T", kT}});
+                                          {"$RETURNED", returned}, {"$PRODUCT", product},
+                                          {"$T", kT}});
 }
 
 const std::string kSoftmax = "%y : $T = aten::softmax(%r, %last, %none)";
@@ -84,24 +86,11 @@ TEST(IntoBranches, OpsReadElsewhereOrReadingLaterValuesStay) {
 }
 
 TEST(IntoBranches, AProductAFusibleOpMakesStaysWithIt) {
-  auto graph = testing_helpers::parseWithTypes(R"IR(
-graph(%x : $T, %m : $T, %c : bool):
-  %1 : int = prim::Constant[value=1]()
-  %e : $T = aten::exp(%x)
-  %s : $T = aten::mul(%e, %x)
-  %r : $T = prim::If(%c)
-    block0():
-      %a : $T = aten::add(%s, %m, %1)
-      -> (%a)
-    block1():
-      -> (%s)
-  return (%r)
-)IR",
-                                               {{"$T", kT}});
+  auto graph = branchGraph("", "", "%r",
+                           "%e : $T = aten::exp(%x)\n  %s : $T = aten::mul(%e, %x)");
   moveOpsIntoBranches(graph);
   EXPECT_EQ(countKind(theIf(graph)->blocks()[0], c10::aten::mul), 0u) << *graph;
 }
-
 
 TEST(IntoBranches, AResultOfAnotherProfiledTypeKeepsTheOpAfterTheIf) {
   const std::string ir = R"IR(
