@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "passes/fusibility.h"
+#include "passes/nesting.h"
 #include "passes/order_barriers.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
@@ -37,16 +38,8 @@ using torch::jit::Value;
 
 // Whether `value` is defined where `node` can read it without moving it.
 bool definedBefore(const Value* value, const Node* node) {
-  const Block* block = value->node()->owningBlock();
-  const Node* outer = node;
-  while (outer && outer->owningBlock() != block) outer = outer->owningBlock()->owningNode();
+  const Node* outer = holderIn(node, value->node()->owningBlock());
   return outer && value->node()->isBefore(outer);
-}
-
-// The node in `block` that holds `node`, or null where `block` does not hold it.
-const Node* heldIn(const Node* node, const Block* block) {
-  while (node && node->owningBlock() != block) node = node->owningBlock()->owningNode();
-  return node;
 }
 
 bool isIf(const Node* node) { return node->kind() == c10::prim::If; }
@@ -123,7 +116,7 @@ bool mayHoistInto(const Node* producer, const Node* branch_node) {
   for (const Value* out : producer->outputs()) {
     if (out->uses().empty()) return false;
     for (const torch::jit::Use& use : out->uses()) {
-      const Node* user = heldIn(use.user, branch_node->owningBlock());
+      const Node* user = holderIn(use.user, branch_node->owningBlock());
       if (user != branch_node || use.user == branch_node) return false;  // read elsewhere
     }
   }
@@ -132,7 +125,7 @@ bool mayHoistInto(const Node* producer, const Node* branch_node) {
   for (const Block* branch : branch_node->blocks()) {
     bool read = false;
     for (const Value* out : producer->outputs()) {
-      for (const torch::jit::Use& use : out->uses()) read |= heldIn(use.user, branch) != nullptr;
+      for (const torch::jit::Use& use : out->uses()) read |= holderIn(use.user, branch) != nullptr;
     }
     if (!read) return false;
   }
@@ -146,7 +139,7 @@ void hoistIntoBranches(Node* producer, Node* branch_node) {
       Value* out = producer->output(i);
       std::vector<torch::jit::Use> uses = out->uses();
       for (const torch::jit::Use& use : uses) {
-        if (heldIn(use.user, branch) == nullptr) continue;
+        if (holderIn(use.user, branch) == nullptr) continue;
         if (!copy) {
           copy = branch->owningGraph()->createClone(producer, [](Value* v) { return v; });
           copy->insertBefore(branch->nodes().front());

@@ -24,6 +24,7 @@
 
 #include <string>
 
+#include "passes/nesting.h"
 #include "passes/onednn_beside.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
@@ -33,10 +34,6 @@ namespace {
 
 using torch::jit::Node;
 using torch::jit::Value;
-
-bool isFunctionalWrite(const Node* node) {
-  return node->kind() == maskedFillLikeSelfSymbol() || node->hasAttribute(likeSelfAttr());
-}
 
 c10::Symbol inPlaceKindOf(const Node* node) {
   if (node->kind() == maskedFillLikeSelfSymbol()) return c10::aten::masked_fill_;
@@ -60,10 +57,7 @@ bool otherReadersRunBefore(const Value* self, const Node* write) {
   for (const torch::jit::Use& use : self->uses()) {
     if (use.user == write) continue;
     if (!returnsFreshResults(use.user)) return false;
-    const Node* reader = use.user;
-    while (reader && reader->owningBlock() != write->owningBlock()) {
-      reader = reader->owningBlock()->owningNode();
-    }
+    const Node* reader = holderIn(use.user, write->owningBlock());
     if (!reader || !reader->isBefore(write)) return false;
   }
   return true;
@@ -99,6 +93,10 @@ void writeInPlace(torch::jit::Block* block) {
 }
 
 }  // namespace
+
+bool isFunctionalWrite(const Node* node) {
+  return node->kind() == maskedFillLikeSelfSymbol() || node->hasAttribute(likeSelfAttr());
+}
 
 void writeFunctionalWritesInPlace(torch::jit::Block* block) { writeInPlace(block); }
 

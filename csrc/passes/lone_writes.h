@@ -6,6 +6,10 @@
 
 namespace fuser {
 
+// Whether `node` is an in-place write prepareGraph made functional (inplace.cpp): it
+// carries the like_self attribute, or is fuser::masked_fill_like_self.
+bool isFunctionalWrite(const torch::jit::Node* node);
+
 // Every such write in `block` and its sub-blocks that no group took. Also for a group's
 // subgraph that the interpreter runs (profiled types still on it).
 void writeFunctionalWritesInPlace(torch::jit::Block* block);

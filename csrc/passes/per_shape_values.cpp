@@ -35,6 +35,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "passes/lone_writes.h"
+#include "passes/nesting.h"
 #include "passes/order_barriers.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
@@ -220,12 +222,6 @@ class PieceFinder {
   std::unordered_map<const Value*, const Value*> root_;
 };
 
-// The node in `block` that holds `node` (itself where it lies in `block`).
-const Node* inBlock(const Node* node, const torch::jit::Block* block) {
-  while (node && node->owningBlock() != block) node = node->owningBlock()->owningNode();
-  return node;
-}
-
 struct Piece {
   std::vector<Node*> nodes;  // in graph order
   std::vector<Value*> outputs;
@@ -278,10 +274,6 @@ bool mayReturnItsInput(const Node* node) {
   return kinds.count(node->kind()) > 0 && !node->inputs().empty();
 }
 
-bool isFunctionalWrite(const Node* node) {
-  return node->kind() == maskedFillLikeSelfSymbol() || node->hasAttribute(likeSelfAttr());
-}
-
 // Whether the piece's outputs may be handed out again: none is a list, every reader
 // outside comes after its last node, and nothing outside writes them, lets them leave
 // the graph (AliasDb's escape: a graph output, an attribute, a list or a Python call) or
@@ -295,7 +287,7 @@ bool outputsStayUnwritten(const Piece& piece, const std::unordered_set<const Nod
     if (out->type()->kind() == c10::TypeKind::ListType) return false;
     for (const torch::jit::Use& use : out->uses()) {
       if (members.count(use.user)) continue;
-      const Node* reader = inBlock(use.user, last->owningBlock());
+      const Node* reader = holderIn(use.user, last->owningBlock());
       if (!reader || !reader->isAfter(last)) return false;
     }
     if (isTensor(out)) tensors.push_back(out);
