@@ -43,7 +43,8 @@ std::map<std::string, int64_t> statsSnapshot() {
           {"column_partial_calls", s.column_partial_calls.load()},
           {"workspace_bytes", s.workspace_bytes.load()},
           {"workspace_buffer_bytes", s.workspace_buffer_bytes.load()},
-          {"per_shape_hits", s.per_shape_hits.load()}};
+          {"per_shape_hits", s.per_shape_hits.load()},
+          {"relayout_gathers", s.relayout_gathers.load()}};
 }
 
 void resetStats() {
@@ -56,7 +57,7 @@ void resetStats() {
         &s.batch_statistics_kernels, &s.variants_timed,
         &s.variant_disk_hits, &s.variant_timing_us, &s.staged_calls, &s.column_sum_calls,
         &s.column_partial_calls, &s.workspace_bytes,
-        &s.workspace_buffer_bytes, &s.per_shape_hits}) {
+        &s.workspace_buffer_bytes, &s.per_shape_hits, &s.relayout_gathers}) {
     counter->store(0);
   }
 }

@@ -47,6 +47,8 @@ struct Stats {
   std::atomic<int64_t> workspace_buffer_bytes{0};
   // fuser::PerShapeValues calls that handed back values kept from an earlier call
   std::atomic<int64_t> per_shape_hits{0};
+  // fuser::Relayout calls that moved their elements in one gather
+  std::atomic<int64_t> relayout_gathers{0};
 };
 
 Stats& stats();

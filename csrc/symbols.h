@@ -71,6 +71,24 @@ inline c10::Symbol fillWithScalarSymbol() {
   return s;
 }
 
+// fuser::pad_unless_zero(Tensor(a) self, int[] pad, str mode, float? value) -> Tensor(a)
+// (and .nd, constant_pad_nd's arguments): a constant pad, but self itself where every pad
+// is zero and self's elements are dense (passes/zero_pads.cpp; runtime/zero_pad_op.cpp).
+inline c10::Symbol padUnlessZeroSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::pad_unless_zero");
+  return s;
+}
+
+// fuser::Relayout(Tensor(a) self, ...) -> Tensor(a): attribute `Subgraph`, a chain of ops
+// that only move the elements of `self` (views, copies, rolls), reading numbers besides.
+// Copies the elements to their places in one kernel, found once per sizes, strides and
+// numbers by running the chain on their offsets (passes/relayouts.cpp;
+// runtime/relayout_op.cpp).
+inline c10::Symbol relayoutSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::Relayout");
+  return s;
+}
+
 // fuser::PerShapeValues(keys...) -> (values...): attribute `Subgraph`, a piece of the graph
 // that builds tensors from numbers, constants and the metadata of tensors it reads no
 // data of (the keys). Runs it once per distinct keys and hands back the same values

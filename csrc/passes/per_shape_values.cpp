@@ -35,10 +35,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "passes/lone_writes.h"
 #include "passes/nesting.h"
 #include "passes/order_barriers.h"
 #include "passes/pipeline.h"
+#include "passes/unwritten.h"
 #include "symbols.h"
 
 namespace fuser {
@@ -264,16 +264,6 @@ bool launchesWork(const Piece& piece) {
   });
 }
 
-// Ops whose schemas promise a fresh result but that may return their input itself
-// (type_as of the same dtype, dropout in eval mode: aliasEvalDropouts makes the same
-// alias): alias analysis cannot follow the cached tensor through them.
-bool mayReturnItsInput(const Node* node) {
-  static const std::unordered_set<c10::Symbol> kinds = {
-      c10::aten::type_as, c10::aten::dropout, c10::aten::feature_dropout,
-      c10::aten::alpha_dropout, c10::aten::feature_alpha_dropout, c10::aten::native_dropout};
-  return kinds.count(node->kind()) > 0 && !node->inputs().empty();
-}
-
 // Whether the piece's outputs may be handed out again: none is a list, every reader
 // outside comes after its last node, and nothing outside writes them, lets them leave
 // the graph (AliasDb's escape: a graph output, an attribute, a list or a Python call) or
@@ -294,20 +284,7 @@ bool outputsStayUnwritten(const Piece& piece, const std::unordered_set<const Nod
   }
   if (tensors.empty()) return true;
   if (aliases.escapesScope(tensors)) return false;  // an output, an attribute, a list
-  bool written = false;
-  std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
-    for (Node* node : block->nodes()) {
-      for (torch::jit::Block* sub : node->blocks()) visit(sub);
-      if (written || members.count(node)) continue;
-      if (aliases.writesToAlias(node, {tensors.begin(), tensors.end()})) written = true;
-      if ((isFunctionalWrite(node) || mayReturnItsInput(node)) &&
-          aliases.mayContainAlias(node->input(0), tensors)) {
-        written = true;
-      }
-    }
-  };
-  visit(graph.block());
-  return !written;
+  return staysUnwritten(tensors, aliases, graph, members);
 }
 
 // Whether no order barrier (order_barriers.h) lies among the piece's nodes: once the

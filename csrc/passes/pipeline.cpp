@@ -17,6 +17,8 @@ namespace {
 bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   prepareGraph(graph);           // profiled types onto values; in-place ops made functional
   fillScalarWrites(graph);       // x[i:j] = 3: a fill, not a host tensor copied in
+  gatherRelayouts(graph);        // element moves with a roll: one gather, found once per sizes
+  aliasZeroPads(graph);          // pads of zero hand back their input where none can tell
   cachePerShapeValues(graph);    // tensors built from sizes alone: once per sizes
   moveOpsIntoBranches(graph);    // fusible ops beside an if: into its branches
   bool onednn_next = markOneDnnPatterns(graph, leave_to_onednn);  // its conv/matmul patterns stay

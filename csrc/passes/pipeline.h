@@ -16,6 +16,8 @@ void fuseGraph(GraphPtr& graph);
 void prepareGraph(GraphPtr& graph);            // prepare.cpp
 // onednn_beside.h: markOneDnnPatterns
 void fillScalarWrites(GraphPtr& graph);        // scalar_writes.cpp
+void gatherRelayouts(GraphPtr& graph);         // relayouts.cpp
+void aliasZeroPads(GraphPtr& graph);           // zero_pads.cpp
 void cachePerShapeValues(GraphPtr& graph);     // per_shape_values.cpp
 void moveOpsIntoBranches(GraphPtr& graph);     // into_branches.cpp
 void hoistLoopInvariantProjections(GraphPtr& graph);  // projections.cpp

@@ -6,8 +6,8 @@
 // float number becomes a tensor of it), whether grad mode and inference mode are on (a
 // tensor made in inference mode may not be used outside it), and on a CUDA device the
 // current device and stream (the values were written on the stream current then; also
-// where only the graph says the piece is on CUDA, a constant device). Nothing is kept
-// from a run inside a CUDA graph capture, which records kernels without running them.
+// where only the graph says the piece is on CUDA, a constant device). Inside a CUDA
+// graph capture the piece always runs and nothing is kept.
 // A node keeps the values of its last 8 keys, up to 32 MiB of tensors in all (the
 // values of a key that alone take more are made every call). A value the key cannot
 // hold (no number, no tensor) runs the subgraph every call, as the graph did.
@@ -16,7 +16,6 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
-#include <c10/util/bit_cast.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/csrc/jit/runtime/operator.h>
@@ -29,6 +28,7 @@
 
 #include "passes/lone_writes.h"
 #include "runtime/cuda/stream_capture.h"
+#include "runtime/value_keys.h"
 #include "stats.h"
 #include "symbols.h"
 
@@ -40,58 +40,7 @@ constexpr size_t kKeysKept = 8;
 // buffers (a zero state the size of each batch) would otherwise hold 8 batches' worth.
 constexpr size_t kBytesKept = size_t{32} << 20;
 
-using Key = std::vector<int64_t>;
-
-void addDevice(Key& key, const c10::Device& device) {
-  key.push_back(static_cast<int64_t>(device.type()));
-  key.push_back(device.index());
-  if (device.is_cuda()) {
-    c10::impl::VirtualGuardImpl guard(device.type());
-    const c10::Device current = device.has_index() ? device : guard.getDevice();
-    key.push_back(current.index());
-    key.push_back(static_cast<int64_t>(guard.getStream(current).id()));
-  }
-}
-
-// Appends `value` to `key`; false where it is no number, list of numbers, device or
-// tensor.
-bool addToKey(Key& key, const c10::IValue& value) {
-  if (value.isTensor()) {
-    const at::Tensor& t = value.toTensor();
-    key.insert(key.end(), {1, static_cast<int64_t>(t.scalar_type()),
-                           static_cast<int64_t>(t.layout()), t.dim()});
-    addDevice(key, t.device());
-    if (t.layout() != c10::kStrided) return false;
-    key.insert(key.end(), t.sizes().begin(), t.sizes().end());
-    key.insert(key.end(), t.strides().begin(), t.strides().end());
-  } else if (value.isInt()) {
-    key.insert(key.end(), {2, value.toInt()});
-  } else if (value.isDouble()) {
-    key.insert(key.end(), {3, c10::bit_cast<int64_t>(value.toDouble())});
-  } else if (value.isBool()) {
-    key.insert(key.end(), {4, value.toBool()});
-  } else if (value.isNone()) {
-    key.push_back(5);
-  } else if (value.isDevice()) {
-    key.push_back(6);
-    addDevice(key, value.toDevice());
-  } else if (value.isIntList()) {
-    auto list = value.toIntList();
-    key.insert(key.end(), {7, static_cast<int64_t>(list.size())});
-    for (int64_t v : list) key.push_back(v);
-  } else if (value.isDoubleList()) {
-    auto list = value.toDoubleList();
-    key.insert(key.end(), {8, static_cast<int64_t>(list.size())});
-    for (double v : list) key.push_back(c10::bit_cast<int64_t>(v));
-  } else if (value.isBoolList()) {
-    auto list = value.toBoolList();
-    key.insert(key.end(), {9, static_cast<int64_t>(list.size())});
-    for (bool v : list) key.push_back(v);
-  } else {
-    return false;
-  }
-  return true;
-}
+using Key = ValueKey;
 
 size_t bytesOf(const std::vector<c10::IValue>& values) {
   size_t bytes = 0;
@@ -111,6 +60,13 @@ class PerShapeValues {
         cuda_(node->hasAttribute(perShapeValuesCudaAttr())) {}
 
   void run(torch::jit::Stack& stack) {
+    // Inside a CUDA graph capture the kernels are recorded, not run, and the graph keeps
+    // no tensor alive: values kept here could be freed before a replay reads them, and
+    // values made now are the capture's. So the piece runs, and nothing is kept.
+    if (cuda_ && cuda::currentStreamCapturing(currentCudaDevice())) {
+      torch::jit::InterpreterState(code()).run(stack);
+      return;
+    }
     std::optional<Key> key = keyOf(torch::jit::last(stack, num_keys_));
     if (key) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -125,8 +81,7 @@ class PerShapeValues {
     }
     const size_t base = stack.size() - num_keys_;
     torch::jit::InterpreterState(code()).run(stack);
-    // Inside a CUDA graph capture the kernels were recorded, not run: nothing to keep.
-    if (!key || (cuda_ && cuda::currentStreamCapturing(currentCudaDevice()))) return;
+    if (!key) return;
     std::vector<c10::IValue> values(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
     const size_t bytes = bytesOf(values);
     if (bytes > kBytesKept) return;
@@ -143,9 +98,9 @@ class PerShapeValues {
   std::optional<Key> keyOf(c10::ArrayRef<c10::IValue> inputs) const {
     Key key = {static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())),
                c10::GradMode::is_enabled(), c10::InferenceMode::is_enabled()};
-    if (cuda_) addDevice(key, currentCudaDevice());
+    if (cuda_) addDeviceToKey(key, currentCudaDevice());
     for (const c10::IValue& input : inputs) {
-      if (!addToKey(key, input)) return std::nullopt;
+      if (!addValueToKey(key, input)) return std::nullopt;
     }
     return key;
   }

@@ -16,6 +16,7 @@
 #include "runtime/cuda/cuda_kernel.h"
 #include "runtime/cuda/driver_library.h"
 #include "runtime/max_pool_op.h"
+#include "runtime/relayout_op.h"
 #include "runtime/cuda/library_search.h"
 #include "runtime/column_partials.h"
 #include "runtime/cuda/nvrtc_compiler.h"
@@ -142,6 +143,19 @@ TEST(Nvrtc, MaxPoolKernelCompilesForEachDtypeAndVector) {
   }
   EXPECT_THROW(runtime::maxPoolChannelsLastSource(c10::ScalarType::Double, 1), c10::Error);
   EXPECT_THROW(runtime::maxPoolChannelsLastSource(c10::ScalarType::Float, 8), c10::Error);
+}
+
+// The relayout gather (runtime/relayout_op.h): every unit width and index width compiles.
+TEST(Nvrtc, GatherRowsKernelCompilesForEachUnitAndIndexWidth) {
+  SKIP_WITHOUT_NVRTC();
+  for (int unit : {1, 2, 4, 8, 16}) {
+    for (bool wide : {false, true}) {
+      const std::string image = compileToCubin(runtime::gatherRowsSource(unit, wide), Arch{9, 0});
+      EXPECT_TRUE(isCubin(image)) << unit << " bytes, wide " << wide;
+      EXPECT_NE(image.find(runtime::kGatherRowsKernel), std::string::npos) << unit;
+    }
+  }
+  EXPECT_THROW(runtime::gatherRowsSource(3, false), c10::Error);
 }
 
 TEST(Nvrtc, SyntaxErrorThrowsWithLogAndSourceLine) {
