@@ -30,6 +30,7 @@ bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   poolBeforeMonotoneOps(graph);  // max_pool(relu(x + b)) computed as relu(max_pool(x) + b)
   useChannelsLastMaxPoolKernel(graph);  // CUDA channels-last max pools: our kernel
   copyMatmulOperands(graph);     // batched matmul operands ATen would copy: copied in groups
+  copyReshapeInputs(graph);      // CUDA reshapes ATen would copy: copied in groups, then viewed
   denseAttentionMasks(graph);    // CUDA attention masks the fused kernels refuse: made dense
   convertAttentionMasksOnce(graph);  // a boolean mask read by every layer: converted once
   splitLayerNormBackward(graph); // layer_norm's input gradient: an op a row group takes

@@ -28,6 +28,7 @@ void runSoftmaxBeforeViews(GraphPtr& graph);   // softmax_before_views.cpp
 void poolBeforeMonotoneOps(GraphPtr& graph);   // max_pool_first.cpp
 void useChannelsLastMaxPoolKernel(GraphPtr& graph);  // max_pool_kernel.cpp
 void copyMatmulOperands(GraphPtr& graph);      // matmul_operands.cpp
+void copyReshapeInputs(GraphPtr& graph);       // reshape_copies.cpp
 void denseAttentionMasks(GraphPtr& graph);     // attention_masks.cpp
 void convertAttentionMasksOnce(GraphPtr& graph);  // attention_masks_once.cpp
 void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp

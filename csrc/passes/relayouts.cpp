@@ -24,8 +24,9 @@
 //
 // The node runs where the chain's last op ran and reads what the chain read then, so no
 // write or side effect may lie between the chain's first and last op, nor a write made
-// functional that a later stage may make in place again. Its result may share the
-// input's memory, as the chain's may (its schema says so).
+// functional that a later stage may make in place again. (An error the chain raises may
+// now come after one that an op between them raises.) Its result may share the input's
+// memory, as the chain's may (its schema says so). Chains of constants stay.
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
@@ -250,6 +251,9 @@ void gatherChain(const std::vector<Node*>& chain) {
 void gatherIn(Block* block, std::vector<std::vector<Node*>>& found) {
   std::unordered_set<const Node*> taken;
   for (auto& chain : chainsIn(block)) {
+    // A constant's moves are constants too (and the node's first input must be a tensor
+    // value, not a constant cloned into its subgraph).
+    if (movedBy(chain.front())->node()->kind() == c10::prim::Constant) continue;
     if (!movableToItsEnd(chain)) continue;
     taken.insert(chain.begin(), chain.end());
     found.push_back(std::move(chain));

@@ -9,10 +9,21 @@ namespace {
 
 using torch::jit::Node;
 
+// Ops whose schemas promise fresh results but that may hand back their input or views of
+// it: type_as and the _cast ops of the same dtype, dropout in eval mode (aliasEvalDropouts
+// makes the same alias), atleast_nd of a tensor with the dims, sum_to_size to the same
+// sizes, dequantize of a float tensor, to_dense of a dense one, broadcast_tensors and
+// meshgrid (expanded views).
 bool mayReturnItsInput(const Node* node) {
   static const std::unordered_set<c10::Symbol> kinds = {
       c10::aten::type_as, c10::aten::dropout, c10::aten::feature_dropout,
-      c10::aten::alpha_dropout, c10::aten::feature_alpha_dropout, c10::aten::native_dropout};
+      c10::aten::alpha_dropout, c10::aten::feature_alpha_dropout, c10::aten::native_dropout,
+      c10::aten::atleast_1d, c10::aten::atleast_2d, c10::aten::atleast_3d,
+      c10::aten::sum_to_size, c10::aten::dequantize, c10::aten::to_dense,
+      c10::aten::broadcast_tensors, c10::aten::meshgrid, c10::aten::_cast_Byte,
+      c10::aten::_cast_Char, c10::aten::_cast_Double, c10::aten::_cast_Float,
+      c10::aten::_cast_Int, c10::aten::_cast_Long, c10::aten::_cast_Short,
+      c10::aten::_cast_Half};
   return kinds.count(node->kind()) > 0 && !node->inputs().empty();
 }
 

@@ -3,29 +3,32 @@
 //
 // Where each element goes depends only on the input's sizes, strides and storage and on
 // the chain's numbers, never on the values. So at the first call with given ones, the
-// chain runs on the host on `offsets`, an int64 tensor laid out as the input whose
-// elements are their own offsets into the input's storage: its result holds, for each
-// element of the chain's result, the offset of the input element that lands there. The
-// plan kept from it is one of:
-// - View: the result shares the probe's storage (no op of the chain copied): the
-//   input's storage viewed with the result's sizes, strides and offset, as the chain
-//   would give it.
+// chain runs on `offsets`: an int64 tensor on the input's device (ATen's CPU and CUDA ops
+// may lay out their results differently), laid out as the input, whose elements are
+// their own offsets into the input's storage. Its result holds, for each element of the
+// chain's result, the offset of the input element that lands there. The plan kept from
+// it is one of:
+// - View: the result shares the probe's storage (no op of the chain copied): the input
+//   itself where the sizes, strides and offset are its own, else its storage viewed with
+//   the result's, as the chain would give it.
 // - Gather: the result's storage, cut into the longest rows that are runs of consecutive
 //   offsets in both (the channels of Swin's activations), and each row's first offset,
 //   on the input's device. Each call allocates that storage, copies every row from its
-//   offset in one kernel (16-byte units where rows and offsets allow), and views it with
-//   the result's sizes, strides and offset: the chain's result, bit for bit.
+//   offset in one kernel (16-byte units where rows and offsets allow), and gives it the
+//   result's sizes, strides and offset: the chain's result, bit for bit. It is a tensor
+//   of its own where it spans the storage, as a copy's result is, and a view where it is
+//   a slice of it, as the chain's was.
 // - Chain: the chain runs as the graph ran it, every call. So it does where the input
-//   records gradients in grad mode (autograd must see the ops), inside a CUDA graph
-//   capture (nothing may be copied from the host then), where the input is not a strided
-//   CPU or CUDA tensor, where its storage holds more than 2^26 elements (the host probe),
-//   or where the chain reads something no key holds.
+//   records gradients, backward or forward (autograd must see the ops), has a conjugate
+//   or negative bit, inside a CUDA graph capture (nothing may be copied to the host
+//   then), where the input is not a strided CPU or CUDA tensor, where its storage or the
+//   result's holds more than 2^26 elements (the probe), where the probe raises (the
+//   chain raises its own error then), or where the chain reads something no key holds.
 // A node keeps its last 8 plans; their row tables are at most 64 MiB in all.
 #include "runtime/relayout_op.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <c10/core/GradMode.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
@@ -83,12 +86,12 @@ int64_t powerOfTwoDividing(int64_t a, int64_t b) {
 }
 
 // The plan for a chain whose result on the probe is `moved` (offsets into a storage of
-// `storage` elements of an input on `device`).
+// `storage` elements of an input on `device`, on that device).
 Plan planFromProbe(const at::Tensor& moved, const at::Tensor& offsets, int64_t storage,
                    c10::Device device) {
   Plan plan;
-  if (moved.scalar_type() != at::kLong || !moved.device().is_cpu() ||
-      moved.layout() != c10::kStrided) {
+  if (moved.scalar_type() != at::kLong || moved.device() != device ||
+      moved.layout() != c10::kStrided || !moved.has_storage()) {
     return plan;
   }
   plan.sizes = moved.sizes().vec();
@@ -99,7 +102,10 @@ Plan planFromProbe(const at::Tensor& moved, const at::Tensor& offsets, int64_t s
     return plan;
   }
   const int64_t n = static_cast<int64_t>(moved.storage().nbytes() / sizeof(int64_t));
-  const auto* values = static_cast<const int64_t*>(moved.storage().data());
+  if (n > kMaxProbeElements) return plan;
+  // The whole storage, elements outside the result's view included, on the host.
+  const at::Tensor held = at::empty({0}, moved.options()).set_(moved.storage(), 0, {n}, {1}).cpu();
+  const auto* values = held.const_data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     if (values[i] < 0 || values[i] >= storage) return plan;  // not an element of the input
   }
@@ -173,11 +179,32 @@ void gatherOnHost(const Plan& plan, const at::Tensor& x, at::Tensor& out) {
   });
 }
 
+// Whether a result of these sizes, strides and offset spans all of a storage of
+// `elements`: then the chain's last op made it, no view of a larger result.
+bool spansItsStorage(const Plan& plan) {
+  if (plan.offset != 0) return false;
+  int64_t needed = 1;
+  for (size_t d = 0; d < plan.sizes.size(); ++d) {
+    if (plan.sizes[d] == 0) return plan.storage_elements == 0;
+    needed += (plan.sizes[d] - 1) * plan.strides[d];
+  }
+  return needed == plan.storage_elements;
+}
+
 at::Tensor applyPlan(const Plan& plan, const at::Tensor& x) {
   if (plan.kind == Plan::Kind::View) {
+    // An `if` that hands back its input hands back the tensor itself.
+    if (x.sizes() == c10::IntArrayRef(plan.sizes) && x.strides() == c10::IntArrayRef(plan.strides) &&
+        x.storage_offset() == plan.offset) {
+      return x;
+    }
     return x.as_strided(plan.sizes, plan.strides, plan.offset);
   }
-  at::Tensor out = at::empty({plan.storage_elements}, x.options());
+  // A result spanning its storage is a tensor of its own, as the copy that made it; one
+  // that does not (a slice of a roll's result) is a view of that storage, as it was.
+  const bool own = spansItsStorage(plan);
+  at::Tensor out = own ? at::empty_strided(plan.sizes, plan.strides, x.options())
+                       : at::empty({plan.storage_elements}, x.options());
   if (plan.storage_elements > 0) {
     if (x.is_cuda()) {
       gatherOnCuda(plan, x, out);
@@ -186,14 +213,16 @@ at::Tensor applyPlan(const Plan& plan, const at::Tensor& x) {
     }
   }
   stats().relayout_gathers++;
-  return out.as_strided(plan.sizes, plan.strides, plan.offset);
+  return own ? out : out.as_strided(plan.sizes, plan.strides, plan.offset);
 }
 
-// Whether a plan can stand for the chain on this input.
+// Whether a plan can stand for the chain on this input: a strided CPU or CUDA tensor whose
+// bytes are its values (no conjugate or negative bit), recording no gradient (the chain's
+// ops record it, backward or forward), outside a CUDA graph capture.
 bool plannable(const at::Tensor& x) {
   if (!x.defined() || x.layout() != c10::kStrided || !x.has_storage()) return false;
   if (!x.device().is_cpu() && !x.device().is_cuda()) return false;
-  if (x.requires_grad() && c10::GradMode::is_enabled()) return false;
+  if (x.is_conj() || x.is_neg() || x.requires_grad() || x._fw_grad(0).defined()) return false;
   if (x.is_cuda() && cuda::currentStreamCapturing(x.device())) return false;
   return x.storage().data() != nullptr || x.storage().nbytes() == 0;
 }
@@ -234,20 +263,22 @@ class Relayout {
     return key;
   }
 
+  // The probe runs on the input's device: ATen's CPU and CUDA ops may lay out their
+  // results differently (a channels-last roll stays channels-last on the CPU only).
   Plan probe(c10::ArrayRef<c10::IValue> inputs, const at::Tensor& x) {
     const int64_t storage = static_cast<int64_t>(x.storage().nbytes() / x.element_size());
     if (storage > kMaxProbeElements) return Plan{};
-    at::Tensor offsets = at::arange(storage, at::kLong)
-                             .as_strided(x.sizes(), x.strides(), x.storage_offset());
-    torch::jit::Stack probe_stack(inputs.begin(), inputs.end());
-    probe_stack[0] = offsets;
     try {
+      at::Tensor offsets = at::arange(storage, at::TensorOptions(at::kLong).device(x.device()))
+                               .as_strided(x.sizes(), x.strides(), x.storage_offset());
+      torch::jit::Stack probe_stack(inputs.begin(), inputs.end());
+      probe_stack[0] = offsets;
       torch::jit::InterpreterState(code()).run(probe_stack);
+      if (probe_stack.size() != 1 || !probe_stack[0].isTensor()) return Plan{};
+      return planFromProbe(probe_stack[0].toTensor(), offsets, storage, x.device());
     } catch (const c10::Error&) {
       return Plan{};  // the chain raises: it raises again where the graph runs it
     }
-    if (probe_stack.size() != 1 || !probe_stack[0].isTensor()) return Plan{};
-    return planFromProbe(probe_stack[0].toTensor(), offsets, storage, x.device());
   }
 
   std::shared_ptr<const Plan> find(const ValueKey& key) {

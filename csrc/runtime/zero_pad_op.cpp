@@ -2,12 +2,10 @@
 // that hands back its input where it pads nothing.
 //
 // ATen's constant pad copies its input where every pad is zero, and the copy keeps the
-// input's strides where its elements are dense (clone's preserve format). So where both
-// hold, the input itself has the copy's values, sizes and strides. Everywhere else (a
-// pad or crop, an input with gaps or overlaps, one that records gradients in grad mode,
-// a pad list ATen refuses) ATen pads, and raises what it raises.
+// input's strides where its elements are dense (clone's preserve format). Where they are
+// and padsNothing holds, the input itself has the copy's values, sizes, strides, offset
+// and flags. Everywhere else ATen pads, and raises what it raises.
 #include <ATen/ATen.h>
-#include <c10/core/GradMode.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <algorithm>
@@ -18,11 +16,19 @@
 namespace fuser::runtime {
 namespace {
 
+// Whether ATen's pad would copy `self` into a tensor a reader could not tell from it:
+// every pad zero, the elements dense (the copy keeps their strides) and the whole storage
+// (the copy's starts at offset 0 and holds them alone), no conjugate or negative bit
+// (the copy resolves them) and no gradient, backward or forward (the copy records its own).
 bool padsNothing(const at::Tensor& self, const std::vector<int64_t>& pad) {
   if (pad.size() % 2 != 0 || pad.size() > 2 * static_cast<size_t>(self.dim())) return false;
   if (!std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; })) return false;
-  if (self.requires_grad() && c10::GradMode::is_enabled()) return false;
-  return self.layout() == c10::kStrided && self.is_non_overlapping_and_dense();
+  if (self.layout() != c10::kStrided || !self.has_storage() || self.storage_offset() != 0) return false;
+  if (self.storage().nbytes() != self.numel() * self.itemsize()) return false;
+  if (self.is_conj() || self.is_neg() || self.requires_grad() || self._fw_grad(0).defined()) {
+    return false;
+  }
+  return self.is_non_overlapping_and_dense();
 }
 
 torch::jit::RegisterOperators registration({

@@ -62,6 +62,10 @@ STRUCTURAL = [
     "torch.zeros_like({a}).fill_(2) - {b}",
     "{a}.new_ones({b}.shape).cumsum(-1)",
     "torch.arange({a}.numel(), device={a}.device).view({a}.shape).to({a}.dtype)",
+    # Element moves with a roll (passes/relayouts.cpp gathers them in one pass).
+    "torch.roll({a}, 1, 0).reshape(-1)",
+    "torch.roll({a}, (2, -1), (0, -1)).transpose(0, -1).contiguous()",
+    "{a}.transpose(0, -1).roll(-1, 0)",
 ]
 BASES = [(3, 4, 5), (2, 3, 4, 5), (6, 7), (9,)]
 

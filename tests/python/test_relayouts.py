@@ -269,3 +269,91 @@ def test_plans_follow_sizes_and_numbers() -> None:
                 want = script_from_source(PARTITION)
                 want = run_optimized(want, x, shift, 7)
             assert_same(got, want)
+
+
+ROLLED_FLAT = """
+def f(x, s: int):
+    return torch.roll(x, s, 0).view(-1)
+"""
+
+
+def test_conjugate_and_negative_views_move_their_values() -> None:
+    torch.manual_seed(0)
+    conj = torch.randn(4, 2, dtype=torch.cfloat).conj()
+    neg = torch._neg_view(torch.randn(4, 2))
+    with torch.no_grad():
+        for x in (conj, neg):
+            want, got, graph, _ = both(ROLLED_FLAT, x, 1)
+            assert count_kind(graph, RELAYOUT) == 1
+            assert got.is_conj() == want.is_conj() and got.is_neg() == want.is_neg()
+            assert torch.equal(got.resolve_conj().resolve_neg(), want.resolve_conj().resolve_neg())
+
+
+def test_forward_mode_tangents_move_with_their_values() -> None:
+    import torch.autograd.forward_ad as fwAD
+
+    x, tangent = torch.arange(4.0).view(2, 2), torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    fused = script_from_source(ROLLED_FLAT)
+    with fuser.enabled(True), fwAD.dual_level():
+        got = run_optimized(fused, fwAD.make_dual(x, tangent), 1)
+        assert count_kind(torch.jit.last_executed_optimized_graph(), RELAYOUT) == 1
+        moved = fwAD.unpack_dual(got).tangent
+    assert moved is not None and torch.equal(moved, torch.roll(tangent, 1, 0).view(-1))
+
+
+class RolledBuffer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.arange(8.0).view(4, 2))
+
+    def forward(self, x: torch.Tensor, s: int) -> torch.Tensor:
+        return torch.roll(self.b, s, 0).view(-1) + x
+
+
+def test_a_frozen_constants_chain_runs_every_call() -> None:
+    frozen = torch.jit.freeze(torch.jit.script(RolledBuffer().eval()))
+    x = torch.zeros(8)
+    want = torch.roll(torch.arange(8.0).view(4, 2), 1, 0).view(-1)
+    with torch.no_grad(), fuser.enabled(True):
+        for _ in range(5):
+            assert torch.equal(frozen(x, 1), want)
+
+
+COPIED = """
+def f(x, s: int):
+    return torch.roll(x, s, 0).t().contiguous()
+"""
+
+SLICED = """
+def f(x, s: int):
+    return torch.roll(x, s, 0)[1:, :2]
+"""
+
+MAYBE_ROLLED = """
+def f(x, s: int):
+    if s != 0:
+        y = torch.roll(x, s, 0)
+    else:
+        y = x
+    return y, x
+"""
+
+
+def test_results_are_tensors_or_views_as_the_chains_are() -> None:
+    x = torch.randn(4, 3)
+    with torch.no_grad():
+        for source in (COPIED, SLICED):
+            want, got, graph, calls = both(source, x, 1)
+            assert count_kind(graph, RELAYOUT) == 1 and calls >= 1
+            assert_same(got, want)
+            assert got._is_view() == want._is_view()
+        fused = script_from_source(MAYBE_ROLLED)
+        with fuser.enabled(True):
+            y, same = run_optimized(fused, x, 0)
+            assert count_kind(torch.jit.last_executed_optimized_graph(), RELAYOUT) == 1
+    assert y is same and same is x  # the branch that hands back its input hands back x
+    w = torch.randn(3, 4, requires_grad=True)
+    with torch.no_grad(), fuser.enabled(True):
+        copied = run_optimized(script_from_source(COPIED), x, 2)
+    copied.mul_(w)  # in grad mode: a tensor of its own, not a view made without grad
+    assert copied.grad_fn is not None

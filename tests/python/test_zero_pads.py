@@ -137,3 +137,36 @@ def test_gradients_through_a_pad_of_zero(device: str) -> None:
             x = torch.randn(5, 6, device=device, requires_grad=True)
             (grad,) = torch.autograd.grad(fused(x, w), x)
             torch.testing.assert_close(grad, w.sum(1).expand(5, 6))
+
+
+def test_inputs_a_copy_would_differ_from_are_copied() -> None:
+    # A conjugate, an offset into a larger storage, a tensor recording gradients (in
+    # no_grad: the copy records none): ATen's copy resolves, starts at 0, records nothing.
+    cases = [
+        torch.randn(3, 4, dtype=torch.cfloat).conj(),
+        torch.arange(13.0)[1:].view(3, 4),
+        torch.randn(3, 4, requires_grad=True),
+    ]
+    for x in cases:
+        with torch.no_grad():
+            got = torch.ops.fuser.pad_unless_zero(x, [0, 0], "constant", None)
+            want = torch.nn.functional.pad(x, (0, 0))
+        assert got.data_ptr() != x.data_ptr()
+        assert got.is_conj() == want.is_conj() and got.storage_offset() == want.storage_offset()
+        assert got.requires_grad == want.requires_grad
+        assert torch.equal(got, want)
+
+
+PASSED_ON = """
+def f(x):
+    return torch.atleast_1d(torch.nn.functional.pad(x, (0, 0)))
+"""
+
+
+def test_a_pad_handed_on_by_an_op_that_may_return_it_stays() -> None:
+    x = torch.ones(3, 4)
+    with torch.no_grad():
+        want, got, graph = both(PASSED_ON, x)
+    assert count_kind(graph, ALIASED) == 0
+    got.zero_()
+    assert torch.equal(x, torch.ones(3, 4)) and torch.equal(want, torch.ones(3, 4))

@@ -1,0 +1,91 @@
+// copyReshapeInputs: a reshape that ATen would copy copies by an explicit
+// aten::contiguous first, which a group takes.
+//
+// Attention written by hand merges its heads with `out.transpose(1, 2).reshape(B, N, C)`
+// (timm's transformers, torchvision's Swin): the heads and the head dim do not merge into
+// one stride, so ATen's reshape copies, with its strided elementwise copy (12 per call in
+// Swin-T, twice the time the bytes take on the H200). After this pass such a reshape
+// reads `aten::contiguous(x)`: the same copy, made explicit, so a group takes it (a copy
+// kernel of 16-byte accesses, tiles where the innermost dims disagree), and the reshape
+// is then a view. Its values are ATen's.
+//
+// Only where the profiled types say ATen copies (sizes and strides known, the new sizes
+// no view of them), on CUDA (on the CPU a lone copy group is dissolved again), where
+// nothing records gradients, and where neither the input nor the reshaped value is ever
+// written and the latter never leaves the graph: a call whose input did view would now
+// get a copy, which only a write could tell from the view.
+#include <ATen/TensorUtils.h>
+#include <c10/core/MemoryFormat.h>
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <vector>
+
+#include "passes/fusibility.h"
+#include "passes/pipeline.h"
+#include "passes/unwritten.h"
+
+namespace fuser {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+// The input's type where it is a complete CUDA type recording no gradient; else null.
+c10::TensorTypePtr copiedCudaType(const Value* v) {
+  auto type = completeTensorType(v);
+  if (!type || type->requiresGrad().value_or(true) || !type->device()->is_cuda()) return nullptr;
+  return type;
+}
+
+// Whether ATen's reshape of a tensor of `from`'s sizes and strides to `to`'s sizes copies.
+bool reshapeCopies(const c10::TensorType& from, const c10::TensorType& to) {
+  const std::vector<int64_t> sizes = *from.sizes().concrete_sizes();
+  const std::vector<int64_t> strides = *from.strides().concrete_sizes();
+  const std::vector<int64_t> new_sizes = *to.sizes().concrete_sizes();
+  return !at::detail::computeStride(sizes, strides, new_sizes).has_value();
+}
+
+void collect(torch::jit::Block* block, std::vector<Node*>& found) {
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* sub : node->blocks()) collect(sub, found);
+    const bool reshape = node->kind() == c10::aten::reshape || node->kind() == c10::aten::flatten;
+    if (!reshape || node->outputs().size() != 1) continue;
+    auto from = copiedCudaType(node->input(0));
+    auto to = completeTensorType(node->output());
+    if (from && to && reshapeCopies(*from, *to)) found.push_back(node);
+  }
+}
+
+void copyFirst(Node* reshape) {
+  torch::jit::Graph& graph = *reshape->owningGraph();
+  torch::jit::WithInsertPoint here(reshape);
+  Value* format = graph.insertConstant(static_cast<int64_t>(c10::MemoryFormat::Contiguous));
+  Node* copy = graph.insertNode(graph.create(c10::aten::contiguous, {reshape->input(0), format}));
+  copy->output()->setType(completeTensorType(reshape->input(0))->contiguous());
+  reshape->replaceInput(0, copy->output());
+}
+
+}  // namespace
+
+void copyReshapeInputs(GraphPtr& graph) {
+  std::vector<Node*> found;
+  collect(graph->block(), found);
+  if (found.empty()) return;
+  std::vector<Node*> safe;
+  try {
+    torch::jit::AliasDb aliases(graph);
+    for (Node* reshape : found) {
+      // Not escapesScope: a view of a graph input escapes by its input already.
+      if (aliases.mayContainAlias(reshape->output(), graph->outputs())) continue;
+      if (staysUnwritten({reshape->input(0), reshape->output()}, aliases, *graph)) {
+        safe.push_back(reshape);
+      }
+    }
+  } catch (const c10::Error&) {
+    return;  // alias analysis refuses the graph: reshapes stay ATen's
+  }
+  for (Node* reshape : safe) copyFirst(reshape);
+}
+
+}  // namespace fuser
