@@ -357,3 +357,33 @@ def test_results_are_tensors_or_views_as_the_chains_are() -> None:
         copied = run_optimized(script_from_source(COPIED), x, 2)
     copied.mul_(w)  # in grad mode: a tensor of its own, not a view made without grad
     assert copied.grad_fn is not None
+
+
+CHANNELS_LAST_ROLL = """
+def f(x, s: int):
+    return torch.roll(x, s, 2).flatten(2)
+"""
+
+EMPTY_ROLL = """
+def f(x, s: int):
+    return torch.roll(x, s, 1).flatten(0, 1)
+"""
+
+
+@pytest.mark.parametrize("device", devices())
+def test_results_are_laid_out_as_the_devices_own_ops_lay_them_out(device: str) -> None:
+    # ATen's CUDA roll writes a channels-last input's result row-major; the CPU's keeps
+    # it channels-last: the plan follows the device's op, as the probe runs there.
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, device=device).to(memory_format=torch.channels_last)
+    empty = torch.randn(0, 4, 3, device=device).transpose(1, 2)
+    with torch.no_grad():
+        for source, value in ((CHANNELS_LAST_ROLL, x), (EMPTY_ROLL, empty)):
+            reference = script_from_source(source)
+            fused = script_from_source(source)
+            with torchscript_alone():
+                want = run_optimized(reference, value, 1)
+            with fuser.enabled(True):
+                got = run_optimized(fused, value, 1)
+                assert count_kind(torch.jit.last_executed_optimized_graph(), RELAYOUT) == 1
+            assert got.stride() == want.stride() and torch.equal(got, want)
