@@ -10,15 +10,18 @@
 // is then a view. Its values are ATen's.
 //
 // Only where the profiled types say ATen copies (sizes and strides known, the new sizes
-// no view of them), on CUDA (on the CPU a lone copy group is dissolved again), where
-// nothing records gradients, and where neither the input nor the reshaped value is ever
-// written and the latter never leaves the graph: a call whose input did view would now
-// get a copy, which only a write could tell from the view.
+// no view of them), where the input is a product's result seen through transposes or
+// permutes (its strides follow from its sizes: a call with other sizes cannot make the
+// reshape a view of a tensor that is not row-major), on CUDA (on the CPU a lone copy
+// group is dissolved again), where nothing records gradients, and where neither the
+// input nor the reshaped value is ever written and the latter never leaves the graph
+// (an output, an attribute, a list): a view and a copy differ only to a write.
 #include <ATen/TensorUtils.h>
 #include <c10/core/MemoryFormat.h>
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <unordered_set>
 #include <vector>
 
 #include "passes/fusibility.h"
@@ -46,11 +49,26 @@ bool reshapeCopies(const c10::TensorType& from, const c10::TensorType& to) {
   return !at::detail::computeStride(sizes, strides, new_sizes).has_value();
 }
 
+// Whether `v` is a product's result, or a transpose or permute of one: a new row-major
+// tensor seen through a fixed permutation, whose strides the types of a later call with
+// other sizes give as the profile did (an input's own layout could change between
+// calls, and a reshape that copied could then view).
+bool permutedProduct(const Value* v) {
+  static const std::unordered_set<c10::Symbol> products = {
+      c10::aten::matmul, c10::aten::bmm, c10::aten::mm, c10::aten::linear, c10::aten::addmm,
+      c10::aten::baddbmm};
+  const Node* node = v->node();
+  while (node->kind() == c10::aten::transpose || node->kind() == c10::aten::permute) {
+    node = node->input(0)->node();
+  }
+  return products.count(node->kind()) > 0;
+}
+
 void collect(torch::jit::Block* block, std::vector<Node*>& found) {
   for (Node* node : block->nodes()) {
     for (torch::jit::Block* sub : node->blocks()) collect(sub, found);
     const bool reshape = node->kind() == c10::aten::reshape || node->kind() == c10::aten::flatten;
-    if (!reshape || node->outputs().size() != 1) continue;
+    if (!reshape || node->outputs().size() != 1 || !permutedProduct(node->input(0))) continue;
     auto from = copiedCudaType(node->input(0));
     auto to = completeTensorType(node->output());
     if (from && to && reshapeCopies(*from, *to)) found.push_back(node);
@@ -76,8 +94,7 @@ void copyReshapeInputs(GraphPtr& graph) {
   try {
     torch::jit::AliasDb aliases(graph);
     for (Node* reshape : found) {
-      // Not escapesScope: a view of a graph input escapes by its input already.
-      if (aliases.mayContainAlias(reshape->output(), graph->outputs())) continue;
+      if (aliases.escapesScope({reshape->output()})) continue;
       if (staysUnwritten({reshape->input(0), reshape->output()}, aliases, *graph)) {
         safe.push_back(reshape);
       }

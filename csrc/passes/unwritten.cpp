@@ -12,8 +12,9 @@ using torch::jit::Node;
 // Ops whose schemas promise fresh results but that may hand back their input or views of
 // it: type_as and the _cast ops of the same dtype, dropout in eval mode (aliasEvalDropouts
 // makes the same alias), atleast_nd of a tensor with the dims, sum_to_size to the same
-// sizes, dequantize of a float tensor, to_dense of a dense one, broadcast_tensors and
-// meshgrid (expanded views).
+// sizes, dequantize of a float tensor, to_dense of a dense one, conj_physical of a real
+// one, chalf of a complex32 one, lift, broadcast_tensors and meshgrid (expanded views),
+// the unsafe splits and _unsafe_view (views).
 bool mayReturnItsInput(const Node* node) {
   static const std::unordered_set<c10::Symbol> kinds = {
       c10::aten::type_as, c10::aten::dropout, c10::aten::feature_dropout,
@@ -23,7 +24,9 @@ bool mayReturnItsInput(const Node* node) {
       c10::aten::broadcast_tensors, c10::aten::meshgrid, c10::aten::_cast_Byte,
       c10::aten::_cast_Char, c10::aten::_cast_Double, c10::aten::_cast_Float,
       c10::aten::_cast_Int, c10::aten::_cast_Long, c10::aten::_cast_Short,
-      c10::aten::_cast_Half};
+      c10::aten::_cast_Half, c10::aten::conj_physical, c10::aten::chalf, c10::aten::lift,
+      c10::aten::unsafe_chunk, c10::aten::unsafe_split, c10::aten::unsafe_split_with_sizes,
+      c10::aten::_unsafe_view};
   return kinds.count(node->kind()) > 0 && !node->inputs().empty();
 }
 

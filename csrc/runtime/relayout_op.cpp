@@ -9,15 +9,15 @@
 // chain's result, the offset of the input element that lands there. The plan kept from
 // it is one of:
 // - View: the result shares the probe's storage (no op of the chain copied): the input
-//   itself where the sizes, strides and offset are its own, else its storage viewed with
-//   the result's, as the chain would give it.
+//   itself where the probe's result was the probe itself, else its storage viewed with
+//   the result's sizes, strides and offset, as the chain would give it.
 // - Gather: the result's storage, cut into the longest rows that are runs of consecutive
 //   offsets in both (the channels of Swin's activations), and each row's first offset,
 //   on the input's device. Each call allocates that storage, copies every row from its
 //   offset in one kernel (16-byte units where rows and offsets allow), and gives it the
-//   result's sizes, strides and offset: the chain's result, bit for bit. It is a tensor
-//   of its own where it spans the storage, as a copy's result is, and a view where it is
-//   a slice of it, as the chain's was.
+//   result's sizes, strides and offset: the chain's result, bit for bit. It is a view
+//   where the probe's result was one (a view of a roll's result), else a tensor of its
+//   own, as a copy's result is.
 // - Chain: the chain runs as the graph ran it, every call. So it does where the input
 //   records gradients, backward or forward (autograd must see the ops), has a conjugate
 //   or negative bit, inside a CUDA graph capture (nothing may be copied to the host
@@ -62,6 +62,11 @@ struct Plan {
   // The result's sizes, strides and offset in its storage (the input's for View).
   std::vector<int64_t> sizes, strides;
   int64_t offset = 0;
+  // What the chain's result was on the probe: the probe itself (View: the input itself
+  // comes back), or a view (a gathered result is then a view of its storage, not a
+  // tensor of its own, as autograd tells them apart).
+  bool same_as_input = false;
+  bool is_view = false;
   // Gather: elements of the result's storage, elements per row, the largest power of
   // two (at most 16) dividing the row length and every row's first offset, and those
   // offsets (int64 on the host, int32 on CUDA where every offset and count fits).
@@ -97,6 +102,8 @@ Plan planFromProbe(const at::Tensor& moved, const at::Tensor& offsets, int64_t s
   plan.sizes = moved.sizes().vec();
   plan.strides = moved.strides().vec();
   plan.offset = moved.storage_offset();
+  plan.same_as_input = moved.is_same(offsets);
+  plan.is_view = moved.is_view();
   if (moved.storage().is_alias_of(offsets.storage())) {
     plan.kind = Plan::Kind::View;
     return plan;
@@ -179,41 +186,21 @@ void gatherOnHost(const Plan& plan, const at::Tensor& x, at::Tensor& out) {
   });
 }
 
-// Whether a result of these sizes, strides and offset spans all of a storage of
-// `elements`: then the chain's last op made it, no view of a larger result.
-bool spansItsStorage(const Plan& plan) {
-  if (plan.offset != 0) return false;
-  int64_t needed = 1;
-  for (size_t d = 0; d < plan.sizes.size(); ++d) {
-    if (plan.sizes[d] == 0) return plan.storage_elements == 0;
-    needed += (plan.sizes[d] - 1) * plan.strides[d];
-  }
-  return needed == plan.storage_elements;
-}
-
 at::Tensor applyPlan(const Plan& plan, const at::Tensor& x) {
   if (plan.kind == Plan::Kind::View) {
-    // An `if` that hands back its input hands back the tensor itself.
-    if (x.sizes() == c10::IntArrayRef(plan.sizes) && x.strides() == c10::IntArrayRef(plan.strides) &&
-        x.storage_offset() == plan.offset) {
-      return x;
-    }
-    return x.as_strided(plan.sizes, plan.strides, plan.offset);
+    return plan.same_as_input ? x : x.as_strided(plan.sizes, plan.strides, plan.offset);
   }
-  // A result spanning its storage is a tensor of its own, as the copy that made it; one
-  // that does not (a slice of a roll's result) is a view of that storage, as it was.
-  const bool own = spansItsStorage(plan);
-  at::Tensor out = own ? at::empty_strided(plan.sizes, plan.strides, x.options())
-                       : at::empty({plan.storage_elements}, x.options());
+  at::Tensor storage = at::empty({plan.storage_elements}, x.options());
   if (plan.storage_elements > 0) {
     if (x.is_cuda()) {
-      gatherOnCuda(plan, x, out);
+      gatherOnCuda(plan, x, storage);
     } else {
-      gatherOnHost(plan, x, out);
+      gatherOnHost(plan, x, storage);
     }
   }
   stats().relayout_gathers++;
-  return own ? out : out.as_strided(plan.sizes, plan.strides, plan.offset);
+  if (plan.is_view) return storage.as_strided(plan.sizes, plan.strides, plan.offset);
+  return at::empty({0}, x.options()).set_(storage.storage(), plan.offset, plan.sizes, plan.strides);
 }
 
 // Whether a plan can stand for the chain on this input: a strided CPU or CUDA tensor whose

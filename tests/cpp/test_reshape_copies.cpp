@@ -18,10 +18,11 @@ using testing_helpers::countKind;
 std::string headMerge(const std::string& in, const std::string& after = "",
                       const std::string& ret = "%m", const std::string& grad = "0") {
   std::string ir = R"IR(
-graph(%x : $IN, %w : Tensor):
+graph(%a : Tensor, %v : Tensor, %w : Tensor):
   %1 : int = prim::Constant[value=1]()
   %2 : int = prim::Constant[value=2]()
   %sizes : int[] = prim::Constant[value=[2, 5, 32]]()
+  %x : $IN = aten::matmul(%a, %v)
   %t : Float(2, 5, 4, 8, strides=[160, 8, 40, 1], requires_grad=$RG, device=$DEV) = aten::transpose(%x, %1, %2)
   %r : Float(2, 5, 32, strides=[160, 32, 1], requires_grad=$RG, device=$DEV) = aten::reshape(%t, %sizes)
   %m : Tensor = aten::matmul(%r, %w)
@@ -63,6 +64,20 @@ TEST(ReshapeCopies, AHeadMergeOnCudaCopiesFirst) {
 }
 
 TEST(ReshapeCopies, ViewsOtherDevicesAndObservableCopiesStay) {
+  // The input a graph input's transpose: its layout could differ at the next call.
+  auto input_graph = testing_helpers::parseWithTypes(R"IR(
+graph(%x : Float(2, 4, 5, 8, strides=[160, 40, 8, 1], requires_grad=0, device=cuda:0)):
+  %1 : int = prim::Constant[value=1]()
+  %2 : int = prim::Constant[value=2]()
+  %sizes : int[] = prim::Constant[value=[2, 5, 32]]()
+  %t : Float(2, 5, 4, 8, strides=[160, 8, 40, 1], requires_grad=0, device=cuda:0) = aten::transpose(%x, %1, %2)
+  %r : Float(2, 5, 32, strides=[160, 32, 1], requires_grad=0, device=cuda:0) = aten::reshape(%t, %sizes)
+  %m : Tensor = aten::relu(%r)
+  return (%m)
+)IR",
+                                                     {});
+  copyReshapeInputs(input_graph);
+  EXPECT_EQ(countKind(input_graph->block(), c10::aten::contiguous), 0u);
   // Already viewable: merging the last two dims of a row-major tensor.
   auto graph = testing_helpers::parseWithTypes(R"IR(
 graph(%x : Float(2, 4, 5, 8, strides=[160, 40, 8, 1], requires_grad=0, device=cuda:0)):
@@ -85,6 +100,9 @@ graph(%x : Float(2, 4, 5, 8, strides=[160, 40, 8, 1], requires_grad=0, device=cu
   EXPECT_EQ(explicitCopies(headMerge(kCudaHeads, "", "%r")), 0u);
   EXPECT_EQ(explicitCopies(headMerge(kCudaHeads, "%z : Tensor = aten::mul_(%r, %2)")), 0u);
   EXPECT_EQ(explicitCopies(headMerge(kCudaHeads, "%z : Tensor = aten::mul_(%x, %2)")), 0u);
+  // Put in a list, or handed on by an op that returns it although its schema says new.
+  EXPECT_EQ(explicitCopies(headMerge(kCudaHeads, "%l : Tensor[] = prim::ListConstruct(%r)", "%m, %l")), 0u);
+  EXPECT_EQ(explicitCopies(headMerge(kCudaHeads, "%c : Tensor = aten::conj_physical(%r)", "%c")), 0u);
 }
 
 }  // namespace

@@ -339,9 +339,24 @@ def f(x, s: int):
 """
 
 
+VIEWED_WHEN_UNSHIFTED = """
+def f(x, s: int):
+    if s != 0:
+        y = torch.roll(x, s, 0)
+    else:
+        y = x
+    return y.view(x.shape)
+"""
+
+
 def test_results_are_tensors_or_views_as_the_chains_are() -> None:
     x = torch.randn(4, 3)
     with torch.no_grad():
+        for source, s in ((COPIED, 1), (SLICED, 1), (ROLLED_FLAT, 1), (VIEWED_WHEN_UNSHIFTED, 0)):
+            want, got, graph, _ = both(source, x, s)
+            assert count_kind(graph, RELAYOUT) == 1
+            assert_same(got, want)
+            assert got._is_view() == want._is_view() and (got is x) == (want is x)
         for source in (COPIED, SLICED):
             want, got, graph, calls = both(source, x, 1)
             assert count_kind(graph, RELAYOUT) == 1 and calls >= 1
