@@ -441,6 +441,12 @@ c10::TensorTypePtr completeTensorType(const torch::jit::Value* value) {
   return type;
 }
 
+c10::TensorTypePtr completeCudaTypeWithoutGrad(const torch::jit::Value* value) {
+  auto type = completeTensorType(value);
+  if (!type || type->requiresGrad().value_or(true) || !type->device()->is_cuda()) return nullptr;
+  return type;
+}
+
 bool isView(const Node* node) {
   return node->kind() == c10::aten::view || node->kind() == c10::aten::reshape;
 }

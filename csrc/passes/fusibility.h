@@ -21,6 +21,10 @@ FusionDecision checkTensorValue(const torch::jit::Value* value);
 // device, sizes, strides), else null: what the rewrites that decide from types alone read.
 c10::TensorTypePtr completeTensorType(const torch::jit::Value* value);
 
+// The same for a CUDA value that records no gradient, else null: what the rewrites that
+// make ATen's hidden copies explicit read (matmul_operands.cpp, reshape_copies.cpp).
+c10::TensorTypePtr completeCudaTypeWithoutGrad(const torch::jit::Value* value);
+
 // Yes for a fusion group, and for an operator of the table (ops::checkOpSupported) whose
 // tensor operands all pass checkTensorValue and live on one device, whose other
 // non-constant inputs are int, float or bool, and whose outputs are all tensors.

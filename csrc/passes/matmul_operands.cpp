@@ -32,14 +32,6 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-c10::TensorTypePtr completeCudaType(const Value* v) {
-  auto type = completeTensorType(v);
-  if (!type || type->requiresGrad().value_or(true) || !type->device()->is_cuda()) {
-    return nullptr;
-  }
-  return type;
-}
-
 // Whether the dims before the last two of `t` view as one dim: every pair of adjacent
 // non-1 batch dims has outer stride = inner stride * inner size.
 bool batchDimsMerge(const c10::TensorType& t) {
@@ -65,8 +57,8 @@ void copyIn(torch::jit::Block* block) {
   for (Node* node : block->nodes()) {
     for (torch::jit::Block* sub : node->blocks()) copyIn(sub);
     if (node->kind() != c10::aten::matmul || node->inputs().size() != 2) continue;
-    auto a = completeCudaType(node->input(0));
-    auto b = completeCudaType(node->input(1));
+    auto a = completeCudaTypeWithoutGrad(node->input(0));
+    auto b = completeCudaTypeWithoutGrad(node->input(1));
     if (!a || !b || *a->dim() < 3 || *b->dim() < 3 || batchSizes(*a) != batchSizes(*b)) continue;
     for (size_t i = 0; i < 2; ++i) {
       const auto& type = i == 0 ? a : b;

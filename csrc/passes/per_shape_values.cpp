@@ -37,6 +37,7 @@
 
 #include "passes/nesting.h"
 #include "passes/order_barriers.h"
+#include "passes/piece_subgraph.h"
 #include "passes/pipeline.h"
 #include "passes/unwritten.h"
 #include "symbols.h"
@@ -340,31 +341,7 @@ bool touchesCuda(const Piece& piece) {
 // Replaces the piece by a fuser::PerShapeValues node after its last node.
 void cachePiece(const Piece& piece) {
   torch::jit::Graph& graph = *piece.nodes.front()->owningGraph();
-  auto subgraph = std::make_shared<torch::jit::Graph>();
-  std::unordered_map<Value*, Value*> inner;
-  std::vector<Value*> keys;
-  auto innerOf = [&](Value* v) -> Value* {
-    auto found = inner.find(v);
-    if (found != inner.end()) return found->second;
-    Value* made = nullptr;
-    if (v->node()->kind() == c10::prim::Constant) {
-      Node* constant = subgraph->createClone(v->node(), [](Value* x) { return x; });
-      subgraph->appendNode(constant);
-      made = constant->output();
-    } else {
-      keys.push_back(v);
-      made = subgraph->addInput()->setType(v->type());
-    }
-    inner.emplace(v, made);
-    return made;
-  };
-  for (Node* node : piece.nodes) {
-    for (Value* in : node->inputs()) innerOf(in);
-    Node* copy = subgraph->createClone(node, [&](Value* v) { return inner.at(v); });
-    subgraph->appendNode(copy);
-    for (size_t i = 0; i < node->outputs().size(); ++i) inner[node->output(i)] = copy->output(i);
-  }
-  for (Value* out : piece.outputs) subgraph->registerOutput(inner.at(out));
+  auto [subgraph, keys] = copyPiece(piece.nodes, piece.outputs);
 
   Node* cached = graph.create(perShapeValuesSymbol(), keys, piece.outputs.size());
   cached->g_(c10::attr::Subgraph, subgraph);

@@ -37,6 +37,7 @@
 #include "passes/lone_writes.h"
 #include "passes/nesting.h"
 #include "passes/order_barriers.h"
+#include "passes/piece_subgraph.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
 
@@ -201,25 +202,6 @@ bool movableToItsEnd(const std::vector<Node*>& chain) {
 // Replaces the chain by a fuser::Relayout node after its last op.
 void gatherChain(const std::vector<Node*>& chain) {
   torch::jit::Graph& graph = *chain.front()->owningGraph();
-  auto subgraph = std::make_shared<torch::jit::Graph>();
-  std::unordered_map<Value*, Value*> inner;
-  std::vector<Value*> inputs;
-  auto innerOf = [&](Value* v) -> Value* {
-    auto found = inner.find(v);
-    if (found != inner.end()) return found->second;
-    Value* made = nullptr;
-    if (v->node()->kind() == c10::prim::Constant) {
-      Node* constant = subgraph->createClone(v->node(), [](Value* x) { return x; });
-      subgraph->appendNode(constant);
-      made = constant->output();
-    } else {
-      inputs.push_back(v);
-      made = subgraph->addInput()->setType(v->type());
-    }
-    inner.emplace(v, made);
-    return made;
-  };
-  innerOf(movedBy(chain.front()));  // the moved tensor is input 0
   for (Node* node : chain) {
     for (Block* block : node->blocks()) {
       for (auto it = block->nodes().begin(); it != block->nodes().end();) {
@@ -231,12 +213,10 @@ void gatherChain(const std::vector<Node*>& chain) {
         }
       }
     }
-    Node* copy = subgraph->createClone(node, innerOf);
-    subgraph->appendNode(copy);
-    inner[node->output()] = copy->output();
   }
   Value* result = chain.back()->output();
-  subgraph->registerOutput(inner.at(result));
+  // The moved tensor is input 0.
+  auto [subgraph, inputs] = copyPiece(chain, {result}, movedBy(chain.front()));
 
   Node* relayout = graph.create(relayoutSymbol(), inputs, 1);
   relayout->g_(c10::attr::Subgraph, subgraph);

@@ -34,13 +34,6 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Value;
 
-// The input's type where it is a complete CUDA type recording no gradient; else null.
-c10::TensorTypePtr copiedCudaType(const Value* v) {
-  auto type = completeTensorType(v);
-  if (!type || type->requiresGrad().value_or(true) || !type->device()->is_cuda()) return nullptr;
-  return type;
-}
-
 // Whether ATen's reshape of a tensor of `from`'s sizes and strides to `to`'s sizes copies.
 bool reshapeCopies(const c10::TensorType& from, const c10::TensorType& to) {
   const std::vector<int64_t> sizes = *from.sizes().concrete_sizes();
@@ -69,7 +62,7 @@ void collect(torch::jit::Block* block, std::vector<Node*>& found) {
     for (torch::jit::Block* sub : node->blocks()) collect(sub, found);
     const bool reshape = node->kind() == c10::aten::reshape || node->kind() == c10::aten::flatten;
     if (!reshape || node->outputs().size() != 1 || !permutedProduct(node->input(0))) continue;
-    auto from = copiedCudaType(node->input(0));
+    auto from = completeCudaTypeWithoutGrad(node->input(0));
     auto to = completeTensorType(node->output());
     if (from && to && reshapeCopies(*from, *to)) found.push_back(node);
   }
