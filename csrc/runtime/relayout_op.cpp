@@ -138,22 +138,10 @@ Plan planFromProbe(const at::Tensor& moved, const at::Tensor& offsets, int64_t s
   return plan;
 }
 
-
 int log2Of(int64_t power) {
   int shift = 0;
   while ((int64_t{1} << shift) < power) ++shift;
   return shift;
-}
-
-// Built once per process (the launch finds the compiled kernel by its source).
-const std::string& sourceFor(int unit_bytes, bool wide) {
-  static const std::string sources[5][2] = {
-      {gatherRowsSource(1, false), gatherRowsSource(1, true)},
-      {gatherRowsSource(2, false), gatherRowsSource(2, true)},
-      {gatherRowsSource(4, false), gatherRowsSource(4, true)},
-      {gatherRowsSource(8, false), gatherRowsSource(8, true)},
-      {gatherRowsSource(16, false), gatherRowsSource(16, true)}};
-  return sources[log2Of(unit_bytes)][wide ? 1 : 0];
 }
 
 void gatherOnCuda(const Plan& plan, const at::Tensor& x, at::Tensor& out) {
@@ -180,7 +168,8 @@ void gatherOnCuda(const Plan& plan, const at::Tensor& x, at::Tensor& out) {
   void* params[] = {&src, &dst, &rows, wide ? static_cast<void*>(&total64) : &total32,
                     wide ? static_cast<void*>(&row_units64) : &row_units32, &shift};
   const auto grid = static_cast<unsigned>(std::min<int64_t>((total + kBlock - 1) / kBlock, kMaxBlocks));
-  launchCudaSource(sourceFor(unit_bytes, wide), kGatherRowsKernel, x.device(), grid, kBlock, params);
+  launchCudaSource(gatherRowsSource(unit_bytes, wide), kGatherRowsKernel, x.device(), grid, kBlock,
+                   params);
 }
 
 void gatherOnHost(const Plan& plan, const at::Tensor& x, at::Tensor& out) {
