@@ -87,8 +87,7 @@ void copyReshapeInputs(GraphPtr& graph) {
   try {
     torch::jit::AliasDb aliases(graph);
     for (Node* reshape : found) {
-      if (aliases.escapesScope({reshape->output()})) continue;
-      if (staysUnwritten({reshape->input(0), reshape->output()}, aliases, *graph)) {
+      if (copyIndistinguishable(reshape->input(0), reshape->output(), aliases, *graph)) {
         safe.push_back(reshape);
       }
     }

@@ -53,4 +53,9 @@ bool staysUnwritten(const std::vector<torch::jit::Value*>& tensors, torch::jit::
   return !written;
 }
 
+bool copyIndistinguishable(torch::jit::Value* source, torch::jit::Value* copy,
+                           torch::jit::AliasDb& aliases, torch::jit::Graph& graph) {
+  return !aliases.escapesScope({copy}) && staysUnwritten({source, copy}, aliases, graph);
+}
+
 }  // namespace fuser

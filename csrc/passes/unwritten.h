@@ -18,4 +18,11 @@ bool staysUnwritten(const std::vector<torch::jit::Value*>& tensors, torch::jit::
                     torch::jit::Graph& graph,
                     const std::unordered_set<const torch::jit::Node*>& except = {});
 
+// Whether no reader could tell `copy` from `source` itself: neither is ever written (as
+// staysUnwritten says) and `copy` never leaves the graph (an output, an attribute, a
+// list). A stage may then hand out the one for the other (passes/zero_pads.cpp,
+// passes/reshape_copies.cpp).
+bool copyIndistinguishable(torch::jit::Value* source, torch::jit::Value* copy,
+                           torch::jit::AliasDb& aliases, torch::jit::Graph& graph);
+
 }  // namespace fuser

@@ -25,7 +25,6 @@ namespace fuser {
 namespace {
 
 using torch::jit::Node;
-using torch::jit::Value;
 
 // aten::pad(self, pad, mode, value) with the constant mode, or aten::constant_pad_nd.
 bool isConstantPad(const Node* node) {
@@ -64,9 +63,7 @@ void aliasZeroPads(GraphPtr& graph) {
   try {
     torch::jit::AliasDb aliases(graph);
     for (Node* pad : pads) {
-      std::vector<Value*> both = {pad->input(0), pad->output()};
-      if (aliases.escapesScope({pad->output()})) continue;
-      if (staysUnwritten(both, aliases, *graph)) safe.push_back(pad);
+      if (copyIndistinguishable(pad->input(0), pad->output(), aliases, *graph)) safe.push_back(pad);
     }
   } catch (const c10::Error&) {
     return;  // alias analysis refuses the graph (a node with no schema): pads stay
