@@ -279,7 +279,10 @@ def sweep_one(
     torch.manual_seed(1)
     weights = [torch.randn_like(r) for r in want_out] if training else None
     if training:
-        want_out, want_grads = run(model, args, training, weights, calls=1)
+        try:
+            want_out, want_grads = run(model, args, training, weights, calls=1)
+        except Exception as error_:  # noqa: BLE001 - eager's second step may fail too
+            return f"{name:28} {mode:5} eager failed: {type(error_).__name__}: {str(error_)[:80]}"
     results = {}
     for label, on in (("script", False), ("fuser", True)):
         try:
@@ -351,12 +354,59 @@ def sweep_one(
     if not judged:
         return line.format(verdict="ok  ") + note
     worst = max(judged, key=lambda i: ours[i] / max(eagers[i], 1e-30))
-    verdict = "ok  " if all(ours[i] <= 2 * eagers[i] for i in judged) else "FAIL"
-    return (
-        line.format(verdict=verdict)
-        + (f"; result {worst} from float64: fuser {ours[worst]:.2e}, eager {eagers[worst]:.2e}")
-        + note
-    )
+    detail = f"; result {worst} from float64: fuser {ours[worst]:.2e}, eager {eagers[worst]:.2e}"
+    if all(ours[i] <= 2 * eagers[i] for i in judged):
+        return line.format(verdict="ok  ") + detail + note
+    # A result that jumps when the input moves by rounding (a max pool's argmax between
+    # near-equal values, a ReLU's kink) is judged against how far eager's own result
+    # moves from float64's under such a move.
+    moved = sensitivity(model, args, training, weights, exact, dtype)
+    if moved is not None and all(ours[i] <= 2 * max(eagers[i], moved[i]) for i in judged):
+        return (
+            line.format(verdict="ok  ")
+            + detail
+            + f"; eager's own moves to {moved[worst]:.2e} when its input moves by rounding"
+            + note
+        )
+    return line.format(verdict="FAIL") + detail + note
+
+
+# Relative noise put on the inputs to see how far eager's results move: the rounding of
+# one op's result (an ulp of float32 is 6e-8 relative), as a fused op may round otherwise.
+_ROUNDING_NOISE = {torch.float32: 1e-7, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+
+
+def sensitivity(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    training: bool,
+    weights: list[torch.Tensor] | None,
+    exact: list[torch.Tensor],
+    dtype: torch.dtype,
+    tries: int = 4,
+) -> list[float] | None:
+    """Per result, the farthest eager's result lands from float64's over `tries` runs on
+    inputs moved by rounding noise; None where eager raises or its results do not pair up."""
+    farthest: list[float] | None = None
+    for k in range(tries):
+        gen = torch.Generator(device="cpu").manual_seed(100 + k)
+        moved = tuple(
+            a * (1 + _ROUNDING_NOISE[dtype] * torch.randn(a.shape, generator=gen).to(a))
+            if a.is_floating_point()
+            else a
+            for a in args
+        )
+        try:
+            out, grads = run(model, moved, training, weights, calls=1)
+        except Exception:  # noqa: BLE001 - a model that fails a second call
+            return None
+        errs = errors(out + grads, exact)
+        if len(errs) != len(exact):
+            return None
+        farthest = (
+            errs if farthest is None else [max(a, b) for a, b in zip(farthest, errs, strict=True)]
+        )
+    return farthest
 
 
 def main() -> None:
