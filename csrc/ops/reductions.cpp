@@ -16,6 +16,7 @@ namespace {
 using c10::ScalarType;
 using codegen::ReduceKind;
 using torch::jit::Node;
+using torch::jit::Value;
 
 std::optional<int64_t> profiledRank(const torch::jit::Value* v) {
   auto type = v->type()->cast<c10::TensorType>();
@@ -707,6 +708,24 @@ const torch::jit::Value* columnSumResult(const Node* sum) {
   return sum->output();
 }
 
+bool rowsAreRuns(const Value* v, int64_t reduced) {
+  auto type = v->type()->cast<c10::TensorType>();
+  if (!type) return true;
+  auto sizes = type->sizes().concrete_sizes();
+  auto strides = type->strides().concrete_sizes();
+  if (!sizes || !strides || static_cast<int64_t>(sizes->size()) < reduced) return true;
+  const int64_t first = static_cast<int64_t>(sizes->size()) - reduced;
+  bool runs = true, broadcast = true;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(sizes->size()) - 1; d >= first; --d) {
+    if ((*sizes)[d] == 1) continue;
+    runs = runs && (*strides)[d] == expected;
+    broadcast = broadcast && (*strides)[d] == 0;
+    expected *= (*sizes)[d];
+  }
+  return runs || broadcast;
+}
+
 std::optional<RowReduction> rowReductionOf(const Node* node) {
   const OpEntry* entry = findOp(node);
   if (!entry || !entry->reduces) return std::nullopt;
@@ -750,11 +769,19 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
     dims = constantIntList(node, "dim");
   }
   if (!dims) return std::nullopt;
-  if (auto k = trailingCount(*dims, *rank)) {
-    r.reduced = *k;
+  const bool backward = node->kind() == c10::aten::_softmax_backward_data ||
+                        node->kind() == c10::aten::_log_softmax_backward_data ||
+                        isLayerNormInputGrad(node);
+  auto trailing = trailingCount(*dims, *rank);
+  if (trailing && whole && !backward && !rowsAreRuns(node->input(0), *trailing)) {
+    trailing.reset();
+  }
+  if (trailing) {
+    r.reduced = *trailing;
   } else {
-    // Plain reductions may take any dims (each once); the normalizations their last.
-    if (whole) return std::nullopt;
+    // Plain reductions may take any dims (each once); so may the normalizations and
+    // softmax, but not their backward ops.
+    if (backward) return std::nullopt;
     auto any = distinctDims(*dims, *rank);
     if (!any) return std::nullopt;
     r.dims = std::move(*any);

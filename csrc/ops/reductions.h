@@ -53,8 +53,16 @@ inline constexpr size_t kGroupNormBias = 3;
 // Whether input `input` of `node` is a group_norm's weight or bias.
 bool isGroupNormAffine(const torch::jit::Node* node, size_t input);
 
-// What `node` reduces when it is a reduction of the table with constant dims (trailing
-// ones for the normalizations and softmax) and a profiled input rank; nullopt otherwise.
+// False where `v`'s profiled layout puts the elements of a row (its trailing `reduced`
+// dims) apart in memory, as a channels-last tensor's H and W are: row kernels read rows
+// as runs (or a value broadcast along the row). True where the layout is unknown.
+bool rowsAreRuns(const torch::jit::Value* v, int64_t reduced);
+
+// What `node` reduces when it is a reduction of the table with constant dims and a
+// profiled input rank; nullopt otherwise. softmax, log_softmax and layer_norm over rows
+// that lie apart in memory (a dim other than the last, a transposed input) name their
+// dims, as reductions over other dims do: the row executor then walks them as columns
+// or runs, by the input's layout. Their backward ops take their trailing dims only.
 std::optional<RowReduction> rowReductionOf(const torch::jit::Node* node);
 
 // Whether `node` sums over the leading dims exactly what a row of `row` (a reduction

@@ -243,8 +243,6 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
     } else if (!groupReduction(r->result).sameDims(*r)) {
       runnable_ = false;
     }
-    // Outputs over other dims than the trailing ones would be laid out as the rows are.
-    if (!r->dims.empty() && r->result == ops::RowReduction::Result::Whole) runnable_ = false;
   }
   // Inputs read only as the input of layer_norm, softmax or log_softmax may have any
   // strides: eager makes them contiguous first and returns a contiguous result.
@@ -679,9 +677,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   bool strided = false;
   std::vector<bool> read_in_place(tensors.size(), false);
   for (size_t t = 0; t < tensors.size(); ++t) {
-    if (tensors[t].is_contiguous() || any_strides[t]) continue;
+    if (tensors[t].is_contiguous()) continue;
     read_in_place[t] = !reduced_dims_.empty() && groups_ == 0 &&
                        tensors[t].sizes() == c10::IntArrayRef(*shape);
+    if (any_strides[t]) continue;
     strided = strided || (!read_in_place[t] && !expandedRowMajor(tensors[t]));
   }
   if (whole_beside_other_dims) {

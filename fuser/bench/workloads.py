@@ -685,6 +685,20 @@ WORKLOADS: dict[str, Workload] = {
             cuda_sizes=_IMAGES_CUDA,
         ),
         Workload(
+            name="softmax_channels",
+            description="softmax over the channels of NCHW logits plus a bias, as a "
+            "segmentation head's class probabilities: rows are columns",
+            source=_source(
+                """
+                def softmax_channels(x, y):
+                    return torch.softmax(x + y, 1)
+                """
+            ),
+            make_inputs=_pair_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
             name="groupnorm_silu_batch1",
             description="GroupNorm (8 groups) then SiLU at batch 1: 8 rows",
             source=_source(

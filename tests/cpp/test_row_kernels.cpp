@@ -13,6 +13,7 @@
 #include "codegen/row_schedule.h"
 #include "codegen/split_rows.h"
 #include "ir_test_helpers.h"
+#include "ops/reductions.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
 
@@ -407,15 +408,53 @@ graph(%x : $X, %y : $X):
   EXPECT_EQ(groups[0]->outputs().size(), 2u);
 }
 
-TEST(ColumnPartition, NormalizationsTakeTrailingDimsOnly) {
-  EXPECT_EQ(groupsAfterPartition(R"IR(
+// The first node of `kind` in `block` (not its sub-blocks).
+Node* firstOf(torch::jit::Block* block, c10::Symbol kind) {
+  for (Node* node : block->nodes()) {
+    if (node->kind() == kind) return node;
+  }
+  return nullptr;
+}
+
+TEST(ColumnPartition, ASoftmaxOverALeadingDimWalksColumns) {
+  // Over dim 0 of a row-major [4, 6]: the kept dim is innermost, as in its contiguous
+  // result, so the column kernel reads and stores both side by side.
+  auto graph = partitionedColumns(R"IR(
 graph(%x : $X):
   %half : float = prim::Constant[value=0.5]()
   %dim : int = prim::Constant[value=0]()
   %none : NoneType = prim::Constant()
   %a : $X = aten::mul(%x, %half)
   %s : $X = aten::softmax(%a, %dim, %none)
-  return (%s))IR"), 0u);
+  return (%s))IR");
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::softmax), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(collectFusionGroups(graph->block()).size(), 1u);
+  auto* sub = collectFusionGroups(graph->block())[0]->g(torch::jit::attr::Subgraph)->block();
+  auto softmax = ops::rowReductionOf(firstOf(sub, c10::aten::softmax));
+  ASSERT_TRUE(softmax.has_value());
+  EXPECT_EQ(softmax->dims, std::vector<int64_t>{0});
+}
+
+TEST(ColumnPartition, ANormalizationWhoseStoreWouldTransposeStaysOut) {
+  // layer_norm over the last dim of a transposed [4, 6] (MLP-Mixer's residual stream):
+  // its rows are columns of the input, runs of its contiguous result.
+  auto graph = testing_helpers::parseWithTypes(R"IR(
+graph(%x : $T, %y : $T):
+  %one : int = prim::Constant[value=1]()
+  %shape : int[] = prim::Constant[value=[6]]()
+  %eps : float = prim::Constant[value=1e-5]()
+  %none : NoneType = prim::Constant()
+  %cudnn : bool = prim::Constant[value=0]()
+  %a : $T = aten::add(%x, %y, %one)
+  %n : $X = aten::layer_norm(%a, %shape, %none, %none, %eps, %cudnn)
+  return (%n, %a))IR",
+      {{"$X", kX}, {"$T", "Float(4, 6, strides=[1, 4], requires_grad=0, device=cpu)"}});
+  prepareGraph(graph);
+  formFusionGroups(graph);
+  EXPECT_EQ(insideAndOutside(graph, c10::aten::layer_norm), std::make_pair(size_t{0}, size_t{1}));
+  auto norm = ops::rowReductionOf(firstOf(graph->block(), c10::aten::layer_norm));
+  ASSERT_TRUE(norm.has_value());
+  EXPECT_EQ(norm->dims, std::vector<int64_t>{1});  // named: its rows lie apart
 }
 
 // sum(x * y) over the rows' strided elements, for either column printer.

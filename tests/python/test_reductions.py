@@ -375,9 +375,9 @@ def test_layer_norm_with_a_wrong_weight_raises_as_eager(device: str) -> None:
 
 
 def test_reductions_over_other_dims_stay_unfused(fused: None) -> None:
-    """A softmax over a dim before the last (normalizations take trailing dims; plain
-    reductions take any, test_column_reductions.py), or two reductions over different
-    trailing dims, do not make one row group."""
+    """Two reductions over different trailing dims do not make one row group. A softmax
+    over a dim before the last makes one of its own, walked as columns
+    (test_softmax_over_leading_dims.py)."""
     lead = script_from_source("def f(x):\n    return torch.softmax(x * 2.0, 1) + 1.0\n")
     mixed = script_from_source(
         fn_of("y = x * 2.0", "return y.sum(-1, keepdim=True) + y.sum([-2, -1], keepdim=True)")
@@ -393,7 +393,8 @@ def test_reductions_over_other_dims_stay_unfused(fused: None) -> None:
             ]
             assert len(reductions) <= 1
             if fn is lead:
-                assert not reductions
+                assert [n.kind() for n in reductions] == ["aten::softmax"]
+    torch.testing.assert_close(lead(x), torch.softmax(x * 2.0, 1) + 1.0)
 
 
 def test_a_dropped_reduction_does_not_feed_a_group(fused: None) -> None:

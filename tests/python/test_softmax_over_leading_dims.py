@@ -1,0 +1,148 @@
+"""softmax and log_softmax over a dim before the last (channels of NCHW, a leading dim)
+fuse with the elementwise ops around them: the row executor walks their rows as
+columns, neighbouring rows side by side, as it walks reductions over other dims than
+the trailing ones (test_column_reductions.py), and stores the result contiguous, as
+eager's is. Where that store would transpose (a normalization over a transposed or
+permuted input's last dim: its result, contiguous, lays its rows out otherwise than its
+input), the op stays with ATen and says why."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_reductions import compare, subgraph_kinds
+
+import fuser
+from helpers import devices, script_from_source
+
+SOFTMAXES = {"aten::softmax", "aten::log_softmax"}
+
+# Each normalizes over a dim before the last of x and y ([6, 19, 33, 40] unless said).
+CASES = {
+    "softmax_channels": "def f(x, y):\n    return torch.softmax(x * 0.5 + y, 1)\n",
+    "log_softmax_channels": "def f(x, y):\n    return torch.log_softmax(x - y, 1) * 2.0\n",
+    "softmax_leading": "def f(x, y):\n    return torch.softmax(x, 0) + y\n",
+    "softmax_and_input": (
+        "def f(x, y):\n    z = x * y\n"
+        "    return z, torch.softmax(z, -2), torch.log_softmax(z, -2)\n"
+    ),
+}
+
+
+def inputs(device: str, dtype: torch.dtype, shape: tuple[int, ...]) -> list[torch.Tensor]:
+    return [(torch.randn(shape, device=device) * 3).to(dtype) for _ in range(2)]
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("shape", [(6, 19, 33, 40), (3, 5, 7, 1), (1, 300, 2, 9)], ids=str)
+def test_softmax_over_a_leading_dim_fuses_as_columns(
+    case: str, dtype: torch.dtype, device: str, shape: tuple[int, ...]
+) -> None:
+    args = inputs(device, dtype, shape)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        fn = compare(CASES[case], *args, dtype=dtype)
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats
+    assert subgraph_kinds(fn, *args) & SOFTMAXES, case
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("splits", [3, 64], indirect=True)
+def test_softmax_over_a_leading_dim_in_slices(device: str, splits: int) -> None:
+    """Few rows, each cut in slices: the column kernel's stages store the result."""
+    args = inputs(device, torch.float32, (400, 3, 5))
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(CASES["softmax_leading"], *args)
+    stats = fuser.stats()
+    assert stats["staged_calls"] >= 1 and stats["interpreted_runs"] == 0, stats
+
+
+@pytest.mark.parametrize("device", devices())
+def test_values_that_overflow_or_are_not_numbers(device: str) -> None:
+    """A column of -inf (softmax's NaN), +inf, a NaN, and large values whose exps
+    overflow without the column's maximum taken first."""
+    x = torch.randn(4, 6, 5, device=device) * 50
+    x[:, :, 0] = float("-inf")
+    x[1, 2, 1] = float("inf")
+    x[2, 3, 2] = float("nan")
+    y = torch.randn(4, 6, 5, device=device)
+    with fuser.enabled(True):
+        compare(CASES["softmax_channels"], x, y)
+        compare(CASES["log_softmax_channels"], x, y)
+    assert fuser.stats()["interpreted_runs"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_later_call_with_other_strides_gives_eager_values(device: str) -> None:
+    """Profiled contiguous, then called with a transposed and a channels-last input:
+    each call's result has eager's values and strides (the guard sends other layouts
+    to the fallback, or the group walks them as they are)."""
+    text = CASES["softmax_channels"]
+    x, y = inputs(device, torch.float32, (2, 8, 5, 6))
+    fn = None
+    with fuser.enabled(True):
+        fn = compare(text, x, y)
+        for a, b in [
+            (x.transpose(2, 3).contiguous().transpose(2, 3), y),
+            (x.contiguous(memory_format=torch.channels_last), y),
+        ]:
+            got = fn(a, b)  # type: ignore[operator]
+            want = torch.softmax(a * 0.5 + b, 1)
+            assert got.stride() == want.stride()
+            torch.testing.assert_close(got, want)
+
+
+# A normalization over a transposed or permuted input's last dim: its contiguous result
+# lays the rows out otherwise than its input, so it stays with ATen.
+TRANSPOSING = {
+    # MLP-Mixer's residual stream: [B, N, C] laid out as [B, C, N].
+    "layer_norm_transposed": (
+        "def f(x, y, w, b):\n    z = x + y\n    return z, torch.layer_norm(z, [12], w, b, 1e-6)\n",
+        lambda d: (
+            torch.randn(3, 12, 9, device=d).transpose(1, 2),
+            torch.randn(3, 12, 9, device=d).transpose(1, 2),
+            torch.randn(12, device=d),
+            torch.randn(12, device=d),
+        ),
+    ),
+    # timm's LayerNorm2d of an NCHW activation.
+    "layer_norm_2d": (
+        "def f(x, y, w, b):\n"
+        "    z = torch.layer_norm((x + y).permute(0, 2, 3, 1), [12], w, b, 1e-6)\n"
+        "    return z.permute(0, 3, 1, 2) * 2.0\n",
+        lambda d: (
+            torch.randn(2, 12, 5, 7, device=d),
+            torch.randn(2, 12, 5, 7, device=d),
+            torch.randn(12, device=d),
+            torch.randn(12, device=d),
+        ),
+    ),
+    "softmax_transposed": (
+        "def f(x, y, w, b):\n    return torch.softmax(x.transpose(1, 2) * 3.0, -1) + w\n",
+        lambda d: (
+            torch.randn(3, 12, 9, device=d),
+            torch.randn(1, device=d),
+            torch.randn(12, device=d),
+            torch.randn(1, device=d),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("case", sorted(TRANSPOSING))
+def test_normalizations_whose_store_would_transpose_stay_with_aten(device: str, case: str) -> None:
+    text, make = TRANSPOSING[case]
+    args = make(device)
+    with fuser.enabled(True):
+        fn = compare(text, *args)
+    kinds = subgraph_kinds(fn, *args)
+    assert not kinds & (SOFTMAXES | {"aten::layer_norm", "aten::native_layer_norm"}), kinds
+    report = fuser.report(script_from_source(text), *args, measure=False)
+    reasons = [row.reason for graph in report.graphs for row in graph.refusals]
+    assert any("storing it would transpose it" in r for r in reasons), reasons
