@@ -212,9 +212,11 @@ FusionDecision checkFusible(const Node* node) {
       return FusionDecision::no("its rows lie apart in memory, neither neighbouring rows side "
                                 "by side nor each row one run: ATen's op reads it as it is");
     }
-    // (A normalization over a transposed input's last dim: each element stored apart
-    // from its neighbours took the CPU 1.7-3x eager's copy-then-normalize.)
-    if (!(out == in) && out.kind != RowWalk::kAny && in.kind != RowWalk::kAny) {
+    // (The CPU's column kernels store such results through a tile of each row's
+    // elements; CUDA's would store each element apart from its neighbours.)
+    auto type = node->input(0)->type()->cast<c10::TensorType>();
+    const bool cuda = type && type->device() && type->device()->is_cuda();
+    if (cuda && !(out == in) && out.kind != RowWalk::kAny && in.kind != RowWalk::kAny) {
       return FusionDecision::no("its result, contiguous as eager's, lays its rows out "
                                 "otherwise than its input does: storing it would transpose "
                                 "it, which ATen's copy-then-normalize does faster");

@@ -435,9 +435,11 @@ graph(%x : $X):
   EXPECT_EQ(softmax->dims, std::vector<int64_t>{0});
 }
 
-TEST(ColumnPartition, ANormalizationWhoseStoreWouldTransposeStaysOut) {
-  // layer_norm over the last dim of a transposed [4, 6] (MLP-Mixer's residual stream):
-  // its rows are columns of the input, runs of its contiguous result.
+// layer_norm over the last dim of a transposed [4, 6] (MLP-Mixer's residual stream):
+// its rows are columns of the input, runs of its contiguous result.
+GraphPtr transposedLayerNorm(const std::string& device) {
+  const std::string t = "Float(4, 6, strides=[1, 4], requires_grad=0, device=" + device + ")";
+  const std::string x = "Float(4, 6, strides=[6, 1], requires_grad=0, device=" + device + ")";
   auto graph = testing_helpers::parseWithTypes(R"IR(
 graph(%x : $T, %y : $T):
   %one : int = prim::Constant[value=1]()
@@ -448,11 +450,20 @@ graph(%x : $T, %y : $T):
   %a : $T = aten::add(%x, %y, %one)
   %n : $X = aten::layer_norm(%a, %shape, %none, %none, %eps, %cudnn)
   return (%n, %a))IR",
-      {{"$X", kX}, {"$T", "Float(4, 6, strides=[1, 4], requires_grad=0, device=cpu)"}});
+                                               {{"$X", x}, {"$T", t}});
   prepareGraph(graph);
   formFusionGroups(graph);
-  EXPECT_EQ(insideAndOutside(graph, c10::aten::layer_norm), std::make_pair(size_t{0}, size_t{1}));
-  auto norm = ops::rowReductionOf(firstOf(graph->block(), c10::aten::layer_norm));
+  return graph;
+}
+
+TEST(ColumnPartition, ANormalizationWhoseStoreTransposesJoinsOnTheCpuOnly) {
+  // The CPU's column kernel stores the result through a tile of each row's elements.
+  auto cpu = transposedLayerNorm("cpu");
+  EXPECT_EQ(insideAndOutside(cpu, c10::aten::layer_norm), std::make_pair(size_t{1}, size_t{0}));
+  EXPECT_EQ(insideAndOutside(cpu, c10::aten::add), std::make_pair(size_t{1}, size_t{0}));
+  auto cuda = transposedLayerNorm("cuda:0");
+  EXPECT_EQ(insideAndOutside(cuda, c10::aten::layer_norm), std::make_pair(size_t{0}, size_t{1}));
+  auto norm = ops::rowReductionOf(firstOf(cuda->block(), c10::aten::layer_norm));
   ASSERT_TRUE(norm.has_value());
   EXPECT_EQ(norm->dims, std::vector<int64_t>{1});  // named: its rows lie apart
 }
@@ -516,12 +527,17 @@ TEST(ColumnPrinter, WholeOutputsGoOutInTheFirstWalkThatKnowsThem) {
   EXPECT_NE(cpu.find("out1[fx_ooff1[0] + fx_oeo1 + fx_j]"), std::string::npos);
   EXPECT_NE(cpu.find("out2[fx_ooff2[fx_j] + fx_oeo2]"), std::string::npos);
   EXPECT_NE(cpu.find("ost1[0] == 1"), std::string::npos);
-  size_t walks = 0;
-  for (size_t at = cpu.find("for (int64_t fx_e"); at != std::string::npos;
-       at = cpu.find("for (int64_t fx_e", at + 1)) {
-    ++walks;
-  }
-  EXPECT_EQ(walks, 2u);
+  auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = cpu.find(text); at != std::string::npos; at = cpu.find(text, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("for (int64_t fx_e = "), 2u);
+  // Each walk that stores has a tiled form too, for inputs side by side beside an output
+  // whose rows are not: its values go to a tile, each row's stored as one run.
+  EXPECT_EQ(count("for (int64_t fx_e0 = "), 2u);
+  EXPECT_NE(cpu.find("fx_tile2[fx_t * fx_nb + fx_j] = "), std::string::npos);
+  EXPECT_NE(cpu.find("fx_row[fx_toeo2[fx_t]] = fx_tile2[fx_t * fx_nb + fx_j]"), std::string::npos);
   const std::string cuda = codegen::printCudaRowKernel(k);
   EXPECT_NE(cuda.find("FxVec<float, 4> fx_ws1_7"), std::string::npos);  // 8 vectors a step
   EXPECT_NE(cuda.find("if (fx_live) *(FxVec<float, 4>*)(out1 + fx_ooff1[0] + fx_oeo1_7)"),

@@ -1,6 +1,7 @@
 """Seeded random programs of reductions between elementwise steps, against eager: sums,
 means, extremes, variances and norms over random constant dims of the full-rank value
-(keepdim or not), softmax over the last dim, reduced values broadcast back, sibling
+(keepdim or not), softmax over the last dim (and softmax or log_softmax over any dim),
+reduced values broadcast back, sibling
 statistics of one value, and inputs of every layout. Shapes, dtypes, strides and values
 must be eager's whatever the partition makes of the program (row groups, column groups,
 the sibling merge, values left to the interpreter)."""
@@ -42,7 +43,7 @@ def random_program(rng: random.Random, rank: int) -> tuple[str, int]:
     """A few full-shape inputs; elementwise steps; reductions of full-shape values, each
     used reduced, broadcast back when kept, or returned; sometimes a sibling statistic
     of the same value; softmax over the last dim, of the value or of its rows viewed as
-    one batch."""
+    one batch, or softmax or log_softmax over any dim."""
     num_inputs = rng.randint(1, 3)
     full = [f"x{i}" for i in range(num_inputs)]
     returned: list[str] = []
@@ -59,8 +60,12 @@ def random_program(rng: random.Random, rank: int) -> tuple[str, int]:
             full.append(name)
         elif roll < 0.6:
             source = rng.choice(full)
-            if rng.random() < 0.5:
+            pick = rng.random()
+            if pick < 0.35:
                 lines.append(f"    {name} = torch.softmax({source} * 0.5, -1)")
+            elif pick < 0.65:  # over a dim before the last: rows apart, walked as columns
+                kind = rng.choice(["softmax", "log_softmax"])
+                lines.append(f"    {name} = torch.{kind}({source} * 0.5, {rng.randrange(rank)})")
             else:  # over a view of the rows: the softmax runs before the view
                 rows = f"({source} * 0.5).reshape(-1, {source}.size(-1))"
                 lines.append(f"    {name} = torch.softmax({rows}, -1).view_as({source})")
