@@ -202,15 +202,25 @@ FusionDecision checkFusible(const Node* node) {
     }
   }
   // softmax, log_softmax and layer_norm over rows apart in memory (a dim before the
-  // last, a transposed input): the row executor walks neighbouring rows side by side
-  // (columns) or each row as one run, and stores the result, contiguous as eager's,
-  // through its strides (the CPU through a tile of each row's elements where its rows
-  // are not the input's: a normalization over a transposed input's last dim).
+  // last): the row executor walks neighbouring rows side by side (columns) or each row
+  // as one run, and stores the result, contiguous as eager's, in the same walk.
   if (auto r = ops::rowReductionOf(node);
-      r && !r->dims.empty() && r->result == ops::RowReduction::Result::Whole &&
-      rowWalkOf(node->input(0), r->dims).kind == RowWalk::kNeither) {
-    return FusionDecision::no("its rows lie apart in memory, neither neighbouring rows side "
-                              "by side nor each row one run: ATen's op reads it as it is");
+      r && !r->dims.empty() && r->result == ops::RowReduction::Result::Whole) {
+    const RowWalk in = rowWalkOf(node->input(0), r->dims);
+    const RowWalk out = rowWalkOf(node->output(0), r->dims);
+    if (in.kind == RowWalk::kNeither) {
+      return FusionDecision::no("its rows lie apart in memory, neither neighbouring rows side "
+                                "by side nor each row one run: ATen's op reads it as it is");
+    }
+    // (The CPU's column kernels store such results through a tile of each row's
+    // elements; CUDA's would store each element apart from its neighbours.)
+    auto type = node->input(0)->type()->cast<c10::TensorType>();
+    const bool cuda = type && type->device() && type->device()->is_cuda();
+    if (cuda && !(out == in) && out.kind != RowWalk::kAny && in.kind != RowWalk::kAny) {
+      return FusionDecision::no("its result, contiguous as eager's, lays its rows out "
+                                "otherwise than its input does: storing it would transpose "
+                                "it, which ATen's copy-then-normalize does faster");
+    }
   }
   if (isLeftToOneDnn(node)) {
     return FusionDecision::no("left to oneDNN Graph, which fuses it into its " +
