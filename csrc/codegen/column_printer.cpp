@@ -38,8 +38,11 @@ constexpr int kColumnUnroll = 8;
 // CUDA: warps of a block that walk the same rows, each every kColumnGroups-th element
 // (cudaRowBlock's 256 threads: 32 units of rows each).
 constexpr int kColumnGroups = 8;
-// CPU: elements of every row of a block a tiled walk stores at a time (printTiledWalk).
+// CPU: elements of every row of a block a tiled walk stores at a time (printTiledWalk),
+// and the most bytes its tiles may take on the stack (a walk storing more outputs stores
+// each element at its own row's offset: many float64 outputs overflowed a thread's stack).
 constexpr int kCpuStoreTile = 16;
+constexpr int64_t kCpuTileBytes = 128 * 1024;
 
 class ColumnPrinter {
  public:
@@ -335,7 +338,7 @@ class ColumnPrinter {
     // CPU: a walk whose inputs lie side by side but one of whose stored outputs does
     // not (eager's contiguous result of a normalization over a transposed input) stores
     // through a tile of kCpuStoreTile elements of every row (printTiledWalk).
-    const bool tiles = !cuda_ && side_by_side && !stores.empty();
+    const bool tiles = !cuda_ && side_by_side && !stores.empty() && tileBytes(stores) <= kCpuTileBytes;
     if (side_by_side) {
       out_ << "    const bool fx_side" << (tiles ? "_in" : "") << " = true";
       if (cuda_) out_ << " && fx_nb == " << b;
@@ -416,6 +419,15 @@ class ColumnPrinter {
     keep(pass.reduces);
     keep(pass.after);
     closeRows();
+  }
+
+  // The stack bytes of the tiles a tiled walk storing `stores` declares.
+  int64_t tileBytes(const std::vector<size_t>& stores) const {
+    int64_t bytes = 0;
+    for (size_t o : stores) {
+      bytes += int64_t{kCpuStoreTile} * block_ * static_cast<int64_t>(c10::elementSize(k_.outputs[o].dtype));
+    }
+    return bytes;
   }
 
   // CPU, inputs side by side and a stored output's rows apart: kCpuStoreTile elements of

@@ -212,15 +212,18 @@ FusionDecision checkFusible(const Node* node) {
       return FusionDecision::no("its rows lie apart in memory, neither neighbouring rows side "
                                 "by side nor each row one run: ATen's op reads it as it is");
     }
-    // The CPU's column kernels store such results through a tile of each row's
-    // elements; CUDA's would store each element apart from its neighbours (built and
-    // tested, never timed on a model: 9434927, reverted).
+    // Where the result lays its rows out otherwise: the CPU's column kernels store it
+    // through a tile of each row's elements; CUDA's would store each element apart from
+    // its neighbours (built and tested, never timed on a model: 9434927, reverted), and
+    // a row kernel (rows that are runs in the input) stores whole outputs as runs only.
     auto type = node->input(0)->type()->cast<c10::TensorType>();
     const bool cuda = type && type->device() && type->device()->is_cuda();
-    if (cuda && !(out == in) && out.kind != RowWalk::kAny && in.kind != RowWalk::kAny) {
+    if ((cuda || in.kind != RowWalk::kColumns) && !(out == in) && out.kind != RowWalk::kAny &&
+        in.kind != RowWalk::kAny) {
       return FusionDecision::no("its result, contiguous as eager's, lays its rows out "
                                 "otherwise than its input does: storing it would transpose "
-                                "it element by element on CUDA; ATen copies, then normalizes");
+                                "it (a CUDA or row kernel element by element); ATen copies, "
+                                "then normalizes");
     }
   }
   if (isLeftToOneDnn(node)) {

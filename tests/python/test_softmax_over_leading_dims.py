@@ -8,6 +8,8 @@ input), the op stays with ATen and says why."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from test_reductions import compare, subgraph_kinds
@@ -176,3 +178,76 @@ def test_cpu_tiles_of_every_size(dtype: torch.dtype, rows: int, width: int) -> N
         compare(text, x, y, dtype=dtype)
     stats = fuser.stats()
     assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
+
+
+def test_cpu_tiles_of_many_outputs_fit_a_small_thread_stack() -> None:
+    """Eight float64 results of a transposed softmax, on a thread of 1 MiB of stack:
+    tiles of every output would take all of it (each 16 elements of 1024 rows), so a walk
+    storing that many stores each element at its own row's offset instead."""
+    text = (
+        "def f(x):\n    s = torch.softmax(x * 2.0, -1)\n    return "
+        + ", ".join(f"s + {i}.0" for i in range(8))
+        + "\n"
+    )
+    x = torch.randn(40, 5000, dtype=torch.float64).t()
+    results: list[object] = []
+
+    def run() -> None:
+        try:
+            with fuser.enabled(True):
+                results.append(compare(text, x, dtype=torch.float64))
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            results.append(e)
+
+    threads = torch.get_num_threads()
+    old_size = threading.stack_size(1 << 20)
+    try:
+        torch.set_num_threads(1)  # the kernel runs on the calling thread
+        fuser.reset_stats()
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(old_size)
+        torch.set_num_threads(threads)
+    assert len(results) == 1 and not isinstance(results[0], BaseException), results
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
+
+
+# Rows that are runs in the input (the reduced dims innermost in memory) but not in the
+# contiguous result: a row kernel stores whole outputs as runs only, so these stay with
+# ATen rather than form groups that would run interpreted.
+RUNS_IN_THE_INPUT = {
+    "softmax_channels_last": (
+        "def f(x):\n    return torch.softmax(x * 2.0, 1)\n",
+        lambda: torch.randn(2, 8, 5, 6).contiguous(memory_format=torch.channels_last),
+    ),
+    "softmax_dim0_of_a_transpose": (
+        "def f(x):\n    return torch.softmax(x * 2.0, 0)\n",
+        lambda: torch.randn(30, 17).t(),
+    ),
+    "softmax_over_a_middle_unit_stride_dim": (
+        "def f(x):\n    return torch.log_softmax(x * 2.0, 1)\n",
+        lambda: torch.randn(4, 5, 17).transpose(1, 2),
+    ),
+    "layer_norm_over_two_transposed_dims": (
+        "def f(x):\n    return torch.layer_norm(x * 2.0, [17, 5])\n",
+        lambda: torch.randn(4, 5, 17).transpose(1, 2),
+    ),
+    "layer_norm_channels_last_chw": (
+        "def f(x):\n    return torch.layer_norm(x * 2.0, [8, 5, 6])\n",
+        lambda: torch.randn(2, 8, 5, 6).contiguous(memory_format=torch.channels_last),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUNS_IN_THE_INPUT))
+def test_rows_that_are_runs_only_in_the_input_never_run_interpreted(case: str) -> None:
+    text, make = RUNS_IN_THE_INPUT[case]
+    x = make()
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(text, x)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0, stats
