@@ -5,9 +5,9 @@
 // every elementwise result is the broadcast of its operands' sizes, so it can be computed
 // outside the group from the sizes of the group's inputs.
 //
-// After it runs, for each group formed by this run, each output whose every use is
-// `aten::size(out)` is gone from the group (and its subgraph); those uses read an
-// expression built right after the group from
+// After it runs, for each group formed by this run that has an output read otherwise,
+// each output whose every use is `aten::size(out)` is gone from the group (and its
+// subgraph); those uses read an expression built right after the group from
 //   aten::size(group input), prim::BroadcastSizes(sizes...) for elementwise results,
 //   prim::ChunkSizes[chunks, dim](size) for chunks (regular size, last chunk's size),
 //   aten::size(group output) for a value the group still outputs.
@@ -139,7 +139,11 @@ void dropSizeOnlyOutputs(Node* group) {
   for (size_t k = 0; k < group->outputs().size(); ++k) {
     if (onlyReadForSize(group->output(k))) dropped.insert(k);
   }
-  if (dropped.empty()) return;
+  // A group whose every output is read only for its size stays whole: without it no
+  // op would run, and a call whose dtypes make an op raise in eager (a bool
+  // subtraction) would return instead of raising; its guard sends that call to the
+  // fallback, which raises.
+  if (dropped.empty() || dropped.size() == group->outputs().size()) return;
   auto subgraph = group->g(torch::jit::attr::Subgraph);
   SizeBuilder sizes(group, dropped);
   std::vector<size_t> removable;

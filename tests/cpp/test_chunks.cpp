@@ -229,6 +229,22 @@ graph(%a : $W, %b : $B):
       ->run(*graph);
 }
 
+// A group whose every output is read only for its size keeps them: it is the only place
+// its ops run, and a call whose dtypes make one raise in eager must reach its guard.
+TEST_F(ChunksTest, AGroupReadOnlyForSizesKeepsItsOutputs) {
+  auto graph = parse(R"IR(
+graph(%a : $W, %b : $B):
+  %d : $W = aten::mul(%a, %b)
+  %e : $W = aten::tanh(%d)
+  %s : int[] = aten::size(%e)
+  return (%s))IR");
+  fuseUnguarded(graph);
+  auto groups = collectFusionGroups(graph->block());
+  ASSERT_EQ(groups.size(), 1);
+  EXPECT_EQ(groups[0]->outputs().size(), 1) << *graph;
+  EXPECT_EQ(countKind(graph->block(), c10::prim::BroadcastSizes), 0) << *graph;
+}
+
 // Sizes of chunks come from prim::ChunkSizes of the chunked input's size.
 TEST_F(ChunksTest, SizeOfAChunkResultUsesChunkSizes) {
   auto graph = parse(R"IR(

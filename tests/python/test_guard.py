@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from conftest import fuse_ir, groups, kinds
 
 import fuser
+from helpers import eager_from_source, run_optimized, script_from_source
 
 CHAIN = """
 graph(%a : $T, %b : $T):
@@ -141,3 +143,22 @@ def test_a_group_the_guard_unmerges_is_not_counted() -> None:
     assert groups(graph) == []
     assert "aten::contiguous" in kinds(graph)
     assert fuser.stats()["groups_formed"] == 0
+
+
+def test_ops_read_only_for_their_size_still_raise_where_eager_raises() -> None:
+    """`(a - b) * 2` read only for its shape: profiled on int32, then called with bool
+    tensors, where eager's subtraction raises. The group stays (its guard sends the call
+    to the fallback, which raises), instead of a size expression that would return."""
+    text = "def f(a, b):\n    v = (a - b) * 2\n    return a.new_ones(v.shape)\n"
+    fn = script_from_source(text)
+    a, b = (
+        torch.randint(0, 5, (3, 4), dtype=torch.int32),
+        torch.randint(0, 5, (4,), dtype=torch.int32),
+    )
+    bool_subtraction = "Subtraction, the `-` operator, with (a|two) bool tensors? is not supported"
+    with fuser.enabled(True):
+        torch.testing.assert_close(run_optimized(fn, a, b), torch.ones(3, 4, dtype=torch.int32))
+        with pytest.raises(RuntimeError, match=bool_subtraction):
+            eager_from_source(text)(a > 2, b > 2)
+        with pytest.raises(RuntimeError, match=bool_subtraction):
+            fn(a > 2, b > 2)
