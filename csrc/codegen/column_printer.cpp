@@ -197,6 +197,12 @@ class ColumnPrinter {
   // Input `n` (its index, printed) reads one element for every row of the block.
   bool shared(const std::string& n) const { return k_.inputs[std::stoi(n)].outer_zero_stride; }
 
+  // CPU: input `n`'s element of row fx_j where the block's rows lie side by side from
+  // its first row's (or one element for every row: shared).
+  std::string sideBySideLoad(const std::string& n) const {
+    return "in" + n + "[fx_off" + n + "[0] + fx_eo" + n + (shared(n) ? "]" : " + fx_j]");
+  }
+
   // A value known once per row (not per element, not the same for every row).
   bool perRow(ExprId id) const { return !s_.element[id] && !constant_[id]; }
 
@@ -379,9 +385,8 @@ class ColumnPrinter {
       printElementOffsets("fx_e", "", stores);
       if (side_by_side) {
         out_ << "      if (fx_side) {\n";
-        printElementLoop(pass, elements, stores, /*side=*/true, "", [this](const std::string& n) {
-          return "in" + n + "[fx_off" + n + "[0] + fx_eo" + n + (shared(n) ? "]" : " + fx_j]");
-        });
+        printElementLoop(pass, elements, stores, /*side=*/true, "",
+                         [this](const std::string& n) { return sideBySideLoad(n); });
         out_ << "      } else {\n";
       }
       printElementLoop(pass, elements, stores, /*side=*/false, "", [](const std::string& n) {
@@ -455,10 +460,7 @@ class ColumnPrinter {
       out_ << "      fx_toeo" << o << "[fx_t] = fx_oeo" << o << ";\n";
     }
     printElementLoop(pass, elements, stores, /*side=*/true, "",
-                     [this](const std::string& n) {
-                       return "in" + n + "[fx_off" + n + "[0] + fx_eo" + n +
-                              (shared(n) ? "]" : " + fx_j]");
-                     },
+                     [this](const std::string& n) { return sideBySideLoad(n); },
                      /*in_steps=*/false, /*tiled=*/true);
     out_ << "      }\n";
     for (size_t o : stores) {

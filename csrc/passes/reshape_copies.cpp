@@ -18,7 +18,6 @@
 // (an output, an attribute, a list): a view and a copy differ only to a write.
 #include <ATen/TensorUtils.h>
 #include <c10/core/MemoryFormat.h>
-#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <unordered_set>
@@ -82,19 +81,8 @@ void copyFirst(Node* reshape) {
 void copyReshapeInputs(GraphPtr& graph) {
   std::vector<Node*> found;
   collect(graph->block(), found);
-  if (found.empty()) return;
-  std::vector<Node*> safe;
-  try {
-    torch::jit::AliasDb aliases(graph);
-    for (Node* reshape : found) {
-      if (copyIndistinguishable(reshape->input(0), reshape->output(), aliases, *graph)) {
-        safe.push_back(reshape);
-      }
-    }
-  } catch (const c10::Error&) {
-    return;  // alias analysis refuses the graph: reshapes stay ATen's
-  }
-  for (Node* reshape : safe) copyFirst(reshape);
+  // (None where alias analysis refuses the graph: reshapes stay ATen's.)
+  for (Node* reshape : copiesIndistinguishable(graph, found)) copyFirst(reshape);
 }
 
 }  // namespace fuser

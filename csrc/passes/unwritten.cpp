@@ -58,4 +58,21 @@ bool copyIndistinguishable(torch::jit::Value* source, torch::jit::Value* copy,
   return !aliases.escapesScope({copy}) && staysUnwritten({source, copy}, aliases, graph);
 }
 
+std::vector<torch::jit::Node*> copiesIndistinguishable(
+    const std::shared_ptr<torch::jit::Graph>& graph, const std::vector<torch::jit::Node*>& nodes) {
+  std::vector<torch::jit::Node*> safe;
+  if (nodes.empty()) return safe;
+  try {
+    torch::jit::AliasDb aliases(graph);
+    for (torch::jit::Node* node : nodes) {
+      if (copyIndistinguishable(node->input(0), node->output(), aliases, *graph)) {
+        safe.push_back(node);
+      }
+    }
+  } catch (const c10::Error&) {
+    return {};
+  }
+  return safe;
+}
+
 }  // namespace fuser

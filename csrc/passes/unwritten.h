@@ -25,4 +25,10 @@ bool staysUnwritten(const std::vector<torch::jit::Value*>& tensors, torch::jit::
 bool copyIndistinguishable(torch::jit::Value* source, torch::jit::Value* copy,
                            torch::jit::AliasDb& aliases, torch::jit::Graph& graph);
 
+// The nodes of `nodes` whose result no reader could tell from their first input
+// (copyIndistinguishable), in order; none where alias analysis refuses `graph` (a node
+// with no schema).
+std::vector<torch::jit::Node*> copiesIndistinguishable(
+    const std::shared_ptr<torch::jit::Graph>& graph, const std::vector<torch::jit::Node*>& nodes);
+
 }  // namespace fuser

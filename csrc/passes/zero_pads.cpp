@@ -11,7 +11,6 @@
 //
 // Only where the copy and its source are never written, in place or by a write made
 // functional, and the copy never leaves the graph: there a reader cannot tell them apart.
-#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <string>
@@ -58,17 +57,8 @@ void replacePad(Node* pad) {
 void aliasZeroPads(GraphPtr& graph) {
   std::vector<Node*> pads;
   collectPads(graph->block(), pads);
-  if (pads.empty()) return;
-  std::vector<Node*> safe;
-  try {
-    torch::jit::AliasDb aliases(graph);
-    for (Node* pad : pads) {
-      if (copyIndistinguishable(pad->input(0), pad->output(), aliases, *graph)) safe.push_back(pad);
-    }
-  } catch (const c10::Error&) {
-    return;  // alias analysis refuses the graph (a node with no schema): pads stay
-  }
-  for (Node* pad : safe) replacePad(pad);
+  // (None where alias analysis refuses the graph: pads stay.)
+  for (Node* pad : copiesIndistinguishable(graph, pads)) replacePad(pad);
 }
 
 }  // namespace fuser
