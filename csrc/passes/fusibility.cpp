@@ -212,17 +212,14 @@ FusionDecision checkFusible(const Node* node) {
       return FusionDecision::no("its rows lie apart in memory, neither neighbouring rows side "
                                 "by side nor each row one run: ATen's op reads it as it is");
     }
-    // Where the result lays its rows out otherwise: the CPU's column kernels store it
-    // through a tile of each row's elements; CUDA's would store each element apart from
-    // its neighbours (built and tested, never timed on a model: 9434927, reverted), and
-    // a row kernel (rows that are runs in the input) stores whole outputs as runs only.
-    auto type = node->input(0)->type()->cast<c10::TensorType>();
-    const bool cuda = type && type->device() && type->device()->is_cuda();
-    if ((cuda || in.kind != RowWalk::kColumns) && !(out == in) && out.kind != RowWalk::kAny &&
+    // Where the result lays its rows out otherwise, column kernels store it through a
+    // tile of each row's elements; a row kernel (rows that are runs in the input) stores
+    // whole outputs as runs only.
+    if (in.kind != RowWalk::kColumns && !(out == in) && out.kind != RowWalk::kAny &&
         in.kind != RowWalk::kAny) {
       return FusionDecision::no("its result, contiguous as eager's, lays its rows out "
                                 "otherwise than its input does: storing it would transpose "
-                                "it (a CUDA or row kernel element by element); ATen copies, "
+                                "it (a row kernel element by element); ATen copies, "
                                 "then normalizes");
     }
   }

@@ -456,16 +456,18 @@ graph(%x : $T, %y : $T):
   return graph;
 }
 
-TEST(ColumnPartition, ANormalizationWhoseStoreTransposesJoinsOnTheCpuOnly) {
-  // The CPU's column kernel stores the result through a tile of each row's elements.
-  auto cpu = transposedLayerNorm("cpu");
-  EXPECT_EQ(insideAndOutside(cpu, c10::aten::layer_norm), std::make_pair(size_t{1}, size_t{0}));
-  EXPECT_EQ(insideAndOutside(cpu, c10::aten::add), std::make_pair(size_t{1}, size_t{0}));
-  auto cuda = transposedLayerNorm("cuda:0");
-  EXPECT_EQ(insideAndOutside(cuda, c10::aten::layer_norm), std::make_pair(size_t{0}, size_t{1}));
-  auto norm = ops::rowReductionOf(firstOf(cuda->block(), c10::aten::layer_norm));
-  ASSERT_TRUE(norm.has_value());
-  EXPECT_EQ(norm->dims, std::vector<int64_t>{1});  // named: its rows lie apart
+TEST(ColumnPartition, ANormalizationWhoseStoreTransposesJoinsItsGroup) {
+  // The column kernel stores the result through its strides (the CPU through a tile of
+  // each row's elements), beside the sum its rows read.
+  for (const std::string device : {"cpu", "cuda:0"}) {
+    auto graph = transposedLayerNorm(device);
+    EXPECT_EQ(insideAndOutside(graph, c10::aten::layer_norm), std::make_pair(size_t{1}, size_t{0}));
+    EXPECT_EQ(insideAndOutside(graph, c10::aten::add), std::make_pair(size_t{1}, size_t{0}));
+    auto* sub = collectFusionGroups(graph->block())[0]->g(torch::jit::attr::Subgraph)->block();
+    auto norm = ops::rowReductionOf(firstOf(sub, c10::aten::layer_norm));
+    ASSERT_TRUE(norm.has_value());
+    EXPECT_EQ(norm->dims, std::vector<int64_t>{1});  // named: its rows lie apart
+  }
 }
 
 // sum(x * y) over the rows' strided elements, for either column printer.

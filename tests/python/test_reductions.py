@@ -779,9 +779,8 @@ def test_strided_inputs_of_normalizations_run_as_row_kernels(
     """An input read only by layer_norm, softmax or log_softmax may be strided if its
     rows are unit-stride runs (a slice of rows, a class token x[:, 0]): eager makes it
     contiguous first, the row kernel reads it in place; results are contiguous as
-    eager's. Rows across strides (a permuted NCHW activation) are columns: the CPU's
-    column kernel takes them (test_softmax_over_leading_dims.py), CUDA leaves them to
-    eager, whose copy-then-normalize stores each row as one run."""
+    eager's. Rows across strides (a permuted NCHW activation) are columns, which the
+    column kernel takes (test_softmax_over_leading_dims.py)."""
     w, b = (torch.randn(8, device=device).to(dtype) for _ in range(2))
     inputs = {
         "row_slice": torch.randn(30, 16, device=device).to(dtype)[:, 4:12],
@@ -807,18 +806,18 @@ def test_strided_inputs_of_normalizations_run_as_row_kernels(
             compare(text, permuted, w, b, dtype=dtype)
         stats = fuser.stats()
         assert stats["interpreted_runs"] == 0, stats
-        assert (stats["row_launches"] >= 1) == (device == "cpu"), stats
+        assert stats["row_launches"] >= 1, stats
 
 
 @pytest.mark.parametrize("device", devices())
-def test_reductions_whose_rows_lie_apart_stay_with_aten(fused: None, device: str) -> None:
+def test_reductions_whose_rows_lie_apart(fused: None, device: str) -> None:
     """A mean over H and W of a channels-last activation (a squeeze-excite's), or a
     layer_norm over a permuted NCHW tensor's channels (ConvNeXt's LayerNorm2d): the rows
     are not runs in memory, so the row kernel would run the group interpreted. The
     reduction stays outside every group, even where single nodes make groups, and reads
-    the tensor in place through ATen; the elementwise ops around it still fuse. On the
-    CPU the layer_norm's rows are columns its column kernel walks, storing its result
-    through a tile (test_softmax_over_leading_dims.py): there it joins a group."""
+    the tensor in place through ATen; the elementwise ops around it still fuse. The
+    layer_norm's rows are columns the column kernel walks, storing its result through
+    its strides (test_softmax_over_leading_dims.py): it joins a group."""
     x = torch.randn(2, 16, 6, 5, device=device).contiguous(memory_format=torch.channels_last)
     w, b = torch.randn(16, device=device), torch.randn(16, device=device)
     cases = {
@@ -851,7 +850,7 @@ def test_reductions_whose_rows_lie_apart_stay_with_aten(fused: None, device: str
             assert g.stride() == e.stride(), name
         stats = fuser.stats()
         assert stats["interpreted_runs"] == 0 and stats["kernel_launches"] >= 1, (name, stats)
-        columns = name == "layer_norm_2d" and device == "cpu"
+        columns = name == "layer_norm_2d"
         assert (reduction in fused_kinds(fn.graph_for(*args))) == columns, name
     # Rows that are runs (the same tensors row-major) still reduce in a group.
     fuser.reset_stats()
