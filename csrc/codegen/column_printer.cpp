@@ -12,8 +12,11 @@
 // units slice by slice, rows innermost. Whole outputs (a normalization over channels,
 // a gradient beside its bias's sum) go through their own strides (Kernel::
 // strided_outputs), each stored in the first walk that knows its value: a value that
-// needs no reduction in the walk of the first pass, beside the sums it feeds. Nothing
-// is drawn at random.
+// needs no reduction in the walk of the first pass, beside the sums it feeds. Where an
+// output's rows are runs but the inputs' lie side by side (a normalization over a
+// transposed input, its result contiguous), the block's values go out through a tile:
+// a run of each row's elements at a time (CPU: on the stack; CUDA: in shared memory).
+// Nothing is drawn at random.
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -43,6 +46,12 @@ constexpr int kColumnGroups = 8;
 // each element at its own row's offset: many float64 outputs overflowed a thread's stack).
 constexpr int kCpuStoreTile = 16;
 constexpr int64_t kCpuTileBytes = 128 * 1024;
+// CUDA: the most bytes the tiles of a block's whole outputs may take in shared memory
+// (printCudaTileStores; beside a tiled output's row offsets, under the 48 KiB a block's
+// static shared memory may hold), and the elements of each row a tile holds at most:
+// 32 floats are one 128-byte line.
+constexpr int64_t kCudaTileBytes = 32 * 1024;
+constexpr int kCudaTileElements = 32;
 
 class ColumnPrinter {
  public:
@@ -58,6 +67,7 @@ class ColumnPrinter {
     TORCH_CHECK(cuda || !k.one_pass_variance, "fuser: one-pass variances are printed for CUDA only");
     constant_.assign(k.exprs.size(), false);
     for (ExprId id : s_.constants) constant_[id] = true;
+    if (cuda) chooseCudaTile();
   }
 
   std::string print() {
@@ -103,6 +113,15 @@ class ColumnPrinter {
     printRowExprs(out_, k_, s_.row_start, "      ", "0");
     keep(s_.row_start);
     closeRows();
+    if (tile_ > 0) {  // every warp walks the same rows: the first writes their offsets
+      out_ << "    if (fx_g == 0) {\n    #pragma unroll\n    for (int fx_j = 0; fx_j < " << block_
+           << "; ++fx_j) {\n";
+      for (size_t o : tiled_) {
+        out_ << "      fx_trow" << o << "[fx_lane * " << block_ << " + fx_j] = fx_ooff" << o
+             << "[fx_j];\n";
+      }
+      out_ << "    }\n    }\n";
+    }
     if (staged) {
       if (cuda_) {
         printCudaFinished();
@@ -341,12 +360,28 @@ class ColumnPrinter {
     }
     const bool side_by_side = k_.outer_ndim >= 1;
     const std::string run = std::to_string(k_.outer_ndim - 1);
-    // CPU: a walk whose inputs lie side by side but one of whose stored outputs does
-    // not (eager's contiguous result of a normalization over a transposed input) stores
-    // through a tile of kCpuStoreTile elements of every row (printTiledWalk).
-    const bool tiles = !cuda_ && side_by_side && !stores.empty() && tileBytes(stores) <= kCpuTileBytes;
+    // A walk whose inputs lie side by side but one of whose stored outputs does not
+    // (eager's contiguous result of a normalization over a transposed input) stores
+    // through a tile of elements of every row (CPU: printTiledWalk; CUDA:
+    // printCudaTileStores).
+    const bool tiles = side_by_side && !stores.empty() &&
+                       (cuda_ ? tile_ > 0 : tileBytes(stores) <= kCpuTileBytes);
     if (side_by_side) {
-      out_ << "    const bool fx_side" << (tiles ? "_in" : "") << " = true";
+      // The stored outputs' rows side by side too (CUDA: whole aligned vectors), each
+      // (fx_oside<O>), and with the inputs' (fx_side; fx_side_in the inputs' alone).
+      for (size_t o : stores) {
+        const std::string n = std::to_string(o);
+        out_ << "    const bool fx_oside" << n << " = ost" << n << "[" << run << "] == 1";
+        if (cuda_) {
+          for (int d = k_.outer_ndim; d < k_.outer_ndim + k_.inner_ndim; ++d) {
+            out_ << " && ost" << n << "[" << d << "] % " << b << " == 0";
+          }
+          out_ << " && (unsigned long long)(out" << n << " + fx_ooff" << n << "[0]) % (" << b
+               << " * sizeof(*out" << n << ")) == 0";
+        }
+        out_ << "; (void)fx_oside" << n << ";\n";
+      }
+      out_ << "    const bool fx_side_in = true";
       if (cuda_) out_ << " && fx_nb == " << b;
       if (cuda_ && k_.outer_ndim > 1) {
         out_ << " && fx_r0 % fx_sizes[" << run << "] + " << b << " <= fx_sizes[" << run << "]";
@@ -362,23 +397,13 @@ class ColumnPrinter {
         out_ << " && (unsigned long long)(in" << n << " + fx_off" << n << "[0]) % (" << b << " * sizeof(*in"
              << n << ")) == 0";
       }
-      if (tiles) out_ << ";\n    const bool fx_side = fx_side_in";
-      // The stored outputs' rows side by side too (CUDA: whole aligned vectors).
-      for (size_t o : stores) {
-        const std::string n = std::to_string(o);
-        out_ << " && ost" << n << "[" << run << "] == 1";
-        if (!cuda_) continue;
-        for (int d = k_.outer_ndim; d < k_.outer_ndim + k_.inner_ndim; ++d) {
-          out_ << " && ost" << n << "[" << d << "] % " << b << " == 0";
-        }
-        out_ << " && (unsigned long long)(out" << n << " + fx_ooff" << n << "[0]) % (" << b
-             << " * sizeof(*out" << n << ")) == 0";
-      }
+      out_ << "; (void)fx_side_in;\n    const bool fx_side = fx_side_in";
+      for (size_t o : stores) out_ << " && fx_oside" << o;
       out_ << ";\n";
     }
-    if (tiles) printTiledWalk(pass, elements, stores);
+    if (tiles && !cuda_) printTiledWalk(pass, elements, stores);
     if (cuda_ && side_by_side) {
-      printCudaWalk(pass, read, elements, stores);
+      printCudaWalk(pass, read, elements, stores, tiles);
     } else {
       out_ << "    for (int64_t fx_e = fx_lo" << (cuda_ ? " + fx_g" : "") << "; fx_e < fx_hi; fx_e += "
            << (cuda_ ? kColumnGroups : 1) << ") {\n";
@@ -461,7 +486,7 @@ class ColumnPrinter {
     }
     printElementLoop(pass, elements, stores, /*side=*/true, "",
                      [this](const std::string& n) { return sideBySideLoad(n); },
-                     /*in_steps=*/false, /*tiled=*/true);
+                     /*in_steps=*/false, "fx_t * fx_nb + fx_j");
     out_ << "      }\n";
     for (size_t o : stores) {
       const std::string n = std::to_string(o);
@@ -474,13 +499,13 @@ class ColumnPrinter {
     out_ << "    }\n    } else {\n";
   }
 
-  // fx_eo<I><suffix>: where element `e` of a row lies from the row's start, in input I;
-  // fx_oeo<O><suffix> the same in each output of `stores`.
+  // fx_eo<I><suffix>: where element `e` of a row lies from the row's start, in input I
+  // (where `inputs`); fx_oeo<O><suffix> the same in each output of `stores`.
   void printElementOffsets(const std::string& e, const std::string& suffix,
-                           const std::vector<size_t>& stores) {
+                           const std::vector<size_t>& stores, bool inputs = true) {
     const int first = k_.outer_ndim, last = k_.outer_ndim + k_.inner_ndim - 1;
     std::vector<std::pair<std::string, std::string>> tensors;  // (offset, strides)
-    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+    for (size_t i = 0; inputs && i < k_.inputs.size(); ++i) {
       tensors.emplace_back("fx_eo" + std::to_string(i) + suffix, "st" + std::to_string(i));
     }
     for (size_t o : stores) {
@@ -531,7 +556,10 @@ class ColumnPrinter {
     return type == "long long" || type == "int64_t" ? "l" : type == "double" ? "d" : "f";
   }
 
-  // CUDA's shared arrays for printGroupCombine, one per accumulator type in use.
+  // CUDA's shared memory: printGroupCombine's array of each accumulator type in use and
+  // the tiles of printCudaTileStores, all at the start of one buffer (no two are in use
+  // at once: a combine begins at a barrier, and so do and end a tiled walk's stores),
+  // and the tiled outputs' row offsets apart from it (written once, before any walk).
   void printSharedArrays() {
     std::vector<std::string> types;
     for (const Expr& e : k_.exprs) {
@@ -539,10 +567,51 @@ class ColumnPrinter {
       const std::string a = accumulatorType(e);
       if (std::find(types.begin(), types.end(), a) == types.end()) types.push_back(a);
     }
+    const int rows = 32 * block_;
+    std::string bytes = std::to_string(tile_ > 0 ? tileOffset(tiled_.size()) : 16);
     for (const std::string& a : types) {
-      out_ << "  __shared__ " << a << " fx_red_" << sharedTag(a) << "[" << kColumnGroups * 32 * block_
-           << "];\n";
+      const std::string red = "sizeof(" + a + ") * " + std::to_string(kColumnGroups * rows);
+      bytes = "(" + red + " > " + bytes + " ? " + red + " : " + bytes + ")";
     }
+    out_ << "  __shared__ __align__(16) unsigned char fx_smem[" << bytes << "];\n";
+    for (const std::string& a : types) {
+      out_ << "  " << a << "* const fx_red_" << sharedTag(a) << " = reinterpret_cast<" << a
+           << "*>(fx_smem);\n";
+    }
+    for (size_t t = 0; t < tiled_.size(); ++t) {
+      const std::string n = std::to_string(tiled_[t]);
+      const std::string e = storageTypeName(k_.outputs[tiled_[t]].dtype);
+      out_ << "  " << e << "* const fx_tile" << n << " = reinterpret_cast<" << e << "*>(fx_smem + "
+           << tileOffset(t) << ");\n"
+           << "  __shared__ int64_t fx_trow" << n << "[" << rows << "];\n";
+    }
+  }
+
+  // CUDA: tiles for the whole outputs where they fit (tile_ elements of each of the
+  // block's rows, the most of kCudaTileElements, 16 and 8 whose tiles fit in
+  // kCudaTileBytes), else none (tile_ 0: such outputs are stored element by element).
+  void chooseCudaTile() {
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (!k_.outputs[o].per_row) tiled_.push_back(o);
+    }
+    if (tiled_.empty() || k_.outer_ndim < 1) return tiled_.clear();
+    for (tile_ = kCudaTileElements; tile_ >= kColumnGroups; tile_ /= 2) {
+      if (tileOffset(tiled_.size()) <= kCudaTileBytes) return;
+    }
+    tile_ = 0;
+    tiled_.clear();
+  }
+
+  // Where the tile of tiled_[t] starts in the shared buffer (t = tiled_.size(): the bytes
+  // of them all), each aligned to 16 bytes.
+  int64_t tileOffset(size_t t) const {
+    int64_t bytes = 0;
+    for (size_t i = 0; i < t; ++i) {
+      const int64_t tile = int64_t{32} * block_ * tile_ *
+                           static_cast<int64_t>(c10::elementSize(k_.outputs[tiled_[i]].dtype));
+      bytes += (tile + 15) / 16 * 16;
+    }
+    return bytes;
   }
 
   // CUDA's view of the passes before this stage: a reduction of the stage before, its
@@ -598,7 +667,8 @@ class ColumnPrinter {
   // keeps that many loads in flight; then the rest one element at a time; and each
   // row's own loads where the rows are not side by side.
   void printCudaWalk(const RowSchedule::Pass& pass, const std::vector<bool>& read,
-                     const std::vector<ExprId>& elements, const std::vector<size_t>& stores) {
+                     const std::vector<ExprId>& elements, const std::vector<size_t>& stores,
+                     bool tiles) {
     const std::string b = std::to_string(block_);
     auto vectorLoads = [&](const std::string& suffix) {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
@@ -619,36 +689,72 @@ class ColumnPrinter {
       return "fx_w" + n + suffix + (shared(n) ? std::string() : ".v[fx_j]");
     };
     const int g = kColumnGroups;
-    out_ << "    int64_t fx_e = fx_lo + fx_g;\n"
-         << "    if (fx_side) {\n"
+    // One step of the unrolled loop from fx_e: the offsets, every vector load, then the
+    // elements; `tiled`: their stored values go through the tiles, whose stores follow
+    // each tile_ elements of the block's rows.
+    auto step = [&](bool tiled) {
+      for (int u = 0; u < kColumnUnroll; ++u) {
+        printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u),
+                            stores);
+      }
+      for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
+      // Sums kept in double add a step's elements in float first: one conversion and
+      // one double add per step, not per element (a conversion to double runs at an
+      // eighth of float arithmetic's rate: a float16 column sum of g * sigmoid(x) over
+      // [32768, 1024] took 61.9 us on the H100 with a double add per element, 58.0 with
+      // float ones).
+      for (ExprId r : pass.reduces) {
+        if (!sumsInDouble(k_.exprs[r])) continue;
+        out_ << "      float fx_step" << r << "[" << b << "];\n"
+             << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) fx_step"
+             << r << "[fx_j] = 0.0f;\n";
+      }
+      const int per_tile = tile_ / g;  // unrolled elements a tile holds
+      for (int u = 0; u < kColumnUnroll; ++u) {
+        const std::string suffix = "_" + std::to_string(u);
+        // Row fx_lane * b + fx_j's element of the tile, its place turned by the lane so
+        // that a warp's stores (and printCudaTileStores's loads) fall in 32 banks.
+        const std::string tile_at =
+            tiled ? "(fx_lane * " + b + " + fx_j) * " + std::to_string(tile_) + " + ((" +
+                        std::to_string(u % per_tile * g) + " + fx_g) ^ (fx_lane & " +
+                        std::to_string(tile_ - 1) + "))"
+                  : "";
+        printElementLoop(
+            pass, elements, stores, /*side=*/true, suffix,
+            [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true,
+            tile_at);
+        if (tiled && (u + 1) % per_tile == 0) {
+          printCudaTileStores(stores, "fx_e0 + " + std::to_string((u + 1 - per_tile) * g));
+        }
+      }
+      for (ExprId r : pass.reduces) {
+        if (!sumsInDouble(k_.exprs[r])) continue;
+        const std::string n = std::to_string(r);
+        out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) "
+             << "fx_acc" << n << "[fx_j] += (double)fx_step" << n << "[fx_j];\n";
+      }
+    };
+    out_ << "    int64_t fx_e = fx_lo + fx_g;\n";
+    if (tiles) {
+      // The whole block tiles or none does: its threads meet at the tiles' barriers,
+      // each step of the same elements (a warp's own bound would differ by its g). An
+      // output whose rows lie side by side for every thread goes out in vectors still
+      // (fx_otile<O> false).
+      out_ << "    if (__syncthreads_and(fx_side_in && !fx_side)) {\n";
+      for (size_t o : stores) {
+        out_ << "    const bool fx_otile" << o << " = __syncthreads_or(!fx_oside" << o << ");\n";
+      }
+      out_ << "    int64_t fx_e0 = fx_lo;\n"
+           << "    for (; fx_e0 + " << kColumnUnroll * g << " <= fx_hi; fx_e0 += "
+           << kColumnUnroll * g << ") {\n"
+           << "      fx_e = fx_e0 + fx_g;\n";
+      step(/*tiled=*/true);
+      out_ << "    }\n    fx_e = fx_e0 + fx_g;\n    } else\n";
+    }
+    out_ << "    if (fx_side) {\n"
          << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += " << kColumnUnroll * g
          << ") {\n";
-    for (int u = 0; u < kColumnUnroll; ++u) {
-      printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u), stores);
-    }
-    for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
-    // Sums kept in double add a step's elements in float first: one conversion and one
-    // double add per step, not per element (a conversion to double runs at an eighth of
-    // float arithmetic's rate: a float16 column sum of g * sigmoid(x) over [32768, 1024]
-    // took 61.9 us on the H100 with a double add per element, 58.0 with float ones).
-    for (ExprId r : pass.reduces) {
-      if (!sumsInDouble(k_.exprs[r])) continue;
-      out_ << "      float fx_step" << r << "[" << b << "];\n"
-           << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) fx_step"
-           << r << "[fx_j] = 0.0f;\n";
-    }
-    for (int u = 0; u < kColumnUnroll; ++u) {
-      const std::string suffix = "_" + std::to_string(u);
-      printElementLoop(
-          pass, elements, stores, /*side=*/true, suffix,
-          [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true);
-    }
-    for (ExprId r : pass.reduces) {
-      if (!sumsInDouble(k_.exprs[r])) continue;
-      const std::string n = std::to_string(r);
-      out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) "
-           << "fx_acc" << n << "[fx_j] += (double)fx_step" << n << "[fx_j];\n";
-    }
+    step(/*tiled=*/false);
     out_ << "    }\n    }\n"
          << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
     printElementOffsets("fx_e", "", stores);
@@ -663,20 +769,44 @@ class ColumnPrinter {
     out_ << "      }\n    }\n";
   }
 
+  // CUDA: the tiles of `stores`, elements [base, base + tile_) of each of the block's
+  // rows, stored between two barriers (the first: every warp's values are in; the
+  // second: the tiles are free again): each row's elements by consecutive threads, one
+  // coalesced run per row (storing each element at its own row's offset wrote a line
+  // of its own per element).
+  void printCudaTileStores(const std::vector<size_t>& stores, const std::string& base) {
+    const std::string t = std::to_string(tile_);
+    out_ << "      __syncthreads();\n      {\n"
+         << "      const int fx_te = threadIdx.x % " << t << ";\n";
+    printElementOffsets("(" + base + " + fx_te)", "_t", stores, /*inputs=*/false);
+    out_ << "      #pragma unroll 4\n      for (int fx_k = threadIdx.x / " << t << "; fx_k < "
+         << 32 * block_ << "; fx_k += " << cudaRowBlock(k_) / tile_ << ") {\n";
+    for (size_t o : stores) {
+      const std::string n = std::to_string(o);
+      out_ << "        if (fx_otile" << n << ") out" << n << "[fx_trow" << n << "[fx_k] + fx_oeo" << n
+           << "_t] = fx_tile" << n << "[fx_k * " << t << " + (fx_te ^ ((fx_k / " << block_
+           << ") & " << tile_ - 1 << "))];\n";
+    }
+    out_ << "      }\n      }\n      __syncthreads();\n";
+  }
+
   // The loop over the block's rows for element fx_e (CPU: a vector loop; CUDA:
   // unrolled): the walk's element values, input I's element read as `at(I)`, each
   // row's accumulators (`in_steps`: a double sum's float step accumulator), and each
   // row's element of the stored outputs. `side`: the rows lie side by side in the
   // stored outputs too (CUDA: the thread's elements go out as one vector, built in
-  // fx_ws<O><suffix>); else each row stores at its own offset.
+  // fx_ws<O><suffix>); else each row stores at its own offset. `tile_at`: each stored
+  // value goes to fx_tile<O> there instead (a tiled walk's).
   void printElementLoop(const RowSchedule::Pass& pass, const std::vector<ExprId>& elements,
                         const std::vector<size_t>& stores, bool side, const std::string& suffix,
                         const std::function<std::string(const std::string&)>& at,
-                        bool in_steps = false, bool tiled = false) {
+                        bool in_steps = false, const std::string& tile_at = "") {
     std::vector<ExprId> operands;
     for (ExprId r : pass.reduces) operands.push_back(k_.exprs[r].args[0]);
     for (size_t o : stores) operands.push_back(k_.outputs[o].value);
+    // CUDA's tiled walk: each output to its tile (fx_otile<O>) or in vectors.
     const bool vector_stores = cuda_ && side && !stores.empty();
+    const bool tiled = !tile_at.empty();
     auto vectorOf = [this](size_t o) {  // a thread's elements of output o, one per row
       return "FxVec<" + std::string(storageTypeName(k_.outputs[o].dtype)) + ", " +
              std::to_string(block_) + ">";
@@ -706,10 +836,13 @@ class ColumnPrinter {
       const std::string n = std::to_string(o);
       const std::string value =
           storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
-      if (vector_stores) {
+      if (vector_stores && tiled) {
+        out_ << "        if (fx_otile" << n << ") fx_tile" << n << "[" << tile_at << "] = " << value
+             << "; else fx_ws" << n << suffix << ".v[fx_j] = " << value << ";\n";
+      } else if (vector_stores) {
         out_ << "        fx_ws" << n << suffix << ".v[fx_j] = " << value << ";\n";
       } else if (tiled) {
-        out_ << "        fx_tile" << n << "[fx_t * fx_nb + fx_j] = " << value << ";\n";
+        out_ << "        fx_tile" << n << "[" << tile_at << "] = " << value << ";\n";
       } else if (side) {
         out_ << "        out" << n << "[fx_ooff" << n << "[0] + fx_oeo" << n << suffix
              << " + fx_j] = " << value << ";\n";
@@ -722,8 +855,9 @@ class ColumnPrinter {
     for (size_t o : stores) {
       if (!vector_stores) break;
       const std::string n = std::to_string(o);
-      out_ << "      if (fx_live) *(" << vectorOf(o) << "*)(out" << n << " + fx_ooff" << n
-           << "[0] + fx_oeo" << n << suffix << ") = fx_ws" << n << suffix << ";\n";
+      out_ << "      if (fx_live" << (tiled ? " && !fx_otile" + n : "") << ") *(" << vectorOf(o)
+           << "*)(out" << n << " + fx_ooff" << n << "[0] + fx_oeo" << n << suffix << ") = fx_ws" << n
+           << suffix << ";\n";
     }
   }
 
@@ -731,6 +865,9 @@ class ColumnPrinter {
   RowSchedule s_;
   const bool cuda_;
   const int block_;  // rows walked together: a CPU task's block, a CUDA thread's rows
+  // CUDA: elements of each row a tile holds (0: no tiles), and the outputs tiled.
+  int tile_ = 0;
+  std::vector<size_t> tiled_;
   std::vector<bool> constant_;
   std::ostringstream out_;
 };

@@ -277,6 +277,20 @@ def _group_norm_inputs(
     )
 
 
+def _mixer_stream_inputs(
+    dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> Inputs:
+    """MLP-Mixer's residual stream and a token-mixing result, each (B, N, C) laid out as
+    (B, C, N) (the patch embedding's flatten(2).transpose(1, 2), and the token MLP's
+    output transposed back), and a LayerNorm's weight and bias, each (C,)."""
+    b, n, c = dims["B"], dims["N"], dims["C"]
+    return (
+        _randn(gen, dtype, device, b, c, n).transpose(1, 2),
+        _randn(gen, dtype, device, b, c, n).transpose(1, 2),
+        *(_randn(gen, dtype, device, c) for _ in range(2)),
+    )
+
+
 def _channels_last_norm_inputs(
     dims: Dims, dtype: torch.dtype, device: torch.device, gen: torch.Generator
 ) -> Inputs:
@@ -484,6 +498,15 @@ _LONG_ROWS = {
     "large": {"N": 8, "H": 524288},
 }
 _LONG_ROWS_CUDA = {"small": {"N": 4, "H": 8192}, "large": {"N": 16, "H": 262144}}
+# MLP-Mixer's residual stream (B, N tokens, C channels); CUDA "large" is Mixer-B/16's at
+# batch 32.
+_MIXER_STREAMS = {
+    "tiny": {"B": 2, "N": 16, "C": 32},
+    "small": {"B": 4, "N": 49, "C": 128},
+    "medium": {"B": 8, "N": 196, "C": 512},
+    "large": {"B": 16, "N": 196, "C": 768},
+}
+_MIXER_STREAMS_CUDA = {"small": {"B": 2, "N": 49, "C": 256}, "large": {"B": 32, "N": 196, "C": 768}}
 # Batch-1 NCHW activations (a diffusion UNet at inference): GroupNorm's rows are its groups.
 _IMAGES_BATCH1 = {
     "tiny": {"N": 1, "C": 8, "H": 4, "W": 4},
@@ -695,6 +718,36 @@ WORKLOADS: dict[str, Workload] = {
                 """
             ),
             make_inputs=_pair_inputs,
+            sizes=_IMAGES,
+            cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="mixer_layer_norm",
+            description="MLP-Mixer's residual add and LayerNorm over a stream laid out "
+            "transposed: rows are columns of the input and runs of the result",
+            source=_source(
+                """
+                def mixer_layer_norm(x, t, w, b):
+                    y = x + t
+                    return y, torch.layer_norm(y, [y.size(-1)], w, b, 1e-6)
+                """
+            ),
+            make_inputs=_mixer_stream_inputs,
+            sizes=_MIXER_STREAMS,
+            cuda_sizes=_MIXER_STREAMS_CUDA,
+        ),
+        Workload(
+            name="layer_norm_2d",
+            description="timm's LayerNorm2d: layer_norm of a permuted NCHW activation over "
+            "its channels, permuted back (its result channels-last)",
+            source=_source(
+                """
+                def layer_norm_2d(x, w, b):
+                    y = torch.layer_norm(x.permute(0, 2, 3, 1), [x.size(1)], w, b, 1e-6)
+                    return y.permute(0, 3, 1, 2)
+                """
+            ),
+            make_inputs=_group_norm_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
         ),

@@ -498,7 +498,9 @@ TEST(ColumnPrinter, CudaThreadsReadVectorsOfRowsAndShareThemAcrossWarps) {
   const std::string source = codegen::printCudaRowKernel(columnSum(4));
   EXPECT_NE(source.find("FxVec<float, 4> fx_w0_7"), std::string::npos);  // 8 loads a step
   EXPECT_NE(source.find("__syncthreads()"), std::string::npos);
-  EXPECT_NE(source.find("__shared__ double fx_red_d[1024]"), std::string::npos);
+  EXPECT_NE(source.find("sizeof(double) * 1024"), std::string::npos);  // shared partials
+  EXPECT_NE(source.find("double* const fx_red_d = reinterpret_cast<double*>(fx_smem)"),
+            std::string::npos);
   // Threads per slice: whole blocks of 8 warps over 32 units of 4 rows.
   EXPECT_EQ(codegen::cudaColumnThreads(1024, 4), 2048);
   EXPECT_EQ(codegen::cudaColumnThreads(1, 4), 256);
@@ -545,6 +547,28 @@ TEST(ColumnPrinter, WholeOutputsGoOutInTheFirstWalkThatKnowsThem) {
   EXPECT_NE(cuda.find("if (fx_live) *(FxVec<float, 4>*)(out1 + fx_ooff1[0] + fx_oeo1_7)"),
             std::string::npos);
   EXPECT_NE(cuda.find("if (fx_live && fx_j < fx_nb) out2[fx_ooff2[fx_j] + fx_oeo2]"),
+            std::string::npos);
+  // CUDA's tiled form: a whole block's values of an output whose rows are not side by
+  // side go to a tile in shared memory, turned by the lane, and out a row per run.
+  auto countCuda = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = cuda.find(text); at != std::string::npos; at = cuda.find(text, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(countCuda("if (__syncthreads_and(fx_side_in && !fx_side))"), 2u);
+  EXPECT_NE(cuda.find("if (fx_otile2) fx_tile2[(fx_lane * 4 + fx_j) * 32 + ((0 + fx_g) ^ (fx_lane & "
+                      "31))] = "),
+            std::string::npos);
+  EXPECT_NE(cuda.find("if (fx_otile2) out2[fx_trow2[fx_k] + fx_oeo2_t] = fx_tile2[fx_k * 32 + "
+                      "(fx_te ^ ((fx_k / 4) & 31))]"),
+            std::string::npos);
+  // An output whose rows lie side by side for the whole block still goes out in vectors.
+  EXPECT_NE(cuda.find("if (fx_live && !fx_otile1) *(FxVec<float, 4>*)(out1 + fx_ooff1[0] + "
+                      "fx_oeo1_7)"),
+            std::string::npos);
+  // Twice the rows a block: the tiles hold 16 elements of each, so that both fit.
+  const std::string wide = codegen::printCudaRowKernel(columnSumWithWholeOutputs(8, true));
+  EXPECT_NE(wide.find("fx_tile2[(fx_lane * 8 + fx_j) * 16 + ((8 + fx_g) ^ (fx_lane & 15))]"),
             std::string::npos);
 }
 
@@ -617,7 +641,8 @@ TEST(OnePassVariance, ColumnsShareTriplesAcrossWarps) {
   k.row_lanes = 1;
   k.row_vector = 4;
   const std::string source = codegen::printCudaRowKernel(k);
-  EXPECT_NE(source.find("__shared__ fx_welford<float> fx_red_wf[1024]"), std::string::npos);
+  EXPECT_NE(source.find("sizeof(fx_welford<float>) * 1024"), std::string::npos);
+  EXPECT_NE(source.find("fx_welford<float>* const fx_red_wf"), std::string::npos);
   EXPECT_NE(source.find("fx_acc1[fx_j] = fx_welford_add(fx_acc1[fx_j], v0)"), std::string::npos);
 }
 

@@ -155,24 +155,77 @@ def test_normalizations_whose_store_transposes(device: str, case: str) -> None:
     assert stats["cuda_cross_compile_failures"] == 0, stats
 
 
+# Three results over a transposed product: the product itself (its rows side by side,
+# as the inputs'), and two normalizations whose contiguous results transpose.
+TILED = (
+    "def f(x, y):\n"
+    "    z = x * y\n"
+    "    return z, torch.softmax(z, -1), torch.layer_norm(z, [z.size(-1)])\n"
+)
+
+
+def transposed_pair(
+    rows: int, width: int, dtype: torch.dtype, device: str
+) -> tuple[torch.Tensor, ...]:
+    return tuple(
+        torch.randn(2, width, rows, device=device).to(dtype).transpose(1, 2) for _ in range(2)
+    )
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("rows", [1, 15, 16, 17, 196, 1100])
 @pytest.mark.parametrize("width", [1, 7, 16, 33])
 def test_cpu_tiles_of_every_size(dtype: torch.dtype, rows: int, width: int) -> None:
     """Tiles of 16 elements of each row: rows and widths below, at and past a tile and
     a CPU block (1024 rows), in every dtype."""
-    x = torch.randn(2, width, rows).to(dtype).transpose(1, 2)
-    y = torch.randn(2, width, rows).to(dtype).transpose(1, 2)
-    text = (
-        "def f(x, y):\n"
-        "    z = x * y\n"
-        "    return z, torch.softmax(z, -1), torch.layer_norm(z, [z.size(-1)])\n"
-    )
     fuser.reset_stats()
     with fuser.enabled(True):
-        compare(text, x, y, dtype=dtype)
+        compare(TILED, *transposed_pair(rows, width, dtype, "cpu"), dtype=dtype)
     stats = fuser.stats()
     assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
+
+
+def compare_each_variant(text: str, *args: torch.Tensor, dtype: torch.dtype) -> None:
+    """compare() with each of the column kernel's three vector widths forced in turn."""
+    try:
+        for variant in range(3):
+            fuser._C._set_variant_choice(False, variant)
+            fuser.reset_stats()
+            with fuser.enabled(True):
+                compare(text, *args, dtype=dtype)
+            stats = fuser.stats()
+            assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, (variant, stats)
+    finally:
+        fuser._C._set_variant_choice(True, -1)
+        fuser._C._forget_variant_choices()
+
+
+CUDA_ONLY = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's shared-memory tiles")
+
+
+@CUDA_ONLY
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str
+)
+@pytest.mark.parametrize("rows", [1, 127, 128, 129, 300, 1568])
+@pytest.mark.parametrize("width", [1, 63, 64, 65, 200, 768])
+def test_cuda_tiles_of_every_size(dtype: torch.dtype, rows: int, width: int) -> None:
+    """CUDA stores such results through tiles in shared memory: up to 32 elements of
+    each of a block's 32 x vector rows, between barriers. Rows per batch item below, at
+    and past a block of float32 rows at the widest vector (128), a block's rows across
+    two batch items (the whole block then stores element by element); widths below, at
+    and past a step of 64 elements (the rest of a row is stored element by element);
+    three whole outputs, whose tiles shrink to fit; every vector width."""
+    compare_each_variant(TILED, *transposed_pair(rows, width, dtype, "cuda"), dtype=dtype)
+
+
+@CUDA_ONLY
+@pytest.mark.parametrize("splits", [3], indirect=True)
+def test_cuda_tiles_of_rows_cut_in_slices(splits: int) -> None:
+    """Few long rows, cut in slices: each slice's tiled steps start where its own
+    elements do."""
+    for dtype in (torch.float32, torch.float16):
+        compare_each_variant(TILED, *transposed_pair(40, 5001, dtype, "cuda"), dtype=dtype)
 
 
 def test_cpu_tiles_of_many_outputs_fit_a_small_thread_stack() -> None:
