@@ -910,6 +910,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   key.push_back(static_cast<uint8_t>(inner_ndim));
   std::vector<codegen::TensorInput> accesses;
   std::vector<bool> zero_dim;
+  int fitting = 0, misfits = 0;  // inputs read in place whose rows fit the walk, or not
   for (size_t t = 0; t < tensors.size(); ++t) {
     codegen::TensorInput in{};
     in.dtype = tensors[t].scalar_type();
@@ -923,6 +924,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     // (an expanded gradient: `out.sum().backward()` hands a bias gradient ones of stride
     // 0), or where each row's innermost elements are a run (the walk's order follows the
     // input's memory: MLP-Mixer's bias gradients over transposed activations).
+    // Beside such an input, another whose rows fit neither walk (a transposed gradient
+    // beside a slice of rows, EfficientViT's attention backward) is read through its
+    // strides, each row at its own offset: ATen's ops one by one cost more.
     // An input broadcast along its rows holds one value per row wherever it lies (the
     // gradient of a row mean, `grad.expand(...) / n`, is [rows, n] of strides [1, 0]).
     in.inner_zero_stride = std::all_of(st.begin() + outer_ndim, st.end(),
@@ -930,9 +934,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     const int64_t run = outer_ndim - 1;  // a block's rows lie in one run of this dim
     const bool neighbouring_rows = columns && run >= 0 && (st[run] == 1 || st[run] == 0);
     const bool rows_of_runs = !columns && (st.back() == 1 || in.inner_zero_stride);
-    if (read_in_place[t] ? !neighbouring_rows && !rows_of_runs
-                         : !tensors[t].is_contiguous() && !in.inner_unit_stride &&
-                               !in.inner_zero_stride) {
+    if (read_in_place[t]) {
+      (neighbouring_rows || rows_of_runs ? fitting : misfits)++;
+    } else if (!tensors[t].is_contiguous() && !in.inner_unit_stride && !in.inner_zero_stride) {
       return nullptr;
     }
     in.row_last_zero_stride = st.back() == 0;
@@ -947,6 +951,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                                        in.outer_zero_stride << 5));
     p->strides.append(st.begin(), st.end());
   }
+  if (misfits > 0 && fitting == 0) return nullptr;
   for (bool r : per_row) key.push_back(r);
   key.push_back(strided);
   for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {

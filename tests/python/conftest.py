@@ -10,6 +10,7 @@ import random
 import site
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 
 def _pip_nvrtc_present() -> bool:
@@ -106,3 +107,18 @@ def splits(request: pytest.FixtureRequest) -> Iterator[int]:
         yield request.param
     finally:
         fuser._C._set_row_splits(0)
+
+
+@pytest.fixture
+def variant_flags() -> Iterator[None]:
+    """Tests change FUSER_AUTOTUNE / FUSER_FORCE_VARIANT for this process; restored after,
+    and each test starts with no choice remembered, in memory or on disk (a choice an
+    earlier run kept would be read instead of timed)."""
+    fuser._C._forget_variant_choices()
+    for entry in (Path(fuser._C.cache_dir()) / "variants").glob("*"):
+        entry.unlink()
+    try:
+        yield
+    finally:
+        fuser._C._set_variant_choice(True, -1)
+        fuser._C._forget_variant_choices()

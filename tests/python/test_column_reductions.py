@@ -280,6 +280,54 @@ def test_expanded_inputs_of_the_iteration_shape_are_read_in_place(device: str) -
         assert stats["cuda_cross_compile_failures"] == 0, stats
 
 
+# Two inputs read in place whose rows fit different walks: the first sets the walk, the
+# other is read through its strides (each row at its own offset), not interpreted.
+MISFITS = {
+    # Columns (x: a slice, neighbouring rows side by side) beside rows that are runs.
+    "columns_beside_runs": (
+        "def f(x, y):\n    return (x * y).sum(1)\n",
+        lambda d, t: (
+            torch.randn(3, 40, 33, device=d, dtype=t)[..., :32],
+            torch.randn(3, 32, 40, device=d, dtype=t).transpose(1, 2),
+        ),
+    ),
+    # Rows that are runs (x transposed) beside a slice whose rows are not.
+    "runs_beside_a_slice": (
+        "def f(x, y):\n    return (x * y - 1.0).sum(1, keepdim=True)\n",
+        lambda d, t: (
+            torch.randn(3, 32, 41, device=d, dtype=t)[..., :40].transpose(1, 2),
+            torch.randn(3, 40, 33, device=d, dtype=t)[..., :32],
+        ),
+    ),
+    # EfficientViT's attention backward: a gradient laid out transposed beside a slice
+    # of rows, summed over the last dim to a denominator's shape.
+    "efficientvit_denominator": (
+        "def f(g, a, d):\n    return (-g * a / (d * d)).sum([0, 3], keepdim=True)\n",
+        lambda d, t: (
+            torch.randn(2, 4, 16, 49, device=d, dtype=t).transpose(2, 3),
+            torch.randn(2, 4, 49, 17, device=d, dtype=t)[..., :16],
+            torch.rand(1, 4, 49, 1, device=d, dtype=t) + 0.5,
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("case", sorted(MISFITS))
+def test_an_input_whose_rows_fit_neither_walk_is_read_through_its_strides(
+    device: str, dtype: torch.dtype, case: str
+) -> None:
+    text, make = MISFITS[case]
+    args = make(device, dtype)  # made in the dtype: .to() would copy a slice contiguous
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(text, *args, dtype=dtype, case=case_tolerance(dtype))
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats
+
+
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_input_broadcast_along_the_rows_keeps_the_block_side_by_side(

@@ -161,7 +161,7 @@ def test_later_passes_reuse_the_workspace(device: str, splits: int) -> None:
         assert stats["workspace_bytes"] == stats["workspace_buffer_bytes"], stats
 
 
-def test_one_row_is_cut_across_the_threads() -> None:
+def test_one_row_is_cut_across_the_threads(variant_flags: None) -> None:
     """Without forcing: a whole-tensor reduction (one row) on a CPU of several threads
     is cut in slices (timed against whole rows at first run, each variant correct)."""
     if torch.get_num_threads() < 2:

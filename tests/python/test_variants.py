@@ -7,7 +7,6 @@ FUSER_FORCE_VARIANT=i variant i; every variant gives eager's results."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,20 +23,6 @@ LAYER_NORM = """
 def f(x, w, b):
     return torch.nn.functional.gelu(torch.layer_norm(x * 2.0, [512], w, b, 1e-5))
 """
-
-
-@pytest.fixture
-def variant_flags() -> Iterator[None]:
-    """Tests change FUSER_AUTOTUNE / FUSER_FORCE_VARIANT for this process; restored after,
-    and each test starts with no choice remembered, in memory or on disk."""
-    fuser._C._forget_variant_choices()
-    for entry in (Path(fuser._C.cache_dir()) / "variants").glob("*"):
-        entry.unlink()
-    try:
-        yield
-    finally:
-        fuser._C._set_variant_choice(True, -1)
-        fuser._C._forget_variant_choices()
 
 
 def inputs(rows: int, device: str) -> tuple[torch.Tensor, ...]:
