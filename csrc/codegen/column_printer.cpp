@@ -52,6 +52,10 @@ constexpr int64_t kCpuTileBytes = 128 * 1024;
 // 32 floats are one 128-byte line.
 constexpr int64_t kCudaTileBytes = 32 * 1024;
 constexpr int kCudaTileElements = 32;
+// CUDA: the static shared memory a block may declare, and what a held kernel leaves of
+// it unclaimed (Kernel::column_hold).
+constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
+constexpr int64_t kCudaHoldMargin = 512;
 
 class ColumnPrinter {
  public:
@@ -68,7 +72,11 @@ class ColumnPrinter {
     constant_.assign(k.exprs.size(), false);
     for (ExprId id : s_.constants) constant_[id] = true;
     if (cuda) chooseCudaTile();
+    held_.assign(k.inputs.size(), false);
+    if (cuda && k.column_hold && k.row_stage < 0 && k.outer_ndim >= 1) chooseHold();
   }
+
+  int64_t holdCapacity() const { return hold_capacity_; }
 
   std::string print() {
     const bool staged = k_.row_stage >= 0;
@@ -331,6 +339,7 @@ class ColumnPrinter {
   // into its own entry and storing its elements of the walk's whole outputs.
   // `partials`: a stage's slice, whose accumulators go to the workspace as they are.
   void printPass(const RowSchedule::Pass& pass, int l, bool partials) {
+    walk_ = partials ? -1 : l;
     out_ << "    {\n";  // the pass's own accumulators and flags
     printPassBody(pass, storedIn(l), partials);
     out_ << "    }\n";
@@ -364,8 +373,10 @@ class ColumnPrinter {
     // (eager's contiguous result of a normalization over a transposed input) stores
     // through a tile of elements of every row (CPU: printTiledWalk; CUDA:
     // printCudaTileStores).
-    const bool tiles = side_by_side && !stores.empty() &&
-                       (cuda_ ? tile_ > 0 : tileBytes(stores) <= kCpuTileBytes);
+    const bool tiles =
+        side_by_side && !stores.empty() &&
+        (cuda_ ? std::any_of(stores.begin(), stores.end(), [this](size_t o) { return isTiled(o); })
+               : tileBytes(stores) <= kCpuTileBytes);
     if (side_by_side) {
       // The stored outputs' rows side by side too (CUDA: whole aligned vectors), each
       // (fx_oside<O>), and with the inputs' (fx_side; fx_side_in the inputs' alone).
@@ -585,14 +596,78 @@ class ColumnPrinter {
            << tileOffset(t) << ");\n"
            << "  __shared__ int64_t fx_trow" << n << "[" << rows << "];\n";
     }
+    for (size_t i = 0; i < held_.size(); ++i) {
+      if (!held_[i]) continue;
+      out_ << "  __shared__ __align__(16) " << storageTypeName(k_.inputs[i].dtype) << " fx_hold" << i
+           << "[" << hold_capacity_ * rows << "];\n";
+    }
   }
 
-  // CUDA: tiles for the whole outputs where they fit (tile_ elements of each of the
-  // block's rows, the most of kCudaTileElements, 16 and 8 whose tiles fit in
-  // kCudaTileBytes), else none (tile_ 0: such outputs are stored element by element).
+  // The bytes of printSharedArrays' buffer, as the compiler will count them.
+  int64_t sharedBufferBytes() const {
+    int64_t bytes = tile_ > 0 ? tileOffset(tiled_.size()) : 16;
+    for (const Expr& e : k_.exprs) {
+      if (e.op != IrOp::Reduce) continue;
+      const auto element = static_cast<int64_t>(c10::elementSize(e.type));
+      const int64_t a = isWelford(e) ? 3 * element : sumsInDouble(e) ? 8 : std::max<int64_t>(element, 4);
+      bytes = std::max(bytes, a * kColumnGroups * 32 * block_);
+    }
+    return bytes;
+  }
+
+  // CUDA (Kernel::column_hold): the inputs the first walk reads that a later walk reads
+  // again (but those with one element for every row of a block), and the longest rows
+  // whose elements of them fit in the static shared memory the block leaves.
+  void chooseHold() {
+    const int passes = static_cast<int>(s_.passes.size());
+    if (passes == 0) return;
+    auto loads = [&](int l) {
+      const RowSchedule::Pass none{};
+      std::vector<bool> read(k_.inputs.size(), false);
+      for (ExprId id : walkElements(l < passes ? s_.passes[l] : none, storedIn(l))) {
+        if (k_.exprs[id].op == IrOp::Load) read[k_.exprs[id].index] = true;
+      }
+      return read;
+    };
+    const std::vector<bool> first = loads(0);
+    const int walks = passes + (storedIn(passes).empty() ? 0 : 1);
+    int64_t bytes = 0;  // an element of each held input
+    for (int l = 1; l < walks; ++l) {
+      const std::vector<bool> again = loads(l);
+      for (size_t i = 0; i < k_.inputs.size(); ++i) {
+        if (held_[i] || !first[i] || !again[i] || k_.inputs[i].outer_zero_stride) continue;
+        held_[i] = true;
+        bytes += static_cast<int64_t>(c10::elementSize(k_.inputs[i].dtype));
+      }
+    }
+    const int64_t rows = 32 * block_;
+    const int64_t free = kCudaStaticSharedBytes - kCudaHoldMargin - sharedBufferBytes() -
+                         static_cast<int64_t>(tiled_.size()) * rows * 8;
+    hold_capacity_ = bytes > 0 ? std::max<int64_t>(0, free / (rows * bytes)) : 0;
+    if (hold_capacity_ == 0) held_.assign(k_.inputs.size(), false);
+  }
+
+  // Where a held input keeps element `element` of the thread's first row.
+  std::string holdAt(size_t i, const std::string& element) const {
+    return "fx_hold" + std::to_string(i) + " + (" + element + " - fx_lo) * " +
+           std::to_string(32 * block_) + " + fx_lane * " + std::to_string(block_);
+  }
+
+  // Input `n`'s element of row fx_j at fx_eo<n> where each row reads at its own offset
+  // (a held input after the first walk: from shared memory, element fx_e).
+  std::string ownOffsetLoad(const std::string& n) const {
+    const size_t i = std::stoul(n);
+    if (walk_ > 0 && held_[i]) return "(" + holdAt(i, "fx_e") + ")[fx_j]";
+    return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
+  }
+
+  // CUDA: tiles for the whole outputs whose rows lie apart (TensorOutput::rows_apart)
+  // where they fit (tile_ elements of each of the block's rows, the most of
+  // kCudaTileElements, 16 and 8 whose tiles fit in kCudaTileBytes), else none (tile_ 0:
+  // such outputs are stored element by element).
   void chooseCudaTile() {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      if (!k_.outputs[o].per_row) tiled_.push_back(o);
+      if (!k_.outputs[o].per_row && k_.outputs[o].rows_apart) tiled_.push_back(o);
     }
     if (tiled_.empty() || k_.outer_ndim < 1) return tiled_.clear();
     for (tile_ = kCudaTileElements; tile_ >= kColumnGroups; tile_ /= 2) {
@@ -601,6 +676,8 @@ class ColumnPrinter {
     tile_ = 0;
     tiled_.clear();
   }
+
+  bool isTiled(size_t o) const { return std::find(tiled_.begin(), tiled_.end(), o) != tiled_.end(); }
 
   // Where the tile of tiled_[t] starts in the shared buffer (t = tiled_.size(): the bytes
   // of them all), each aligned to 16 bytes.
@@ -670,18 +747,25 @@ class ColumnPrinter {
                      const std::vector<ExprId>& elements, const std::vector<size_t>& stores,
                      bool tiles) {
     const std::string b = std::to_string(block_);
-    auto vectorLoads = [&](const std::string& suffix) {
+    // Each input's vector of element `e` (a held input's: kept by the first walk,
+    // read back from shared memory by the later ones).
+    auto vectorLoads = [&](const std::string& suffix, const std::string& e) {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (!read[i]) continue;
         const std::string n = std::to_string(i);
         const std::string element = storageTypeName(k_.inputs[i].dtype);
         const std::string vec = "FxVec<" + element + ", " + b + ">";
-        const std::string at = "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
+        const std::string at = held_[i] && walk_ > 0
+                                   ? holdAt(i, e)
+                                   : "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
         if (k_.inputs[i].outer_zero_stride) {
           out_ << "      const " << element << " fx_w" << n << suffix << " = *(" << at << ");\n";
-        } else {
-          out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec << "*)("
-               << at << ");\n";
+          continue;
+        }
+        out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec << "*)("
+             << at << ");\n";
+        if (held_[i] && walk_ == 0) {
+          out_ << "      *(" << vec << "*)(" << holdAt(i, e) << ") = fx_w" << n << suffix << ";\n";
         }
       }
     };
@@ -697,7 +781,9 @@ class ColumnPrinter {
         printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u),
                             stores);
       }
-      for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
+      for (int u = 0; u < kColumnUnroll; ++u) {
+        vectorLoads("_" + std::to_string(u), "(fx_e + " + std::to_string(u * g) + ")");
+      }
       // Sums kept in double add a step's elements in float first: one conversion and
       // one double add per step, not per element (a conversion to double runs at an
       // eighth of float arithmetic's rate: a float16 column sum of g * sigmoid(x) over
@@ -737,12 +823,18 @@ class ColumnPrinter {
     out_ << "    int64_t fx_e = fx_lo + fx_g;\n";
     if (tiles) {
       // The whole block tiles or none does: its threads meet at the tiles' barriers,
-      // each step of the same elements (a warp's own bound would differ by its g). An
-      // output whose rows lie side by side for every thread goes out in vectors still
-      // (fx_otile<O> false).
-      out_ << "    if (__syncthreads_and(fx_side_in && !fx_side)) {\n";
+      // each step of the same elements (a warp's own bound would differ by its g). A
+      // tiled output whose rows lie side by side for every thread goes out in vectors
+      // still (fx_otile<O> false), as every output without a tile must.
+      out_ << "    if (__syncthreads_and(fx_side_in && !fx_side";
       for (size_t o : stores) {
-        out_ << "    const bool fx_otile" << o << " = __syncthreads_or(!fx_oside" << o << ");\n";
+        if (!isTiled(o)) out_ << " && fx_oside" << o;
+      }
+      out_ << ")) {\n";
+      for (size_t o : stores) {
+        out_ << "    const bool fx_otile" << o << " = "
+             << (isTiled(o) ? "__syncthreads_or(!fx_oside" + std::to_string(o) + ")" : "false")
+             << "; (void)fx_otile" << o << ";\n";
       }
       out_ << "    int64_t fx_e0 = fx_lo;\n"
            << "    for (; fx_e0 + " << kColumnUnroll * g << " <= fx_hi; fx_e0 += "
@@ -759,13 +851,12 @@ class ColumnPrinter {
          << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
     printElementOffsets("fx_e", "", stores);
     out_ << "      if (fx_side) {\n";
-    vectorLoads("");
+    vectorLoads("", "fx_e");
     printElementLoop(pass, elements, stores, /*side=*/true, "",
                      [&](const std::string& n) { return fromVector(n, ""); });
     out_ << "      } else {\n";
-    printElementLoop(pass, elements, stores, /*side=*/false, "", [](const std::string& n) {
-      return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
-    });
+    printElementLoop(pass, elements, stores, /*side=*/false, "",
+                     [this](const std::string& n) { return ownOffsetLoad(n); });
     out_ << "      }\n    }\n";
   }
 
@@ -782,6 +873,7 @@ class ColumnPrinter {
     out_ << "      #pragma unroll 4\n      for (int fx_k = threadIdx.x / " << t << "; fx_k < "
          << 32 * block_ << "; fx_k += " << cudaRowBlock(k_) / tile_ << ") {\n";
     for (size_t o : stores) {
+      if (!isTiled(o)) continue;
       const std::string n = std::to_string(o);
       out_ << "        if (fx_otile" << n << ") out" << n << "[fx_trow" << n << "[fx_k] + fx_oeo" << n
            << "_t] = fx_tile" << n << "[fx_k * " << t << " + (fx_te ^ ((fx_k / " << block_
@@ -824,6 +916,12 @@ class ColumnPrinter {
       return loadConversion(k_.inputs[e.index].dtype, e.type, at(std::to_string(e.index)));
     };
     printRowExprs(out_, k_, elements, "        ", load);
+    for (ExprId id : elements) {  // the first walk keeps a held input's elements
+      const Expr& e = k_.exprs[id];
+      if (!cuda_ || side || walk_ != 0 || e.op != IrOp::Load || !held_[e.index]) continue;
+      out_ << "        (" << holdAt(e.index, "fx_e") << ")[fx_j] = " << at(std::to_string(e.index))
+           << ";\n";
+    }
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const bool stepped = in_steps && sumsInDouble(e);
@@ -836,7 +934,7 @@ class ColumnPrinter {
       const std::string n = std::to_string(o);
       const std::string value =
           storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
-      if (vector_stores && tiled) {
+      if (vector_stores && tiled && isTiled(o)) {
         out_ << "        if (fx_otile" << n << ") fx_tile" << n << "[" << tile_at << "] = " << value
              << "; else fx_ws" << n << suffix << ".v[fx_j] = " << value << ";\n";
       } else if (vector_stores) {
@@ -868,6 +966,10 @@ class ColumnPrinter {
   // CUDA: elements of each row a tile holds (0: no tiles), and the outputs tiled.
   int tile_ = 0;
   std::vector<size_t> tiled_;
+  // CUDA (Kernel::column_hold): the inputs kept in shared memory, and the longest rows.
+  std::vector<bool> held_;
+  int64_t hold_capacity_ = 0;
+  int walk_ = -1;  // the walk being printed (-1: a stage's partials)
   std::vector<bool> constant_;
   std::ostringstream out_;
 };
@@ -881,6 +983,10 @@ int64_t cudaColumnThreads(int64_t rows, int vector) {
 
 std::string printColumnKernel(const Kernel& kernel, bool cuda) {
   return ColumnPrinter(kernel, cuda).print();
+}
+
+int64_t cudaColumnHoldCapacity(const Kernel& kernel) {
+  return kernel.columns && kernel.column_hold ? ColumnPrinter(kernel, true).holdCapacity() : 0;
 }
 
 }  // namespace fuser::codegen

@@ -122,6 +122,9 @@ struct TensorOutput {
   int32_t stride_slot = -1;
   bool inner_unit_stride = false;  // Strided: stride of the innermost dim is 1
   bool per_row = false;  // row kernels: one element per row, contiguous over the rows
+  // Column kernels: a whole output whose rows do not lie side by side (a normalization's
+  // contiguous result over a transposed input): CUDA stores it through a tile.
+  bool rows_apart = false;
   // CUDA row kernels with rows held (Kernel::row_chunks > 0): the value summed over the
   // rows each block walks, stored in its value's type (float) as one row of partial
   // sums per block (cudaColumnPartialBlocks of them); the runtime sums the partials into
@@ -200,6 +203,10 @@ struct Kernel {
   // (CUDA: row_vector rows per thread, row_lanes 1), the units of rows cut in slices
   // numbered slice by slice, rows innermost.
   bool columns = false;
+  // CUDA columns, whole rows: the inputs that a later walk reads again are kept in shared
+  // memory by the first walk, which reads them from global memory (each thread's own
+  // elements: no barrier between walks), for rows of up to cudaColumnHoldCapacity.
+  bool column_hold = false;
   // Rows cut in slices (split_rows.h): the stage this kernel computes; -1: whole rows.
   int row_stage = -1;
   // Variances (var, std, layer_norm, group_norm) as one SquaredDeviations reduction

@@ -98,6 +98,7 @@ class RowExecutor {
     std::vector<c10::ScalarType> out_dtypes;
     bool column_partials = false;  // codegen::hasColumnPartials(kernel)
     bool last_stage_per_row = false;  // codegen::lastStagePerRow of the last stage
+    int64_t hold_capacity = 0;        // codegen::cudaColumnHoldCapacity(kernel)
   };
 
   // The plan for these inputs, or nullptr when the interpreter must run such calls.
@@ -116,7 +117,8 @@ class RowExecutor {
   const Specialization& specialize(const c10::SmallVector<uint8_t, 32>& key,
                                    const std::vector<codegen::TensorInput>& accesses,
                                    const std::vector<bool>& zero_dim,
-                                   const std::vector<bool>& per_row, int outer_ndim,
+                                   const std::vector<bool>& per_row,
+                                   const std::vector<bool>& rows_apart, int outer_ndim,
                                    int inner_ndim, const codegen::CudaRowShape& row_shape,
                                    const std::vector<codegen::CudaRowShape>& cross_shapes,
                                    c10::Device device, bool staged, bool strided_outputs);

@@ -542,7 +542,12 @@ TEST(ColumnPrinter, WholeOutputsGoOutInTheFirstWalkThatKnowsThem) {
   EXPECT_EQ(count("for (int64_t fx_e0 = "), 2u);
   EXPECT_NE(cpu.find("fx_tile2[fx_t * fx_nb + fx_j] = "), std::string::npos);
   EXPECT_NE(cpu.find("fx_row[fx_toeo2[fx_t]] = fx_tile2[fx_t * fx_nb + fx_j]"), std::string::npos);
-  const std::string cuda = codegen::printCudaRowKernel(k);
+  // No output's rows lie apart where the runtime planned it (TensorOutput::rows_apart):
+  // CUDA declares no tiles.
+  EXPECT_EQ(codegen::printCudaRowKernel(k).find("fx_tile"), std::string::npos);
+  codegen::Kernel apart = k;
+  apart.outputs[1].rows_apart = apart.outputs[2].rows_apart = true;
+  const std::string cuda = codegen::printCudaRowKernel(apart);
   EXPECT_NE(cuda.find("FxVec<float, 4> fx_ws1_7"), std::string::npos);  // 8 vectors a step
   EXPECT_NE(cuda.find("if (fx_live) *(FxVec<float, 4>*)(out1 + fx_ooff1[0] + fx_oeo1_7)"),
             std::string::npos);
@@ -567,7 +572,9 @@ TEST(ColumnPrinter, WholeOutputsGoOutInTheFirstWalkThatKnowsThem) {
                       "fx_oeo1_7)"),
             std::string::npos);
   // Twice the rows a block: the tiles hold 16 elements of each, so that both fit.
-  const std::string wide = codegen::printCudaRowKernel(columnSumWithWholeOutputs(8, true));
+  codegen::Kernel wider = columnSumWithWholeOutputs(8, true);
+  wider.outputs[1].rows_apart = wider.outputs[2].rows_apart = true;
+  const std::string wide = codegen::printCudaRowKernel(wider);
   EXPECT_NE(wide.find("fx_tile2[(fx_lane * 8 + fx_j) * 16 + ((8 + fx_g) ^ (fx_lane & 15))]"),
             std::string::npos);
 }

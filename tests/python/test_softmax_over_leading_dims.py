@@ -186,9 +186,11 @@ def test_cpu_tiles_of_every_size(dtype: torch.dtype, rows: int, width: int) -> N
 
 
 def compare_each_variant(text: str, *args: torch.Tensor, dtype: torch.dtype) -> None:
-    """compare() with each of the column kernel's three vector widths forced in turn."""
+    """compare() with each of the column kernel's variants forced in turn: three vector
+    widths, then those whose blocks hold their rows in shared memory (a forced index
+    past the last takes the last)."""
     try:
-        for variant in range(3):
+        for variant in range(6):
             fuser._C._set_variant_choice(False, variant)
             fuser.reset_stats()
             with fuser.enabled(True):
@@ -217,6 +219,42 @@ def test_cuda_tiles_of_every_size(dtype: torch.dtype, rows: int, width: int) -> 
     and past a step of 64 elements (the rest of a row is stored element by element);
     three whole outputs, whose tiles shrink to fit; every vector width."""
     compare_each_variant(TILED, *transposed_pair(rows, width, dtype, "cuda"), dtype=dtype)
+
+
+# Three column kernels whose later walks read their input again: statistics over the
+# channels then the normalized values (ConvNeXt's channels-first LayerNorm written out),
+# a softmax over the channels, and timm's LayerNorm2d (its result's rows apart).
+HELD = (
+    "def f(x, w):\n"
+    "    u = x.mean(1, keepdim=True)\n"
+    "    d = x - u\n"
+    "    n = d / torch.sqrt((d * d).mean(1, keepdim=True) + 1e-6) * w\n"
+    "    s = torch.softmax(x * 2.0, 1)\n"
+    "    y = torch.layer_norm(x.permute(0, 2, 3, 1), [x.size(1)], w.flatten(), None, 1e-5)\n"
+    "    t = y.permute(0, 3, 1, 2)\n"
+    "    return n, s, t\n"
+)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("channels", [8, 71, 72, 166, 167, 355, 356, 357, 700])
+def test_rows_held_in_shared_memory(device: str, dtype: torch.dtype, channels: int) -> None:
+    """A CUDA column block may keep its rows' elements in shared memory for the walks
+    after the first (Kernel::column_hold), where they fit: channels around the held
+    capacities of each vector width and past the last, every variant forced. (CPU: the
+    held CUDA forms are compiled for sm_90, FUSER_CROSS_COMPILE.)"""
+    x = torch.randn(3, channels, 5, 7, device=device, dtype=dtype)
+    w = torch.randn(1, channels, 1, 1, device=device, dtype=dtype)
+    if device == "cuda":
+        compare_each_variant(HELD, x, w, dtype=dtype)
+        return
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(HELD, x, w, dtype=dtype)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, stats
+    assert stats["cuda_cross_compiles"] > 0 and stats["cuda_cross_compile_failures"] == 0, stats
 
 
 @CUDA_ONLY
