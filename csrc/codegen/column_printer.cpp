@@ -52,10 +52,6 @@ constexpr int64_t kCpuTileBytes = 128 * 1024;
 // 32 floats are one 128-byte line.
 constexpr int64_t kCudaTileBytes = 32 * 1024;
 constexpr int kCudaTileElements = 32;
-// CUDA: the static shared memory a block may declare, and what a held kernel leaves of
-// it unclaimed (Kernel::column_hold).
-constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
-constexpr int64_t kCudaHoldMargin = 512;
 
 class ColumnPrinter {
  public:
@@ -72,11 +68,7 @@ class ColumnPrinter {
     constant_.assign(k.exprs.size(), false);
     for (ExprId id : s_.constants) constant_[id] = true;
     if (cuda) chooseCudaTile();
-    held_.assign(k.inputs.size(), false);
-    if (cuda && k.column_hold && k.row_stage < 0 && k.outer_ndim >= 1) chooseHold();
   }
-
-  int64_t holdCapacity() const { return hold_capacity_; }
 
   std::string print() {
     const bool staged = k_.row_stage >= 0;
@@ -339,7 +331,6 @@ class ColumnPrinter {
   // into its own entry and storing its elements of the walk's whole outputs.
   // `partials`: a stage's slice, whose accumulators go to the workspace as they are.
   void printPass(const RowSchedule::Pass& pass, int l, bool partials) {
-    walk_ = partials ? -1 : l;
     out_ << "    {\n";  // the pass's own accumulators and flags
     printPassBody(pass, storedIn(l), partials);
     out_ << "    }\n";
@@ -596,69 +587,6 @@ class ColumnPrinter {
            << tileOffset(t) << ");\n"
            << "  __shared__ int64_t fx_trow" << n << "[" << rows << "];\n";
     }
-    for (size_t i = 0; i < held_.size(); ++i) {
-      if (!held_[i]) continue;
-      out_ << "  __shared__ __align__(16) " << storageTypeName(k_.inputs[i].dtype) << " fx_hold" << i
-           << "[" << hold_capacity_ * rows << "];\n";
-    }
-  }
-
-  // The bytes of printSharedArrays' buffer, as the compiler will count them.
-  int64_t sharedBufferBytes() const {
-    int64_t bytes = tile_ > 0 ? tileOffset(tiled_.size()) : 16;
-    for (const Expr& e : k_.exprs) {
-      if (e.op != IrOp::Reduce) continue;
-      const auto element = static_cast<int64_t>(c10::elementSize(e.type));
-      const int64_t a = isWelford(e) ? 3 * element : sumsInDouble(e) ? 8 : std::max<int64_t>(element, 4);
-      bytes = std::max(bytes, a * kColumnGroups * 32 * block_);
-    }
-    return bytes;
-  }
-
-  // CUDA (Kernel::column_hold): the inputs the first walk reads that a later walk reads
-  // again (but those with one element for every row of a block), and the longest rows
-  // whose elements of them fit in the static shared memory the block leaves.
-  void chooseHold() {
-    const int passes = static_cast<int>(s_.passes.size());
-    if (passes == 0) return;
-    auto loads = [&](int l) {
-      const RowSchedule::Pass none{};
-      std::vector<bool> read(k_.inputs.size(), false);
-      for (ExprId id : walkElements(l < passes ? s_.passes[l] : none, storedIn(l))) {
-        if (k_.exprs[id].op == IrOp::Load) read[k_.exprs[id].index] = true;
-      }
-      return read;
-    };
-    const std::vector<bool> first = loads(0);
-    const int walks = passes + (storedIn(passes).empty() ? 0 : 1);
-    int64_t bytes = 0;  // an element of each held input
-    for (int l = 1; l < walks; ++l) {
-      const std::vector<bool> again = loads(l);
-      for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        if (held_[i] || !first[i] || !again[i] || k_.inputs[i].outer_zero_stride) continue;
-        held_[i] = true;
-        bytes += static_cast<int64_t>(c10::elementSize(k_.inputs[i].dtype));
-      }
-    }
-    const int64_t rows = 32 * block_;
-    const int64_t free = kCudaStaticSharedBytes - kCudaHoldMargin - sharedBufferBytes() -
-                         static_cast<int64_t>(tiled_.size()) * rows * 8;
-    hold_capacity_ = bytes > 0 ? std::max<int64_t>(0, free / (rows * bytes)) : 0;
-    if (hold_capacity_ == 0) held_.assign(k_.inputs.size(), false);
-  }
-
-  // Where a held input keeps element `element` of the thread's first row.
-  std::string holdAt(size_t i, const std::string& element) const {
-    return "fx_hold" + std::to_string(i) + " + (" + element + " - fx_lo) * " +
-           std::to_string(32 * block_) + " + fx_lane * " + std::to_string(block_);
-  }
-
-  // Input `n`'s element of row fx_j at fx_eo<n> where each row reads at its own offset
-  // (a held input after the first walk: from shared memory, element fx_e).
-  std::string ownOffsetLoad(const std::string& n) const {
-    const size_t i = std::stoul(n);
-    if (walk_ > 0 && held_[i]) return "(" + holdAt(i, "fx_e") + ")[fx_j]";
-    return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
   }
 
   // CUDA: tiles for the whole outputs whose rows lie apart (TensorOutput::rows_apart)
@@ -677,7 +605,9 @@ class ColumnPrinter {
     tiled_.clear();
   }
 
-  bool isTiled(size_t o) const { return std::find(tiled_.begin(), tiled_.end(), o) != tiled_.end(); }
+  bool isTiled(size_t o) const {
+    return std::find(tiled_.begin(), tiled_.end(), o) != tiled_.end();
+  }
 
   // Where the tile of tiled_[t] starts in the shared buffer (t = tiled_.size(): the bytes
   // of them all), each aligned to 16 bytes.
@@ -747,25 +677,18 @@ class ColumnPrinter {
                      const std::vector<ExprId>& elements, const std::vector<size_t>& stores,
                      bool tiles) {
     const std::string b = std::to_string(block_);
-    // Each input's vector of element `e` (a held input's: kept by the first walk,
-    // read back from shared memory by the later ones).
-    auto vectorLoads = [&](const std::string& suffix, const std::string& e) {
+    auto vectorLoads = [&](const std::string& suffix) {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (!read[i]) continue;
         const std::string n = std::to_string(i);
         const std::string element = storageTypeName(k_.inputs[i].dtype);
         const std::string vec = "FxVec<" + element + ", " + b + ">";
-        const std::string at = held_[i] && walk_ > 0
-                                   ? holdAt(i, e)
-                                   : "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
+        const std::string at = "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
         if (k_.inputs[i].outer_zero_stride) {
           out_ << "      const " << element << " fx_w" << n << suffix << " = *(" << at << ");\n";
-          continue;
-        }
-        out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec << "*)("
-             << at << ");\n";
-        if (held_[i] && walk_ == 0) {
-          out_ << "      *(" << vec << "*)(" << holdAt(i, e) << ") = fx_w" << n << suffix << ";\n";
+        } else {
+          out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec << "*)("
+               << at << ");\n";
         }
       }
     };
@@ -781,9 +704,7 @@ class ColumnPrinter {
         printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u),
                             stores);
       }
-      for (int u = 0; u < kColumnUnroll; ++u) {
-        vectorLoads("_" + std::to_string(u), "(fx_e + " + std::to_string(u * g) + ")");
-      }
+      for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
       // Sums kept in double add a step's elements in float first: one conversion and
       // one double add per step, not per element (a conversion to double runs at an
       // eighth of float arithmetic's rate: a float16 column sum of g * sigmoid(x) over
@@ -851,12 +772,13 @@ class ColumnPrinter {
          << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
     printElementOffsets("fx_e", "", stores);
     out_ << "      if (fx_side) {\n";
-    vectorLoads("", "fx_e");
+    vectorLoads("");
     printElementLoop(pass, elements, stores, /*side=*/true, "",
                      [&](const std::string& n) { return fromVector(n, ""); });
     out_ << "      } else {\n";
-    printElementLoop(pass, elements, stores, /*side=*/false, "",
-                     [this](const std::string& n) { return ownOffsetLoad(n); });
+    printElementLoop(pass, elements, stores, /*side=*/false, "", [](const std::string& n) {
+      return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
+    });
     out_ << "      }\n    }\n";
   }
 
@@ -916,12 +838,6 @@ class ColumnPrinter {
       return loadConversion(k_.inputs[e.index].dtype, e.type, at(std::to_string(e.index)));
     };
     printRowExprs(out_, k_, elements, "        ", load);
-    for (ExprId id : elements) {  // the first walk keeps a held input's elements
-      const Expr& e = k_.exprs[id];
-      if (!cuda_ || side || walk_ != 0 || e.op != IrOp::Load || !held_[e.index]) continue;
-      out_ << "        (" << holdAt(e.index, "fx_e") << ")[fx_j] = " << at(std::to_string(e.index))
-           << ";\n";
-    }
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
       const bool stepped = in_steps && sumsInDouble(e);
@@ -966,10 +882,6 @@ class ColumnPrinter {
   // CUDA: elements of each row a tile holds (0: no tiles), and the outputs tiled.
   int tile_ = 0;
   std::vector<size_t> tiled_;
-  // CUDA (Kernel::column_hold): the inputs kept in shared memory, and the longest rows.
-  std::vector<bool> held_;
-  int64_t hold_capacity_ = 0;
-  int walk_ = -1;  // the walk being printed (-1: a stage's partials)
   std::vector<bool> constant_;
   std::ostringstream out_;
 };
@@ -983,10 +895,6 @@ int64_t cudaColumnThreads(int64_t rows, int vector) {
 
 std::string printColumnKernel(const Kernel& kernel, bool cuda) {
   return ColumnPrinter(kernel, cuda).print();
-}
-
-int64_t cudaColumnHoldCapacity(const Kernel& kernel) {
-  return kernel.columns && kernel.column_hold ? ColumnPrinter(kernel, true).holdCapacity() : 0;
 }
 
 }  // namespace fuser::codegen

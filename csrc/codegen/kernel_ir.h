@@ -203,10 +203,6 @@ struct Kernel {
   // (CUDA: row_vector rows per thread, row_lanes 1), the units of rows cut in slices
   // numbered slice by slice, rows innermost.
   bool columns = false;
-  // CUDA columns, whole rows: the inputs that a later walk reads again are kept in shared
-  // memory by the first walk, which reads them from global memory (each thread's own
-  // elements: no barrier between walks), for rows of up to cudaColumnHoldCapacity.
-  bool column_hold = false;
   // Rows cut in slices (split_rows.h): the stage this kernel computes; -1: whole rows.
   int row_stage = -1;
   // Variances (var, std, layer_norm, group_norm) as one SquaredDeviations reduction

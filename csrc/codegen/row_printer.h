@@ -30,9 +30,6 @@ std::string printColumnKernel(const Kernel& kernel, bool cuda);
 // The threads a CUDA column kernel runs per slice of `rows` rows, `vector` per thread:
 // whole blocks (cudaRowBlock) of warps that share their rows.
 int64_t cudaColumnThreads(int64_t rows, int vector);
-// The longest rows (in elements) a Kernel::column_hold kernel keeps in shared memory; 0
-// where no input is read by more than one walk, or none fits.
-int64_t cudaColumnHoldCapacity(const Kernel& kernel);
 // A CUDA row kernel's prelude, argument struct and signature, up to its pointers.
 void printCudaRowKernelHead(std::ostream& out, const Kernel& kernel);
 std::string printCudaRowKernel(const Kernel& kernel);
@@ -65,7 +62,6 @@ struct CudaRowShape {
   int vector = 1;
   bool vector_in_last_dim = false;  // Kernel::row_vector_in_last_dim (set by the runtime)
   bool columns = false;             // Kernel::columns: one lane per row
-  bool hold = false;                // Kernel::column_hold
 };
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned);
 // The same with `lanes` (a power of two from 8 to 1024) instead of the chosen count;

@@ -48,9 +48,6 @@ constexpr int64_t kMinColumnSlice = 512;
 // A thread of the last stage combines its rows' partials one slice after another: 1056
 // slices of a column sum of 32768 x 1024 floats took 440 us there, 3.4x the whole walk.
 constexpr int64_t kMaxColumnSlices = 64;
-// The shared memory a CUDA column block could hold its rows' elements in at most
-// (Kernel::column_hold; the printer counts what the block leaves of its 48 KiB).
-constexpr int64_t kHoldBytes = 48 * 1024;
 
 bool isTensor(const torch::jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
@@ -341,8 +338,8 @@ ops::RowReduction RowExecutor::groupReduction(ops::RowReduction::Result result) 
 const RowExecutor::Specialization& RowExecutor::specialize(
     const c10::SmallVector<uint8_t, 32>& key, const std::vector<codegen::TensorInput>& accesses,
     const std::vector<bool>& zero_dim, const std::vector<bool>& per_row,
-    const std::vector<bool>& rows_apart, int outer_ndim,
-    int inner_ndim, const codegen::CudaRowShape& row_shape,
+    const std::vector<bool>& rows_apart, int outer_ndim, int inner_ndim,
+    const codegen::CudaRowShape& row_shape,
     const std::vector<codegen::CudaRowShape>& cross_shapes, c10::Device device, bool staged,
     bool strided_outputs) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -374,7 +371,6 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       k.row_vector = shape.vector;
       k.row_vector_in_last_dim = shape.vector_in_last_dim;
       k.columns = shape.columns;
-      k.column_hold = shape.hold;
       k.strided_outputs = strided_outputs;
       for (size_t o = 0; o < k.outputs.size(); ++o) {
         k.outputs[o].per_row = per_row[o];
@@ -428,7 +424,6 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     };
     codegen::Kernel kernel = lower(device.type(), row_shape);
     for (const auto& out : kernel.outputs) spec->out_dtypes.push_back(out.dtype);
-    spec->hold_capacity = codegen::cudaColumnHoldCapacity(kernel);
     spec->column_partials = codegen::hasColumnPartials(kernel);
     if (staged) {
       spec->buffers = codegen::splitBuffers(kernel, codegen::scheduleRows(kernel));
@@ -867,31 +862,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   // rows together. CUDA times the vector's widths (codegen::cudaColumnShapeCandidates).
   int widest_input = 1;
   for (const at::Tensor& t : tensors) widest_input = std::max(widest_input, static_cast<int>(t.element_size()));
-  // Where a row's elements could fit in a block's shared memory (kHoldBytes, at the
-  // narrowest element an input has), each width is timed holding them too
-  // (Kernel::column_hold), so that walks after the first read them there.
-  int narrowest_input = 8;
-  for (const at::Tensor& t : tensors) narrowest_input = std::min(narrowest_input, static_cast<int>(t.element_size()));
-  auto with_held = [&](std::vector<codegen::CudaRowShape> shapes) {
-    const size_t plain = shapes.size();
-    for (size_t i = 0; i < plain; ++i) {
-      if (p->row_size * 32 * shapes[i].vector * narrowest_input > kHoldBytes) continue;
-      shapes.push_back(shapes[i]);
-      shapes.back().hold = true;
-    }
-    return shapes;
-  };
   if (columns) {
-    row_shapes = p->device.is_cuda() && variants
-                     ? with_held(codegen::cudaColumnShapeCandidates(widest_input))
-                     : std::vector{codegen::cudaColumnShape(widest_input)};
-    // (FUSER_CROSS_COMPILE: the held form of the narrowest width only, so that CI's
-    // compile time grows by one kernel per group.)
-    if (!cross_shapes.empty()) {
-      cross_shapes = codegen::cudaColumnShapeCandidates(widest_input);
-      std::vector<codegen::CudaRowShape> held = with_held({cross_shapes.back()});
-      if (held.size() > 1) cross_shapes.push_back(held.back());
-    }
+    row_shapes = p->device.is_cuda() && variants ? codegen::cudaColumnShapeCandidates(widest_input)
+                                                 : std::vector{codegen::cudaColumnShape(widest_input)};
+    if (!cross_shapes.empty()) cross_shapes = codegen::cudaColumnShapeCandidates(widest_input);
   }
   // The units of work of a slice: rows, except for CUDA columns (threads, each of a
   // vector of rows; CPU kernels take their blocks of rows within a task).
@@ -1001,9 +975,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     staged.push_back(0xff);
     staged.push_back(static_cast<uint8_t>(slice_shape.vector | slice_shape.vector_in_last_dim << 7));
     staged.push_back(static_cast<uint8_t>(slice_shape.columns));
-    const Specialization& spec = specialize(staged, accesses, zero_dim, per_row, rows_apart, outer_ndim,
-                                            inner_ndim, slice_shape, {}, p->device,
-                                            /*staged=*/true, strided);
+    const Specialization& spec =
+        specialize(staged, accesses, zero_dim, per_row, rows_apart, outer_ndim, inner_ndim,
+                   slice_shape, {}, p->device, /*staged=*/true, strided);
     if (!spec.kernel) return nullptr;
     p->out_dtypes = spec.out_dtypes;
     // The heuristic's count alone. On the H100 it timed best of the counts tried (a
@@ -1032,20 +1006,17 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;
     for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks,
-                  row_shape.vector | row_shape.vector_in_last_dim << 7,
-                  int{row_shape.columns} | int{row_shape.hold} << 1}) {
+                  row_shape.vector | row_shape.vector_in_last_dim << 7, int{row_shape.columns}}) {
       shaped.push_back(static_cast<uint8_t>(v));
     }
-    const Specialization& spec = specialize(shaped, accesses, zero_dim, per_row, rows_apart, outer_ndim,
-                                            inner_ndim, row_shape, cross_shapes, p->device,
-                                            /*staged=*/false, strided);
+    const Specialization& spec =
+        specialize(shaped, accesses, zero_dim, per_row, rows_apart, outer_ndim, inner_ndim,
+                   row_shape, cross_shapes, p->device, /*staged=*/false, strided);
     // A variant that does not build is left out; without the heuristic's, the plan fails.
     if (!spec.kernel) {
       if (p->variants.empty()) return nullptr;
       continue;
     }
-    // A held kernel takes rows of up to its capacity (none: nothing read twice).
-    if (row_shape.hold && spec.hold_capacity < p->row_size) continue;
     p->out_dtypes = spec.out_dtypes;
     Plan::Variant v;
     v.kernel = spec.kernel;
@@ -1053,8 +1024,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (spec.column_partials) v.partial_rows = spec.kernel->columnPartialRows(p->rows);
     if (p->device.is_cuda()) {
       v.grain = grains[0];
-      v.name = row_shape.columns ? "columns vector=" + std::to_string(row_shape.vector) +
-                                       (row_shape.hold ? " hold" : "")
+      v.name = row_shape.columns ? "columns vector=" + std::to_string(row_shape.vector)
                                  : "lanes=" + std::to_string(row_shape.lanes) +
                                        (row_shape.chunks ? " held" : " looped");
       p->variants.push_back(v);

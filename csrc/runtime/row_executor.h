@@ -98,7 +98,6 @@ class RowExecutor {
     std::vector<c10::ScalarType> out_dtypes;
     bool column_partials = false;  // codegen::hasColumnPartials(kernel)
     bool last_stage_per_row = false;  // codegen::lastStagePerRow of the last stage
-    int64_t hold_capacity = 0;        // codegen::cudaColumnHoldCapacity(kernel)
   };
 
   // The plan for these inputs, or nullptr when the interpreter must run such calls.
