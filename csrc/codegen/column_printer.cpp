@@ -47,11 +47,14 @@ constexpr int kColumnGroups = 8;
 constexpr int kCpuStoreTile = 16;
 constexpr int64_t kCpuTileBytes = 128 * 1024;
 // CUDA: the most bytes the tiles of a block's whole outputs may take in shared memory
-// (printCudaTileStores; beside a tiled output's row offsets, under the 48 KiB a block's
-// static shared memory may hold), and the elements of each row a tile holds at most:
-// 32 floats are one 128-byte line.
+// (printCudaTileStores), the most a block's static shared memory may hold (the tiles or
+// the reductions' arrays, whichever is larger, and the tiled outputs' row offsets), and
+// the elements of each row a tile holds at most: 32 floats are one 128-byte line. A
+// tile holds the elements of whole steps of the unrolled loop.
 constexpr int64_t kCudaTileBytes = 32 * 1024;
+constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
 constexpr int kCudaTileElements = 32;
+static_assert(kColumnUnroll % (kCudaTileElements / kColumnGroups) == 0);
 
 class ColumnPrinter {
  public:
@@ -590,19 +593,43 @@ class ColumnPrinter {
   }
 
   // CUDA: tiles for the whole outputs whose rows lie apart (TensorOutput::rows_apart)
-  // where they fit (tile_ elements of each of the block's rows, the most of
-  // kCudaTileElements, 16 and 8 whose tiles fit in kCudaTileBytes), else none (tile_ 0:
-  // such outputs are stored element by element).
+  // that a walk of this kernel stores, where they fit (tile_ elements of each of the
+  // block's rows: kCudaTileElements, or halved while the shared memory would not hold
+  // them), else none (tile_ 0: such outputs are stored element by element).
   void chooseCudaTile() {
+    // A stage prints one walk: its pass's, or (the last) the storing walk.
+    const int passes = static_cast<int>(s_.passes.size());
+    const int stage_walk = k_.row_stage < 0 ? -1 : std::min(k_.row_stage, passes);
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      if (!k_.outputs[o].per_row && k_.outputs[o].rows_apart) tiled_.push_back(o);
+      if (k_.outputs[o].per_row || !k_.outputs[o].rows_apart) continue;
+      const int walk = s_.columnStoreWalk(k_, o);
+      if (stage_walk < 0 || walk == stage_walk) tiled_.push_back(o);
     }
-    if (tiled_.empty() || k_.outer_ndim < 1) return tiled_.clear();
-    for (tile_ = kCudaTileElements; tile_ >= kColumnGroups; tile_ /= 2) {
-      if (tileOffset(tiled_.size()) <= kCudaTileBytes) return;
+    if (k_.outer_ndim < 1) tiled_.clear();
+    const int64_t rows = 32 * block_;
+    const auto row_offsets = static_cast<int64_t>(tiled_.size()) * rows * 8;
+    for (tile_ = kCudaTileElements; !tiled_.empty() && tile_ >= kColumnGroups; tile_ /= 2) {
+      const int64_t tiles = tileOffset(tiled_.size());
+      if (tiles <= kCudaTileBytes &&
+          std::max(tiles, reductionBytes()) + row_offsets <= kCudaStaticSharedBytes) {
+        return;
+      }
     }
     tile_ = 0;
     tiled_.clear();
+  }
+
+  // The most bytes printGroupCombine's arrays take (an upper bound of what the compiler
+  // counts: each accumulator at least a word).
+  int64_t reductionBytes() const {
+    int64_t bytes = 0;
+    for (const Expr& e : k_.exprs) {
+      if (e.op != IrOp::Reduce) continue;
+      const auto element = static_cast<int64_t>(c10::elementSize(e.type));
+      const int64_t a = isWelford(e) ? 3 * element : sumsInDouble(e) ? 8 : std::max<int64_t>(element, 8);
+      bytes = std::max(bytes, a * kColumnGroups * 32 * block_);
+    }
+    return bytes;
   }
 
   bool isTiled(size_t o) const {
@@ -695,6 +722,28 @@ class ColumnPrinter {
     auto fromVector = [this](const std::string& n, const std::string& suffix) {
       return "fx_w" + n + suffix + (shared(n) ? std::string() : ".v[fx_j]");
     };
+    // A tiled walk's loads: each input's element of every row of the thread, as one
+    // vector where the rows lie side by side (one element where an input shares it),
+    // else each row's at its own offset.
+    auto rowLoads = [&](const std::string& suffix) {
+      for (size_t i = 0; i < k_.inputs.size(); ++i) {
+        if (!read[i]) continue;
+        const std::string n = std::to_string(i);
+        const std::string vec = "FxVec<" + std::string(storageTypeName(k_.inputs[i].dtype)) + ", " + b + ">";
+        const std::string w = "fx_w" + n + suffix;
+        const std::string at = "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
+        out_ << "      " << vec << " " << w << ";\n      if (fx_side_in) {\n";
+        if (k_.inputs[i].outer_zero_stride) {
+          out_ << "        #pragma unroll\n        for (int fx_j = 0; fx_j < " << b << "; ++fx_j) " << w
+               << ".v[fx_j] = *(" << at << ");\n";
+        } else {
+          out_ << "        " << w << " = *(const " << vec << "*)(" << at << ");\n";
+        }
+        out_ << "      } else {\n        #pragma unroll\n        for (int fx_j = 0; fx_j < " << b
+             << "; ++fx_j) " << w << ".v[fx_j] = in" << n << "[fx_off" << n << "[fx_j] + fx_eo" << n
+             << suffix << "];\n      }\n";
+      }
+    };
     const int g = kColumnGroups;
     // One step of the unrolled loop from fx_e: the offsets, every vector load, then the
     // elements; `tiled`: their stored values go through the tiles, whose stores follow
@@ -704,7 +753,9 @@ class ColumnPrinter {
         printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u),
                             stores);
       }
-      for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
+      for (int u = 0; u < kColumnUnroll; ++u) {
+        tiled ? rowLoads("_" + std::to_string(u)) : vectorLoads("_" + std::to_string(u));
+      }
       // Sums kept in double add a step's elements in float first: one conversion and
       // one double add per step, not per element (a conversion to double runs at an
       // eighth of float arithmetic's rate: a float16 column sum of g * sigmoid(x) over
@@ -728,8 +779,10 @@ class ColumnPrinter {
                   : "";
         printElementLoop(
             pass, elements, stores, /*side=*/true, suffix,
-            [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true,
-            tile_at);
+            [&](const std::string& n) {
+              return tiled ? "fx_w" + n + suffix + ".v[fx_j]" : fromVector(n, suffix);
+            },
+            /*in_steps=*/true, tile_at);
         if (tiled && (u + 1) % per_tile == 0) {
           printCudaTileStores(stores, "fx_e0 + " + std::to_string((u + 1 - per_tile) * g));
         }
@@ -743,33 +796,23 @@ class ColumnPrinter {
     };
     out_ << "    int64_t fx_e = fx_lo + fx_g;\n";
     if (tiles) {
-      // The whole block tiles or none does: its threads meet at the tiles' barriers,
-      // each step of the same elements (a warp's own bound would differ by its g). A
-      // tiled output whose rows lie side by side for every thread goes out in vectors
-      // still (fx_otile<O> false), as every output without a tile must.
-      out_ << "    if (__syncthreads_and(fx_side_in && !fx_side";
-      for (size_t o : stores) {
-        if (!isTiled(o)) out_ << " && fx_oside" << o;
-      }
-      out_ << ")) {\n";
-      for (size_t o : stores) {
-        out_ << "    const bool fx_otile" << o << " = "
-             << (isTiled(o) ? "__syncthreads_or(!fx_oside" + std::to_string(o) + ")" : "false")
-             << "; (void)fx_otile" << o << ";\n";
-      }
-      out_ << "    int64_t fx_e0 = fx_lo;\n"
+      // Every block tiles (its tiled outputs' rows are never side by side), each thread
+      // reading its rows as they lie: the threads meet at the tiles' barriers, each step
+      // of the same elements (a warp's own bound would differ by its g).
+      out_ << "    {\n    int64_t fx_e0 = fx_lo;\n"
            << "    for (; fx_e0 + " << kColumnUnroll * g << " <= fx_hi; fx_e0 += "
            << kColumnUnroll * g << ") {\n"
            << "      fx_e = fx_e0 + fx_g;\n";
       step(/*tiled=*/true);
-      out_ << "    }\n    fx_e = fx_e0 + fx_g;\n    } else\n";
+      out_ << "    }\n    fx_e = fx_e0 + fx_g;\n    }\n";
+    } else {
+      out_ << "    if (fx_side) {\n"
+           << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += "
+           << kColumnUnroll * g << ") {\n";
+      step(/*tiled=*/false);
+      out_ << "    }\n    }\n";
     }
-    out_ << "    if (fx_side) {\n"
-         << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += " << kColumnUnroll * g
-         << ") {\n";
-    step(/*tiled=*/false);
-    out_ << "    }\n    }\n"
-         << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
+    out_ << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
     printElementOffsets("fx_e", "", stores);
     out_ << "      if (fx_side) {\n";
     vectorLoads("");
@@ -789,17 +832,22 @@ class ColumnPrinter {
   // of its own per element).
   void printCudaTileStores(const std::vector<size_t>& stores, const std::string& base) {
     const std::string t = std::to_string(tile_);
-    out_ << "      __syncthreads();\n      {\n"
-         << "      const int fx_te = threadIdx.x % " << t << ";\n";
-    printElementOffsets("(" + base + " + fx_te)", "_t", stores, /*inputs=*/false);
-    out_ << "      #pragma unroll 4\n      for (int fx_k = threadIdx.x / " << t << "; fx_k < "
-         << 32 * block_ << "; fx_k += " << cudaRowBlock(k_) / tile_ << ") {\n";
+    const std::string b = std::to_string(block_);
+    std::vector<size_t> tiled;
     for (size_t o : stores) {
-      if (!isTiled(o)) continue;
+      if (isTiled(o)) tiled.push_back(o);
+    }
+    out_ << "      __syncthreads();\n      {\n"
+         << "      const int fx_te = threadIdx.x % " << t << ";\n"
+         << "      const int64_t fx_rbase = fx_r0 - fx_lane * " << b << ";  // the block's first row\n";
+    printElementOffsets("(" + base + " + fx_te)", "_t", tiled, /*inputs=*/false);
+    out_ << "      #pragma unroll 4\n      for (int fx_k = threadIdx.x / " << t << "; fx_k < "
+         << 32 * block_ << "; fx_k += " << cudaRowBlock(k_) / tile_ << ") {\n"
+         << "        if (fx_rbase + fx_k >= fx_rows) break;\n";
+    for (size_t o : tiled) {
       const std::string n = std::to_string(o);
-      out_ << "        if (fx_otile" << n << ") out" << n << "[fx_trow" << n << "[fx_k] + fx_oeo" << n
-           << "_t] = fx_tile" << n << "[fx_k * " << t << " + (fx_te ^ ((fx_k / " << block_
-           << ") & " << tile_ - 1 << "))];\n";
+      out_ << "        out" << n << "[fx_trow" << n << "[fx_k] + fx_oeo" << n << "_t] = fx_tile" << n
+           << "[fx_k * " << t << " + (fx_te ^ ((fx_k / " << b << ") & " << tile_ - 1 << "))];\n";
     }
     out_ << "      }\n      }\n      __syncthreads();\n";
   }
@@ -818,7 +866,8 @@ class ColumnPrinter {
     std::vector<ExprId> operands;
     for (ExprId r : pass.reduces) operands.push_back(k_.exprs[r].args[0]);
     for (size_t o : stores) operands.push_back(k_.outputs[o].value);
-    // CUDA's tiled walk: each output to its tile (fx_otile<O>) or in vectors.
+    // CUDA's tiled walk: each tiled output to its tile, the others in vectors where the
+    // thread's rows lie side by side.
     const bool vector_stores = cuda_ && side && !stores.empty();
     const bool tiled = !tile_at.empty();
     auto vectorOf = [this](size_t o) {  // a thread's elements of output o, one per row
@@ -826,7 +875,9 @@ class ColumnPrinter {
              std::to_string(block_) + ">";
     };
     for (size_t o : stores) {
-      if (vector_stores) out_ << "      " << vectorOf(o) << " fx_ws" << o << suffix << ";\n";
+      if (vector_stores && !(tiled && isTiled(o))) {
+        out_ << "      " << vectorOf(o) << " fx_ws" << o << suffix << ";\n";
+      }
     }
     if (cuda_) {
       out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << block_ << "; ++fx_j) {\n";
@@ -850,9 +901,12 @@ class ColumnPrinter {
       const std::string n = std::to_string(o);
       const std::string value =
           storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
-      if (vector_stores && tiled && isTiled(o)) {
-        out_ << "        if (fx_otile" << n << ") fx_tile" << n << "[" << tile_at << "] = " << value
-             << "; else fx_ws" << n << suffix << ".v[fx_j] = " << value << ";\n";
+      if (tiled && isTiled(o)) {
+        out_ << "        fx_tile" << n << "[" << tile_at << "] = " << value << ";\n";
+      } else if (vector_stores && tiled) {  // in vectors where this thread's rows allow
+        out_ << "        if (fx_side_in && fx_oside" << n << ") fx_ws" << n << suffix
+             << ".v[fx_j] = " << value << "; else if (fx_live && fx_j < fx_nb) out" << n
+             << "[fx_ooff" << n << "[fx_j] + fx_oeo" << n << suffix << "] = " << value << ";\n";
       } else if (vector_stores) {
         out_ << "        fx_ws" << n << suffix << ".v[fx_j] = " << value << ";\n";
       } else if (tiled) {
@@ -867,11 +921,11 @@ class ColumnPrinter {
     }
     out_ << "      }\n";
     for (size_t o : stores) {
-      if (!vector_stores) break;
+      if (!vector_stores || (tiled && isTiled(o))) continue;
       const std::string n = std::to_string(o);
-      out_ << "      if (fx_live" << (tiled ? " && !fx_otile" + n : "") << ") *(" << vectorOf(o)
-           << "*)(out" << n << " + fx_ooff" << n << "[0] + fx_oeo" << n << suffix << ") = fx_ws" << n
-           << suffix << ";\n";
+      out_ << "      if (fx_live" << (tiled ? " && fx_side_in && fx_oside" + n : "") << ") *("
+           << vectorOf(o) << "*)(out" << n << " + fx_ooff" << n << "[0] + fx_oeo" << n << suffix
+           << ") = fx_ws" << n << suffix << ";\n";
     }
   }
 

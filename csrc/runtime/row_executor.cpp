@@ -914,7 +914,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   key.push_back(static_cast<uint8_t>(inner_ndim));
   std::vector<codegen::TensorInput> accesses;
   std::vector<bool> zero_dim;
-  int fitting = 0, misfits = 0;  // inputs read in place whose rows fit the walk, or not
+  // Inputs of the whole shape whose rows fit the walk, and those read in place whose
+  // rows do not.
+  int fitting = 0, misfits = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
     codegen::TensorInput in{};
     in.dtype = tensors[t].scalar_type();
@@ -938,10 +940,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     const int64_t run = outer_ndim - 1;  // a block's rows lie in one run of this dim
     const bool neighbouring_rows = columns && run >= 0 && (st[run] == 1 || st[run] == 0);
     const bool rows_of_runs = !columns && (st.back() == 1 || in.inner_zero_stride);
+    const bool fits = neighbouring_rows || rows_of_runs;
     if (read_in_place[t]) {
-      (neighbouring_rows || rows_of_runs ? fitting : misfits)++;
+      (fits ? fitting : misfits)++;
     } else if (!tensors[t].is_contiguous() && !in.inner_unit_stride && !in.inner_zero_stride) {
       return nullptr;
+    } else if (fits && tensors[t].sizes() == c10::IntArrayRef(*shape)) {
+      fitting++;  // a contiguous input of the whole shape, whose rows fit
     }
     in.row_last_zero_stride = st.back() == 0;
     in.row_last_unit_stride = st.back() == 1;

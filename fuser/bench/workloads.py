@@ -729,7 +729,7 @@ WORKLOADS: dict[str, Workload] = {
                 """
                 def mixer_layer_norm(x, t, w, b):
                     y = x + t
-                    return y, torch.layer_norm(y, [y.size(-1)], w, b, 1e-6)
+                    return y, torch.layer_norm(y, [x.size(-1)], w, b, 1e-6)
                 """
             ),
             make_inputs=_mixer_stream_inputs,

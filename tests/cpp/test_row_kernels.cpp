@@ -543,34 +543,35 @@ TEST(ColumnPrinter, WholeOutputsGoOutInTheFirstWalkThatKnowsThem) {
   EXPECT_NE(cpu.find("fx_tile2[fx_t * fx_nb + fx_j] = "), std::string::npos);
   EXPECT_NE(cpu.find("fx_row[fx_toeo2[fx_t]] = fx_tile2[fx_t * fx_nb + fx_j]"), std::string::npos);
   // No output's rows lie apart where the runtime planned it (TensorOutput::rows_apart):
-  // CUDA declares no tiles.
-  EXPECT_EQ(codegen::printCudaRowKernel(k).find("fx_tile"), std::string::npos);
-  codegen::Kernel apart = k;
-  apart.outputs[1].rows_apart = apart.outputs[2].rows_apart = true;
-  const std::string cuda = codegen::printCudaRowKernel(apart);
+  // CUDA declares no tiles, and stores in vectors where a thread's rows lie side by side.
+  const std::string cuda = codegen::printCudaRowKernel(k);
+  EXPECT_EQ(cuda.find("fx_tile"), std::string::npos);
   EXPECT_NE(cuda.find("FxVec<float, 4> fx_ws1_7"), std::string::npos);  // 8 vectors a step
   EXPECT_NE(cuda.find("if (fx_live) *(FxVec<float, 4>*)(out1 + fx_ooff1[0] + fx_oeo1_7)"),
             std::string::npos);
   EXPECT_NE(cuda.find("if (fx_live && fx_j < fx_nb) out2[fx_ooff2[fx_j] + fx_oeo2]"),
             std::string::npos);
-  // CUDA's tiled form: a whole block's values of an output whose rows are not side by
-  // side go to a tile in shared memory, turned by the lane, and out a row per run.
-  auto countCuda = [&](const std::string& text) {
+  // CUDA's tiled form, in the walk that stores an output whose rows lie apart: every
+  // block's values of it go to a tile in shared memory, turned by the lane, and out a
+  // row per run (rows past the last stored by none); each thread reads its rows in one
+  // vector where they lie side by side, else each row at its own offset.
+  codegen::Kernel apart = k;
+  apart.outputs[2].rows_apart = true;
+  const std::string tiled = codegen::printCudaRowKernel(apart);
+  auto countTiled = [&](const std::string& text) {
     size_t n = 0;
-    for (size_t at = cuda.find(text); at != std::string::npos; at = cuda.find(text, at + 1)) ++n;
+    for (size_t at = tiled.find(text); at != std::string::npos; at = tiled.find(text, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(countCuda("if (__syncthreads_and(fx_side_in && !fx_side))"), 2u);
-  EXPECT_NE(cuda.find("if (fx_otile2) fx_tile2[(fx_lane * 4 + fx_j) * 32 + ((0 + fx_g) ^ (fx_lane & "
-                      "31))] = "),
+  EXPECT_EQ(countTiled("for (; fx_e0 + 64 <= fx_hi; fx_e0 += 64)"), 1u);
+  EXPECT_NE(tiled.find("fx_tile2[(fx_lane * 4 + fx_j) * 32 + ((0 + fx_g) ^ (fx_lane & 31))] = "),
             std::string::npos);
-  EXPECT_NE(cuda.find("if (fx_otile2) out2[fx_trow2[fx_k] + fx_oeo2_t] = fx_tile2[fx_k * 32 + "
-                      "(fx_te ^ ((fx_k / 4) & 31))]"),
+  EXPECT_NE(tiled.find("out2[fx_trow2[fx_k] + fx_oeo2_t] = fx_tile2[fx_k * 32 + (fx_te ^ "
+                       "((fx_k / 4) & 31))]"),
             std::string::npos);
-  // An output whose rows lie side by side for the whole block still goes out in vectors.
-  EXPECT_NE(cuda.find("if (fx_live && !fx_otile1) *(FxVec<float, 4>*)(out1 + fx_ooff1[0] + "
-                      "fx_oeo1_7)"),
-            std::string::npos);
+  EXPECT_NE(tiled.find("if (fx_rbase + fx_k >= fx_rows) break;"), std::string::npos);
+  EXPECT_NE(tiled.find("fx_w0_0.v[fx_j] = in0[fx_off0[fx_j] + fx_eo0_0]"), std::string::npos);
+  EXPECT_EQ(countTiled("__syncthreads_and"), 0u);  // every block tiles: no vote
   // Twice the rows a block: the tiles hold 16 elements of each, so that both fit.
   codegen::Kernel wider = columnSumWithWholeOutputs(8, true);
   wider.outputs[1].rows_apart = wider.outputs[2].rows_apart = true;

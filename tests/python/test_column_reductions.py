@@ -291,6 +291,14 @@ MISFITS = {
             torch.randn(3, 32, 40, device=d, dtype=t).transpose(1, 2),
         ),
     ),
+    # A contiguous input beside a transposed one.
+    "contiguous_beside_transposed": (
+        "def f(x, y):\n    return (x + y).sum(0, keepdim=True)\n",
+        lambda d, t: (
+            torch.randn(2, 33, 40, device=d, dtype=t),
+            torch.randn(2, 40, 33, device=d, dtype=t).transpose(1, 2),
+        ),
+    ),
     # Rows that are runs (x transposed) beside a slice whose rows are not.
     "runs_beside_a_slice": (
         "def f(x, y):\n    return (x * y - 1.0).sum(1, keepdim=True)\n",

@@ -186,18 +186,15 @@ def test_cpu_tiles_of_every_size(dtype: torch.dtype, rows: int, width: int) -> N
 
 
 def compare_each_variant(text: str, *args: torch.Tensor, dtype: torch.dtype) -> None:
-    """compare() with each of the column kernel's three vector widths forced in turn."""
-    try:
-        for variant in range(3):
-            fuser._C._set_variant_choice(False, variant)
-            fuser.reset_stats()
-            with fuser.enabled(True):
-                compare(text, *args, dtype=dtype)
-            stats = fuser.stats()
-            assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, (variant, stats)
-    finally:
-        fuser._C._set_variant_choice(True, -1)
-        fuser._C._forget_variant_choices()
+    """compare() with each of the column kernel's three vector widths forced in turn (the
+    test takes the variant_flags fixture, which restores the choice)."""
+    for variant in range(3):
+        fuser._C._set_variant_choice(False, variant)
+        fuser.reset_stats()
+        with fuser.enabled(True):
+            compare(text, *args, dtype=dtype)
+        stats = fuser.stats()
+        assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, (variant, stats)
 
 
 CUDA_ONLY = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's shared-memory tiles")
@@ -209,14 +206,66 @@ CUDA_ONLY = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's sha
 )
 @pytest.mark.parametrize("rows", [1, 127, 128, 129, 300, 1568])
 @pytest.mark.parametrize("width", [1, 63, 64, 65, 200, 768])
-def test_cuda_tiles_of_every_size(dtype: torch.dtype, rows: int, width: int) -> None:
-    """CUDA stores such results through tiles in shared memory: up to 32 elements of
-    each of a block's 32 x vector rows, between barriers. Rows per batch item below, at
-    and past a block of float32 rows at the widest vector (128), a block's rows across
-    two batch items (the whole block then stores element by element); widths below, at
-    and past a step of 64 elements (the rest of a row is stored element by element);
-    three whole outputs, whose tiles shrink to fit; every vector width."""
+def test_cuda_tiles_of_every_size(
+    dtype: torch.dtype, rows: int, width: int, variant_flags: None
+) -> None:
+    """CUDA stores such results through tiles in shared memory: 32 elements of each of
+    a block's 32 x vector rows, between barriers. Rows per batch item below, at and past
+    a block of float32 rows at the widest vector (128), a thread's rows across two batch
+    items (read each at its own offset), the last block's rows past the end; widths
+    below, at and past a step of 64 elements (the rest of a row is stored element by
+    element); every vector width."""
     compare_each_variant(TILED, *transposed_pair(rows, width, dtype, "cuda"), dtype=dtype)
+
+
+def normalized_outputs(count: int) -> str:
+    """`count` results of a transposed product's softmax (their rows apart), beside the
+    product (its rows side by side)."""
+    outs = ", ".join(f"s * {i + 1}.0" for i in range(count))
+    return f"def f(x, y):\n    z = x * y\n    s = torch.softmax(z, -1)\n    return z, {outs}\n"
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str
+)
+@pytest.mark.parametrize("count", [2, 4, 6])
+def test_tiles_shrink_to_fit_several_outputs(
+    device: str, dtype: torch.dtype, count: int, variant_flags: None
+) -> None:
+    """Two, four and six outputs whose rows lie apart: CUDA's tiles hold 32, 16 and 8
+    elements of each row so that they fit in shared memory (CPU: their CUDA forms
+    compiled for sm_90, FUSER_CROSS_COMPILE)."""
+    args = transposed_pair(300, 200, dtype, device)
+    if device == "cuda":
+        compare_each_variant(normalized_outputs(count), *args, dtype=dtype)
+        return
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(normalized_outputs(count), *args, dtype=dtype)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
+
+
+@pytest.mark.parametrize("device", devices())
+def test_tiles_of_many_outputs_fit_in_shared_memory(device: str) -> None:
+    """Thirteen bool results of a float16 transposed softmax: at 8 rows a thread their
+    tiles and row offsets took 52 KiB of a block's 48 KiB of static shared memory, so that
+    kernel did not build (on CUDA the group then ran interpreted); tiles are now chosen
+    with the row offsets counted."""
+    count = 13
+    text = (
+        "def f(x):\n    s = torch.softmax(x, -1)\n    return "
+        + ", ".join(f"s > {0.001 * (i + 1)}" for i in range(count))
+        + "\n"
+    )
+    x = torch.randn(2, 256, 300, device=device, dtype=torch.float16).transpose(1, 2)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(text, x, dtype=torch.float16)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, stats
+    assert stats["cuda_cross_compile_failures"] == 0, stats
 
 
 # Three column kernels over the channels of NCHW: statistics then the normalized values
@@ -238,7 +287,7 @@ CHANNEL_NORMS = (
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 @pytest.mark.parametrize("channels", [8, 63, 64, 65, 257, 700])
 def test_normalizations_over_channels_of_every_width(
-    device: str, dtype: torch.dtype, channels: int
+    device: str, dtype: torch.dtype, channels: int, variant_flags: None
 ) -> None:
     """Channels below, at and past a step of 64 elements, on CUDA with every vector
     width forced (CPU: their CUDA forms compiled for sm_90, FUSER_CROSS_COMPILE)."""
@@ -257,7 +306,7 @@ def test_normalizations_over_channels_of_every_width(
 
 @CUDA_ONLY
 @pytest.mark.parametrize("splits", [3], indirect=True)
-def test_cuda_tiles_of_rows_cut_in_slices(splits: int) -> None:
+def test_cuda_tiles_of_rows_cut_in_slices(splits: int, variant_flags: None) -> None:
     """Few long rows, cut in slices: each slice's tiled steps start where its own
     elements do."""
     for dtype in (torch.float32, torch.float16):
