@@ -626,7 +626,9 @@ class ColumnPrinter {
     for (const Expr& e : k_.exprs) {
       if (e.op != IrOp::Reduce) continue;
       const auto element = static_cast<int64_t>(c10::elementSize(e.type));
-      const int64_t a = isWelford(e) ? 3 * element : sumsInDouble(e) ? 8 : std::max<int64_t>(element, 8);
+      const int64_t a = isWelford(e)     ? 3 * element
+                        : sumsInDouble(e) ? 8
+                                          : std::max<int64_t>(element, 8);
       bytes = std::max(bytes, a * kColumnGroups * 32 * block_);
     }
     return bytes;
@@ -722,28 +724,6 @@ class ColumnPrinter {
     auto fromVector = [this](const std::string& n, const std::string& suffix) {
       return "fx_w" + n + suffix + (shared(n) ? std::string() : ".v[fx_j]");
     };
-    // A tiled walk's loads: each input's element of every row of the thread, as one
-    // vector where the rows lie side by side (one element where an input shares it),
-    // else each row's at its own offset.
-    auto rowLoads = [&](const std::string& suffix) {
-      for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        if (!read[i]) continue;
-        const std::string n = std::to_string(i);
-        const std::string vec = "FxVec<" + std::string(storageTypeName(k_.inputs[i].dtype)) + ", " + b + ">";
-        const std::string w = "fx_w" + n + suffix;
-        const std::string at = "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
-        out_ << "      " << vec << " " << w << ";\n      if (fx_side_in) {\n";
-        if (k_.inputs[i].outer_zero_stride) {
-          out_ << "        #pragma unroll\n        for (int fx_j = 0; fx_j < " << b << "; ++fx_j) " << w
-               << ".v[fx_j] = *(" << at << ");\n";
-        } else {
-          out_ << "        " << w << " = *(const " << vec << "*)(" << at << ");\n";
-        }
-        out_ << "      } else {\n        #pragma unroll\n        for (int fx_j = 0; fx_j < " << b
-             << "; ++fx_j) " << w << ".v[fx_j] = in" << n << "[fx_off" << n << "[fx_j] + fx_eo" << n
-             << suffix << "];\n      }\n";
-      }
-    };
     const int g = kColumnGroups;
     // One step of the unrolled loop from fx_e: the offsets, every vector load, then the
     // elements; `tiled`: their stored values go through the tiles, whose stores follow
@@ -753,9 +733,7 @@ class ColumnPrinter {
         printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u),
                             stores);
       }
-      for (int u = 0; u < kColumnUnroll; ++u) {
-        tiled ? rowLoads("_" + std::to_string(u)) : vectorLoads("_" + std::to_string(u));
-      }
+      for (int u = 0; u < kColumnUnroll; ++u) vectorLoads("_" + std::to_string(u));
       // Sums kept in double add a step's elements in float first: one conversion and
       // one double add per step, not per element (a conversion to double runs at an
       // eighth of float arithmetic's rate: a float16 column sum of g * sigmoid(x) over
@@ -779,10 +757,8 @@ class ColumnPrinter {
                   : "";
         printElementLoop(
             pass, elements, stores, /*side=*/true, suffix,
-            [&](const std::string& n) {
-              return tiled ? "fx_w" + n + suffix + ".v[fx_j]" : fromVector(n, suffix);
-            },
-            /*in_steps=*/true, tile_at);
+            [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true,
+            tile_at);
         if (tiled && (u + 1) % per_tile == 0) {
           printCudaTileStores(stores, "fx_e0 + " + std::to_string((u + 1 - per_tile) * g));
         }
@@ -796,22 +772,26 @@ class ColumnPrinter {
     };
     out_ << "    int64_t fx_e = fx_lo + fx_g;\n";
     if (tiles) {
-      // Every block tiles (its tiled outputs' rows are never side by side), each thread
-      // reading its rows as they lie: the threads meet at the tiles' barriers, each step
-      // of the same elements (a warp's own bound would differ by its g).
-      out_ << "    {\n    int64_t fx_e0 = fx_lo;\n"
+      // A block tiles where every thread's rows lie side by side in the inputs (and in
+      // the outputs without a tile: a tiled output's never do), the others storing
+      // element by element: its threads meet at the tiles' barriers, each step of the
+      // same elements (a warp's own bound would differ by its g).
+      out_ << "    if (__syncthreads_and(fx_side_in";
+      for (size_t o : stores) {
+        if (!isTiled(o)) out_ << " && fx_oside" << o;
+      }
+      out_ << ")) {\n    int64_t fx_e0 = fx_lo;\n"
            << "    for (; fx_e0 + " << kColumnUnroll * g << " <= fx_hi; fx_e0 += "
            << kColumnUnroll * g << ") {\n"
            << "      fx_e = fx_e0 + fx_g;\n";
       step(/*tiled=*/true);
-      out_ << "    }\n    fx_e = fx_e0 + fx_g;\n    }\n";
-    } else {
-      out_ << "    if (fx_side) {\n"
-           << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += "
-           << kColumnUnroll * g << ") {\n";
-      step(/*tiled=*/false);
-      out_ << "    }\n    }\n";
+      out_ << "    }\n    fx_e = fx_e0 + fx_g;\n    } else\n";
     }
+    out_ << "    if (fx_side) {\n"
+         << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += "
+         << kColumnUnroll * g << ") {\n";
+    step(/*tiled=*/false);
+    out_ << "    }\n    }\n";
     out_ << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
     printElementOffsets("fx_e", "", stores);
     out_ << "      if (fx_side) {\n";
@@ -838,16 +818,15 @@ class ColumnPrinter {
       if (isTiled(o)) tiled.push_back(o);
     }
     out_ << "      __syncthreads();\n      {\n"
-         << "      const int fx_te = threadIdx.x % " << t << ";\n"
-         << "      const int64_t fx_rbase = fx_r0 - fx_lane * " << b << ";  // the block's first row\n";
+         << "      const int fx_te = threadIdx.x % " << t << ";\n";
     printElementOffsets("(" + base + " + fx_te)", "_t", tiled, /*inputs=*/false);
     out_ << "      #pragma unroll 4\n      for (int fx_k = threadIdx.x / " << t << "; fx_k < "
-         << 32 * block_ << "; fx_k += " << cudaRowBlock(k_) / tile_ << ") {\n"
-         << "        if (fx_rbase + fx_k >= fx_rows) break;\n";
+         << 32 * block_ << "; fx_k += " << cudaRowBlock(k_) / tile_ << ") {\n";
     for (size_t o : tiled) {
       const std::string n = std::to_string(o);
-      out_ << "        out" << n << "[fx_trow" << n << "[fx_k] + fx_oeo" << n << "_t] = fx_tile" << n
-           << "[fx_k * " << t << " + (fx_te ^ ((fx_k / " << b << ") & " << tile_ - 1 << "))];\n";
+      out_ << "        out" << n << "[fx_trow" << n << "[fx_k] + fx_oeo" << n << "_t] = fx_tile"
+           << n << "[fx_k * " << t << " + (fx_te ^ ((fx_k / " << b << ") & " << tile_ - 1
+           << "))];\n";
     }
     out_ << "      }\n      }\n      __syncthreads();\n";
   }
@@ -866,8 +845,7 @@ class ColumnPrinter {
     std::vector<ExprId> operands;
     for (ExprId r : pass.reduces) operands.push_back(k_.exprs[r].args[0]);
     for (size_t o : stores) operands.push_back(k_.outputs[o].value);
-    // CUDA's tiled walk: each tiled output to its tile, the others in vectors where the
-    // thread's rows lie side by side.
+    // CUDA's tiled walk: each tiled output to its tile, the others in vectors.
     const bool vector_stores = cuda_ && side && !stores.empty();
     const bool tiled = !tile_at.empty();
     auto vectorOf = [this](size_t o) {  // a thread's elements of output o, one per row
@@ -903,10 +881,6 @@ class ColumnPrinter {
           storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
       if (tiled && isTiled(o)) {
         out_ << "        fx_tile" << n << "[" << tile_at << "] = " << value << ";\n";
-      } else if (vector_stores && tiled) {  // in vectors where this thread's rows allow
-        out_ << "        if (fx_side_in && fx_oside" << n << ") fx_ws" << n << suffix
-             << ".v[fx_j] = " << value << "; else if (fx_live && fx_j < fx_nb) out" << n
-             << "[fx_ooff" << n << "[fx_j] + fx_oeo" << n << suffix << "] = " << value << ";\n";
       } else if (vector_stores) {
         out_ << "        fx_ws" << n << suffix << ".v[fx_j] = " << value << ";\n";
       } else if (tiled) {
@@ -923,9 +897,8 @@ class ColumnPrinter {
     for (size_t o : stores) {
       if (!vector_stores || (tiled && isTiled(o))) continue;
       const std::string n = std::to_string(o);
-      out_ << "      if (fx_live" << (tiled ? " && fx_side_in && fx_oside" + n : "") << ") *("
-           << vectorOf(o) << "*)(out" << n << " + fx_ooff" << n << "[0] + fx_oeo" << n << suffix
-           << ") = fx_ws" << n << suffix << ";\n";
+      out_ << "      if (fx_live) *(" << vectorOf(o) << "*)(out" << n << " + fx_ooff" << n
+           << "[0] + fx_oeo" << n << suffix << ") = fx_ws" << n << suffix << ";\n";
     }
   }
 

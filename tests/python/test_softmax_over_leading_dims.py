@@ -212,9 +212,9 @@ def test_cuda_tiles_of_every_size(
     """CUDA stores such results through tiles in shared memory: 32 elements of each of
     a block's 32 x vector rows, between barriers. Rows per batch item below, at and past
     a block of float32 rows at the widest vector (128), a thread's rows across two batch
-    items (read each at its own offset), the last block's rows past the end; widths
-    below, at and past a step of 64 elements (the rest of a row is stored element by
-    element); every vector width."""
+    items (its block then stores element by element), the last block's rows past the
+    end; widths below, at and past a step of 64 elements (the rest of a row is stored
+    element by element); every vector width."""
     compare_each_variant(TILED, *transposed_pair(rows, width, dtype, "cuda"), dtype=dtype)
 
 
