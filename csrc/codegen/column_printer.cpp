@@ -879,12 +879,10 @@ class ColumnPrinter {
       const std::string n = std::to_string(o);
       const std::string value =
           storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
-      if (tiled && isTiled(o)) {
+      if (tiled && (!cuda_ || isTiled(o))) {
         out_ << "        fx_tile" << n << "[" << tile_at << "] = " << value << ";\n";
       } else if (vector_stores) {
         out_ << "        fx_ws" << n << suffix << ".v[fx_j] = " << value << ";\n";
-      } else if (tiled) {
-        out_ << "        fx_tile" << n << "[" << tile_at << "] = " << value << ";\n";
       } else if (side) {
         out_ << "        out" << n << "[fx_ooff" << n << "[0] + fx_oeo" << n << suffix
              << " + fx_j] = " << value << ";\n";
@@ -914,6 +912,10 @@ class ColumnPrinter {
 };
 
 }  // namespace
+
+int64_t cudaColumnBlocks(int64_t rows, int vector) {
+  return cudaColumnThreads(rows, vector) / (32 * kColumnGroups);
+}
 
 int64_t cudaColumnThreads(int64_t rows, int vector) {
   const int64_t units = (rows + vector - 1) / vector;

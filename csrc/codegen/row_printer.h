@@ -30,6 +30,8 @@ std::string printColumnKernel(const Kernel& kernel, bool cuda);
 // The threads a CUDA column kernel runs per slice of `rows` rows, `vector` per thread:
 // whole blocks (cudaRowBlock) of warps that share their rows.
 int64_t cudaColumnThreads(int64_t rows, int vector);
+// The blocks of those threads (32 units of `vector` rows each).
+int64_t cudaColumnBlocks(int64_t rows, int vector);
 // A CUDA row kernel's prelude, argument struct and signature, up to its pointers.
 void printCudaRowKernelHead(std::ostream& out, const Kernel& kernel);
 std::string printCudaRowKernel(const Kernel& kernel);

@@ -870,8 +870,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     const std::vector<codegen::CudaRowShape> shapes =
         codegen::cudaColumnShapeCandidates(widest_input);
     if (!p->device.is_cuda()) return shapes.front();
-    const int64_t rows_per_block = 32 * shapes.front().vector;
-    const int64_t blocks = (p->rows + rows_per_block - 1) / rows_per_block;
+    const int64_t blocks = codegen::cudaColumnBlocks(p->rows, shapes.front().vector);
     return blocks >= cuda::deviceInfo(p->device.index()).sm_count ? shapes.front() : shapes.back();
   };
   if (columns) {
