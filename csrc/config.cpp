@@ -60,11 +60,13 @@ void readDump(Config& c) {
     if (item == "graph") c.dump_graph = true;
     else if (item == "kernels") c.dump_kernels = true;
     else if (item == "reasons") c.dump_reasons = true;
-    else if (item == "all") c.dump_graph = c.dump_kernels = c.dump_reasons = true;
+    else if (item == "interpreted") c.dump_interpreted = true;
+    else if (item == "all")
+      c.dump_graph = c.dump_kernels = c.dump_reasons = c.dump_interpreted = true;
     else
       warnings().push_back("FUSER_DUMP item '" + item +
-                           "' is not understood; accepted values: graph, kernels, reasons "
-                           "(comma-separated). Ignoring it.");
+                           "' is not understood; accepted values: graph, kernels, reasons, "
+                           "interpreted (comma-separated). Ignoring it.");
   }
 }
 

@@ -16,6 +16,7 @@ struct Config {
   bool dump_graph = false;        // FUSER_DUMP=graph
   bool dump_kernels = false;      // FUSER_DUMP=kernels
   bool dump_reasons = false;      // FUSER_DUMP=reasons
+  bool dump_interpreted = false;  // FUSER_DUMP=interpreted
   bool fuse_cpu = true;           // FUSER_DEVICES contains cpu
   bool fuse_cuda = true;          // FUSER_DEVICES contains cuda
   bool keep_singletons = false;   // FUSER_SINGLETON=1: keep groups of one node

@@ -6,6 +6,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -24,6 +25,7 @@ class InterpretedGroup {
   std::shared_ptr<torch::jit::Graph> subgraph_;
   std::once_flag once_;
   std::unique_ptr<torch::jit::Code> code_;
+  std::atomic<int> dumped_{0};  // interpreted calls printed (FUSER_DUMP=interpreted)
 };
 
 }  // namespace fuser::runtime

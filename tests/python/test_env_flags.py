@@ -145,3 +145,19 @@ def test_dump_kernels_prints_source():
     assert result.returncode == 0, result.stderr
     assert "fuser_kernel" in result.stderr
     assert "fuser::FusionGroup" in result.stderr
+
+
+def test_dump_interpreted_prints_the_group_and_the_inputs_it_was_given():
+    env = {"FUSER_ENABLE": "1", "FUSER_EXECUTOR": "interpreter"}
+    quiet = run_python(FUSED_PROGRAM, env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "run interpreted" not in quiet.stderr
+    result = run_python(FUSED_PROGRAM, {**env, "FUSER_DUMP": "interpreted"})
+    assert result.returncode == 0, result.stderr
+    assert last_json(result.stdout) == {"fused": 1, "ok": True}
+    lines = result.stderr.splitlines()
+    calls = [line for line in lines if "[fuser] group run interpreted" in line]
+    # Calls 2 and 3 of the program run the optimized graph.
+    assert calls == [f"[fuser] group run interpreted (call {n})" for n in (1, 2)]
+    assert result.stderr.count("aten::sigmoid") == 1  # the graph, with the first call alone
+    assert lines.count("  input 0: Float cpu sizes [32, 32] strides [32, 1] offset 0") == 2
