@@ -35,6 +35,7 @@ bool runStages(GraphPtr& graph, bool leave_to_onednn) {
   convertAttentionMasksOnce(graph);  // a boolean mask read by every layer: converted once
   splitLayerNormBackward(graph); // layer_norm's input gradient: an op a row group takes
   splitBatchNormTraining(graph); // batch statistics: a row group, then an inference batch_norm
+  readSizesFromOperands(graph);  // y.size(d) a fusible op reads: from y's operands' sizes
   formFusionGroups(graph);       // fusible producers and chunks merged into consumer groups
   foldLoneBiasAdds(graph);       // CUDA mm + bias add no group took: addmm again
   writeLoneWritesInPlace(graph); // writes made functional that no group took: in place again

@@ -33,6 +33,7 @@ void denseAttentionMasks(GraphPtr& graph);     // attention_masks.cpp
 void convertAttentionMasksOnce(GraphPtr& graph);  // attention_masks_once.cpp
 void splitLayerNormBackward(GraphPtr& graph);  // layer_norm_backward.cpp
 void splitBatchNormTraining(GraphPtr& graph);  // batch_norm_training.cpp
+void readSizesFromOperands(GraphPtr& graph);   // operand_sizes.cpp
 void formFusionGroups(GraphPtr& graph);        // partition.cpp
 void foldLoneBiasAdds(GraphPtr& graph);        // lone_bias_adds.cpp
 void writeLoneWritesInPlace(GraphPtr& graph);  // lone_writes.cpp
