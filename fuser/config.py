@@ -7,7 +7,7 @@
 | FUSER_ARG_LIMIT=N      | default argument limit of a group (inputs + outputs), N >= 2   |
 | FUSER_CACHE_DIR=path   | on-disk kernel cache (default ~/.cache/fuser)                  |
 | FUSER_DUMP=graph,kernels,reasons | print fused graphs / kernels / refusal reasons to stderr |
-| FUSER_DUMP=interpreted | print a group's graph and inputs when a call runs it interpreted |
+| FUSER_DUMP=interpreted | print why a call ran a group interpreted, with its graph and inputs |
 | FUSER_DEVICES=cpu,cuda | devices whose tensors may be fused (default both)              |
 | FUSER_SINGLETON=1      | keep groups of a single node (default: dissolved)              |
 | FUSER_MIN_GROUP_SIZE=N | dissolve groups of fewer than N nodes (2; 1 if FUSER_SINGLETON=1) |

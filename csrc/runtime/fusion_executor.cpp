@@ -267,7 +267,9 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
   return *specializations_.back();
 }
 
-void FusionExecutor::runInterpreted(torch::jit::Stack& stack) { interpreted_.run(stack); }
+void FusionExecutor::runInterpreted(torch::jit::Stack& stack, const char* why) {
+  interpreted_.run(stack, why);
+}
 
 bool FusionExecutor::signatureOf(c10::ArrayRef<c10::IValue> inputs,
                                  InputSignature& signature) const {
@@ -367,15 +369,18 @@ TensorView viewOf(const Layout& layout, c10::Device device) {
 }  // namespace
 
 void FusionExecutor::run(torch::jit::Stack& stack) {
-  if (config().use_interpreter || kernel_graph_.interpret_only ||
-      masksDrawnByAten(stack, num_inputs_, philox_offsets_)) {
-    return runInterpreted(stack);
+  if (config().use_interpreter) return runInterpreted(stack, "FUSER_EXECUTOR=interpreter");
+  if (kernel_graph_.interpret_only) return runInterpreted(stack, "the group has no kernel form");
+  if (masksDrawnByAten(stack, num_inputs_, philox_offsets_)) {
+    return runInterpreted(stack, "ATen draws its dropout masks");
   }
   auto inputs = torch::jit::last(stack, num_inputs_);
   for (size_t i : copied_inputs_) {
     // Eager's x.contiguous() of a row-major x is x itself: ATen's answers so.
     const c10::IValue& v = inputs[i];
-    if (!v.isTensor() || v.toTensor().is_contiguous()) return runInterpreted(stack);
+    if (!v.isTensor() || v.toTensor().is_contiguous()) {
+      return runInterpreted(stack, "contiguous() of a row-major tensor is the tensor itself");
+    }
   }
 
   // A call whose inputs have the last call's dtypes, devices, sizes, strides and
@@ -405,13 +410,15 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     if (!is_tensor_[i]) continue;
     const KernelInputSource& source = kernel_graph_.sources[i];
     const c10::IValue& v = inputs[source.group_input];
-    if (!v.isTensor() || !v.toTensor().defined()) return runInterpreted(stack);
+    if (!v.isTensor() || !v.toTensor().defined()) {
+      return runInterpreted(stack, "an undefined tensor input");
+    }
     view_inputs.push_back(static_cast<int32_t>(source.group_input));
     if (source.chunks == 0) {
       first_chunk.push_back(static_cast<int32_t>(views.size()));
       views.push_back(TensorView::of(v.toTensor()));
       if (source.channels_of && !alongChannels(views.back(), inputs[*source.channels_of])) {
-        return runInterpreted(stack);  // eager raises its own error on these sizes
+        return runInterpreted(stack, "sizes on which eager raises");
       }
       continue;
     }
@@ -425,12 +432,12 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     }
     views.push_back(chunkOf(chunked_whole, source));
   }
-  if (views.empty()) return runInterpreted(stack);
+  if (views.empty()) return runInterpreted(stack, "no tensor input");
   const size_t num_tensors = views.size();
   const c10::Device device = views[0].device;
   for (const TensorView& t : views) {
     // Mixed devices (a CPU 0-dim tensor with CUDA tensors) run as eager would.
-    if (t.device != device) return runInterpreted(stack);
+    if (t.device != device) return runInterpreted(stack, "inputs on different devices");
   }
   c10::SmallVector<double, 8> dargs;
   c10::SmallVector<int64_t, 8> iargs;
@@ -441,7 +448,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
   c10::SmallVector<bool, 2> suggested_format;
   for (const BatchNormSite& site : layouts_.batchNorms()) {
     auto suggested = batchNormSuggestedFormat(site, kernel_graph_, inputs, repeatable);
-    if (!suggested) return runInterpreted(stack);
+    if (!suggested) return runInterpreted(stack, "batch_norm's layout not decided");
     suggested_format.push_back(*suggested);
   }
   std::vector<Layout> out_layouts;
@@ -457,11 +464,13 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
   const std::vector<int64_t> shape = broadcastShape(c10::ArrayRef<TensorView>(views));
   // Nothing to compute: eager's empty results have strides by rules of ATen's own (a
   // zero stride past an empty dim, batch_norm's clone), which the interpreter gives.
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return runInterpreted(stack);
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    return runInterpreted(stack, "a zero-size result");
+  }
   for (const Layout& layout : out_layouts) {
     if (c10::IntArrayRef(layout.sizes) != c10::IntArrayRef(shape)) {
       stats().layout_fallbacks++;
-      return runInterpreted(stack);
+      return runInterpreted(stack, "an output of another shape than the iteration's");
     }
   }
 
@@ -487,7 +496,7 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
     at::Tensor& whole = outputs[target.group_output];
     if (!whole.defined()) {
       auto type = subgraph_->outputs()[target.group_output]->type()->cast<c10::TensorType>();
-      if (!type || !type->scalarType()) return runInterpreted(stack);
+      if (!type || !type->scalarType()) return runInterpreted(stack, "a cat output of no profiled dtype");
       whole = allocateCat(target, shape, *type->scalarType(), device);
     }
     out_slots[o] = static_cast<int32_t>(views.size());
@@ -513,14 +522,16 @@ void FusionExecutor::run(torch::jit::Stack& stack) {
                                  out_slots};
   const Specialization& spec = specialize(makeKey(plan, zero_dim, out_slots, device, vectorize),
                                           plan, kernel_shape, device, vectorize);
-  if (!spec.kernel) return runInterpreted(stack);
+  if (!spec.kernel) return runInterpreted(stack, "the kernel did not build");
 
   c10::SmallVector<void*, 24> ptrs;
   for (size_t t = 0; t < num_tensors; ++t) ptrs.push_back(views[t].data);
   for (size_t o = 0; o < targets.size(); ++o) {
     if (targets[o].pieces > 0) {
       const TensorView& slice = views[out_slots[o]];
-      if (slice.dtype != spec.out_dtypes[o]) return runInterpreted(stack);
+      if (slice.dtype != spec.out_dtypes[o]) {
+        return runInterpreted(stack, "a cat piece of another dtype");
+      }
       ptrs.push_back(slice.data);
       continue;
     }

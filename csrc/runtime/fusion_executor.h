@@ -93,7 +93,8 @@ class FusionExecutor {
   const Specialization& compile(const SpecKey& key, const IterationPlan& plan,
                                 const KernelShape& shape, c10::Device device, bool vectorize,
                                 bool fix_shape);
-  void runInterpreted(torch::jit::Stack& stack);
+  // `why`: what kept the kernel from the call, for FUSER_DUMP=interpreted.
+  void runInterpreted(torch::jit::Stack& stack, const char* why);
 
   std::shared_ptr<torch::jit::Graph> subgraph_;  // what the interpreter runs
   KernelGraph kernel_graph_;                     // what the kernel computes

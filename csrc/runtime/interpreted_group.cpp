@@ -34,7 +34,7 @@ std::string describeInputs(c10::ArrayRef<c10::IValue> inputs) {
 
 }  // namespace
 
-void InterpretedGroup::run(torch::jit::Stack& stack) {
+void InterpretedGroup::run(torch::jit::Stack& stack, const char* why) {
   std::call_once(once_, [&] {
     auto copy = subgraph_->copy();
     expandBroadcastingChunks(copy->block());
@@ -47,7 +47,9 @@ void InterpretedGroup::run(torch::jit::Stack& stack) {
     if (n < kDumpedCallsPerGroup) {
       size_t num_inputs = subgraph_->inputs().size();
       std::ostringstream out;
-      out << "[fuser] group run interpreted (call " << n + 1 << ")\n";
+      out << "[fuser] group run interpreted (call " << n + 1 << ")";
+      if (why) out << ": " << why;
+      out << "\n";
       if (n == 0) out << *subgraph_;
       out << describeInputs(torch::jit::last(stack, num_inputs));
       std::cerr << out.str();

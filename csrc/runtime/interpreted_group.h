@@ -18,8 +18,9 @@ class InterpretedGroup {
       : subgraph_(std::move(subgraph)) {}
   // Runs the subgraph on the stack's inputs, leaving its outputs; counts
   // stats().interpreted_runs. The code is made at the first run (BroadcastingChunk
-  // nodes, which the interpreter has no operator for, expanded in a copy).
-  void run(torch::jit::Stack& stack);
+  // nodes, which the interpreter has no operator for, expanded in a copy). `why`: what
+  // kept the kernel from this call, printed with it under FUSER_DUMP=interpreted.
+  void run(torch::jit::Stack& stack, const char* why = nullptr);
 
  private:
   std::shared_ptr<torch::jit::Graph> subgraph_;

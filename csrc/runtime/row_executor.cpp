@@ -30,6 +30,15 @@ namespace {
 
 using Sizes = std::vector<int64_t>;
 
+// Why this thread's last plan() gave no kernel: FUSER_DUMP=interpreted prints it beside
+// the calls that then run interpreted.
+thread_local const char* t_refusal = nullptr;
+
+std::nullptr_t refuse(const char* why) {
+  t_refusal = why;
+  return nullptr;
+}
+
 // Rows of fewer elements than this share a CPU thread with others.
 constexpr int64_t kCpuElementsPerThread = 32768;
 // Rows cut in slices (codegen/split_rows.h): a slice's least elements (CUDA, CPU), the
@@ -323,7 +332,9 @@ void RowExecutor::takeColumnSumsOut() {
   if (any) subgraph_ = kernel_graph;
 }
 
-void RowExecutor::runInterpreted(torch::jit::Stack& stack) { interpreted_.run(stack); }
+void RowExecutor::runInterpreted(torch::jit::Stack& stack, const char* why) {
+  interpreted_.run(stack, why);
+}
 
 ops::RowReduction RowExecutor::groupReduction(ops::RowReduction::Result result) const {
   ops::RowReduction r;
@@ -541,7 +552,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (node->kind() != c10::aten::adaptive_avg_pool2d) continue;
     for (const at::Tensor& t : tensors) {
       if (t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
-        return nullptr;
+        return refuse("eager gives adaptive_avg_pool2d of a channels-last input channels-last strides");
       }
     }
   }
@@ -565,32 +576,32 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         continue;
       }
       const Sizes& in = shapes.at(node->input(0));
-      if (static_cast<int64_t>(in.size()) != rank_ || (shape && *shape != in)) return nullptr;
+      if (static_cast<int64_t>(in.size()) != rank_ || (shape && *shape != in)) return refuse("the reductions read values of different shapes");
       shape = in;
       if (node->kind() == c10::aten::group_norm) {
         // Eager raises for channels the groups do not split, and for a weight or bias
         // that is not one element per channel.
-        if (in.size() < 2 || in[1] % groups_ != 0) return nullptr;
+        if (in.size() < 2 || in[1] % groups_ != 0) return refuse("group_norm's groups do not split the channels (eager raises)");
         for (size_t w : {ops::kGroupNormWeight, ops::kGroupNormBias}) {
           auto it = shapes.find(node->input(w));
-          if (it != shapes.end() && it->second != Sizes{in[1]}) return nullptr;
+          if (it != shapes.end() && it->second != Sizes{in[1]}) return refuse("group_norm's weight or bias is not one element per channel (eager raises)");
         }
       }
       if (node->kind() == c10::aten::_grad_sum_to_size) {
         // The guard pins the size, not the gradient's sizes: eager raises where the
         // size does not expand to the gradient's (the sum would give another shape).
         auto size = ops::gradSumTarget(node);
-        if (!size || ops::reducedSizes(in, *reduction) != *size) return nullptr;
+        if (!size || ops::reducedSizes(in, *reduction) != *size) return refuse("_grad_sum_to_size's size does not match the gradient's (eager raises)");
       }
       if (ops::isLayerNorm(node)) {
         // The guard fixes ranks, not sizes: eager raises for a normalized shape or a
         // weight that is not the row's.
         const Sizes row(in.end() - reduced_, in.end());
         auto normalized = torch::jit::toIValue(node->namedInput("normalized_shape"));
-        if (!normalized || normalized->toIntVector() != row) return nullptr;
+        if (!normalized || normalized->toIntVector() != row) return refuse("layer_norm's normalized shape is not the row's");
         for (size_t w : {2, 3}) {
           auto it = shapes.find(node->input(w));
-          if (it != shapes.end() && it->second != row) return nullptr;  // eager raises
+          if (it != shapes.end() && it->second != row) return refuse("layer_norm's weight or bias is not the row's shape (eager raises)");  // eager raises
         }
       }
       if (ops::isLayerNormInputGrad(node)) {
@@ -599,7 +610,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         // the weight the row's.
         const Sizes row(in.end() - reduced_, in.end());
         auto normalized = torch::jit::toIValue(node->namedInput("normalized_shape"));
-        if (!normalized || normalized->toIntVector() != row) return nullptr;
+        if (!normalized || normalized->toIntVector() != row) return refuse("layer_norm's backward: its normalized shape is not the row's");
         const Sizes per_row = ops::reducedSizes(in, groupReduction(ops::RowReduction::Result::KeepDims));
         const std::pair<size_t, const Sizes*> expected[] = {{ops::kInputGradInput, &in},
                                                             {ops::kInputGradMean, &per_row},
@@ -607,7 +618,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                                                             {ops::kInputGradWeight, &row}};
         for (const auto& [input, sizes] : expected) {
           auto it = shapes.find(node->input(input));
-          if (it != shapes.end() && it->second != *sizes) return nullptr;
+          if (it != shapes.end() && it->second != *sizes) return refuse("layer_norm's backward: its operands' shapes are not the row's");
         }
       }
       shapes.emplace(node->output(0), ops::reducedSizes(in, *reduction));
@@ -620,12 +631,12 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       }
     }
   } catch (const c10::Error&) {
-    return nullptr;  // shapes that do not broadcast: eager raises
+    return refuse("shapes that do not broadcast (eager raises)");  // shapes that do not broadcast: eager raises
   }
-  if (!shape) return nullptr;
+  if (!shape) return refuse("no reduction's input shape");
   int64_t numel = 1;
   for (int64_t s : *shape) numel *= s;
-  if (numel == 0) return nullptr;
+  if (numel == 0) return refuse("a zero-size iteration");
 
   // Column sums read values of the iteration shape (the guard pins ranks, not sizes: a
   // value of one element per row would be a per-row output), and a _grad_sum_to_size
@@ -633,9 +644,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   for (size_t o = 0; o < num_outputs_; ++o) {
     if (!column_sums_[o]) continue;
     auto it = shapes.find(subgraph_->outputs()[o]);
-    if (it == shapes.end() || it->second != *shape) return nullptr;
+    if (it == shapes.end() || it->second != *shape) return refuse("a column sum over a value of another shape than the iteration's");
     if (column_targets_[o] && ops::reducedSizes(*shape, *column_sums_[o]) != *column_targets_[o]) {
-      return nullptr;
+      return refuse("a column sum whose size is not the gradient's (eager raises)");
     }
   }
   // Whole outputs have the iteration shape, per-row ones the reduced shape (over other
@@ -649,7 +660,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   bool whole_beside_other_dims = false;
   for (const torch::jit::Value* out : subgraph_->outputs()) {
     auto it = shapes.find(out);
-    if (it == shapes.end()) return nullptr;
+    if (it == shapes.end()) return refuse("an output of unknown shape");
     const bool reduced_shape = it->second == kept || it->second == dropped;
     if (it->second == *shape && reduced_dims_.empty()) {
       per_row.push_back(false);
@@ -659,7 +670,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       per_row.push_back(false);
       whole_beside_other_dims = true;
     } else {
-      return nullptr;
+      return refuse("an output neither whole nor one element per row");
     }
     p->out_sizes.push_back(it->second);
     const c10::DimVector strides = c10::contiguous_strides(it->second);
@@ -688,12 +699,12 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     strided = strided || (!read_in_place[t] && !expandedRowMajor(tensors[t]));
   }
   if (whole_beside_other_dims) {
-    if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/true)) return nullptr;
+    if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/true)) return refuse("eager's layout of a whole output beside a reduction over other dims");
     strided = true;
   } else if (strided) {
-    if (!stridedOutputs(tensors, tensor_param, *p)) return nullptr;
+    if (!stridedOutputs(tensors, tensor_param, *p)) return refuse("eager's layout of the outputs of strided inputs");
   } else if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/false)) {
-    return nullptr;
+    return refuse("eager's layout of the outputs");
   }
   std::vector<Sizes> tensor_strides;
   for (size_t t = 0; t < tensors.size(); ++t) {
@@ -703,11 +714,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       tensor_strides.push_back(std::move(st));
       continue;
     }
-    if (at::infer_size(tensors[t].sizes(), *shape) != *shape) return nullptr;
+    if (at::infer_size(tensors[t].sizes(), *shape) != *shape) return refuse("an input that does not broadcast to the iteration shape");
     full = full || tensors[t].sizes() == c10::IntArrayRef(*shape);
     tensor_strides.push_back(expandedStrides(tensors[t], *shape));
   }
-  if (!full) return nullptr;
+  if (!full) return refuse("no input of the iteration shape");
 
   // group_norm: dim 1 of C channels becomes (groups, C / groups); a row is one group.
   Sizes iteration = *shape;
@@ -820,7 +831,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {
     const auto& st = strides[tensors.size() + o];
     if (per_row[o] || columns) continue;  // column kernels store element by element
-    if (!oneRun(p->sizes, st, outer_ndim)) return nullptr;
+    if (!oneRun(p->sizes, st, outer_ndim)) return refuse("a whole output whose rows are not one run in eager's layout");
     for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % longest_vector == 0;
   }
   // Variants (runtime/variant_timing.h): CUDA kernels of other lane counts, each its
@@ -955,7 +966,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (read_in_place[t]) {
       (fits ? fitting : misfits)++;
     } else if (!tensors[t].is_contiguous() && !in.inner_unit_stride && !in.inner_zero_stride) {
-      return nullptr;
+      return refuse("a strided input whose rows are neither runs nor read in place");
     } else if (fits && tensors[t].sizes() == c10::IntArrayRef(*shape)) {
       fitting++;  // a contiguous input of the whole shape, whose rows fit
     }
@@ -971,7 +982,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                                        in.outer_zero_stride << 5));
     p->strides.append(st.begin(), st.end());
   }
-  if (misfits > 0 && fitting == 0) return nullptr;
+  if (misfits > 0 && fitting == 0) return refuse("inputs whose rows fit neither walk, and none that fits");
   for (bool r : per_row) key.push_back(r);
   key.push_back(strided);
   std::vector<bool> rows_apart(p->out_sizes.size(), false);
@@ -994,7 +1005,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     const Specialization& spec =
         specialize(staged, accesses, zero_dim, per_row, rows_apart, outer_ndim, inner_ndim,
                    slice_shape, {}, p->device, /*staged=*/true, strided);
-    if (!spec.kernel) return nullptr;
+    if (!spec.kernel) return refuse("the sliced kernel did not build");
     p->out_dtypes = spec.out_dtypes;
     // The heuristic's count alone. On the H100 it timed best of the counts tried (a
     // whole-tensor mean: 198 us at its 528 slices, 215 at 264, 223 at 1056; batch-1
@@ -1030,7 +1041,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                    row_shape, cross_shapes, p->device, /*staged=*/false, strided);
     // A variant that does not build is left out; without the heuristic's, the plan fails.
     if (!spec.kernel) {
-      if (p->variants.empty()) return nullptr;
+      if (p->variants.empty()) return refuse("the heuristic's kernel did not build");
       continue;
     }
     p->out_dtypes = spec.out_dtypes;
@@ -1052,7 +1063,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       }
     }
   }
-  if (p->variants.empty()) return nullptr;
+  if (p->variants.empty()) return refuse("no kernel built");
   // The choice holds for this group, kernel and shape class on this kind of device: the
   // row length, the rows' count to the next power of two (a new batch size of the same
   // class times nothing), the candidates themselves (their lanes follow the row's
@@ -1221,8 +1232,9 @@ void RowExecutor::launchKernels(const Plan& p, const Plan::Variant& v, LaunchArg
 }
 
 void RowExecutor::run(torch::jit::Stack& stack) {
-  if (!runnable_ || masksDrawnByAten(stack, num_inputs_, philox_offsets_)) {
-    return runInterpreted(stack);
+  if (!runnable_) return runInterpreted(stack, "its reductions do not make one row kernel");
+  if (masksDrawnByAten(stack, num_inputs_, philox_offsets_)) {
+    return runInterpreted(stack, "ATen draws its dropout masks");
   }
   auto inputs = torch::jit::last(stack, num_inputs_);
   c10::SmallVector<int64_t, 32> signature;
@@ -1241,9 +1253,11 @@ void RowExecutor::run(torch::jit::Stack& stack) {
       }
       continue;
     }
-    if (!v.isTensor() || !v.toTensor().defined()) return runInterpreted(stack);
+    if (!v.isTensor() || !v.toTensor().defined()) {
+      return runInterpreted(stack, "an undefined tensor input");
+    }
     const at::Tensor& t = v.toTensor();
-    if (device && *device != t.device()) return runInterpreted(stack);
+    if (device && *device != t.device()) return runInterpreted(stack, "inputs on different devices");
     device = t.device();
     signature.push_back(static_cast<int64_t>(t.scalar_type()) | t.dim() << 8 |
                         static_cast<int64_t>(t.device().type()) << 16 |
@@ -1253,9 +1267,9 @@ void RowExecutor::run(torch::jit::Stack& stack) {
     signature.append(t.strides().begin(), t.strides().end());
     ptrs.push_back(t.data_ptr());
   }
-  if (!device) return runInterpreted(stack);
+  if (!device) return runInterpreted(stack, "no tensor input");
 
-  if (config().use_interpreter) return runInterpreted(stack);
+  if (config().use_interpreter) return runInterpreted(stack, "FUSER_EXECUTOR=interpreter");
   std::shared_ptr<const Plan> p;
   {
     std::lock_guard<std::mutex> lock(last_mutex_);
@@ -1265,11 +1279,13 @@ void RowExecutor::run(torch::jit::Stack& stack) {
   if (p) {
     stats().repeated_calls++;
   } else {
+    t_refusal = "no kernel built";
     fresh = plan(inputs, signature);
     if (!fresh) {
       // Calls like this one run interpreted too, without planning again.
       fresh = std::make_shared<Plan>();
       fresh->signature = std::move(signature);
+      fresh->refusal = t_refusal;
     }
     p = fresh;
   }
@@ -1278,7 +1294,7 @@ void RowExecutor::run(torch::jit::Stack& stack) {
       std::lock_guard<std::mutex> lock(last_mutex_);
       last_ = fresh;
     }
-    return runInterpreted(stack);
+    return runInterpreted(stack, p->refusal);
   }
 
   std::vector<at::Tensor> outputs;

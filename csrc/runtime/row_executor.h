@@ -63,6 +63,7 @@ class RowExecutor {
     // (then `strides` holds the outputs' after the inputs': Kernel::strided_outputs).
     std::vector<std::vector<int64_t>> out_strides;
     std::vector<c10::ScalarType> out_dtypes;
+    const char* refusal = nullptr;  // a plan of no variant: why (FUSER_DUMP=interpreted)
     // Per output that is a column sum: the whole operand's sizes and strides, as the
     // kernel writes it where it keeps no partials (empty for the other outputs).
     std::vector<std::vector<int64_t>> operand_sizes;
@@ -141,7 +142,8 @@ class RowExecutor {
                           const std::unordered_map<const torch::jit::Value*,
                                                    std::vector<int64_t>>& shapes,
                           Plan& p, bool through_strides) const;
-  void runInterpreted(torch::jit::Stack& stack);
+  // `why`: what kept the kernel from the call, for FUSER_DUMP=interpreted.
+  void runInterpreted(torch::jit::Stack& stack, const char* why);
   // Leading-dims sums of what the rows walk (ops::isColumnSumBeside) that only the
   // group returns: the kernel's subgraph returns their operands instead, which the
   // kernel sums over its rows (partials) or writes whole, and ATen's sum finishes.

@@ -158,6 +158,26 @@ def test_dump_interpreted_prints_the_group_and_the_inputs_it_was_given():
     lines = result.stderr.splitlines()
     calls = [line for line in lines if "[fuser] group run interpreted" in line]
     # Calls 2 and 3 of the program run the optimized graph.
-    assert calls == [f"[fuser] group run interpreted (call {n})" for n in (1, 2)]
+    assert calls == [
+        f"[fuser] group run interpreted (call {n}): FUSER_EXECUTOR=interpreter" for n in (1, 2)
+    ]
     assert result.stderr.count("aten::sigmoid") == 1  # the graph, with the first call alone
     assert lines.count("  input 0: Float cpu sizes [32, 32] strides [32, 1] offset 0") == 2
+
+
+EMPTY_PROGRAM = """
+import torch
+@torch.jit.script
+def f(x, y):
+    return (x * y + 1).relu().sigmoid()
+for _ in range(3):
+    out = f(torch.randn(0, 32), torch.randn(0, 32))
+print(tuple(out.shape))
+"""
+
+
+def test_dump_interpreted_says_why_the_kernel_did_not_run():
+    result = run_python(EMPTY_PROGRAM, {"FUSER_ENABLE": "1", "FUSER_DUMP": "interpreted"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "(0, 32)"
+    assert "[fuser] group run interpreted (call 1): a zero-size result" in result.stderr
