@@ -402,7 +402,8 @@ class CppRowPrinter {
       if (!kept[i]) continue;
       for (size_t o = 0; o < k_.outputs.size(); ++o) {
         const TensorOutput& out = k_.outputs[o];
-        if (taken[o] || out.per_row || out.dtype != k_.exprs[i].type ||
+        // (A row stored apart is no run to hold a row in.)
+        if (taken[o] || out.per_row || out.rows_apart || out.dtype != k_.exprs[i].type ||
             s_.storeLoop(k_, o) != last) {
           continue;
         }
@@ -508,7 +509,7 @@ class CppRowPrinter {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       const TensorOutput& out = k_.outputs[o];
       if (out.per_row || s_.storeLoop(k_, o) != l) continue;
-      out_ << indent << "out" << o << "[" << outputRowStart(k_, o) << " + fx_e] = "
+      out_ << indent << outputElement(k_, o, "fx_e") << " = "
            << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
     }
   }

@@ -311,8 +311,9 @@ class CudaRowPrinter {
       out_ << "    const " << vec << " fx_w" << n << " = *(const " << vec << "*)(in" << n
            << " + off" << n << " + fx_b);\n";
     }
+    // (A row stored apart, TensorOutput::rows_apart, takes its elements one by one.)
     for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
-      if (k_.outputs[o].per_row) continue;
+      if (k_.outputs[o].per_row || k_.outputs[o].rows_apart) continue;
       out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> fx_o" << o
            << ";\n";
     }
@@ -328,12 +329,16 @@ class CudaRowPrinter {
     for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
       const TensorOutput& output = k_.outputs[o];
       if (output.per_row) continue;
-      out_ << "      fx_o" << o << ".v[fx_u] = "
-           << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
+      const std::string value = storeConversion(output.dtype, "v" + std::to_string(output.value));
+      if (output.rows_apart) {
+        out_ << "      " << outputElement(k_, o, "fx_b + fx_u") << " = " << value << ";\n";
+      } else {
+        out_ << "      fx_o" << o << ".v[fx_u] = " << value << ";\n";
+      }
     }
     out_ << "    }\n";
     for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
-      if (k_.outputs[o].per_row) continue;
+      if (k_.outputs[o].per_row || k_.outputs[o].rows_apart) continue;
       const std::string vec = "FxVec<" + std::string(storageTypeName(k_.outputs[o].dtype)) +
                               ", " + std::to_string(v) + ">";
       out_ << "    *(" << vec << "*)(out" << o << " + " << outputRowStart(k_, o) << " + fx_b) = fx_o"
@@ -482,6 +487,7 @@ class CudaRowPrinter {
         continue;
       }
       outputs_here[o] = true;
+      if (k_.outputs[o].rows_apart) continue;  // stored element by element
       out_ << "    FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << "> fx_o" << o
            << ";\n";
     }
@@ -528,11 +534,17 @@ class CudaRowPrinter {
                          "v" + std::to_string(e.args[0]))
            << ";\n";
     }
+    // Before the last loop, threads past the last row compute but do not store.
+    const std::string guard = l < passes ? "if (fx_live) " : "";
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       if (!outputs_here[o]) continue;
-      out_ << "      fx_o" << o << ".v[fx_u] = "
-           << storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value))
-           << ";\n";
+      const std::string value =
+          storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
+      if (k_.outputs[o].rows_apart) {
+        out_ << "      " << guard << outputElement(k_, o, "fx_b + fx_u") << " = " << value << ";\n";
+      } else {
+        out_ << "      fx_o" << o << ".v[fx_u] = " << value << ";\n";
+      }
     }
     // Rows past the last (computed again) add nothing. A 16-bit value adds as stored
     // (rounded), as eager's sum reads it.
@@ -544,10 +556,8 @@ class CudaRowPrinter {
            << loadConversion(t, c10::ScalarType::Float, storeConversion(t, value)) << ";\n";
     }
     out_ << "    }\n";
-    // Before the last loop, threads past the last row compute but do not store.
-    const std::string guard = l < passes ? "if (fx_live) " : "";
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
-      if (!outputs_here[o]) continue;
+      if (!outputs_here[o] || k_.outputs[o].rows_apart) continue;
       out_ << "    " << guard << "*(FxVec<" << storageTypeName(k_.outputs[o].dtype) << ", " << v << ">*)(out"
            << o << " + " << outputRowStart(k_, o) << " + fx_b) = fx_o" << o << ";\n";
     }

@@ -122,8 +122,11 @@ struct TensorOutput {
   int32_t stride_slot = -1;
   bool inner_unit_stride = false;  // Strided: stride of the innermost dim is 1
   bool per_row = false;  // row kernels: one element per row, contiguous over the rows
-  // Column kernels: a whole output whose rows do not lie side by side (a normalization's
-  // contiguous result over a transposed input): CUDA stores it through a tile.
+  // A whole output laid out otherwise than the walk stores it. Column kernels: its rows
+  // do not lie side by side (a normalization's contiguous result over a transposed
+  // input): CUDA stores it through a tile. Row kernels: a row is not one run (eager's
+  // layout of a permuted gradient beside its sum over N, H and W): each element goes
+  // where the output's strides over the row's dims put it (outputElement).
   bool rows_apart = false;
   // CUDA row kernels with rows held (Kernel::row_chunks > 0): the value summed over the
   // rows each block walks, stored in its value's type (float) as one row of partial

@@ -131,6 +131,10 @@ void printNestedRowBases(std::ostream& out, const Kernel& kernel, const std::str
 // fx_r * fx_n or fx_r, or its offset through the output's strides, ooffO
 // (Kernel::strided_outputs; printRowOffsets computes it).
 std::string outputRowStart(const Kernel& kernel, size_t o);
+// Whole output `o`'s element `e` of the row, as an lvalue: after the row's start, or,
+// where the row is not one run (TensorOutput::rows_apart in a row kernel), at the offset
+// the output's strides over the row's dims give it.
+std::string outputElement(const Kernel& kernel, size_t o, const std::string& e);
 // outN[fx_r * fx_n + fx_e] = vI for the outputs of one element per row element.
 void printElementStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 // outN[fx_r] = vI for the per-row outputs.

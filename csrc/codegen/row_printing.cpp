@@ -205,6 +205,17 @@ std::string outputRowStart(const Kernel& k, size_t o) {
   return k.outputs[o].per_row ? "fx_r" : "fx_r * fx_n";
 }
 
+std::string outputElement(const Kernel& k, size_t o, const std::string& e) {
+  const std::string n = std::to_string(o);
+  if (k.columns || !k.outputs[o].rows_apart) {
+    return "out" + n + "[" + outputRowStart(k, o) + " + " + e + "]";
+  }
+  TORCH_CHECK(k.strided_outputs, "fuser: a row stored apart needs the output's strides");
+  const std::string outer = std::to_string(k.outer_ndim);
+  return "out" + n + "[ooff" + n + " + fx_row_offset(" + e + ", fx_sizes + " + outer + ", ost" +
+         n + " + " + outer + ", " + std::to_string(k.inner_ndim) + ")]";
+}
+
 std::string rowLoadNested(const Kernel& k, const Expr& load) {
   if (load.op == IrOp::ElementIndex) return "(fx_r * fx_n + fx_e)";
   const TensorInput& in = k.inputs[load.index];
@@ -252,7 +263,7 @@ void printElementStores(std::ostream& out, const Kernel& k, const std::string& i
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const TensorOutput& output = k.outputs[o];
     if (output.per_row) continue;
-    out << indent << "out" << o << "[" << outputRowStart(k, o) << " + fx_e] = "
+    out << indent << outputElement(k, o, "fx_e") << " = "
         << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
   }
 }

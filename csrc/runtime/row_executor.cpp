@@ -826,12 +826,18 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     aligned = aligned && reinterpret_cast<uintptr_t>(tensors[t].data_ptr()) % 16 == 0;
     for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % longest_vector == 0;
   }
-  // Strided outputs: a whole one's rows must be contiguous runs (the kernels store a row
-  // as one), starting at whole vectors.
+  // Strided outputs: a whole one's rows are stored as runs starting at whole vectors,
+  // or, where eager's layout does not make a row one run (a gradient of a permuted
+  // activation beside its bias's sum over N, H and W), element by element through the
+  // row's strides (TensorOutput::rows_apart).
+  std::vector<bool> rows_apart(p->out_sizes.size(), false);
   for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {
     const auto& st = strides[tensors.size() + o];
     if (per_row[o] || columns) continue;  // column kernels store element by element
-    if (!oneRun(p->sizes, st, outer_ndim)) return refuse("a whole output whose rows are not one run in eager's layout");
+    if (!oneRun(p->sizes, st, outer_ndim)) {
+      rows_apart[o] = true;
+      continue;
+    }
     for (int d = 0; d < outer_ndim; ++d) aligned = aligned && st[d] % longest_vector == 0;
   }
   // Variants (runtime/variant_timing.h): CUDA kernels of other lane counts, each its
@@ -985,11 +991,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   if (misfits > 0 && fitting == 0) return refuse("inputs whose rows fit neither walk, and none that fits");
   for (bool r : per_row) key.push_back(r);
   key.push_back(strided);
-  std::vector<bool> rows_apart(p->out_sizes.size(), false);
   for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {
     const auto& st = strides[tensors.size() + o];
     p->strides.append(st.begin(), st.end());
-    rows_apart[o] = columns && outer_ndim >= 1 && !per_row[o] && st[outer_ndim - 1] != 1;
+    // Column kernels: whole outputs whose rows do not lie side by side (CUDA tiles them).
+    if (columns) rows_apart[o] = outer_ndim >= 1 && !per_row[o] && st[outer_ndim - 1] != 1;
     key.push_back(rows_apart[o]);
   }
   if (splits > 1) {

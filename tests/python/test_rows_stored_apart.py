@@ -1,0 +1,68 @@
+"""Row kernels whose whole outputs, in eager's layout, do not lay a row out as one run:
+a group profiled on row-major tensors, reduced over N, H and W beside its elementwise
+result (a bias gradient summed beside the gradient), then called with a permuted
+activation (NHWC sizes over NCHW memory), as timm's MaxViT hands its backward such
+gradients. The rows (channels) are read through the input's strides and each whole
+output's elements are stored where its strides put them (TensorOutput::rows_apart):
+eager's strides and values, and no call runs interpreted (before, every such call did)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fuser
+from helpers import devices, eager_from_source, run_optimized, script_from_source
+
+SUM_BESIDE = "def f(x, m):\n    y = x * m + 1.0\n    return y, y.sum([0, 1, 2])\n"
+MEAN_AND_SQUARE = (
+    "def f(x, m):\n    y = (x - m).relu()\n    return y * y, y.mean([0, 1, 2], keepdim=True)\n"
+)
+
+
+def permuted(n: int, c: int, h: int, w: int, device: str, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(n, c, h, w, device=device, dtype=dtype).permute(0, 2, 3, 1)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("text", [SUM_BESIDE, MEAN_AND_SQUARE], ids=["sum", "mean"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_whole_outputs_of_rows_that_are_not_runs(fused, device, dtype, text, batch) -> None:
+    fn = script_from_source(text)
+    m = torch.randn(batch, 5, 7, 24, device=device, dtype=dtype)
+    run_optimized(fn, torch.randn(batch, 5, 7, 24, device=device, dtype=dtype), m)
+    x = permuted(batch, 24, 5, 7, device, dtype)
+    got = fn(x, m)
+    want = eager_from_source(text)(x, m)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert g.stride() == w.stride(), (g.stride(), w.stride())
+        torch.testing.assert_close(g, w, **tol)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["groups_formed"] == 1
+    # Where NVRTC is present, the CUDA form of each kernel compiled too (conftest.py).
+    assert stats["cuda_cross_compile_failures"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_bias_gradient_beside_a_permuted_incoming_gradient(fused, device) -> None:
+    fn = script_from_source(
+        "def f(x, b):\n    return torch.nn.functional.dropout(x + b, 0.1, True) * 2.0\n"
+    )
+    for call in range(4):
+        x = torch.randn(2, 6, 6, 32, device=device, requires_grad=True)
+        b = torch.randn(32, device=device, requires_grad=True)
+        torch.manual_seed(call)
+        out = fn(x, b)
+        # Profiled row-major, then arriving as the permute of an NCHW tensor.
+        grad = torch.randn(2, 32, 6, 6, device=device)
+        grad = grad.permute(0, 2, 3, 1) if call >= 2 else grad.permute(0, 2, 3, 1).contiguous()
+        out.backward(grad)
+        # Eager's gradients from the same mask: the kept elements are out's nonzeros.
+        kept = (out != 0).to(grad.dtype)
+        want_x = grad * kept * (2.0 / 0.9)
+        torch.testing.assert_close(x.grad, want_x, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(b.grad, want_x.sum([0, 1, 2]), rtol=1e-4, atol=1e-4)
+    assert fuser.stats()["interpreted_runs"] == 0
