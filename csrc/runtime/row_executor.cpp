@@ -454,15 +454,20 @@ const RowExecutor::Specialization& RowExecutor::specialize(
   return *specializations_.back();
 }
 
+// A random dropout's kernels number the elements in the iteration's order, the
+// interpreter's fuser::philox_dropout in its output's memory order: with permuted inputs
+// the two would draw other masks from one state.
+bool RowExecutor::drawsRandomDropout() const {
+  for (const torch::jit::Node* n : subgraph_->nodes()) {
+    if (n->kind() == philoxDropoutSymbol()) return true;
+  }
+  return false;
+}
+
 bool RowExecutor::stridedOutputs(const std::vector<at::Tensor>& tensors,
                                  const std::vector<size_t>& params, Plan& p) const {
   if (groups_ != 0 || !reduced_dims_.empty()) return false;
-  // A random dropout's kernels number the elements in the iteration's order, the
-  // interpreter's fuser::philox_dropout in its output's memory order: with permuted
-  // inputs the two would draw other masks from one state.
-  for (const torch::jit::Node* n : subgraph_->nodes()) {
-    if (n->kind() == philoxDropoutSymbol()) return false;
-  }
+  if (drawsRandomDropout()) return false;
   auto concrete = [](const torch::jit::Value* v) -> std::optional<std::pair<Sizes, Sizes>> {
     auto type = v->type()->cast<c10::TensorType>();
     if (!type) return std::nullopt;
@@ -702,7 +707,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/true)) return refuse("eager's layout of a whole output beside a reduction over other dims");
     strided = true;
   } else if (strided) {
-    if (!stridedOutputs(tensors, tensor_param, *p)) return refuse("eager's layout of the outputs of strided inputs");
+    // Eager's layout from the profiled types where the call's inputs are laid out as
+    // profiled; else as ATen's rules give it for this call (a gradient that arrives
+    // transposed against its profile), but for random dropout (stridedOutputs).
+    if (!stridedOutputs(tensors, tensor_param, *p) &&
+        (drawsRandomDropout() ||
+         !eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/true))) {
+      return refuse("eager's layout of the outputs of strided inputs");
+    }
   } else if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/false)) {
     return refuse("eager's layout of the outputs");
   }
@@ -951,9 +963,11 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     in.access = codegen::Access::Strided;
     const auto& st = strides[t];
     in.inner_unit_stride = oneRun(p->sizes, st, outer_ndim);
-    // A strided input's rows must still be unit-stride runs (a slice of rows, x[:, 0]):
-    // rows read across strides (a permuted NCHW activation) ran 1.55x slower than eager's
-    // copy-then-normalize on CPU. Reductions over other dims read their permuted inputs
+    // A normalization's strided input must still have unit-stride runs for rows (a slice
+    // of rows, x[:, 0]): rows read across strides (a permuted NCHW activation) ran 1.55x
+    // slower than eager's copy-then-normalize on CPU. Other operands whose rows lie
+    // across strides (an addend that arrives transposed against its profile) are read
+    // through them: eager's ops one by one move more. Reductions over other dims read their permuted inputs
     // in place where a block's rows lie side by side (columns), or share their elements
     // (an expanded gradient: `out.sum().backward()` hands a bias gradient ones of stride
     // 0), or where each row's innermost elements are a run (the walk's order follows the
@@ -971,8 +985,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     const bool fits = neighbouring_rows || rows_of_runs;
     if (read_in_place[t]) {
       (fits ? fitting : misfits)++;
-    } else if (!tensors[t].is_contiguous() && !in.inner_unit_stride && !in.inner_zero_stride) {
-      return refuse("a strided input whose rows are neither runs nor read in place");
+    } else if (any_strides[t] && !tensors[t].is_contiguous() && !in.inner_unit_stride &&
+               !in.inner_zero_stride) {
+      return refuse("a normalization's input whose rows are not runs: ATen copies it first");
     } else if (fits && tensors[t].sizes() == c10::IntArrayRef(*shape)) {
       fitting++;  // a contiguous input of the whole shape, whose rows fit
     }

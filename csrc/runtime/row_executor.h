@@ -129,6 +129,7 @@ class RowExecutor {
   // (such calls run interpreted), for group_norm and reductions over other dims than the
   // trailing ones, and for random dropout (kernel and interpreter draw alike only in
   // one element order).
+  bool drawsRandomDropout() const;
   bool stridedOutputs(const std::vector<at::Tensor>& tensors, const std::vector<size_t>& params,
                       Plan& p) const;
   // Eager's layout of each output (the layout program's replay, the reductions' and

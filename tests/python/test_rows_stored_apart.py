@@ -66,3 +66,46 @@ def test_a_bias_gradient_beside_a_permuted_incoming_gradient(fused, device) -> N
         torch.testing.assert_close(x.grad, want_x, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(b.grad, want_x.sum([0, 1, 2]), rtol=1e-4, atol=1e-4)
     assert fuser.stats()["interpreted_runs"] == 0
+
+
+ADD_TO_LAYER_NORM = (
+    "def f(t, x, w, b):\n    return t + torch.nn.functional.layer_norm(x, [48], w, b, 1e-5)\n"
+)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_addend_that_arrives_transposed_against_its_profile(fused, device, dtype) -> None:
+    # Twins-SVT's and DaViT's backward add a transposed gradient to layer_norm's input
+    # gradient: the row kernel reads the addend's rows across its strides and stores the
+    # sum in eager's layout of it (the addend's, transposed), element by element.
+    fn = script_from_source(ADD_TO_LAYER_NORM)
+    x = torch.randn(3, 20, 48, device=device, dtype=dtype)
+    w = torch.randn(48, device=device, dtype=dtype)
+    b = torch.randn(48, device=device, dtype=dtype)
+    run_optimized(fn, torch.randn(3, 20, 48, device=device, dtype=dtype), x, w, b)
+    for t in (
+        torch.randn(3, 48, 20, device=device, dtype=dtype).transpose(1, 2),
+        torch.randn(20, 48, 3, device=device, dtype=dtype).permute(2, 0, 1),
+    ):
+        got = fn(t, x, w, b)
+        want = eager_from_source(ADD_TO_LAYER_NORM)(t, x, w, b)
+        assert got.stride() == want.stride(), (got.stride(), want.stride())
+        tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {}
+        torch.testing.assert_close(got, want, **tol)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["groups_formed"] == 1
+    assert stats["cuda_cross_compile_failures"] == 0
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_normalized_input_across_strides_is_left_to_aten(fused, device) -> None:
+    # ATen's copy-then-normalize beats reading each row across strides (1.55x on CPU):
+    # such calls run interpreted, with eager's values.
+    text = "def f(x, y):\n    return torch.softmax(x, -1) * y\n"
+    fn = script_from_source(text)
+    y = torch.randn(4, 30, 40, device=device)
+    run_optimized(fn, torch.randn(4, 30, 40, device=device), y)
+    x = torch.randn(4, 40, 30, device=device).transpose(1, 2)
+    torch.testing.assert_close(fn(x, y), eager_from_source(text)(x, y))
+    assert fuser.stats()["interpreted_runs"] == 1
