@@ -708,10 +708,12 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     strided = true;
   } else if (strided) {
     // Eager's layout from the profiled types where the call's inputs are laid out as
-    // profiled; else as ATen's rules give it for this call (a gradient that arrives
-    // transposed against its profile), but for random dropout (stridedOutputs).
+    // profiled; else, for rows over the trailing dims, as ATen's rules give it for this
+    // call (a gradient that arrives transposed against its profile), but for random
+    // dropout (stridedOutputs).
+    const bool trailing_rows = groups_ == 0 && reduced_dims_.empty();
     if (!stridedOutputs(tensors, tensor_param, *p) &&
-        (drawsRandomDropout() ||
+        (!trailing_rows || drawsRandomDropout() ||
          !eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/true))) {
       return refuse("eager's layout of the outputs of strided inputs");
     }
