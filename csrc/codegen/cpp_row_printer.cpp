@@ -109,7 +109,7 @@ class CppRowPrinter {
     out_ << "    }\n";
     openElementLoop("GCC ivdep");
     printExprs(s_.final_element, "      ", "fx_e");
-    printElementStores(out_, k_, "      ");
+    printElementStores(out_, k_, "      ", nested_);
     closeElementLoop();
     out_ << "  }\n";
   }
@@ -338,7 +338,7 @@ class CppRowPrinter {
     printRowStores();
     openElementLoop("GCC ivdep");
     printExprs(s_.final_element, "      ", "fx_e");
-    printElementStores(out_, k_, "      ");
+    printElementStores(out_, k_, "      ", nested_);
     closeElementLoop();
   }
 
@@ -509,7 +509,7 @@ class CppRowPrinter {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       const TensorOutput& out = k_.outputs[o];
       if (out.per_row || s_.storeLoop(k_, o) != l) continue;
-      out_ << indent << outputElement(k_, o, "fx_e") << " = "
+      out_ << indent << outputElement(k_, o, "fx_e", nested_) << " = "
            << storeConversion(out.dtype, "v" + std::to_string(out.value)) << ";\n";
     }
   }

@@ -133,10 +133,14 @@ void printNestedRowBases(std::ostream& out, const Kernel& kernel, const std::str
 std::string outputRowStart(const Kernel& kernel, size_t o);
 // Whole output `o`'s element `e` of the row, as an lvalue: after the row's start, or,
 // where the row is not one run (TensorOutput::rows_apart in a row kernel), at the offset
-// the output's strides over the row's dims give it.
-std::string outputElement(const Kernel& kernel, size_t o, const std::string& e);
-// outN[fx_r * fx_n + fx_e] = vI for the outputs of one element per row element.
-void printElementStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
+// the output's strides over the row's dims give it. `nested`: e is fx_e of the CPU's two
+// nested loops over a row of two dims (fx_i0, fx_i1), which need no division.
+std::string outputElement(const Kernel& kernel, size_t o, const std::string& e,
+                          bool nested = false);
+// outN[fx_r * fx_n + fx_e] = vI for the outputs of one element per row element
+// (`nested`: as outputElement's).
+void printElementStores(std::ostream& out, const Kernel& kernel, const std::string& indent,
+                        bool nested = false);
 // outN[fx_r] = vI for the per-row outputs.
 void printPerRowStores(std::ostream& out, const Kernel& kernel, const std::string& indent);
 

@@ -205,15 +205,24 @@ std::string outputRowStart(const Kernel& k, size_t o) {
   return k.outputs[o].per_row ? "fx_r" : "fx_r * fx_n";
 }
 
-std::string outputElement(const Kernel& k, size_t o, const std::string& e) {
+std::string outputElement(const Kernel& k, size_t o, const std::string& e, bool nested) {
   const std::string n = std::to_string(o);
   if (k.columns || !k.outputs[o].rows_apart) {
     return "out" + n + "[" + outputRowStart(k, o) + " + " + e + "]";
   }
   TORCH_CHECK(k.strided_outputs, "fuser: a row stored apart needs the output's strides");
-  const std::string outer = std::to_string(k.outer_ndim);
-  return "out" + n + "[ooff" + n + " + fx_row_offset(" + e + ", fx_sizes + " + outer + ", ost" +
-         n + " + " + outer + ", " + std::to_string(k.inner_ndim) + ")]";
+  const std::string ost = "ost" + n + "[";
+  const std::string d0 = std::to_string(k.outer_ndim), d1 = std::to_string(k.outer_ndim + 1);
+  std::string at;
+  if (k.inner_ndim == 1) {
+    at = "(" + e + ") * " + ost + d0 + "]";
+  } else if (nested && k.inner_ndim == 2 && e == "fx_e") {
+    at = "fx_i0 * " + ost + d0 + "] + fx_i1 * " + ost + d1 + "]";
+  } else {
+    at = "fx_row_offset(" + e + ", fx_sizes + " + d0 + ", ost" + n + " + " + d0 + ", " +
+         std::to_string(k.inner_ndim) + ")";
+  }
+  return "out" + n + "[ooff" + n + " + " + at + "]";
 }
 
 std::string rowLoadNested(const Kernel& k, const Expr& load) {
@@ -259,11 +268,12 @@ void printRowExprs(std::ostream& out, const Kernel& k, const std::vector<ExprId>
   }
 }
 
-void printElementStores(std::ostream& out, const Kernel& k, const std::string& indent) {
+void printElementStores(std::ostream& out, const Kernel& k, const std::string& indent,
+                        bool nested) {
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const TensorOutput& output = k.outputs[o];
     if (output.per_row) continue;
-    out << indent << outputElement(k, o, "fx_e") << " = "
+    out << indent << outputElement(k, o, "fx_e", nested) << " = "
         << storeConversion(output.dtype, "v" + std::to_string(output.value)) << ";\n";
   }
 }
