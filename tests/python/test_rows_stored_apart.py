@@ -20,19 +20,26 @@ MEAN_AND_SQUARE = (
 )
 
 
-def permuted(n: int, c: int, h: int, w: int, device: str, dtype: torch.dtype) -> torch.Tensor:
-    return torch.randn(n, c, h, w, device=device, dtype=dtype).permute(0, 2, 3, 1)
+def permuted(
+    n: int, c: int, h: int, w: int, device: str, dtype: torch.dtype, order: str = "nchw"
+) -> torch.Tensor:
+    """[n, h, w, c] over NCHW memory, or over NCWH memory (H and W transposed too: a
+    row of three dims that do not merge)."""
+    if order == "nchw":
+        return torch.randn(n, c, h, w, device=device, dtype=dtype).permute(0, 2, 3, 1)
+    return torch.randn(n, c, w, h, device=device, dtype=dtype).permute(0, 3, 2, 1)
 
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("text", [SUM_BESIDE, MEAN_AND_SQUARE], ids=["sum", "mean"])
 @pytest.mark.parametrize("batch", [1, 3])
-def test_whole_outputs_of_rows_that_are_not_runs(fused, device, dtype, text, batch) -> None:
+@pytest.mark.parametrize("order", ["nchw", "ncwh"])
+def test_whole_outputs_of_rows_that_are_not_runs(fused, device, dtype, text, batch, order) -> None:
     fn = script_from_source(text)
     m = torch.randn(batch, 5, 7, 24, device=device, dtype=dtype)
     run_optimized(fn, torch.randn(batch, 5, 7, 24, device=device, dtype=dtype), m)
-    x = permuted(batch, 24, 5, 7, device, dtype)
+    x = permuted(batch, 24, 5, 7, device, dtype, order)
     got = fn(x, m)
     want = eager_from_source(text)(x, m)
     tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
