@@ -17,10 +17,10 @@ from test_random_reductions import SHAPES, difference_from_eager, random_program
 import fuser
 
 
-def check(source: str, args: list[torch.Tensor]) -> str | None:
+def check(source: str, args: list[torch.Tensor], later: list[torch.Tensor]) -> str | None:
     """The test's difference from eager, or the error the program raised."""
     try:
-        return difference_from_eager(source, args)
+        return difference_from_eager(source, args, later)
     except Exception as e:  # noqa: BLE001 - every failure is reported
         return str(e)[:500]
 
@@ -35,11 +35,13 @@ def main() -> None:
             shape = rng.choice(SHAPES)
             source, num_inputs = random_program(rng, len(shape))
             args = [random_tensor(rng, shape, a.device) for _ in range(num_inputs)]
+            # A later call in other layouts (as a gradient may arrive): checked too.
+            later = [random_tensor(rng, shape, a.device) for _ in range(num_inputs)]
             fuser.reset_stats()
-            why = check(source, args)
+            why = check(source, args, later)
             formed += fuser.stats()["groups_formed"]
             if why is not None:
-                strides = [tuple(t.stride()) for t in args]
+                strides = [tuple(t.stride()) for t in args + later]
                 failures.append(f"shape {shape} strides {strides}\n{source}{why}")
         return formed, failures
 

@@ -89,26 +89,43 @@ def random_program(rng: random.Random, rank: int) -> tuple[str, int]:
     return f"def f({signature}):\n{body}\n    return ({outs},)\n", num_inputs
 
 
-def difference_from_eager(source: str, args: list[torch.Tensor]) -> str | None:
+def difference_from_eager(
+    source: str, args: list[torch.Tensor], later: list[torch.Tensor] | None = None
+) -> str | None:
     """How the fused program's results differ from eager's (shape, dtype, strides,
-    values), or that a CUDA cross-compile failed; None where nothing does."""
-    got = run_optimized(script_from_source(source), *args)
-    want = eager_from_source(source)(*args)
-    for g, w in zip(got, want, strict=True):
-        if (g.shape, g.dtype, g.stride()) != (w.shape, w.dtype, w.stride()):
-            return f"layout {(g.shape, g.dtype, g.stride())} vs {(w.shape, w.dtype, w.stride())}"
-        if not torch.allclose(g, w, rtol=2e-5, atol=2e-5, equal_nan=True):
-            return f"values differ by up to {(g - w).abs().nan_to_num(0).max().item()}"
+    values), or that a CUDA cross-compile failed; None where nothing does. `later`: a
+    call after the profiled ones with these arguments (other layouts of the same
+    shapes), checked too."""
+    fn = script_from_source(source)
+    calls = [("", run_optimized(fn, *args), args)]
+    if later is not None:
+        calls.append(("a later call: ", fn(*later), later))
+    for what, got, inputs in calls:
+        want = eager_from_source(source)(*inputs)
+        for g, w in zip(got, want, strict=True):
+            if (g.shape, g.dtype, g.stride()) != (w.shape, w.dtype, w.stride()):
+                return (
+                    f"{what}layout {(g.shape, g.dtype, g.stride())} vs "
+                    f"{(w.shape, w.dtype, w.stride())}"
+                )
+            if not torch.allclose(g, w, rtol=2e-5, atol=2e-5, equal_nan=True):
+                return f"{what}values differ by up to {(g - w).abs().nan_to_num(0).max().item()}"
     if fuser.stats()["cuda_cross_compile_failures"]:
         return "a CUDA cross-compile failed"
     return None
 
 
 def groups_over_random_programs(
-    seed: int, count: int, shapes: list[tuple[int, ...]], make_arg: Callable[..., torch.Tensor]
+    seed: int,
+    count: int,
+    shapes: list[tuple[int, ...]],
+    make_arg: Callable[..., torch.Tensor],
+    relaid: bool = False,
 ) -> int:
     """Checks `count` seeded random programs against eager, each over a shape of
-    `shapes` and inputs `make_arg(rng, shape, i)`; returns the groups they formed."""
+    `shapes` and inputs `make_arg(rng, shape, i)`; returns the groups they formed.
+    `relaid`: each program is called once more with inputs of the same shapes made
+    again (other layouts than the profiled ones, as a gradient may arrive)."""
     rng = random.Random(seed)
     formed = 0
     with fuser.enabled(True):
@@ -116,9 +133,15 @@ def groups_over_random_programs(
             shape = rng.choice(shapes)
             source, num_inputs = random_program(rng, len(shape))
             args = [make_arg(rng, shape, i) for i in range(num_inputs)]
+            later = [make_arg(rng, shape, i) for i in range(num_inputs)] if relaid else None
             fuser.reset_stats()
-            why = difference_from_eager(source, args)
-            assert why is None, (source, [(a.shape, a.stride()) for a in args], why)
+            why = difference_from_eager(source, args, later)
+            assert why is None, (
+                source,
+                [(a.shape, a.stride()) for a in args],
+                [(a.shape, a.stride()) for a in later or []],
+                why,
+            )
             formed += fuser.stats()["groups_formed"]
     return formed
 
@@ -130,6 +153,19 @@ def test_random_reduction_programs_match_eager(device: str) -> None:
 
     formed = groups_over_random_programs(20261126, 40, SHAPES, make_arg)
     assert formed >= 20  # most programs form a group: the partition is what is tested
+
+
+@pytest.mark.parametrize("device", devices())
+def test_later_calls_in_other_layouts_match_eager(device: str) -> None:
+    """Each program profiled on inputs of random layouts, then called on inputs of other
+    random layouts: the kernels take eager's layouts of that call (or the call runs
+    interpreted), never the profiled ones."""
+
+    def make_arg(rng: random.Random, shape: tuple[int, ...], _: int) -> torch.Tensor:
+        return random_tensor(rng, shape, device)
+
+    formed = groups_over_random_programs(20261130, 60, SHAPES, make_arg, relaid=True)
+    assert formed >= 30
 
 
 def tensor_with_size_one_dims(
