@@ -7,6 +7,8 @@ PYTHON=${PYTHON:-python3}
 export FUSER_BUILD_TESTS=1
 bash tools/setup.sh
 
+# fuser is installed here: its autoload tests run (test_env_flags.py).
+export FUSER_TESTS_INSTALLED=1
 # Tests never read or pollute the user's kernel cache.
 export FUSER_CACHE_DIR=${FUSER_CACHE_DIR:-$(mktemp -d /tmp/fuser-test-cache-XXXXXX)}
 

@@ -2,9 +2,22 @@
 reads them once). FUSER_ENABLE works through the torch.backends entry point, with
 no import of fuser in the program."""
 
+import importlib.metadata
 import json
+import os
+
+import pytest
 
 from helpers import run_python
+
+# Autoload needs fuser installed (`pip install`), which registers its torch.backends
+# entry point; a tree only built in place (the device's) has none. The test command sets
+# FUSER_TESTS_INSTALLED=1: there these tests run, and fail if the entry point is missing.
+INSTALLED = any(e.name == "fuser" for e in importlib.metadata.entry_points(group="torch.backends"))
+needs_entry_point = pytest.mark.skipif(
+    not INSTALLED and os.environ.get("FUSER_TESTS_INSTALLED") != "1",
+    reason="fuser is not installed: no torch.backends entry point to autoload",
+)
 
 FUSED_PROGRAM = """
 import json, torch
@@ -28,6 +41,7 @@ def last_json(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+@needs_entry_point
 def test_autoload_enables_without_import():
     result = run_python(FUSED_PROGRAM, {"FUSER_ENABLE": "1"})
     assert result.returncode == 0, result.stderr
@@ -46,6 +60,7 @@ sys.meta_path.insert(0, _NoExtension())
 """
 
 
+@needs_entry_point
 def test_torch_loads_the_entry_point_without_importing_fuser():
     code = """
 import importlib.metadata, sys, torch
@@ -58,6 +73,7 @@ print(entry, "fuser" in sys.modules, "fuser_autoload" in sys.modules)
     assert result.stdout.split() == ["['fuser_autoload:autoload']", "False", "True"]
 
 
+@needs_entry_point
 def test_a_broken_extension_does_not_break_import_torch():
     program = """
 import torch
@@ -121,6 +137,7 @@ for w in caught:
     assert any("FUSER_TILE_GROUP" in w and "0 to 1024" in w for w in warns)
 
 
+@needs_entry_point
 def test_bad_enable_value_does_not_break_import_torch():
     result = run_python("import torch; print('imported')", {"FUSER_ENABLE": "maybe"})
     assert result.returncode == 0, result.stderr
@@ -134,12 +151,14 @@ def test_arg_limit_from_environment():
     assert result.stdout.strip().splitlines()[-1] == "16"
 
 
+@needs_entry_point
 def test_devices_flag_excludes_cpu():
     result = run_python(FUSED_PROGRAM, {"FUSER_ENABLE": "1", "FUSER_DEVICES": "cuda"})
     assert result.returncode == 0, result.stderr
     assert last_json(result.stdout) == {"fused": 0, "ok": True}
 
 
+@needs_entry_point
 def test_dump_kernels_prints_source():
     result = run_python(FUSED_PROGRAM, {"FUSER_ENABLE": "1", "FUSER_DUMP": "kernels,graph"})
     assert result.returncode == 0, result.stderr
@@ -147,6 +166,7 @@ def test_dump_kernels_prints_source():
     assert "fuser::FusionGroup" in result.stderr
 
 
+@needs_entry_point
 def test_dump_interpreted_prints_the_group_and_the_inputs_it_was_given():
     env = {"FUSER_ENABLE": "1", "FUSER_EXECUTOR": "interpreter"}
     quiet = run_python(FUSED_PROGRAM, env)
@@ -176,6 +196,7 @@ print(tuple(out.shape))
 """
 
 
+@needs_entry_point
 def test_dump_interpreted_says_why_the_kernel_did_not_run():
     result = run_python(EMPTY_PROGRAM, {"FUSER_ENABLE": "1", "FUSER_DUMP": "interpreted"})
     assert result.returncode == 0, result.stderr
