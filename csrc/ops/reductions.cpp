@@ -5,6 +5,7 @@
 #include "ops/reductions.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "config.h"
 #include "ops/lowering_rules.h"
@@ -183,9 +184,18 @@ FusionDecision checkRowReduction(const Node* node) {
       return FusionDecision::no("only the 2-norm is fused");
     }
   }
-  if (isLayerNorm(node) || node->kind() == c10::aten::group_norm) {
+  if (isShapeNormalization(node) || node->kind() == c10::aten::group_norm) {
     if (auto d = requireKnownPresence(node, "weight"); !d) return d;
+  }
+  if (isLayerNorm(node) || node->kind() == c10::aten::group_norm) {
     if (auto d = requireKnownPresence(node, "bias"); !d) return d;
+  }
+  // rms_norm's eps is an optional float: a constant (None or a number) is printed.
+  if (node->kind() == c10::aten::rms_norm) {
+    auto eps = constantInput(node, "eps");
+    if (!eps || !(eps->isNone() || eps->isDouble())) {
+      return FusionDecision::no("rms_norm's eps is not a constant");
+    }
   }
   if (node->kind() == c10::aten::group_norm) {
     if (auto d = checkGroupNorm(node); !d) return d;
@@ -482,6 +492,25 @@ std::vector<Operand> lowerLayerNormOutputs(IrBuilder& b, const Args& a) {
 
 Operand lowerLayerNorm(IrBuilder& b, const Args& a) { return lowerLayerNormOutputs(b, a)[0]; }
 
+// rms_norm (input, normalized_shape, weight, eps): x * rsqrt(mean(x^2) + eps) * weight in
+// the input's computation type (float for 16-bit dtypes), rounded once, as eager's
+// kernel does; eps None is the computation type's machine epsilon (float's for 16-bit
+// inputs), as eager's.
+Operand lowerRmsNorm(IrBuilder& b, const Args& a) {
+  requireFloating(a[0], "rms_norm");
+  const ExprId x = a[0].expr;
+  const ScalarType t = b.typeOf(x);
+  const bool given = a[3].constant && a[3].constant->isDouble();
+  const double eps = given ? a[3].constant->toDouble()
+                     : t == ScalarType::Double ? std::numeric_limits<double>::epsilon()
+                                               : std::numeric_limits<float>::epsilon();
+  const ExprId squares = rowMean(b, b.binary(IrOp::Mul, x, x));
+  const ExprId rms = b.unary(IrOp::Rsqrt, b.binary(IrOp::Add, squares, b.constant(eps, t)));
+  ExprId y = b.binary(IrOp::Mul, x, rms);
+  if (!isNone(a[2])) y = b.binary(IrOp::Mul, y, b.cast(a[2].expr, t));
+  return makeResult(y, a[0].dtype, {a[0]});
+}
+
 // layer_norm's input gradient (passes/layer_norm_backward.cpp) from the forward's row
 // mean and rstd: with gw = grad * weight and xhat = (x - mean) * rstd,
 //   (gw - mean(gw) - xhat * mean(gw * xhat)) * rstd,
@@ -589,6 +618,9 @@ const RegisterOps kRegister({
     {"fuser::layer_norm_input_grad(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor "
      "mean, Tensor rstd, Tensor? weight) -> Tensor",
      lowerLayerNormInputGrad, checkLayerNormInputGrad, true},
+    {"aten::rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? "
+     "eps=None) -> Tensor",
+     lowerRmsNorm, checkRowReduction, true},
     {"aten::group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
      "float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor",
      lowerLayerNorm, checkRowReduction, true},
@@ -605,8 +637,12 @@ bool isLayerNorm(const Node* node) {
   return node->kind() == c10::aten::layer_norm || node->kind() == c10::aten::native_layer_norm;
 }
 
+bool isShapeNormalization(const Node* node) {
+  return isLayerNorm(node) || node->kind() == c10::aten::rms_norm;
+}
+
 std::optional<std::vector<int64_t>> normalizedShapeOf(const Node* node) {
-  if (!isLayerNorm(node) && !isLayerNormInputGrad(node)) return std::nullopt;
+  if (!isShapeNormalization(node) && !isLayerNormInputGrad(node)) return std::nullopt;
   if (auto shape = constantIntList(node, "normalized_shape")) return shape;
   auto weight = node->namedInput("weight")->type()->cast<c10::TensorType>();
   if (!weight) return std::nullopt;
@@ -614,7 +650,7 @@ std::optional<std::vector<int64_t>> normalizedShapeOf(const Node* node) {
 }
 
 std::optional<size_t> sizeListInput(const Node* node) {
-  if (node->kind() == c10::aten::_grad_sum_to_size || isLayerNorm(node)) return 1;
+  if (node->kind() == c10::aten::_grad_sum_to_size || isShapeNormalization(node)) return 1;
   if (isLayerNormInputGrad(node)) return 2;
   return std::nullopt;
 }
@@ -750,10 +786,10 @@ std::optional<RowReduction> rowReductionOf(const Node* node) {
   }
   const bool whole = node->kind() == c10::aten::softmax || node->kind() == c10::aten::log_softmax ||
                      node->kind() == c10::aten::_softmax_backward_data ||
-                     node->kind() == c10::aten::_log_softmax_backward_data || isLayerNorm(node) ||
-                     isLayerNormInputGrad(node);
+                     node->kind() == c10::aten::_log_softmax_backward_data ||
+                     isShapeNormalization(node) || isLayerNormInputGrad(node);
   std::optional<std::vector<int64_t>> dims;
-  if (isLayerNorm(node) || isLayerNormInputGrad(node)) {
+  if (isShapeNormalization(node) || isLayerNormInputGrad(node)) {
     auto shape = normalizedShapeOf(node);
     if (!shape || shape->empty() || static_cast<int64_t>(shape->size()) > *rank) {
       return std::nullopt;

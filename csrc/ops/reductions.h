@@ -39,6 +39,9 @@ struct RowReduction {
 // aten::layer_norm or aten::native_layer_norm (which also returns the row mean and
 // rstd, with the normalized dims kept as size 1: autodiff's forward saves them).
 bool isLayerNorm(const torch::jit::Node* node);
+// A normalization over the trailing dims its normalized_shape (input 1) names, with an
+// optional weight of those sizes (input 2): layer_norm, native_layer_norm, rms_norm.
+bool isShapeNormalization(const torch::jit::Node* node);
 // fuser::layer_norm_input_grad (symbols.h): (grad_out, input, normalized_shape, mean,
 // rstd, weight), one element per element of grad_out.
 bool isLayerNormInputGrad(const torch::jit::Node* node);

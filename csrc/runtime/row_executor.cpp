@@ -261,7 +261,7 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
     for (const auto& use : in->uses()) {
       const c10::Symbol kind = use.user->kind();
       only = only && use.offset == 0 &&
-             (ops::isLayerNorm(use.user) || kind == c10::aten::softmax ||
+             (ops::isShapeNormalization(use.user) || kind == c10::aten::softmax ||
               kind == c10::aten::log_softmax);
     }
     normalized_only_[in->offset()] = only;
@@ -598,15 +598,20 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         auto size = ops::gradSumTarget(node);
         if (!size || ops::reducedSizes(in, *reduction) != *size) return refuse("_grad_sum_to_size's size does not match the gradient's (eager raises)");
       }
-      if (ops::isLayerNorm(node)) {
+      if (ops::isShapeNormalization(node)) {
         // The guard fixes ranks, not sizes: eager raises for a normalized shape or a
-        // weight that is not the row's.
+        // weight that is not the row's (rms_norm has no bias).
         const Sizes row(in.end() - reduced_, in.end());
         auto normalized = torch::jit::toIValue(node->namedInput("normalized_shape"));
-        if (!normalized || normalized->toIntVector() != row) return refuse("layer_norm's normalized shape is not the row's");
+        if (!normalized || normalized->toIntVector() != row) {
+          return refuse("a normalized shape that is not the row's (eager raises)");
+        }
         for (size_t w : {2, 3}) {
+          if (w == 3 && !ops::isLayerNorm(node)) continue;
           auto it = shapes.find(node->input(w));
-          if (it != shapes.end() && it->second != row) return refuse("layer_norm's weight or bias is not the row's shape (eager raises)");  // eager raises
+          if (it != shapes.end() && it->second != row) {
+            return refuse("a normalization's weight or bias of another shape (eager raises)");
+          }
         }
       }
       if (ops::isLayerNormInputGrad(node)) {

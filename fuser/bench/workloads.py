@@ -887,6 +887,20 @@ WORKLOADS: dict[str, Workload] = {
             cuda_sizes=_NORMS_CUDA,
         ),
         Workload(
+            name="residual_rms_norm",
+            description="h = x + bias + residual; returns h and rms_norm(h) (Llama's norm)",
+            source=_source(
+                f"""
+                def residual_rms_norm(x, r, bias, w, b):
+                    h = x + bias + r
+                    return h, torch.rms_norm(h, [{NORM_WIDTH}], w, 1e-6)
+                """
+            ),
+            make_inputs=_residual_layer_norm_inputs,
+            sizes=_NORMS,
+            cuda_sizes=_NORMS_CUDA,
+        ),
+        Workload(
             name="residual_layer_norm_train",
             description="residual_layer_norm's training step: forward, then every gradient",
             source=_residual_layer_norm_source("residual_layer_norm_train"),
