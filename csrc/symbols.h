@@ -79,6 +79,13 @@ inline c10::Symbol padUnlessZeroSymbol() {
   return s;
 }
 
+// fuser::size_at(int[] sizes, int dim) -> int: sizes[dim] with aten::size.int's wrapping
+// and errors (passes/operand_sizes.cpp; runtime/size_at_op.cpp).
+inline c10::Symbol sizeAtSymbol() {
+  static const c10::Symbol s = c10::Symbol::fromQualString("fuser::size_at");
+  return s;
+}
+
 // fuser::Relayout(Tensor(a) self, ...) -> Tensor(a): attribute `Subgraph`, a chain of ops
 // that only move the elements of `self` (views, copies, rolls), reading numbers besides.
 // Copies the elements to their places in one kernel, found once per sizes, strides and

@@ -5,27 +5,31 @@
 // layer_norm reads it, so the add and the layer_norm cannot share a group (the size
 // would have to run between them). The size of an elementwise result is the broadcast of
 // its operands' sizes whatever their values, so it can be read before the op runs:
-//   aten::size(y, d)  ->  aten::__getitem__(prim::BroadcastSizes(size(x), size(r)), d)
+//   aten::size(y, d)  ->  fuser::size_at(prim::BroadcastSizes(size(x), size(r)), d)
 //   aten::size(y)     ->  prim::BroadcastSizes(size(x), size(r))
 // going back through chains of such ops to values that are not their results (an op of
-// one tensor operand hands on that operand's size itself). Where the operands do not
-// broadcast, BroadcastSizes raises eager's own message of the op.
+// one tensor operand hands on that operand's size itself, and aten::size(x, d) stays).
+// fuser::size_at raises aten::size's errors for a dim out of range; where the operands
+// do not broadcast, BroadcastSizes raises eager's message of the op.
 //
 // After it runs, every `aten::size` of such a result whose value reaches an op of the
-// fusible table (through lists, tuples and arithmetic) reads its operands instead.
-// Sizes read for anything else are left: the expression costs a few interpreter steps
-// per call and would gain nothing there.
+// fusible table (through lists, tuples and arithmetic) reads its operands instead,
+// unless the result or a value it is computed from is written in place somewhere
+// (`x.unsqueeze_(0)` between the op and the size read changes the size, not the
+// operands'). Sizes read for anything else are left: the expression costs a few
+// interpreter steps per call and would gain nothing there.
+#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
 #include <optional>
-#include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/op_table.h"
 #include "passes/pipeline.h"
 #include "passes/shapes.h"
+#include "symbols.h"
 
 namespace fuser {
 namespace {
@@ -38,16 +42,6 @@ bool isTensor(const Value* v) { return v->type()->cast<c10::TensorType>() != nul
 
 bool isSizeAtDim(const Node* node) {
   return node->kind() == c10::aten::size && node->inputs().size() == 2;
-}
-
-// Ops whose result has `self`'s shape whatever the other operands' shapes.
-bool keepsSelfShape(Node* node) {
-  static const std::unordered_set<std::string> kinds = {
-      "aten::type_as", "aten::batch_norm", "fuser::batch_norm_with_stats",
-      "fuser::masked_fill_like_self"};
-  return kinds.count(node->kind().toQualString()) > 0 ||
-         (node->kind() == c10::aten::to && node->inputs().size() > 1 &&
-          isTensor(node->input(1)));
 }
 
 // The operands whose sizes broadcast to the node's result, or nothing where the result's
@@ -88,19 +82,38 @@ bool reachesFusibleOp(const Value* v, int depth = 0) {
   return false;
 }
 
-// Builds size expressions before `anchor`.
+// Size expressions of one size read, built before it (`anchor`); each value's once, so
+// residual chains (`x = x + f(x)`, every value read twice) stay linear.
 class OperandSizes {
  public:
-  explicit OperandSizes(Node* anchor) : anchor_(anchor) {}
+  OperandSizes(Node* anchor, const torch::jit::AliasDb& aliases)
+      : anchor_(anchor), aliases_(aliases) {}
+
+  // Whether the sizes of `v` can be read from the values it is computed from: no value
+  // on the way is written in place.
+  bool readable(Value* v) {
+    if (aliases_.hasWriters(v)) return false;
+    auto operands = shapeOperands(v->node());
+    if (!operands) return true;
+    return std::all_of(operands->begin(), operands->end(), [&](Value* in) { return readable(in); });
+  }
 
   // The int[] of `v`'s size, read from the operands of the elementwise ops it comes from.
   Value* wholeSizeOf(Value* v) {
-    auto operands = shapeOperands(v->node());
-    if (!operands) return insert(c10::aten::size, {v});
-    std::vector<Value*> sizes;
-    for (Value* in : *operands) sizes.push_back(wholeSizeOf(in));
-    if (sizes.size() == 1) return sizes[0];
-    return insert(c10::prim::BroadcastSizes, sizes);
+    if (auto it = built_.find(v); it != built_.end()) return it->second;
+    Value* size = nullptr;
+    if (auto operands = shapeOperands(v->node())) {
+      std::vector<Value*> sizes;
+      for (Value* in : *operands) {
+        Value* s = wholeSizeOf(in);
+        if (std::find(sizes.begin(), sizes.end(), s) == sizes.end()) sizes.push_back(s);
+      }
+      size = sizes.size() == 1 ? sizes[0] : insert(c10::prim::BroadcastSizes, sizes);
+    } else {
+      size = insert(c10::aten::size, {v});
+    }
+    built_.emplace(v, size);
+    return size;
   }
 
   // size(v, dim): where the chain ends in one operand, that operand's own size at `dim`.
@@ -112,10 +125,11 @@ class OperandSizes {
     }
     torch::jit::WithInsertPoint guard(anchor_);
     auto* graph = anchor_->owningGraph();
-    if (shapeOperands(source->node())) {
-      return graph->insert(c10::aten::__getitem__, {wholeSizeOf(source), dim});
-    }
-    return graph->insert(c10::aten::size, {source, dim});
+    if (!shapeOperands(source->node())) return graph->insert(c10::aten::size, {source, dim});
+    Node* at = graph->create(sizeAtSymbol(), {wholeSizeOf(source), dim});
+    at->insertBefore(anchor_);
+    at->output()->setType(c10::IntType::get());
+    return at->output();
   }
 
  private:
@@ -127,6 +141,8 @@ class OperandSizes {
   }
 
   Node* anchor_;
+  const torch::jit::AliasDb& aliases_;
+  std::unordered_map<Value*, Value*> built_;
 };
 
 bool readsElementwiseResult(Node* node) {
@@ -134,21 +150,36 @@ bool readsElementwiseResult(Node* node) {
   return isTensor(node->input(0)) && shapeOperands(node->input(0)->node()).has_value();
 }
 
-void rewriteBlock(Block* block) {
-  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
-    Node* node = *it++;
-    for (Block* sub : node->blocks()) rewriteBlock(sub);
-    if (!readsElementwiseResult(node) || !reachesFusibleOp(node->output())) continue;
-    OperandSizes sizes(node);
-    Value* size = isWholeSize(node) ? sizes.wholeSizeOf(node->input(0))
-                                    : sizes.sizeAt(node->input(0), node->input(1));
-    node->output()->replaceAllUsesWith(size);
-    node->destroy();
+// The size reads a fusible op depends on, of elementwise results.
+void collect(Block* block, std::vector<Node*>& found) {
+  for (Node* node : block->nodes()) {
+    for (Block* sub : node->blocks()) collect(sub, found);
+    if (readsElementwiseResult(node) && reachesFusibleOp(node->output())) found.push_back(node);
   }
 }
 
 }  // namespace
 
-void readSizesFromOperands(GraphPtr& graph) { rewriteBlock(graph->block()); }
+void readSizesFromOperands(GraphPtr& graph) {
+  std::vector<Node*> reads;
+  collect(graph->block(), reads);
+  if (reads.empty()) return;  // (most graphs: no alias analysis built)
+  {
+    // Judged on the graph as it was, before any rewrite.
+    torch::jit::AliasDb aliases(graph);
+    reads.erase(std::remove_if(reads.begin(), reads.end(),
+                               [&](Node* node) {
+                                 return !OperandSizes(node, aliases).readable(node->input(0));
+                               }),
+                reads.end());
+    for (Node* node : reads) {
+      OperandSizes sizes(node, aliases);
+      Value* size = isWholeSize(node) ? sizes.wholeSizeOf(node->input(0))
+                                      : sizes.sizeAt(node->input(0), node->input(1));
+      node->output()->replaceAllUsesWith(size);
+    }
+  }
+  for (Node* node : reads) node->destroy();
+}
 
 }  // namespace fuser

@@ -26,6 +26,7 @@
 #include "passes/concat.h"
 #include "passes/groups.h"
 #include "passes/pipeline.h"
+#include "symbols.h"
 
 namespace fuser {
 namespace {
@@ -70,11 +71,9 @@ class SizeBuilder {
     if (isChunk(node)) return chunkSize(node, v->offset());
     // A cat is not elementwise; it stays an output rather than have its size built.
     if (isCat(node)) return nullptr;
-    // type_as and batch_norm keep self's shape; a reduction keeps its output (its size is not a
+    // Some ops keep self's shape; a reduction keeps its output (its size is not a
     // broadcast); every other op of the table broadcasts its operands.
-    if (node->kind() == c10::aten::type_as || ops::isBatchNorm(node)) {
-      return sizeOf(node->input(0));
-    }
+    if (keepsSelfShape(node)) return sizeOf(node->input(0));
     if (const ops::OpEntry* entry = ops::findOp(node); entry && entry->reduces) return nullptr;
     std::vector<Value*> operands;
     for (Value* in : node->inputs()) {
@@ -207,6 +206,14 @@ bool simplifyBlock(Block* block) {
 
 bool isWholeSize(const Node* node) {
   return node->kind() == c10::aten::size && node->inputs().size() == 1;
+}
+
+bool keepsSelfShape(const Node* node) {
+  if (node->kind() == c10::aten::type_as || ops::isBatchNorm(node)) return true;
+  if (node->kind() == maskedFillLikeSelfSymbol()) return true;
+  // aten::to.other(self, other, ...): other gives the dtype and device only.
+  return node->kind() == c10::aten::to && node->inputs().size() > 1 &&
+         node->input(1)->type()->cast<c10::TensorType>() != nullptr;
 }
 
 void buildShapeExpressions(GraphPtr& graph) {

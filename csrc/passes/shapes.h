@@ -9,6 +9,11 @@ namespace fuser {
 // `aten::size(x) -> int[]`, the overload without a dimension.
 bool isWholeSize(const torch::jit::Node* node);
 
+// Ops of the fusible table whose result has their first operand's shape whatever the
+// other operands' (type_as, to.other, batch_norm, masked_fill_like_self); every other
+// elementwise op's result has the broadcast of its tensor operands' shapes.
+bool keepsSelfShape(const torch::jit::Node* node);
+
 // Peephole over shape expressions in `block` and its sub-blocks: a BroadcastSizes of one
 // operand is that operand; repeated operands are kept once; a BroadcastSizes read only by
 // another is folded into it. Dead expressions are removed.

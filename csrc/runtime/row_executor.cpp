@@ -39,6 +39,11 @@ std::nullptr_t refuse(const char* why) {
   return nullptr;
 }
 
+// The longest CPU row read across strides (each element a cache line of its own, kept
+// for the next row's elements beside it): `t + layer_norm(x)` of a transposed t ran
+// 0.69x the interpreted time at rows of 256, level with eager at 512, and 2.8x eager's
+// at 1024 (`y - y.mean(-1)` of a transposed product).
+constexpr int64_t kCpuRowAcrossStrides = 512;
 // Rows of fewer elements than this share a CPU thread with others.
 constexpr int64_t kCpuElementsPerThread = 32768;
 // Rows cut in slices (codegen/split_rows.h): a slice's least elements (CUDA, CPU), the
@@ -253,18 +258,23 @@ RowExecutor::RowExecutor(const torch::jit::Node* node)
       runnable_ = false;
     }
   }
-  // Inputs read only as the input of layer_norm, softmax or log_softmax may have any
-  // strides: eager makes them contiguous first and returns a contiguous result.
+  // Inputs read only as the input of layer_norm, rms_norm, softmax or log_softmax may
+  // have any strides: eager makes them contiguous first and returns a contiguous result.
+  // Those read so at all are read as runs or not at all (RowExecutor::plan).
   normalized_only_.assign(subgraph_->inputs().size(), false);
+  normalized_.assign(subgraph_->inputs().size(), false);
   for (const torch::jit::Value* in : subgraph_->inputs()) {
-    bool only = !in->uses().empty();
+    bool only = !in->uses().empty(), some = false;
     for (const auto& use : in->uses()) {
       const c10::Symbol kind = use.user->kind();
-      only = only && use.offset == 0 &&
-             (ops::isShapeNormalization(use.user) || kind == c10::aten::softmax ||
-              kind == c10::aten::log_softmax);
+      const bool normalized = use.offset == 0 && (ops::isShapeNormalization(use.user) ||
+                                                  kind == c10::aten::softmax ||
+                                                  kind == c10::aten::log_softmax);
+      only = only && normalized;
+      some = some || normalized;
     }
     normalized_only_[in->offset()] = only;
+    normalized_[in->offset()] = some;
   }
   // group_norm's weight and bias: group inputs read per channel, and nowhere else.
   channel_tensors_.assign(subgraph_->inputs().size(), false);
@@ -539,7 +549,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   std::unordered_map<const torch::jit::Value*, Sizes> shapes;
   std::vector<at::Tensor> tensors;
   std::vector<bool> per_channel;  // per tensor: group_norm's weight or bias
-  std::vector<bool> any_strides;  // per tensor: read only by normalizations
+  std::vector<bool> normalized_only;  // per tensor: read only by normalizations
+  std::vector<bool> normalized;       // per tensor: read by a normalization
   std::vector<size_t> tensor_param;  // per tensor: its subgraph input
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!is_tensor_[i]) continue;
@@ -548,7 +559,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     shapes.emplace(subgraph_->inputs()[i], t.sizes().vec());
     tensors.push_back(t);
     per_channel.push_back(channel_tensors_[i]);
-    any_strides.push_back(normalized_only_[i]);
+    normalized_only.push_back(normalized_only_[i]);
+    normalized.push_back(normalized_[i]);
   }
   // Eager's adaptive_avg_pool2d gives a channels-last input's [N, C, 1, 1] result
   // channels-last strides; per-row outputs are contiguous, so such calls run interpreted
@@ -557,7 +569,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (node->kind() != c10::aten::adaptive_avg_pool2d) continue;
     for (const at::Tensor& t : tensors) {
       if (t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
-        return refuse("eager gives adaptive_avg_pool2d of a channels-last input channels-last strides");
+        return refuse("eager gives a channels-last input's adaptive_avg_pool2d its strides");
       }
     }
   }
@@ -581,22 +593,30 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         continue;
       }
       const Sizes& in = shapes.at(node->input(0));
-      if (static_cast<int64_t>(in.size()) != rank_ || (shape && *shape != in)) return refuse("the reductions read values of different shapes");
+      if (static_cast<int64_t>(in.size()) != rank_ || (shape && *shape != in)) {
+        return refuse("the reductions read values of different shapes");
+      }
       shape = in;
       if (node->kind() == c10::aten::group_norm) {
         // Eager raises for channels the groups do not split, and for a weight or bias
         // that is not one element per channel.
-        if (in.size() < 2 || in[1] % groups_ != 0) return refuse("group_norm's groups do not split the channels (eager raises)");
+        if (in.size() < 2 || in[1] % groups_ != 0) {
+          return refuse("group_norm's groups do not split the channels (eager raises)");
+        }
         for (size_t w : {ops::kGroupNormWeight, ops::kGroupNormBias}) {
           auto it = shapes.find(node->input(w));
-          if (it != shapes.end() && it->second != Sizes{in[1]}) return refuse("group_norm's weight or bias is not one element per channel (eager raises)");
+          if (it != shapes.end() && it->second != Sizes{in[1]}) {
+            return refuse("group_norm's weight or bias is not one per channel (eager raises)");
+          }
         }
       }
       if (node->kind() == c10::aten::_grad_sum_to_size) {
         // The guard pins the size, not the gradient's sizes: eager raises where the
         // size does not expand to the gradient's (the sum would give another shape).
         auto size = ops::gradSumTarget(node);
-        if (!size || ops::reducedSizes(in, *reduction) != *size) return refuse("_grad_sum_to_size's size does not match the gradient's (eager raises)");
+        if (!size || ops::reducedSizes(in, *reduction) != *size) {
+          return refuse("_grad_sum_to_size's size does not match the gradient's (eager raises)");
+        }
       }
       if (ops::isShapeNormalization(node)) {
         // The guard fixes ranks, not sizes: eager raises for a normalized shape or a
@@ -620,7 +640,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         // the weight the row's.
         const Sizes row(in.end() - reduced_, in.end());
         auto normalized = torch::jit::toIValue(node->namedInput("normalized_shape"));
-        if (!normalized || normalized->toIntVector() != row) return refuse("layer_norm's backward: its normalized shape is not the row's");
+        if (!normalized || normalized->toIntVector() != row) {
+          return refuse("layer_norm's backward: its normalized shape is not the row's");
+        }
         const Sizes per_row = ops::reducedSizes(in, groupReduction(ops::RowReduction::Result::KeepDims));
         const std::pair<size_t, const Sizes*> expected[] = {{ops::kInputGradInput, &in},
                                                             {ops::kInputGradMean, &per_row},
@@ -628,7 +650,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                                                             {ops::kInputGradWeight, &row}};
         for (const auto& [input, sizes] : expected) {
           auto it = shapes.find(node->input(input));
-          if (it != shapes.end() && it->second != *sizes) return refuse("layer_norm's backward: its operands' shapes are not the row's");
+          if (it != shapes.end() && it->second != *sizes) {
+            return refuse("layer_norm's backward: its operands' shapes are not the row's");
+          }
         }
       }
       shapes.emplace(node->output(0), ops::reducedSizes(in, *reduction));
@@ -641,7 +665,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       }
     }
   } catch (const c10::Error&) {
-    return refuse("shapes that do not broadcast (eager raises)");  // shapes that do not broadcast: eager raises
+    return refuse("shapes that do not broadcast (eager raises)");
   }
   if (!shape) return refuse("no reduction's input shape");
   int64_t numel = 1;
@@ -654,7 +678,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   for (size_t o = 0; o < num_outputs_; ++o) {
     if (!column_sums_[o]) continue;
     auto it = shapes.find(subgraph_->outputs()[o]);
-    if (it == shapes.end() || it->second != *shape) return refuse("a column sum over a value of another shape than the iteration's");
+    if (it == shapes.end() || it->second != *shape) {
+      return refuse("a column sum over a value of another shape than the iteration's");
+    }
     if (column_targets_[o] && ops::reducedSizes(*shape, *column_sums_[o]) != *column_targets_[o]) {
       return refuse("a column sum whose size is not the gradient's (eager raises)");
     }
@@ -705,11 +731,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (tensors[t].is_contiguous()) continue;
     read_in_place[t] = !reduced_dims_.empty() && groups_ == 0 &&
                        tensors[t].sizes() == c10::IntArrayRef(*shape);
-    if (any_strides[t]) continue;
+    if (normalized_only[t]) continue;
     strided = strided || (!read_in_place[t] && !expandedRowMajor(tensors[t]));
   }
   if (whole_beside_other_dims) {
-    if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/true)) return refuse("eager's layout of a whole output beside a reduction over other dims");
+    if (!eagerOutputLayouts(tensors, shapes, *p, /*through_strides=*/true)) {
+      return refuse("eager's layout of a whole output beside a reduction over other dims");
+    }
     strided = true;
   } else if (strided) {
     // Eager's layout from the profiled types where the call's inputs are laid out as
@@ -733,7 +761,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       tensor_strides.push_back(std::move(st));
       continue;
     }
-    if (at::infer_size(tensors[t].sizes(), *shape) != *shape) return refuse("an input that does not broadcast to the iteration shape");
+    if (at::infer_size(tensors[t].sizes(), *shape) != *shape) {
+      return refuse("an input that does not broadcast to the iteration shape");
+    }
     full = full || tensors[t].sizes() == c10::IntArrayRef(*shape);
     tensor_strides.push_back(expandedStrides(tensors[t], *shape));
   }
@@ -970,15 +1000,16 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     in.access = codegen::Access::Strided;
     const auto& st = strides[t];
     in.inner_unit_stride = oneRun(p->sizes, st, outer_ndim);
-    // A normalization's strided input must still have unit-stride runs for rows (a slice
+    // An input a normalization reads must still have unit-stride runs for rows (a slice
     // of rows, x[:, 0]): rows read across strides (a permuted NCHW activation) ran 1.55x
     // slower than eager's copy-then-normalize on CPU. Other operands whose rows lie
     // across strides (an addend that arrives transposed against its profile) are read
-    // through them: eager's ops one by one move more. Reductions over other dims read their permuted inputs
-    // in place where a block's rows lie side by side (columns), or share their elements
-    // (an expanded gradient: `out.sum().backward()` hands a bias gradient ones of stride
-    // 0), or where each row's innermost elements are a run (the walk's order follows the
-    // input's memory: MLP-Mixer's bias gradients over transposed activations).
+    // through them: eager's ops one by one move more. Reductions over other dims read
+    // their permuted inputs in place where a block's rows lie side by side (columns), or
+    // share their elements (an expanded gradient: `out.sum().backward()` hands a bias
+    // gradient ones of stride 0), or where each row's innermost elements are a run (the
+    // walk's order follows the input's memory: MLP-Mixer's bias gradients over
+    // transposed activations).
     // Beside such an input, another whose rows fit neither walk (a transposed gradient
     // beside a slice of rows, EfficientViT's attention backward) is read through its
     // strides, each row at its own offset: ATen's ops one by one cost more.
@@ -992,9 +1023,12 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     const bool fits = neighbouring_rows || rows_of_runs;
     if (read_in_place[t]) {
       (fits ? fitting : misfits)++;
-    } else if (any_strides[t] && !tensors[t].is_contiguous() && !in.inner_unit_stride &&
+    } else if (normalized[t] && !tensors[t].is_contiguous() && !in.inner_unit_stride &&
                !in.inner_zero_stride) {
       return refuse("a normalization's input whose rows are not runs: ATen copies it first");
+    } else if (!p->device.is_cuda() && p->row_size > kCpuRowAcrossStrides &&
+               !tensors[t].is_contiguous() && !in.inner_unit_stride && !in.inner_zero_stride) {
+      return refuse("a CPU row read across strides, too long for its lines to stay cached");
     } else if (fits && tensors[t].sizes() == c10::IntArrayRef(*shape)) {
       fitting++;  // a contiguous input of the whole shape, whose rows fit
     }
@@ -1010,7 +1044,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
                                        in.outer_zero_stride << 5));
     p->strides.append(st.begin(), st.end());
   }
-  if (misfits > 0 && fitting == 0) return refuse("inputs whose rows fit neither walk, and none that fits");
+  if (misfits > 0 && fitting == 0) {
+    return refuse("inputs whose rows fit neither walk, and none that fits");
+  }
   for (bool r : per_row) key.push_back(r);
   key.push_back(strided);
   for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {

@@ -180,8 +180,10 @@ class RowExecutor {
   std::vector<int64_t> reduced_dims_;  // the plain reductions' dims, when not trailing
   int64_t groups_ = 0;   // group_norm: dim 1 splits into these groups (0: no split)
   std::vector<bool> channel_tensors_;  // per group input: group_norm's weight or bias
-  // Per group input: read only as the input of layer_norm, softmax or log_softmax.
+  // Per group input: read only as the input of layer_norm, rms_norm, softmax or
+  // log_softmax; read so at all (and maybe by other ops too).
   std::vector<bool> normalized_only_;
+  std::vector<bool> normalized_;
   bool runnable_ = true;  // one rank and one row for every reduction
   // Eager's layout of each output, the row ops' results given (none where the
   // subgraph has an output the program cannot follow).

@@ -1,5 +1,5 @@
 """A fusible op that reads the size of an elementwise result (`layer_norm(y,
-[y.size(-1)])`, `expand(y.size())`) reads it from the result's operands
+[y.size(-1)])`, `y * (1.0 / y.size(-1))`) reads it from the result's operands
 (csrc/passes/operand_sizes.cpp), so the op making `y` joins the group: values, shapes,
 strides and errors as eager's, for shapes that broadcast and calls whose shapes change."""
 
@@ -9,7 +9,14 @@ import pytest
 import torch
 from test_reductions import compare
 
-from helpers import FUSION_GROUP, all_nodes, devices, script_from_source
+from helpers import (
+    FUSION_GROUP,
+    all_nodes,
+    devices,
+    eager_from_source,
+    run_optimized,
+    script_from_source,
+)
 
 LAYER_NORM_OF_SUM = (
     "def f(x, r, w, b):\n"
@@ -111,3 +118,53 @@ def test_a_size_read_as_a_number_beside_a_softmax(fused, device) -> None:
     b = torch.randn(48, device=device)
     fn = compare(SOFTMAX_BESIDE_SIZE, x, r, b, b)
     assert "aten::sub" in kinds_beside(fn, "aten::softmax", x, r, b, b)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_a_dim_out_of_range_raises_as_aten_size(fused, device) -> None:
+    text = "def f(x, r):\n    y = x + r\n    return y * y.size(2)\n"
+    fn = script_from_source(text)
+    for _ in range(3):
+        fn(torch.randn(2, 4, 8, device=device), torch.randn(2, 4, 8, device=device))
+    x = torch.randn(4, 8, device=device)
+    with pytest.raises(RuntimeError, match=r"Dimension out of range \(expected to be in range"):
+        fn(x, x)
+    zero_dim = script_from_source("def f(x, r):\n    y = x + r\n    return y * y.size(-1)\n")
+    for _ in range(3):
+        zero_dim(x, x)
+    with pytest.raises(RuntimeError, match="Dimension specified as -1 but tensor has no dim"):
+        zero_dim(torch.tensor(1.0, device=device), torch.tensor(2.0, device=device))
+
+
+@pytest.mark.parametrize("device", devices())
+def test_values_written_in_place_keep_their_own_size(fused, device) -> None:
+    # An in-place write between the op and the size read changes the size, not the
+    # operands': those sizes stay the value's own.
+    unsqueezed = "def f(x, r):\n    y = x + r\n    x.unsqueeze_(0)\n    return y * y.size(0)\n"
+    transposed = (
+        "def f(x, r):\n    y = x + r\n    y.t_()\n"
+        "    return torch.nn.functional.layer_norm(y, [y.size(-1)])\n"
+    )
+    for text in (unsqueezed, transposed):
+        fn = script_from_source(text)
+        for _ in range(4):
+            x, r = torch.ones(4, 8, device=device), torch.zeros(4, 8, device=device)
+            got = fn(x, r)
+            x, r = torch.ones(4, 8, device=device), torch.zeros(4, 8, device=device)
+            want = eager_from_source(text)(x, r)
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_the_size_of_a_conversion_to_anothers_dtype_is_its_own(fused, device) -> None:
+    # to(other) takes other's dtype only: the size is self's (build of shape expressions,
+    # passes/shapes.cpp, once broadcast the two).
+    text = "def f(x, o, w):\n    y = x.to(o)\n    return y * w, y.size()\n"
+    x, w = torch.randn(3, 8, device=device), torch.randn(8, device=device)
+    o = torch.randn(5, 2, device=device, dtype=torch.float16)
+    fn = script_from_source(text)
+    got = run_optimized(fn, x, o, w)
+    want = eager_from_source(text)(x, o, w)
+    torch.testing.assert_close(got[0], want[0])
+    assert list(got[1]) == list(want[1])
