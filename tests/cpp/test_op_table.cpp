@@ -244,7 +244,7 @@ TEST(OpTable, ReductionsKeepTheirFloatingDtype) {
       }
     }
   }
-  EXPECT_EQ(reductions, 27);  // sum and mean in their dim and whole-tensor forms, ...
+  EXPECT_EQ(reductions, 28);  // sum and mean in their dim and whole-tensor forms, ...
 }
 
 // Inference batch_norm (ops/batch_norm.h), and fuser::batch_norm_with_stats which batch

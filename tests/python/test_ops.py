@@ -980,8 +980,8 @@ def test_layouts(expr: str, layout: str, dtype: torch.dtype) -> None:
 def test_every_table_schema_is_exercised() -> None:
     """Each schema of the table appears in some case of this file, or of
     test_reductions.py, test_batch_norm.py, test_batch_norm_training.py, test_dropout.py,
-    test_layer_norm_backward.py, test_grad_sum_to_size.py or test_inplace.py (by operator
-    name)."""
+    test_layer_norm_backward.py, test_grad_sum_to_size.py, test_inplace.py or
+    test_rms_norm.py (by operator name)."""
     import inspect
     import sys
 
@@ -992,6 +992,7 @@ def test_every_table_schema_is_exercised() -> None:
     import test_inplace
     import test_layer_norm_backward
     import test_reductions
+    import test_rms_norm
     import test_vector_sums
 
     # Reductions, batch_norm and autodiff's dropout and layer_norm have their own files.
@@ -1002,6 +1003,7 @@ def test_every_table_schema_is_exercised() -> None:
         test_layer_norm_backward,
         test_grad_sum_to_size,
         test_inplace,
+        test_rms_norm,
         test_vector_sums,
     ):
         text += inspect.getsource(other)
