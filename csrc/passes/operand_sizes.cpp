@@ -92,10 +92,13 @@ class OperandSizes {
   // Whether the sizes of `v` can be read from the values it is computed from: no value
   // on the way is written in place.
   bool readable(Value* v) {
-    if (aliases_.hasWriters(v)) return false;
-    auto operands = shapeOperands(v->node());
-    if (!operands) return true;
-    return std::all_of(operands->begin(), operands->end(), [&](Value* in) { return readable(in); });
+    if (auto it = readable_.find(v); it != readable_.end()) return it->second;
+    bool ok = !aliases_.hasWriters(v);
+    if (auto operands = shapeOperands(v->node()); ok && operands) {
+      ok = std::all_of(operands->begin(), operands->end(), [&](Value* in) { return readable(in); });
+    }
+    readable_.emplace(v, ok);
+    return ok;
   }
 
   // The int[] of `v`'s size, read from the operands of the elementwise ops it comes from.
@@ -143,6 +146,7 @@ class OperandSizes {
   Node* anchor_;
   const torch::jit::AliasDb& aliases_;
   std::unordered_map<Value*, Value*> built_;
+  std::unordered_map<Value*, bool> readable_;
 };
 
 bool readsElementwiseResult(Node* node) {

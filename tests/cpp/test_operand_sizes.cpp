@@ -105,11 +105,11 @@ graph(%x : $T):
 }
 
 TEST(OperandSizes, AResidualChainBuildsEachValuesSizeOnce) {
-  // x = x + tanh(x), twelve times: every value is read twice on the way back, so a walk
-  // without memory would build 2^12 size reads. Each size is built once, and equal
-  // operand sizes broadcast to themselves.
+  // x = x + tanh(x), forty times: every value is read twice on the way back, so a walk
+  // without memory would take 2^40 steps (this test would not end). Each size is built
+  // once, and equal operand sizes broadcast to themselves.
   std::string ir = "graph(%x0 : $T):\n  %one : int = prim::Constant[value=1]()\n";
-  for (int i = 1; i <= 12; ++i) {
+  for (int i = 1; i <= 40; ++i) {
     const std::string prev = "%x" + std::to_string(i - 1), t = "%t" + std::to_string(i);
     ir += "  " + t + " : $T = aten::tanh(" + prev + ")\n";
     ir += "  %x" + std::to_string(i) + " : $T = aten::add(" + prev + ", " + t + ", %one)\n";
@@ -119,9 +119,9 @@ TEST(OperandSizes, AResidualChainBuildsEachValuesSizeOnce) {
   %none : NoneType = prim::Constant()
   %eps : float = prim::Constant[value=1.0000000000000001e-05]()
   %true : bool = prim::Constant[value=1]()
-  %n : int = aten::size(%x12, %last)
+  %n : int = aten::size(%x40, %last)
   %shape : int[] = prim::ListConstruct(%n)
-  %o : $T = aten::layer_norm(%x12, %shape, %none, %none, %eps, %true)
+  %o : $T = aten::layer_norm(%x40, %shape, %none, %none, %eps, %true)
   return (%o)
 )IR";
   auto graph = testing_helpers::parseWithTypes(ir, {{"$T", kType}});
