@@ -22,6 +22,10 @@ struct LaunchArgs {
   int64_t numel;  // elements; rows, for a row kernel
   c10::Device device;
   int64_t grain = 0;  // CPU: units of numel per thread below which one thread runs it; 0: the kernel's
+  // CPU: each thread's range starts at a multiple of this many units (rows whose
+  // neighbours share cache lines in an output, which two threads writing them at once
+  // would pass back and forth).
+  int64_t align = 1;
 };
 
 class CompiledKernel {

@@ -1047,6 +1047,13 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   if (misfits > 0 && fitting == 0) {
     return refuse("inputs whose rows fit neither walk, and none that fits");
   }
+  // A whole output stored apart: a row's elements lie one per cache line, beside those
+  // of the neighbouring rows; two threads storing neighbouring rows at once passed the
+  // lines back and forth (`t + layer_norm(x)` over 49 rows of 768, t transposed: 8 ms
+  // on two threads, 41 us on one).
+  if (std::find(rows_apart.begin(), rows_apart.end(), true) != rows_apart.end()) {
+    p->task_align = 64;
+  }
   for (bool r : per_row) key.push_back(r);
   key.push_back(strided);
   for (size_t o = 0; strided && o < p->out_sizes.size(); ++o) {
@@ -1260,6 +1267,7 @@ void RowExecutor::finishColumnSums(const Plan& p, const Plan::Variant& v,
 
 void RowExecutor::launchKernels(const Plan& p, const Plan::Variant& v, LaunchArgs args) const {
   args.grain = v.grain;
+  args.align = p.task_align;
   const int64_t units = v.units_per_slice;
   if (v.stages.empty()) {
     args.numel = units;

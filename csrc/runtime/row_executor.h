@@ -57,6 +57,9 @@ class RowExecutor {
     c10::SmallVector<int64_t, 8> sizes;     // outer dims, then the row's dims
     c10::SmallVector<int64_t, 32> strides;  // per tensor input (and strided output), same dims
     int64_t rows = 0;
+    // CPU: rows per unit of a task's range (LaunchArgs::align): 64 where an output's
+    // rows are stored apart, its neighbouring rows' elements sharing cache lines.
+    int64_t task_align = 1;
     int64_t row_size = 0;
     std::vector<std::vector<int64_t>> out_sizes;
     // Contiguous, or eager's layout of each output where inputs are permuted views

@@ -146,9 +146,12 @@ class CpuKernel final : public CompiledKernel {
       fn_(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, &error, 0, a.numel);
     } else {
       std::atomic<int32_t> any_error{0};
-      at::parallel_for(0, a.numel, grain, [&](int64_t begin, int64_t end) {
+      const int64_t align = std::max<int64_t>(a.align, 1);
+      const int64_t units = (a.numel + align - 1) / align;
+      at::parallel_for(0, units, (grain + align - 1) / align, [&](int64_t begin, int64_t end) {
         int32_t local = 0;
-        fn_(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, &local, begin, end);
+        fn_(a.ptrs, a.sizes, a.strides, a.dargs, a.iargs, &local, begin * align,
+            std::min(end * align, a.numel));
         if (local) any_error = 1;
       });
       error = any_error.load();
