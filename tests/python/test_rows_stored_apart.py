@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import fuser
-from helpers import devices, eager_from_source, run_optimized, script_from_source
+from helpers import devices, eager_from_source, run_optimized, script_from_source, torch_threads
 
 SUM_BESIDE = "def f(x, m):\n    y = x * m + 1.0\n    return y, y.sum([0, 1, 2])\n"
 MEAN_AND_SQUARE = (
@@ -76,26 +76,33 @@ def test_a_bias_gradient_beside_a_permuted_incoming_gradient(fused, device) -> N
 
 
 ADD_TO_LAYER_NORM = (
-    "def f(t, x, w, b):\n    return t + torch.nn.functional.layer_norm(x, [48], w, b, 1e-5)\n"
+    "def f(t, x, w, b):\n"
+    "    return t + torch.nn.functional.layer_norm(x, [x.size(-1)], w, b, 1e-5)\n"
 )
 
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_an_addend_that_arrives_transposed_against_its_profile(fused, device, dtype) -> None:
+@pytest.mark.parametrize("tokens, width", [(20, 48), (50, 256)])
+def test_an_addend_that_arrives_transposed_against_its_profile(
+    fused, device, dtype, tokens, width
+) -> None:
     # Twins-SVT's and DaViT's backward add a transposed gradient to layer_norm's input
     # gradient: the row kernel reads the addend's rows across its strides and stores the
     # sum in eager's layout of it (the addend's, transposed), element by element.
+    # (150 rows of 256 on the CPU: two threads, each range starting at a multiple of 64
+    # rows.)
     fn = script_from_source(ADD_TO_LAYER_NORM)
-    x = torch.randn(3, 20, 48, device=device, dtype=dtype)
-    w = torch.randn(48, device=device, dtype=dtype)
-    b = torch.randn(48, device=device, dtype=dtype)
-    run_optimized(fn, torch.randn(3, 20, 48, device=device, dtype=dtype), x, w, b)
+    x = torch.randn(3, tokens, width, device=device, dtype=dtype)
+    w = torch.randn(width, device=device, dtype=dtype)
+    b = torch.randn(width, device=device, dtype=dtype)
+    run_optimized(fn, torch.randn(3, tokens, width, device=device, dtype=dtype), x, w, b)
     for t in (
-        torch.randn(3, 48, 20, device=device, dtype=dtype).transpose(1, 2),
-        torch.randn(20, 48, 3, device=device, dtype=dtype).permute(2, 0, 1),
+        torch.randn(3, width, tokens, device=device, dtype=dtype).transpose(1, 2),
+        torch.randn(tokens, width, 3, device=device, dtype=dtype).permute(2, 0, 1),
     ):
-        got = fn(t, x, w, b)
+        with torch_threads(2):
+            got = fn(t, x, w, b)
         want = eager_from_source(ADD_TO_LAYER_NORM)(t, x, w, b)
         assert got.stride() == want.stride(), (got.stride(), want.stride())
         tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {}
