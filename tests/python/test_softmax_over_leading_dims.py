@@ -205,7 +205,7 @@ CUDA_ONLY = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's sha
     "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str
 )
 @pytest.mark.parametrize("rows", [1, 127, 128, 129, 300, 1568])
-@pytest.mark.parametrize("width", [1, 63, 64, 65, 200, 768])
+@pytest.mark.parametrize("width", [1, 63, 64, 65, 96, 200, 768])
 def test_cuda_tiles_of_every_size(
     dtype: torch.dtype, rows: int, width: int, variant_flags: None
 ) -> None:
@@ -213,8 +213,9 @@ def test_cuda_tiles_of_every_size(
     a block's 32 x vector rows, between barriers. Rows per batch item below, at and past
     a block of float32 rows at the widest vector (128), a thread's rows across two batch
     items (its block then stores element by element), the last block's rows past the
-    end; widths below, at and past a step of 64 elements (the rest of a row is stored
-    element by element); every vector width."""
+    end; widths below, at and past a step of 64 elements (then a step of 32, a whole
+    tile, where one is left: 96; the rest of a row is stored element by element); every
+    vector width."""
     compare_each_variant(TILED, *transposed_pair(rows, width, dtype, "cuda"), dtype=dtype)
 
 
@@ -285,12 +286,14 @@ CHANNEL_NORMS = (
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
-@pytest.mark.parametrize("channels", [8, 63, 64, 65, 257, 700])
+@pytest.mark.parametrize("channels", [8, 12, 29, 63, 64, 65, 96, 257, 700])
 def test_normalizations_over_channels_of_every_width(
     device: str, dtype: torch.dtype, channels: int, variant_flags: None
 ) -> None:
     """Channels below, at and past a step of 64 elements, on CUDA with every vector
-    width forced (CPU: their CUDA forms compiled for sm_90, FUSER_CROSS_COMPILE)."""
+    width forced (CPU: their CUDA forms compiled for sm_90, FUSER_CROSS_COMPILE). A warp
+    walks every eighth channel, 8 a step; what whole steps leave (1 to 7 channels here,
+    and ConvNeXt's 96: 12 a warp) goes in steps of 4, 2 and 1."""
     x = torch.randn(3, channels, 5, 7, device=device, dtype=dtype)
     w = torch.randn(1, channels, 1, 1, device=device, dtype=dtype)
     if device == "cuda":
