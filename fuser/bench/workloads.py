@@ -518,6 +518,18 @@ _IMAGES_BATCH1_CUDA = {
     "small": {"N": 1, "C": 64, "H": 16, "W": 16},
     "large": {"N": 1, "C": 256, "H": 128, "W": 128},
 }
+# ConvNeXt-T's first stage: 96 channels (on CUDA a warp walks 12 of them, a step of 8
+# elements and one of 4) over 56 x 56 at 224 x 224 inputs.
+_CONVNEXT_STAGE1 = {
+    "tiny": {"N": 1, "C": 96, "H": 4, "W": 4},
+    "small": {"N": 1, "C": 96, "H": 56, "W": 56},
+    "medium": {"N": 4, "C": 96, "H": 56, "W": 56},
+    "large": {"N": 8, "C": 96, "H": 56, "W": 56},
+}
+_CONVNEXT_STAGE1_CUDA = {
+    "small": {"N": 2, "C": 96, "H": 56, "W": 56},
+    "large": {"N": 32, "C": 96, "H": 56, "W": 56},
+}
 # GPT-2's attention scores [batch, heads, T, T]; CUDA "large" is the GPT-2 block row's.
 _ATTENTIONS = {
     "tiny": {"B": 1, "heads": 2, "T": 16},
@@ -750,6 +762,20 @@ WORKLOADS: dict[str, Workload] = {
             make_inputs=_group_norm_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
+        ),
+        Workload(
+            name="layer_norm_2d_96",
+            description="layer_norm_2d at ConvNeXt-T's first stage: 96 channels over 56 x 56",
+            source=_source(
+                """
+                def layer_norm_2d_96(x, w, b):
+                    y = torch.layer_norm(x.permute(0, 2, 3, 1), [x.size(1)], w, b, 1e-6)
+                    return y.permute(0, 3, 1, 2)
+                """
+            ),
+            make_inputs=_group_norm_inputs,
+            sizes=_CONVNEXT_STAGE1,
+            cuda_sizes=_CONVNEXT_STAGE1_CUDA,
         ),
         Workload(
             name="groupnorm_silu_batch1",
