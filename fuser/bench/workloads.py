@@ -414,6 +414,16 @@ def _channels_first_layer_norm_source(name: str) -> str:
     return f"def {name}(x, w, b):\n" + "".join(f"    {line}\n" for line in body)
 
 
+def _layer_norm_2d_source(name: str) -> str:
+    """timm's LayerNorm2d: layer_norm of the channels-last view of (N, C, H, W), over C,
+    permuted back."""
+    body = (
+        "y = torch.layer_norm(x.permute(0, 2, 3, 1), [x.size(1)], w, b, 1e-6)",
+        "return y.permute(0, 3, 1, 2)",
+    )
+    return f"def {name}(x, w, b):\n" + "".join(f"    {line}\n" for line in body)
+
+
 # CPU: 64K, 1M and 4M elements. CUDA: 64 x 512 (a per-call overhead probe), 1M, and
 # 2^26 elements (8192 x 8192), which takes a few hundred microseconds on an H100.
 _ROWS = {
@@ -752,13 +762,7 @@ WORKLOADS: dict[str, Workload] = {
             name="layer_norm_2d",
             description="timm's LayerNorm2d: layer_norm of a permuted NCHW activation over "
             "its channels, permuted back (its result channels-last)",
-            source=_source(
-                """
-                def layer_norm_2d(x, w, b):
-                    y = torch.layer_norm(x.permute(0, 2, 3, 1), [x.size(1)], w, b, 1e-6)
-                    return y.permute(0, 3, 1, 2)
-                """
-            ),
+            source=_layer_norm_2d_source("layer_norm_2d"),
             make_inputs=_group_norm_inputs,
             sizes=_IMAGES,
             cuda_sizes=_IMAGES_CUDA,
@@ -766,13 +770,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="layer_norm_2d_96",
             description="layer_norm_2d at ConvNeXt-T's first stage: 96 channels over 56 x 56",
-            source=_source(
-                """
-                def layer_norm_2d_96(x, w, b):
-                    y = torch.layer_norm(x.permute(0, 2, 3, 1), [x.size(1)], w, b, 1e-6)
-                    return y.permute(0, 3, 1, 2)
-                """
-            ),
+            source=_layer_norm_2d_source("layer_norm_2d_96"),
             make_inputs=_group_norm_inputs,
             sizes=_CONVNEXT_STAGE1,
             cuda_sizes=_CONVNEXT_STAGE1_CUDA,
