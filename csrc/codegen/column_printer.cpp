@@ -55,7 +55,8 @@ constexpr int64_t kCudaTileBytes = 32 * 1024;
 constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
 constexpr int kCudaTileElements = 32;
 static_assert(kColumnUnroll % (kCudaTileElements / kColumnGroups) == 0);
-// printCudaWalk's rest takes halving steps: a power of two leaves none.
+// printCudaWalk's rest: steps of U/2, U/4, ..., 1 sum to any count below U only where U
+// is a power of two.
 static_assert((kColumnUnroll & (kColumnUnroll - 1)) == 0);
 
 class ColumnPrinter {
@@ -769,13 +770,11 @@ class ColumnPrinter {
              << "fx_acc" << n << "[fx_j] += (double)fx_step" << n << "[fx_j];\n";
       }
     };
-    // What whole steps leave of a warp's elements (fewer than kColumnUnroll) in steps of
-    // halving counts, each taken at most once, so that their loads too are in flight
-    // together: one at a time, the 12 elements a warp walks of 96 channels (ConvNeXt's
-    // first stage, [32, 96, 56, 56] float32 on the H200) took a LayerNorm2d 86.8 us; in
-    // three whole steps of 4 (no rest), 50.4.
-    auto rest = [&](StoresAs stores_as) {
-      for (int count = kColumnUnroll / 2; count >= 1; count /= 2) {
+    // What whole steps leave of a warp's elements (fewer than 2 * `first`) in steps of
+    // `first`, then halving counts, each taken at most once, so that their loads too are
+    // in flight together (one at a time, each load was waited for before the next).
+    auto rest = [&](StoresAs stores_as, int first) {
+      for (int count = first; count >= 1; count /= 2) {
         out_ << "    if (fx_e + " << (count - 1) * g << " < fx_hi) {\n";
         step(count, stores_as);
         out_ << "    fx_e += " << count * g << ";\n    }\n";
@@ -792,8 +791,7 @@ class ColumnPrinter {
       // A block tiles where every thread's rows lie side by side in the inputs (and in
       // the outputs without a tile: a tiled output's never do), the others storing
       // element by element: its threads meet at the tiles' barriers, each step of the
-      // same elements (a warp's own bound would differ by its g). The rest stores each
-      // row's element at its own offset.
+      // same elements (a warp's own bound would differ by its g).
       out_ << "    if (__syncthreads_and(fx_side_in";
       for (size_t o : stores) {
         if (!isTiled(o)) out_ << " && fx_oside" << o;
@@ -805,26 +803,32 @@ class ColumnPrinter {
       step(kColumnUnroll, StoresAs::Tiles);
       out_ << "    }\n";
       // Then halving steps of whole tiles, and the rest of the block's elements (fewer
-      // than a tile's) stored per row: stored per row, the 32 channels whole steps of 64
-      // left of 96 took LayerNorm2d over [32, 96, 56, 56] 83.1 us on the H200, against
-      // 48.4 in tiled steps of 32.
+      // than a tile's: at most tile_ / g a warp) stored per row. Stored per row, the 32
+      // channels that whole steps of 64 left of 96 took LayerNorm2d over [32, 96, 56,
+      // 56] 85.2 us on the H200; in a tiled step of 32, 51.2.
       for (int count = kColumnUnroll / 2; count >= tile_ / g; count /= 2) {
         out_ << "    if (fx_e0 + " << count * g << " <= fx_hi) {\n      fx_e = fx_e0 + fx_g;\n";
         step(count, StoresAs::Tiles);
         out_ << "      fx_e0 += " << count * g << ";\n    }\n";
       }
       out_ << "    fx_e = fx_e0 + fx_g;\n";
-      rest(StoresAs::PerRow);
-      out_ << "    } else\n";
-    }
-    out_ << "    if (fx_side) {\n";
-    wholeSteps(StoresAs::Vectors);
-    rest(StoresAs::Vectors);
-    if (!stores.empty()) {
-      // The inputs' rows side by side, an output's not: vector loads, stores per row.
+      rest(StoresAs::PerRow, tile_ / g);
+      // A block that cannot tile (its threads' rows across two runs, or past the last
+      // row): each row stores its own elements. (A tiled output's rows lie side by side
+      // only where its elements' dim has size 1: vectors would serve that case alone.)
       out_ << "    } else if (fx_side_in) {\n";
       wholeSteps(StoresAs::PerRow);
-      rest(StoresAs::PerRow);
+      rest(StoresAs::PerRow, kColumnUnroll / 2);
+    } else {
+      out_ << "    if (fx_side) {\n";
+      wholeSteps(StoresAs::Vectors);
+      rest(StoresAs::Vectors, kColumnUnroll / 2);
+      if (!stores.empty()) {
+        // The inputs' rows side by side, an output's not: vector loads, stores per row.
+        out_ << "    } else if (fx_side_in) {\n";
+        wholeSteps(StoresAs::PerRow);
+        rest(StoresAs::PerRow, kColumnUnroll / 2);
+      }
     }
     out_ << "    }\n";
     // Rows not side by side in the inputs: each row's own loads, an element at a time.

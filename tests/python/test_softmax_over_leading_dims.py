@@ -214,8 +214,8 @@ def test_cuda_tiles_of_every_size(
     a block of float32 rows at the widest vector (128), a thread's rows across two batch
     items (its block then stores element by element), the last block's rows past the
     end; widths below, at and past a step of 64 elements (then a step of 32, a whole
-    tile, where one is left: 96; the rest of a row is stored element by element); every
-    vector width."""
+    tile, where one is left: 96; the rest of a row, fewer elements than a tile, is
+    stored per row); every vector width."""
     compare_each_variant(TILED, *transposed_pair(rows, width, dtype, "cuda"), dtype=dtype)
 
 
