@@ -55,9 +55,6 @@ constexpr int64_t kCudaTileBytes = 32 * 1024;
 constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
 constexpr int kCudaTileElements = 32;
 static_assert(kColumnUnroll % (kCudaTileElements / kColumnGroups) == 0);
-// printCudaWalk's rest: steps of U/2, U/4, ..., 1 sum to any count below U only where U
-// is a power of two.
-static_assert((kColumnUnroll & (kColumnUnroll - 1)) == 0);
 
 class ColumnPrinter {
  public:
@@ -703,8 +700,9 @@ class ColumnPrinter {
 
   // CUDA's walk where the thread's rows lie side by side in the inputs: kColumnUnroll
   // elements a step, every vector load of the step issued before any arithmetic, so
-  // that a thread keeps that many loads in flight, then the rest in smaller steps; and
-  // each row's own loads, an element at a time, where the rows are not side by side.
+  // that a thread keeps that many loads in flight, then a smaller step and the rest one
+  // at a time; and each row's own loads, an element at a time, where the rows are not
+  // side by side.
   void printCudaWalk(const RowSchedule::Pass& pass, const std::vector<bool>& read,
                      const std::vector<ExprId>& elements, const std::vector<size_t>& stores,
                      bool tiles) {
@@ -729,12 +727,10 @@ class ColumnPrinter {
     };
     const int g = kColumnGroups;
     // One step of `count` elements from fx_e: the offsets, every vector load, then the
-    // elements. Their stored values go out as `stores_as` says: through the tiles (whose
-    // stores follow each tile_ elements of the block's rows), as vectors (the rows side
-    // by side in the outputs too), or each row's element at its own offset.
-    enum class StoresAs { Tiles, Vectors, PerRow };
-    auto step = [&](int count, StoresAs stores_as) {
-      const bool tiled = stores_as == StoresAs::Tiles;
+    // elements; `tiled`: their stored values go through the tiles, whose stores follow
+    // each tile_ elements of the block's rows (else as vectors: the rows side by side in
+    // the outputs too).
+    auto step = [&](int count, bool tiled) {
       for (int u = 0; u < count; ++u) {
         printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u),
                             stores);
@@ -756,7 +752,7 @@ class ColumnPrinter {
         const std::string suffix = "_" + std::to_string(u);
         const std::string tile_at = tiled ? tileAt(u) : "";
         printElementLoop(
-            pass, elements, stores, /*side=*/stores_as != StoresAs::PerRow, suffix,
+            pass, elements, stores, /*side=*/true, suffix,
             [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true,
             tile_at);
         if (tiled && (u + 1) % per_tile == 0) {
@@ -769,22 +765,6 @@ class ColumnPrinter {
         out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << b << "; ++fx_j) "
              << "fx_acc" << n << "[fx_j] += (double)fx_step" << n << "[fx_j];\n";
       }
-    };
-    // What whole steps leave of a warp's elements (fewer than 2 * `first`) in steps of
-    // `first`, then halving counts, each taken at most once, so that their loads too are
-    // in flight together (one at a time, each load was waited for before the next).
-    auto rest = [&](StoresAs stores_as, int first) {
-      for (int count = first; count >= 1; count /= 2) {
-        out_ << "    if (fx_e + " << (count - 1) * g << " < fx_hi) {\n";
-        step(count, stores_as);
-        out_ << "    fx_e += " << count * g << ";\n    }\n";
-      }
-    };
-    auto wholeSteps = [&](StoresAs stores_as) {
-      out_ << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += "
-           << kColumnUnroll * g << ") {\n";
-      step(kColumnUnroll, stores_as);
-      out_ << "    }\n";
     };
     out_ << "    int64_t fx_e = fx_lo + fx_g;\n";
     if (tiles) {
@@ -800,44 +780,48 @@ class ColumnPrinter {
            << "    for (; fx_e0 + " << kColumnUnroll * g << " <= fx_hi; fx_e0 += "
            << kColumnUnroll * g << ") {\n"
            << "      fx_e = fx_e0 + fx_g;\n";
-      step(kColumnUnroll, StoresAs::Tiles);
+      step(kColumnUnroll, /*tiled=*/true);
       out_ << "    }\n";
-      // Then halving steps of whole tiles, and the rest of the block's elements (fewer
-      // than a tile's: at most tile_ / g a warp) stored per row. Stored per row, the 32
-      // channels that whole steps of 64 left of 96 took LayerNorm2d over [32, 96, 56,
-      // 56] 85.2 us on the H200; in a tiled step of 32, 51.2.
+      // Then halving steps of whole tiles; fewer elements than a tile's are left to the
+      // loop below, stored per row. Stored per row, the 32 channels that whole steps of
+      // 64 left of 96 took LayerNorm2d over [32, 96, 56, 56] 85.2 us on the H200; in a
+      // tiled step of 32, 51.2.
       for (int count = kColumnUnroll / 2; count >= tile_ / g; count /= 2) {
         out_ << "    if (fx_e0 + " << count * g << " <= fx_hi) {\n      fx_e = fx_e0 + fx_g;\n";
-        step(count, StoresAs::Tiles);
+        step(count, /*tiled=*/true);
         out_ << "      fx_e0 += " << count * g << ";\n    }\n";
       }
-      out_ << "    fx_e = fx_e0 + fx_g;\n";
-      rest(StoresAs::PerRow, tile_ / g);
-      // A block that cannot tile (its threads' rows across two runs, or past the last
-      // row): each row stores its own elements. (A tiled output's rows lie side by side
-      // only where its elements' dim has size 1: vectors would serve that case alone.)
-      out_ << "    } else if (fx_side_in) {\n";
-      wholeSteps(StoresAs::PerRow);
-      rest(StoresAs::PerRow, kColumnUnroll / 2);
-    } else {
-      out_ << "    if (fx_side) {\n";
-      wholeSteps(StoresAs::Vectors);
-      rest(StoresAs::Vectors, kColumnUnroll / 2);
-      if (!stores.empty()) {
-        // The inputs' rows side by side, an output's not: vector loads, stores per row.
-        out_ << "    } else if (fx_side_in) {\n";
-        wholeSteps(StoresAs::PerRow);
-        rest(StoresAs::PerRow, kColumnUnroll / 2);
-      }
+      out_ << "    fx_e = fx_e0 + fx_g;\n    } else\n";
     }
+    out_ << "    if (fx_side) {\n"
+         << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += "
+         << kColumnUnroll * g << ") {\n";
+    step(kColumnUnroll, /*tiled=*/false);
     out_ << "    }\n";
-    // Rows not side by side in the inputs: each row's own loads, an element at a time.
+    // What whole steps leave, 4 elements or more of a warp's, in a step of 4 too, so
+    // that their loads are in flight together (one at a time, each load was waited for
+    // before the next); fewer go one at a time below. (Each copy of a step is code
+    // NVRTC compiles at a group's first call: halving steps down to 1 made the column
+    // kernels 2-3x longer, and the CPU's test run, which compiles their CUDA forms,
+    // 28% slower.)
+    const int rest = kColumnUnroll / 2;
+    out_ << "    if (fx_e + " << (rest - 1) * g << " < fx_hi) {\n";
+    step(rest, /*tiled=*/false);
+    out_ << "    fx_e += " << rest * g << ";\n    }\n";
+    out_ << "    }\n";
+    // The rest, and rows not side by side in the inputs (each row's own loads), an
+    // element at a time.
     out_ << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
     printElementOffsets("fx_e", "", stores);
+    out_ << "      if (fx_side) {\n";
+    vectorLoads("");
+    printElementLoop(pass, elements, stores, /*side=*/true, "",
+                     [&](const std::string& n) { return fromVector(n, ""); });
+    out_ << "      } else {\n";
     printElementLoop(pass, elements, stores, /*side=*/false, "", [](const std::string& n) {
       return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
     });
-    out_ << "    }\n";
+    out_ << "      }\n    }\n";
   }
 
   // Row fx_lane * block_ + fx_j's place in a tile for the u-th element of a step, turned

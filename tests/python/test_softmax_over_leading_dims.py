@@ -293,7 +293,8 @@ def test_normalizations_over_channels_of_every_width(
     """Channels below, at and past a step of 64 elements, on CUDA with every vector
     width forced (CPU: their CUDA forms compiled for sm_90, FUSER_CROSS_COMPILE). A warp
     walks every eighth channel, 8 a step; what whole steps leave (1 to 7 channels here,
-    and ConvNeXt's 96: 12 a warp) goes in steps of 4, 2 and 1."""
+    and ConvNeXt's 96: 12 a warp) goes in a step of 4 where 4 or more are left, the rest
+    one at a time; a tiled store (LayerNorm2d's) takes whole tiles of 32 first."""
     x = torch.randn(3, channels, 5, 7, device=device, dtype=dtype)
     w = torch.randn(1, channels, 1, 1, device=device, dtype=dtype)
     if device == "cuda":
