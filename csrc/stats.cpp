@@ -41,6 +41,7 @@ std::map<std::string, int64_t> statsSnapshot() {
           {"staged_calls", s.staged_calls.load()},
           {"column_sum_calls", s.column_sum_calls.load()},
           {"column_partial_calls", s.column_partial_calls.load()},
+          {"column_in_shared_launches", s.column_in_shared_launches.load()},
           {"workspace_bytes", s.workspace_bytes.load()},
           {"workspace_buffer_bytes", s.workspace_buffer_bytes.load()},
           {"per_shape_hits", s.per_shape_hits.load()},
@@ -56,7 +57,7 @@ void resetStats() {
         &s.cuda_cross_compiles, &s.cuda_cross_compile_failures, &s.one_pass_variance_kernels,
         &s.batch_statistics_kernels, &s.variants_timed,
         &s.variant_disk_hits, &s.variant_timing_us, &s.staged_calls, &s.column_sum_calls,
-        &s.column_partial_calls, &s.workspace_bytes,
+        &s.column_partial_calls, &s.column_in_shared_launches, &s.workspace_bytes,
         &s.workspace_buffer_bytes, &s.per_shape_hits, &s.relayout_gathers}) {
     counter->store(0);
   }

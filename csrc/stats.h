@@ -43,6 +43,8 @@ struct Stats {
   // rather than writing the summed values whole for ATen's sum.
   std::atomic<int64_t> column_sum_calls{0};
   std::atomic<int64_t> column_partial_calls{0};
+  // Launches of CUDA column kernels that copy their rows into shared memory first.
+  std::atomic<int64_t> column_in_shared_launches{0};
   std::atomic<int64_t> workspace_bytes{0};
   std::atomic<int64_t> workspace_buffer_bytes{0};
   // fuser::PerShapeValues calls that handed back values kept from an earlier call

@@ -68,6 +68,8 @@ class ColumnPrinter {
       TORCH_CHECK(e.op != IrOp::ElementIndex, "fuser: column kernels draw no random numbers");
     }
     TORCH_CHECK(cuda || !k.one_pass_variance, "fuser: one-pass variances are printed for CUDA only");
+    TORCH_CHECK(!k.columns_in_shared || (cuda && k.row_stage < 0 && k.outer_ndim >= 1),
+                "fuser: CUDA columns of whole rows in a run are copied into shared memory");
     constant_.assign(k.exprs.size(), false);
     for (ExprId id : s_.constants) constant_[id] = true;
     if (cuda) chooseCudaTile();
@@ -125,6 +127,7 @@ class ColumnPrinter {
       }
       out_ << "    }\n    }\n";
     }
+    if (k_.columns_in_shared) printCopiesToShared();
     if (staged) {
       if (cuda_) {
         printCudaFinished();
@@ -166,6 +169,7 @@ class ColumnPrinter {
     if (cuda_) {
       printCudaRowKernelHead(out_, k_);
       printSharedArrays();
+      if (k_.columns_in_shared) out_ << "  extern __shared__ __align__(16) unsigned char fx_dyn[];\n";
       printRowPointers(out_, k_, "a.ptrs", "a.strides");
       if (staged) printSplitBufferPointers(out_, k_, s_, "a.ptrs");
       return;
@@ -386,22 +390,9 @@ class ColumnPrinter {
         }
         out_ << "; (void)fx_oside" << n << ";\n";
       }
-      out_ << "    const bool fx_side_in = true";
-      if (cuda_) out_ << " && fx_nb == " << b;
-      if (cuda_ && k_.outer_ndim > 1) {
-        out_ << " && fx_r0 % fx_sizes[" << run << "] + " << b << " <= fx_sizes[" << run << "]";
-      }
-      for (size_t i = 0; i < k_.inputs.size(); ++i) {
-        if (!read[i] || k_.inputs[i].outer_zero_stride) continue;
-        const std::string n = std::to_string(i);
-        out_ << " && st" << n << "[" << run << "] == 1";
-        if (!cuda_) continue;
-        for (int d = k_.outer_ndim; d < k_.outer_ndim + k_.inner_ndim; ++d) {
-          out_ << " && st" << n << "[" << d << "] % " << b << " == 0";
-        }
-        out_ << " && (unsigned long long)(in" << n << " + fx_off" << n << "[0]) % (" << b << " * sizeof(*in"
-             << n << ")) == 0";
-      }
+      // Read from shared memory, the rows are side by side there (printCopiesToShared).
+      out_ << "    const bool fx_side_in = "
+           << (k_.columns_in_shared ? std::string("true") : inputsSideBySide(read));
       out_ << "; (void)fx_side_in;\n    const bool fx_side = fx_side_in";
       for (size_t o : stores) out_ << " && fx_oside" << o;
       out_ << ";\n";
@@ -454,6 +445,74 @@ class ColumnPrinter {
     keep(pass.reduces);
     keep(pass.after);
     closeRows();
+  }
+
+  // Whether the block's rows of each input `read` lie side by side from its first row's
+  // (CUDA: the thread's whole vector of rows, within one run, each input aligned to it).
+  std::string inputsSideBySide(const std::vector<bool>& read) const {
+    const std::string b = std::to_string(block_);
+    const std::string run = std::to_string(k_.outer_ndim - 1);
+    std::ostringstream out;
+    out << "true";
+    if (cuda_) out << " && fx_nb == " << b;
+    if (cuda_ && k_.outer_ndim > 1) {
+      out << " && fx_r0 % fx_sizes[" << run << "] + " << b << " <= fx_sizes[" << run << "]";
+    }
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!read[i] || k_.inputs[i].outer_zero_stride) continue;
+      const std::string n = std::to_string(i);
+      out << " && st" << n << "[" << run << "] == 1";
+      if (!cuda_) continue;
+      for (int d = k_.outer_ndim; d < k_.outer_ndim + k_.inner_ndim; ++d) {
+        out << " && st" << n << "[" << d << "] % " << b << " == 0";
+      }
+      out << " && (unsigned long long)(in" << n << " + fx_off" << n << "[0]) % (" << b
+          << " * sizeof(*in" << n << ")) == 0";
+    }
+    return out.str();
+  }
+
+  // Kernel::columns_in_shared: where input I's element e of the thread's rows lies in
+  // fx_sh<I> (a vector of block_ rows per lane, element after element), and the copies:
+  // each warp's elements of each copied input, all issued before the first is waited
+  // for. Each thread reads back only what it copied, so no barrier is needed.
+  std::string sharedAt(const std::string& e) const {
+    return "((" + e + " - fx_lo) * 32 + fx_lane) * " + std::to_string(block_);
+  }
+
+  void printCopiesToShared() {
+    std::vector<bool> copied(k_.inputs.size(), false);
+    for (size_t i = 0; i < k_.inputs.size(); ++i) copied[i] = cudaColumnCopiesInput(k_.inputs[i]);
+    out_ << "    unsigned char* fx_next = fx_dyn;\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!copied[i]) continue;
+      const std::string n = std::to_string(i);
+      const std::string t = storageTypeName(k_.inputs[i].dtype);
+      out_ << "    " << t << "* const fx_sh" << n << " = reinterpret_cast<" << t << "*>(fx_next);\n"
+           << "    fx_next += ((fx_hi - fx_lo) * " << 32 * block_ << " * sizeof(" << t
+           << ") + 15) / 16 * 16;\n";
+    }
+    out_ << "    (void)fx_next;\n    {\n"
+         << "    const bool fx_copy_side = " << inputsSideBySide(copied) << ";\n"
+         << "    #pragma unroll 4\n    for (int64_t fx_e = fx_lo + fx_g; fx_e < fx_hi; fx_e += "
+         << kColumnGroups << ") {\n";
+    printElementOffsets("fx_e", "", {});
+    out_ << "      const int64_t fx_at = " << sharedAt("fx_e") << ";\n      if (fx_copy_side) {\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!copied[i]) continue;
+      const std::string n = std::to_string(i);
+      out_ << "        fx_copy_to_shared<" << block_ << " * sizeof(*in" << n << ")>(fx_sh" << n
+           << " + fx_at, in" << n << " + fx_off" << n << "[0] + fx_eo" << n << ");\n";
+    }
+    out_ << "      } else {\n        #pragma unroll\n        for (int fx_j = 0; fx_j < " << block_
+         << "; ++fx_j) {\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!copied[i]) continue;
+      const std::string n = std::to_string(i);
+      out_ << "          fx_copy_to_shared<sizeof(*in" << n << ")>(fx_sh" << n << " + fx_at + fx_j, in"
+           << n << " + fx_off" << n << "[fx_j] + fx_eo" << n << ");\n";
+    }
+    out_ << "        }\n      }\n    }\n    fx_copies_done();\n    }\n";
   }
 
   // The stack bytes of the tiles a tiled walk storing `stores` declares.
@@ -707,7 +766,7 @@ class ColumnPrinter {
                      const std::vector<ExprId>& elements, const std::vector<size_t>& stores,
                      bool tiles) {
     const std::string b = std::to_string(block_);
-    auto vectorLoads = [&](const std::string& suffix) {
+    auto vectorLoads = [&](const std::string& suffix, const std::string& e) {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (!read[i]) continue;
         const std::string n = std::to_string(i);
@@ -716,6 +775,9 @@ class ColumnPrinter {
         const std::string at = "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
         if (k_.inputs[i].outer_zero_stride) {
           out_ << "      const " << element << " fx_w" << n << suffix << " = *(" << at << ");\n";
+        } else if (k_.columns_in_shared) {
+          out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec
+               << "*)(fx_sh" << n << " + " << sharedAt(e) << ");\n";
         } else {
           out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec << "*)("
                << at << ");\n";
@@ -735,7 +797,9 @@ class ColumnPrinter {
         printElementOffsets("(fx_e + " + std::to_string(u * g) + ")", "_" + std::to_string(u),
                             stores);
       }
-      for (int u = 0; u < count; ++u) vectorLoads("_" + std::to_string(u));
+      for (int u = 0; u < count; ++u) {
+        vectorLoads("_" + std::to_string(u), "(fx_e + " + std::to_string(u * g) + ")");
+      }
       // Sums kept in double add a step's elements in float first: one conversion and
       // one double add per step, not per element (a conversion to double runs at an
       // eighth of float arithmetic's rate: a float16 column sum of g * sigmoid(x) over
@@ -814,11 +878,12 @@ class ColumnPrinter {
     out_ << "    for (; fx_e < fx_hi; fx_e += " << g << ") {\n";
     printElementOffsets("fx_e", "", stores);
     out_ << "      if (fx_side) {\n";
-    vectorLoads("");
+    vectorLoads("", "fx_e");
     printElementLoop(pass, elements, stores, /*side=*/true, "",
                      [&](const std::string& n) { return fromVector(n, ""); });
     out_ << "      } else {\n";
-    printElementLoop(pass, elements, stores, /*side=*/false, "", [](const std::string& n) {
+    printElementLoop(pass, elements, stores, /*side=*/false, "", [this](const std::string& n) {
+      if (k_.columns_in_shared && !shared(n)) return "fx_sh" + n + "[" + sharedAt("fx_e") + " + fx_j]";
       return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
     });
     out_ << "      }\n    }\n";
@@ -949,6 +1014,17 @@ int64_t cudaColumnBlocks(int64_t rows, int vector) {
 int64_t cudaColumnThreads(int64_t rows, int vector) {
   const int64_t units = (rows + vector - 1) / vector;
   return (units + 31) / 32 * 32 * kColumnGroups;
+}
+
+bool cudaColumnCopiesInput(const TensorInput& input) { return !input.outer_zero_stride; }
+
+int64_t cudaColumnSharedBytes(const std::vector<TensorInput>& inputs, int vector, int64_t n) {
+  int64_t bytes = 0;
+  for (const TensorInput& in : inputs) {
+    if (!cudaColumnCopiesInput(in)) continue;
+    bytes += (n * 32 * vector * static_cast<int64_t>(c10::elementSize(in.dtype)) + 15) / 16 * 16;
+  }
+  return bytes;
 }
 
 std::string printColumnKernel(const Kernel& kernel, bool cuda) {

@@ -38,6 +38,31 @@ template <typename V> FX_INLINE V fx_ld_vec(const void* p) {
   else *(unsigned short*)&v = __ldg((const unsigned short*)p);
   return v;
 }
+// Column kernels in shared memory (Kernel::columns_in_shared): a thread's copy of
+// kBytes to shared memory, asynchronous where the GPU has cp.async (sm_80 and later) and
+// the size allows (4, 8 or 16 bytes), so that all of a thread's copies are in flight at
+// once; fx_copies_done waits for the thread's own.
+template <int kBytes> FX_INLINE void fx_copy_to_shared(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kBytes == 4 || kBytes == 8 || kBytes == 16) {
+    unsigned at;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(at) : "l"(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(at), "l"(src), "n"(kBytes)
+                 : "memory");
+    return;
+  }
+#endif
+  if constexpr (kBytes == 16) *(uint4*)dst = __ldg((const uint4*)src);
+  else if constexpr (kBytes == 8) *(uint2*)dst = __ldg((const uint2*)src);
+  else if constexpr (kBytes == 4) *(unsigned*)dst = __ldg((const unsigned*)src);
+  else if constexpr (kBytes == 2) *(unsigned short*)dst = __ldg((const unsigned short*)src);
+  else *(unsigned char*)dst = __ldg((const unsigned char*)src);
+}
+FX_INLINE void fx_copies_done() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
 
 FX_INLINE float fx_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 FX_INLINE uint16_t fx_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }

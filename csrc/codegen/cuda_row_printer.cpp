@@ -701,6 +701,13 @@ std::vector<CudaRowShape> cudaColumnShapeCandidates(int widest_element_bytes) {
   return shapes;
 }
 
+CudaRowShape cudaColumnInSharedShape(int widest_element_bytes) {
+  CudaRowShape shape = cudaColumnShape(widest_element_bytes);
+  shape.vector = std::max(1, 4 / std::max(widest_element_bytes, 1));
+  shape.in_shared = true;
+  return shape;
+}
+
 std::string printCudaRowKernel(const Kernel& kernel) {
   return kernel.columns ? printColumnKernel(kernel, /*cuda=*/true) : CudaRowPrinter(kernel).print();
 }

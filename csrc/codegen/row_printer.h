@@ -64,6 +64,7 @@ struct CudaRowShape {
   int vector = 1;
   bool vector_in_last_dim = false;  // Kernel::row_vector_in_last_dim (set by the runtime)
   bool columns = false;             // Kernel::columns: one lane per row
+  bool in_shared = false;           // Kernel::columns_in_shared
 };
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned);
 // The same with `lanes` (a power of two from 8 to 1024) instead of the chosen count;
@@ -77,6 +78,16 @@ CudaRowShape cudaColumnShape(int widest_element_bytes);
 // and 4 bytes of the widest element (fewer rows per thread: fewer registers for each
 // row's offsets and values, and more threads).
 std::vector<CudaRowShape> cudaColumnShapeCandidates(int widest_element_bytes);
+// Columns copied into shared memory (Kernel::columns_in_shared): 4 bytes of the widest
+// element a thread (a warp's 128 bytes of each element: the block's 32 KiB of a float
+// LayerNorm over 256 channels); every input but those shared by all rows is copied.
+CudaRowShape cudaColumnInSharedShape(int widest_element_bytes);
+bool cudaColumnCopiesInput(const TensorInput& input);
+// The dynamic shared memory such a kernel takes for rows of `n` elements, `vector` rows
+// a thread; at most kCudaColumnSharedBytes where it is a candidate (two blocks beside
+// their static arrays on an 8.0 or later multiprocessor).
+int64_t cudaColumnSharedBytes(const std::vector<TensorInput>& inputs, int vector, int64_t n);
+constexpr int64_t kCudaColumnSharedBytes = 96 * 1024;
 // The variants a row kernel is timed in (runtime/variant_timing.h): cudaRowShape's
 // first, then half and twice its lanes where the row gives each lane work.
 std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_bytes,

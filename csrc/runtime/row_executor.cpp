@@ -377,8 +377,9 @@ const RowExecutor::Specialization& RowExecutor::specialize(
     // A kernel for `shape` on `on`. A CUDA row walked from memory in every pass (too
     // long to hold, cut in slices, or columns) takes its variances in one pass.
     auto lower = [&](c10::DeviceType on, const codegen::CudaRowShape& shape) {
-      const bool one_pass =
-          on == c10::DeviceType::CUDA && (staged || shape.columns || shape.chunks == 0);
+      // (Columns in shared memory read it there: two passes cost no second read.)
+      const bool one_pass = on == c10::DeviceType::CUDA && !shape.in_shared &&
+                            (staged || shape.columns || shape.chunks == 0);
       const bool cuda_held =
           on == c10::DeviceType::CUDA && !staged && !shape.columns && shape.chunks > 0;
       codegen::Kernel k = codegen::lowerSubgraph(*subgraph_, descs, outer_ndim + inner_ndim,
@@ -392,6 +393,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       k.row_vector = shape.vector;
       k.row_vector_in_last_dim = shape.vector_in_last_dim;
       k.columns = shape.columns;
+      k.columns_in_shared = shape.in_shared;
       k.strided_outputs = strided_outputs;
       for (size_t o = 0; o < k.outputs.size(); ++o) {
         k.outputs[o].per_row = per_row[o];
@@ -942,7 +944,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   if (columns) {
     row_shapes = p->device.is_cuda() && variants ? codegen::cudaColumnShapeCandidates(widest_input)
                                                  : std::vector{untimed_column_shape()};
-    if (!cross_shapes.empty()) cross_shapes = codegen::cudaColumnShapeCandidates(widest_input);
+    if (!cross_shapes.empty()) {
+      cross_shapes = codegen::cudaColumnShapeCandidates(widest_input);
+      if (outer_ndim >= 1) cross_shapes.push_back(codegen::cudaColumnInSharedShape(widest_input));
+    }
   }
   // The units of work of a slice: rows, except for CUDA columns (threads, each of a
   // vector of rows; CPU kernels take their blocks of rows within a task).
@@ -1101,10 +1106,23 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     v.name = "slices=" + std::to_string(splits);
     p->variants.push_back(std::move(v));
   }
+  // CUDA columns copied into shared memory (codegen::Kernel::columns_in_shared), timed
+  // beside the walks from memory where two blocks' copies fit (cp.async: sm_80 on).
+  auto in_shared_fits = [&](const codegen::CudaRowShape& shape) {
+    return outer_ndim >= 1 && cuda::deviceInfo(p->device.index()).arch.major >= 8 &&
+           codegen::cudaColumnSharedBytes(accesses, shape.vector, p->row_size) <=
+               codegen::kCudaColumnSharedBytes;
+  };
+  if (columns && p->device.is_cuda() && variants && !row_shapes.empty()) {
+    codegen::CudaRowShape shape = codegen::cudaColumnInSharedShape(widest_input);
+    mark_last_dim(shape);
+    if (in_shared_fits(shape)) row_shapes.push_back(shape);
+  }
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;
     for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks,
-                  row_shape.vector | row_shape.vector_in_last_dim << 7, int{row_shape.columns}}) {
+                  row_shape.vector | row_shape.vector_in_last_dim << 7,
+                  int{row_shape.columns} | int{row_shape.in_shared} << 1}) {
       shaped.push_back(static_cast<uint8_t>(v));
     }
     const Specialization& spec =
@@ -1122,7 +1140,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (spec.column_partials) v.partial_rows = spec.kernel->columnPartialRows(p->rows);
     if (p->device.is_cuda()) {
       v.grain = grains[0];
-      v.name = row_shape.columns ? "columns vector=" + std::to_string(row_shape.vector)
+      v.name = row_shape.columns ? "columns vector=" + std::to_string(row_shape.vector) +
+                                       (row_shape.in_shared ? " in shared" : "")
                                  : "lanes=" + std::to_string(row_shape.lanes) +
                                        (row_shape.chunks ? " held" : " looped");
       p->variants.push_back(v);

@@ -185,16 +185,21 @@ def test_cpu_tiles_of_every_size(dtype: torch.dtype, rows: int, width: int) -> N
     assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
 
 
-def compare_each_variant(text: str, *args: torch.Tensor, dtype: torch.dtype) -> None:
-    """compare() with each of the column kernel's three vector widths forced in turn (the
-    test takes the variant_flags fixture, which restores the choice)."""
-    for variant in range(3):
+def compare_each_variant(text: str, *args: torch.Tensor, dtype: torch.dtype) -> int:
+    """compare() with each of the column kernel's variants forced in turn (the test takes
+    the variant_flags fixture, which restores the choice): its three vector widths, then
+    its rows copied into shared memory where they fit (a forced index past the last
+    candidate takes the last). Returns the launches of kernels in shared memory."""
+    in_shared = 0
+    for variant in range(4):
         fuser._C._set_variant_choice(False, variant)
         fuser.reset_stats()
         with fuser.enabled(True):
             compare(text, *args, dtype=dtype)
         stats = fuser.stats()
         assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, (variant, stats)
+        in_shared += stats["column_in_shared_launches"]
+    return in_shared
 
 
 CUDA_ONLY = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's shared-memory tiles")
@@ -294,11 +299,13 @@ def test_normalizations_over_channels_of_every_width(
     width forced (CPU: their CUDA forms compiled for sm_90, FUSER_CROSS_COMPILE). A warp
     walks every eighth channel, 8 a step; what whole steps leave (1 to 7 channels here,
     and ConvNeXt's 96: 12 a warp) goes in a step of 4 where 4 or more are left, the rest
-    one at a time; a tiled store (LayerNorm2d's) takes whole tiles of 32 first."""
+    one at a time; a tiled store (LayerNorm2d's) takes whole tiles of 32 first. Then
+    with each thread's rows copied into shared memory first (every width here fits)."""
     x = torch.randn(3, channels, 5, 7, device=device, dtype=dtype)
     w = torch.randn(1, channels, 1, 1, device=device, dtype=dtype)
     if device == "cuda":
-        compare_each_variant(CHANNEL_NORMS, x, w, dtype=dtype)
+        # Rows of up to 768 floats or halves fit in shared memory (96 KiB a block).
+        assert compare_each_variant(CHANNEL_NORMS, x, w, dtype=dtype) > 0
         return
     fuser.reset_stats()
     with fuser.enabled(True):

@@ -79,6 +79,11 @@ class CudaRowKernel final : public CompiledKernel {
         num_ints_(codegen::rowIntArgs(ir)),  // a stage's slice count included
         strided_outputs_(ir.strided_outputs ? static_cast<int>(ir.outputs.size()) : 0),
         column_partials_(codegen::hasColumnPartials(ir)) {
+    if (ir.columns_in_shared) {
+      in_shared_ = ir.inputs;
+      in_shared_vector_ = ir.row_vector;
+      outer_ndim_ = ir.outer_ndim;
+    }
     if (column_partials_) {
       resident_blocks_ = loaded_->residentBlocksPerSm(block_) *
                          cuda::deviceInfo(loaded_->device()).sm_count;
@@ -116,8 +121,21 @@ class CudaRowKernel final : public CompiledKernel {
     const int64_t grid = column_partials_ ? columnPartialRows(a.numel)
                                           : (a.numel + rows_per_block_ - 1) / rows_per_block_;
     TORCH_CHECK(grid < (int64_t{1} << 31), "fuser: too many rows for one launch");
+    // Columns in shared memory: their copies of each row's elements (the runtime offers
+    // the variant only where they fit).
+    int shared = 0;
+    if (!in_shared_.empty()) {
+      int64_t n = 1;
+      for (int d = outer_ndim_; d < a.ndim; ++d) n *= a.sizes[d];
+      const int64_t bytes = codegen::cudaColumnSharedBytes(in_shared_, in_shared_vector_, n);
+      TORCH_CHECK(bytes <= codegen::kCudaColumnSharedBytes,
+                  "fuser: a column kernel's rows do not fit in shared memory");
+      shared = static_cast<int>(bytes);
+      loaded_->allowSharedBytes(shared);
+      stats().column_in_shared_launches++;
+    }
     loaded_->launch(static_cast<unsigned>(grid), 1, static_cast<unsigned>(block_), params,
-                    currentStream(a.device));
+                    currentStream(a.device), static_cast<unsigned>(shared));
   }
 
  private:
@@ -130,6 +148,11 @@ class CudaRowKernel final : public CompiledKernel {
   int strided_outputs_;  // outputs the launch strides cover (Kernel::strided_outputs)
   bool column_partials_;  // TensorOutput::column_partial
   int resident_blocks_ = 1;  // on the device at once (column partials)
+  // Kernel::columns_in_shared: the inputs, rows a thread and outer dims that size the
+  // launch's dynamic shared memory (no inputs: none).
+  std::vector<codegen::TensorInput> in_shared_;
+  int in_shared_vector_ = 1;
+  int outer_ndim_ = 1;
 };
 
 // A kernel written as source (not printed from kernel IR): launched with its own grid,

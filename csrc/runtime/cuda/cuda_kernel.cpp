@@ -54,6 +54,21 @@ void LoadedKernel::launch(unsigned grid_x, unsigned grid_y, unsigned block_x,
   }
 }
 
+void LoadedKernel::allowSharedBytes(int bytes) const {
+  if (bytes <= allowed_shared_bytes_.load()) return;
+  // The attribute only grows, set and recorded under one lock.
+  std::lock_guard<std::mutex> lock(allow_mutex_);
+  if (bytes <= allowed_shared_bytes_.load()) return;
+  PrimaryContextGuard context(device_);
+  const CUresult r = driver().funcSetAttribute(
+      function_, FunctionAttribute::kMaxDynamicSharedSizeBytes, bytes);
+  if (r != kCudaSuccess) {
+    throwCuError(r, "allowing " + std::to_string(bytes) + " bytes of dynamic shared memory to " +
+                        onDevice(name_, device_));
+  }
+  allowed_shared_bytes_.store(bytes);
+}
+
 int LoadedKernel::residentBlocksPerSm(int block) const {
   PrimaryContextGuard context(device_);
   int blocks = 0;

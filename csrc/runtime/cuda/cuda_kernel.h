@@ -3,6 +3,8 @@
 // PyTorch uses, and leave the calling thread's current context as they found it.
 #pragma once
 
+#include <atomic>
+#include <mutex>
 #include <string>
 
 #include "runtime/cuda/driver_library.h"
@@ -28,6 +30,11 @@ class LoadedKernel {
   void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, void** kernel_params,
               void* stream, unsigned shared_bytes = 0) const;
 
+  // Lets launches take up to `bytes` of dynamic shared memory (past the 48 KiB a
+  // kernel may take without asking, up to the device's opt-in limit). Throws when the
+  // driver refuses.
+  void allowSharedBytes(int bytes) const;
+
   // Blocks of `block` threads that can be resident on one multiprocessor at once.
   int residentBlocksPerSm(int block) const;
 
@@ -39,6 +46,8 @@ class LoadedKernel {
   std::string name_;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
+  mutable std::atomic<int> allowed_shared_bytes_{0};
+  mutable std::mutex allow_mutex_;
 };
 
 }  // namespace fuser::cuda

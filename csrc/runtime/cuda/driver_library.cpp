@@ -34,6 +34,7 @@ bool resolveDriver(void* handle, DriverApi& api, std::string* why) {
   need("cuLaunchKernel", api.launchKernel);
   need("cuOccupancyMaxActiveBlocksPerMultiprocessor",
        api.occupancyMaxActiveBlocksPerMultiprocessor);
+  need("cuFuncSetAttribute", api.funcSetAttribute);
   need("cuStreamIsCapturing", api.streamIsCapturing);
   need("cuGetErrorName", api.getErrorName);
   need("cuGetErrorString", api.getErrorString);

@@ -27,6 +27,10 @@ constexpr CUresult kCudaSuccess = 0;
 enum class StreamCaptureStatus : int { kNone = 0, kActive = 1, kInvalidated = 2 };
 
 // The CUdevice_attribute values we read, numbered as in cuda.h.
+enum class FunctionAttribute : int {
+  kMaxDynamicSharedSizeBytes = 8,  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+};
+
 enum class DeviceAttribute : int {
   kMaxThreadsPerBlock = 1,            // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
   kMultiprocessorCount = 16,          // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
@@ -58,6 +62,7 @@ struct DriverApi {
                            unsigned shared_bytes, CUstream stream, void** params, void** extra);
   CUresult (*occupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction function,
                                                         int block_size, size_t shared_bytes);
+  CUresult (*funcSetAttribute)(CUfunction function, FunctionAttribute attribute, int value);
   CUresult (*streamIsCapturing)(CUstream stream, StreamCaptureStatus* status);
   CUresult (*getErrorName)(CUresult result, const char** name);
   CUresult (*getErrorString)(CUresult result, const char** text);
