@@ -54,7 +54,8 @@ constexpr int64_t kCpuTileBytes = 128 * 1024;
 constexpr int64_t kCudaTileBytes = 32 * 1024;
 constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
 constexpr int kCudaTileElements = 32;
-static_assert(kColumnUnroll % (kCudaTileElements / kColumnGroups) == 0);
+// (Halved too, a step still holds whole tiles: a tiled step's stores follow its tiles.)
+static_assert(kColumnUnroll / 2 % (kCudaTileElements / kColumnGroups) == 0);
 
 class ColumnPrinter {
  public:
@@ -766,6 +767,7 @@ class ColumnPrinter {
                      const std::vector<ExprId>& elements, const std::vector<size_t>& stores,
                      bool tiles) {
     const std::string b = std::to_string(block_);
+    const int unroll = unroll_;
     auto vectorLoads = [&](const std::string& suffix, const std::string& e) {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (!read[i]) continue;
@@ -841,16 +843,16 @@ class ColumnPrinter {
         if (!isTiled(o)) out_ << " && fx_oside" << o;
       }
       out_ << ")) {\n    int64_t fx_e0 = fx_lo;\n"
-           << "    for (; fx_e0 + " << kColumnUnroll * g << " <= fx_hi; fx_e0 += "
-           << kColumnUnroll * g << ") {\n"
+           << "    for (; fx_e0 + " << unroll * g << " <= fx_hi; fx_e0 += "
+           << unroll * g << ") {\n"
            << "      fx_e = fx_e0 + fx_g;\n";
-      step(kColumnUnroll, /*tiled=*/true);
+      step(unroll, /*tiled=*/true);
       out_ << "    }\n";
       // Then halving steps of whole tiles; fewer elements than a tile's are left to the
       // loop below, stored per row. Stored per row, the 32 channels that whole steps of
       // 64 left of 96 took LayerNorm2d over [32, 96, 56, 56] 85.2 us on the H200; in a
       // tiled step of 32, 51.2.
-      for (int count = kColumnUnroll / 2; count >= tile_ / g; count /= 2) {
+      for (int count = unroll / 2; count >= tile_ / g; count /= 2) {
         out_ << "    if (fx_e0 + " << count * g << " <= fx_hi) {\n      fx_e = fx_e0 + fx_g;\n";
         step(count, /*tiled=*/true);
         out_ << "      fx_e0 += " << count * g << ";\n    }\n";
@@ -858,9 +860,9 @@ class ColumnPrinter {
       out_ << "    fx_e = fx_e0 + fx_g;\n    } else\n";
     }
     out_ << "    if (fx_side) {\n"
-         << "    for (; fx_e + " << (kColumnUnroll - 1) * g << " < fx_hi; fx_e += "
-         << kColumnUnroll * g << ") {\n";
-    step(kColumnUnroll, /*tiled=*/false);
+         << "    for (; fx_e + " << (unroll - 1) * g << " < fx_hi; fx_e += "
+         << unroll * g << ") {\n";
+    step(unroll, /*tiled=*/false);
     out_ << "    }\n";
     // What whole steps leave, 4 elements or more of a warp's, in a step of 4 too, so
     // that their loads are in flight together (one at a time, each load was waited for
@@ -868,7 +870,7 @@ class ColumnPrinter {
     // NVRTC compiles at a group's first call: halving steps down to 1 made the column
     // kernels 2-3x longer, and the CPU's test run, which compiles their CUDA forms,
     // 28% slower.)
-    const int rest = kColumnUnroll / 2;
+    const int rest = unroll / 2;
     out_ << "    if (fx_e + " << (rest - 1) * g << " < fx_hi) {\n";
     step(rest, /*tiled=*/false);
     out_ << "    fx_e += " << rest * g << ";\n    }\n";
@@ -1001,6 +1003,8 @@ class ColumnPrinter {
   // CUDA: elements of each row a tile holds (0: no tiles), and the outputs tiled.
   int tile_ = 0;
   std::vector<size_t> tiled_;
+  // CUDA: elements a warp walks per step (Kernel::column_blocks).
+  int unroll_ = k_.column_blocks >= 4 ? kColumnUnroll / 2 : kColumnUnroll;
   std::vector<bool> constant_;
   std::ostringstream out_;
 };

@@ -98,7 +98,7 @@ void printCudaRowKernelHead(std::ostream& out, const Kernel& k) {
       << "  int64_t iargs[" << nonEmpty(rowIntArgs(k)) << "];\n"
       << "  int64_t rows;\n};\n\n"
       << "extern \"C\" __global__ void __launch_bounds__(" << cudaRowBlock(k)
-      << (k.columns ? ", 2" : "") << ") " << k.name
+      << (k.columns ? ", " + std::to_string(k.column_blocks) : std::string()) << ") " << k.name
       << "(const FxRowArgs a) {\n"
       << "  const int64_t* fx_sizes = a.sizes;\n"
       << "  const double* fx_dargs = a.dargs;\n  const int64_t* fx_iargs = a.iargs;\n"
@@ -701,11 +701,13 @@ std::vector<CudaRowShape> cudaColumnShapeCandidates(int widest_element_bytes) {
   return shapes;
 }
 
-CudaRowShape cudaColumnInSharedShape(int widest_element_bytes) {
+std::vector<CudaRowShape> cudaColumnInSharedShapes(int widest_element_bytes) {
   CudaRowShape shape = cudaColumnShape(widest_element_bytes);
   shape.vector = std::max(1, 4 / std::max(widest_element_bytes, 1));
   shape.in_shared = true;
-  return shape;
+  CudaRowShape more_blocks = shape;
+  more_blocks.column_blocks = 4;
+  return {shape, more_blocks};
 }
 
 std::string printCudaRowKernel(const Kernel& kernel) {

@@ -394,6 +394,7 @@ const RowExecutor::Specialization& RowExecutor::specialize(
       k.row_vector_in_last_dim = shape.vector_in_last_dim;
       k.columns = shape.columns;
       k.columns_in_shared = shape.in_shared;
+      k.column_blocks = shape.column_blocks;
       k.strided_outputs = strided_outputs;
       for (size_t o = 0; o < k.outputs.size(); ++o) {
         k.outputs[o].per_row = per_row[o];
@@ -944,10 +945,8 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   if (columns) {
     row_shapes = p->device.is_cuda() && variants ? codegen::cudaColumnShapeCandidates(widest_input)
                                                  : std::vector{untimed_column_shape()};
-    if (!cross_shapes.empty()) {
-      cross_shapes = codegen::cudaColumnShapeCandidates(widest_input);
-      if (outer_ndim >= 1) cross_shapes.push_back(codegen::cudaColumnInSharedShape(widest_input));
-    }
+    // (Columns in shared memory join both lists below.)
+    if (!cross_shapes.empty()) cross_shapes = codegen::cudaColumnShapeCandidates(widest_input);
   }
   // The units of work of a slice: rows, except for CUDA columns (threads, each of a
   // vector of rows; CPU kernels take their blocks of rows within a task).
@@ -1107,22 +1106,34 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->variants.push_back(std::move(v));
   }
   // CUDA columns copied into shared memory (codegen::Kernel::columns_in_shared), timed
-  // beside the walks from memory where two blocks' copies fit (cp.async: sm_80 on).
-  auto in_shared_fits = [&](const codegen::CudaRowShape& shape) {
-    return outer_ndim >= 1 && cuda::deviceInfo(p->device.index()).arch.major >= 8 &&
-           codegen::cudaColumnSharedBytes(accesses, shape.vector, p->row_size) <=
-               codegen::kCudaColumnSharedBytes;
-  };
-  if (columns && p->device.is_cuda() && variants && !row_shapes.empty()) {
-    codegen::CudaRowShape shape = codegen::cudaColumnInSharedShape(widest_input);
-    mark_last_dim(shape);
-    if (in_shared_fits(shape)) row_shapes.push_back(shape);
+  // beside the walks from memory where two blocks' copies fit (cp.async: sm_80 on), in
+  // place of the narrowest of those (it won no row of the H200's column rows; rows in
+  // shared memory are as narrow).
+  // (FUSER_CROSS_COMPILE's CUDA forms follow the same rule.)
+  if (columns && outer_ndim >= 1) {
+    const std::vector<codegen::CudaRowShape> in_shared =
+        codegen::cudaColumnInSharedShapes(widest_input);
+    const bool fits = codegen::cudaColumnSharedBytes(accesses, in_shared[0].vector,
+                                                     p->row_size) <= codegen::kCudaColumnSharedBytes;
+    auto take = [&](std::vector<codegen::CudaRowShape>& shapes) {
+      if (shapes.size() > 2) shapes.pop_back();
+      for (codegen::CudaRowShape shape : in_shared) {
+        mark_last_dim(shape);
+        shapes.push_back(shape);
+      }
+    };
+    if (fits && p->device.is_cuda() && variants && !row_shapes.empty() &&
+        cuda::deviceInfo(p->device.index()).arch.major >= 8) {
+      take(row_shapes);
+    }
+    if (fits && !cross_shapes.empty()) take(cross_shapes);
   }
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;
     for (int v : {row_shape.lanes & 0xff, row_shape.lanes >> 8, row_shape.chunks,
                   row_shape.vector | row_shape.vector_in_last_dim << 7,
-                  int{row_shape.columns} | int{row_shape.in_shared} << 1}) {
+                  int{row_shape.columns} | int{row_shape.in_shared} << 1,
+                  row_shape.column_blocks}) {
       shaped.push_back(static_cast<uint8_t>(v));
     }
     const Specialization& spec =
@@ -1141,7 +1152,10 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     if (p->device.is_cuda()) {
       v.grain = grains[0];
       v.name = row_shape.columns ? "columns vector=" + std::to_string(row_shape.vector) +
-                                       (row_shape.in_shared ? " in shared" : "")
+                                       (row_shape.in_shared ? " in shared" : "") +
+                                       (row_shape.column_blocks != 2
+                                            ? " blocks=" + std::to_string(row_shape.column_blocks)
+                                            : "")
                                  : "lanes=" + std::to_string(row_shape.lanes) +
                                        (row_shape.chunks ? " held" : " looped");
       p->variants.push_back(v);

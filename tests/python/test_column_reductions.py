@@ -358,7 +358,9 @@ def test_input_broadcast_along_the_rows_keeps_the_block_side_by_side(
     sources = [s for s in fuser.kernel_sources()[before:] if "fx_side" in s]
     assert sources
     for s in sources:
-        (side,) = re.findall(r"const bool fx_side_in = true[^;]*;", s)
+        # (A CUDA kernel that copies its rows into shared memory asks where it copies.)
+        flag = "fx_copy_side" if "fx_dyn" in s else "fx_side_in"
+        (side,) = re.findall(rf"const bool {flag} = true[^;]*;", s)
         # The gradient's and the input's rows lie side by side; the mean's need not.
         assert len(re.findall(r"st\d+\[0\] == 1", side)) == 2, side
         if "__global__" in s:
