@@ -47,12 +47,9 @@ constexpr int kColumnGroups = 8;
 constexpr int kCpuStoreTile = 16;
 constexpr int64_t kCpuTileBytes = 128 * 1024;
 // CUDA: the most bytes the tiles of a block's whole outputs may take in shared memory
-// (printCudaTileStores), the most a block's static shared memory may hold (the tiles or
-// the reductions' arrays, whichever is larger, and the tiled outputs' row offsets), and
-// the elements of each row a tile holds at most: 32 floats are one 128-byte line. A
-// tile holds the elements of whole steps of the unrolled loop.
+// (printCudaTileStores) and the elements of each row a tile holds at most: 32 floats are
+// one 128-byte line. A tile holds the elements of whole steps of the unrolled loop.
 constexpr int64_t kCudaTileBytes = 32 * 1024;
-constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
 constexpr int kCudaTileElements = 32;
 // (Halved too, a step still holds whole tiles: a tiled step's stores follow its tiles.)
 static_assert(kColumnUnroll / 2 % (kCudaTileElements / kColumnGroups) == 0);
@@ -170,7 +167,9 @@ class ColumnPrinter {
     if (cuda_) {
       printCudaRowKernelHead(out_, k_);
       printSharedArrays();
-      if (k_.columns_in_shared) out_ << "  extern __shared__ __align__(16) unsigned char fx_dyn[];\n";
+      if (k_.columns_in_shared) {
+        out_ << "  extern __shared__ __align__(16) unsigned char fx_dyn[];\n";
+      }
       printRowPointers(out_, k_, "a.ptrs", "a.strides");
       if (staged) printSplitBufferPointers(out_, k_, s_, "a.ptrs");
       return;
@@ -391,9 +390,12 @@ class ColumnPrinter {
         }
         out_ << "; (void)fx_oside" << n << ";\n";
       }
-      // Read from shared memory, the rows are side by side there (printCopiesToShared).
-      out_ << "    const bool fx_side_in = "
-           << (k_.columns_in_shared ? std::string("true") : inputsSideBySide(read));
+      // Read from shared memory (printCopiesToShared), the inputs' rows are side by side
+      // there wherever a thread's rows are whole and in one run (else its vector stores
+      // would cross the run or the last row).
+      const std::vector<bool> from_memory =
+          k_.columns_in_shared ? std::vector<bool>(read.size()) : read;
+      out_ << "    const bool fx_side_in = " << inputsSideBySide(from_memory);
       out_ << "; (void)fx_side_in;\n    const bool fx_side = fx_side_in";
       for (size_t o : stores) out_ << " && fx_oside" << o;
       out_ << ";\n";
@@ -510,8 +512,8 @@ class ColumnPrinter {
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!copied[i]) continue;
       const std::string n = std::to_string(i);
-      out_ << "          fx_copy_to_shared<sizeof(*in" << n << ")>(fx_sh" << n << " + fx_at + fx_j, in"
-           << n << " + fx_off" << n << "[fx_j] + fx_eo" << n << ");\n";
+      out_ << "          fx_copy_to_shared<sizeof(*in" << n << ")>(fx_sh" << n
+           << " + fx_at + fx_j, in" << n << " + fx_off" << n << "[fx_j] + fx_eo" << n << ");\n";
     }
     out_ << "        }\n      }\n    }\n    fx_copies_done();\n    }\n";
   }
@@ -671,7 +673,7 @@ class ColumnPrinter {
     for (tile_ = kCudaTileElements; !tiled_.empty() && tile_ >= kColumnGroups; tile_ /= 2) {
       const int64_t tiles = tileOffset(tiled_.size());
       if (tiles <= kCudaTileBytes &&
-          std::max(tiles, reductionBytes()) + row_offsets <= kCudaStaticSharedBytes) {
+          std::max(tiles, reductionBytes()) + row_offsets <= kCudaColumnStaticBytes) {
         return;
       }
     }
@@ -767,7 +769,6 @@ class ColumnPrinter {
                      const std::vector<ExprId>& elements, const std::vector<size_t>& stores,
                      bool tiles) {
     const std::string b = std::to_string(block_);
-    const int unroll = unroll_;
     auto vectorLoads = [&](const std::string& suffix, const std::string& e) {
       for (size_t i = 0; i < k_.inputs.size(); ++i) {
         if (!read[i]) continue;
@@ -843,16 +844,16 @@ class ColumnPrinter {
         if (!isTiled(o)) out_ << " && fx_oside" << o;
       }
       out_ << ")) {\n    int64_t fx_e0 = fx_lo;\n"
-           << "    for (; fx_e0 + " << unroll * g << " <= fx_hi; fx_e0 += "
-           << unroll * g << ") {\n"
+           << "    for (; fx_e0 + " << unroll_ * g << " <= fx_hi; fx_e0 += "
+           << unroll_ * g << ") {\n"
            << "      fx_e = fx_e0 + fx_g;\n";
-      step(unroll, /*tiled=*/true);
+      step(unroll_, /*tiled=*/true);
       out_ << "    }\n";
       // Then halving steps of whole tiles; fewer elements than a tile's are left to the
       // loop below, stored per row. Stored per row, the 32 channels that whole steps of
       // 64 left of 96 took LayerNorm2d over [32, 96, 56, 56] 85.2 us on the H200; in a
       // tiled step of 32, 51.2.
-      for (int count = unroll / 2; count >= tile_ / g; count /= 2) {
+      for (int count = unroll_ / 2; count >= tile_ / g; count /= 2) {
         out_ << "    if (fx_e0 + " << count * g << " <= fx_hi) {\n      fx_e = fx_e0 + fx_g;\n";
         step(count, /*tiled=*/true);
         out_ << "      fx_e0 += " << count * g << ";\n    }\n";
@@ -860,9 +861,9 @@ class ColumnPrinter {
       out_ << "    fx_e = fx_e0 + fx_g;\n    } else\n";
     }
     out_ << "    if (fx_side) {\n"
-         << "    for (; fx_e + " << (unroll - 1) * g << " < fx_hi; fx_e += "
-         << unroll * g << ") {\n";
-    step(unroll, /*tiled=*/false);
+         << "    for (; fx_e + " << (unroll_ - 1) * g << " < fx_hi; fx_e += "
+         << unroll_ * g << ") {\n";
+    step(unroll_, /*tiled=*/false);
     out_ << "    }\n";
     // What whole steps leave, 4 elements or more of a warp's, in a step of 4 too, so
     // that their loads are in flight together (one at a time, each load was waited for
@@ -870,7 +871,7 @@ class ColumnPrinter {
     // NVRTC compiles at a group's first call: halving steps down to 1 made the column
     // kernels 2-3x longer, and the CPU's test run, which compiles their CUDA forms,
     // 28% slower.)
-    const int rest = unroll / 2;
+    const int rest = unroll_ / 2;
     out_ << "    if (fx_e + " << (rest - 1) * g << " < fx_hi) {\n";
     step(rest, /*tiled=*/false);
     out_ << "    fx_e += " << rest * g << ";\n    }\n";
@@ -885,7 +886,9 @@ class ColumnPrinter {
                      [&](const std::string& n) { return fromVector(n, ""); });
     out_ << "      } else {\n";
     printElementLoop(pass, elements, stores, /*side=*/false, "", [this](const std::string& n) {
-      if (k_.columns_in_shared && !shared(n)) return "fx_sh" + n + "[" + sharedAt("fx_e") + " + fx_j]";
+      if (k_.columns_in_shared && !shared(n)) {
+        return "fx_sh" + n + "[" + sharedAt("fx_e") + " + fx_j]";
+      }
       return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
     });
     out_ << "      }\n    }\n";

@@ -86,10 +86,13 @@ std::vector<CudaRowShape> cudaColumnShapeCandidates(int widest_element_bytes);
 std::vector<CudaRowShape> cudaColumnInSharedShapes(int widest_element_bytes);
 bool cudaColumnCopiesInput(const TensorInput& input);
 // The dynamic shared memory such a kernel takes for rows of `n` elements, `vector` rows
-// a thread; at most kCudaColumnSharedBytes where it is a candidate (two blocks beside
-// their static arrays on an 8.0 or later multiprocessor).
+// a thread; at most kCudaColumnSharedBytes where it is a candidate (where a block may
+// take that beside the kernel's static arrays: 8.0 and 9.0 GPUs).
 int64_t cudaColumnSharedBytes(const std::vector<TensorInput>& inputs, int vector, int64_t n);
 constexpr int64_t kCudaColumnSharedBytes = 96 * 1024;
+// The most a CUDA column kernel's static shared memory holds (the tiles or the
+// reductions' arrays, whichever is larger, and the tiled outputs' row offsets).
+constexpr int64_t kCudaColumnStaticBytes = 48 * 1024;
 // The variants a row kernel is timed in (runtime/variant_timing.h): cudaRowShape's
 // first, then half and twice its lanes where the row gives each lane work.
 std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_bytes,

@@ -1113,8 +1113,9 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
   if (columns && outer_ndim >= 1) {
     const std::vector<codegen::CudaRowShape> in_shared =
         codegen::cudaColumnInSharedShapes(widest_input);
-    const bool fits = codegen::cudaColumnSharedBytes(accesses, in_shared[0].vector,
-                                                     p->row_size) <= codegen::kCudaColumnSharedBytes;
+    const bool fits =
+        codegen::cudaColumnSharedBytes(accesses, in_shared[0].vector, p->row_size) <=
+        codegen::kCudaColumnSharedBytes;
     auto take = [&](std::vector<codegen::CudaRowShape>& shapes) {
       if (shapes.size() > 2) shapes.pop_back();
       for (codegen::CudaRowShape shape : in_shared) {
@@ -1122,9 +1123,14 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
         shapes.push_back(shape);
       }
     };
-    if (fits && p->device.is_cuda() && variants && !row_shapes.empty() &&
-        cuda::deviceInfo(p->device.index()).arch.major >= 8) {
-      take(row_shapes);
+    if (fits && p->device.is_cuda() && variants && !row_shapes.empty()) {
+      // Beside the kernel's static arrays (not so on an 8.6, whose blocks take 99 KiB).
+      const cuda::DeviceInfo device = cuda::deviceInfo(p->device.index());
+      if (device.arch.major >= 8 &&
+          device.max_shared_per_block >=
+              codegen::kCudaColumnSharedBytes + codegen::kCudaColumnStaticBytes) {
+        take(row_shapes);
+      }
     }
     if (fits && !cross_shapes.empty()) take(cross_shapes);
   }

@@ -9,6 +9,7 @@ row's elements)."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -313,6 +314,26 @@ def test_normalizations_over_channels_of_every_width(
     stats = fuser.stats()
     assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, stats
     assert stats["cuda_cross_compiles"] > 0 and stats["cuda_cross_compile_failures"] == 0, stats
+
+
+def test_rows_in_shared_memory_store_whole_vectors_only_where_the_rows_are() -> None:
+    """A CUDA column kernel that reads its rows from shared memory (each thread's copies
+    of every input) still stores a thread's rows as one vector only where they are all
+    rows and lie in one run: 35 positions per image, two rows a thread in float16, so
+    one thread's pair crosses into the next image and the last thread holds one row. A
+    vector store there would write the next image's value into another channel (or past
+    the last row); such threads store per row. Read from the CUDA forms compiled on the
+    CPU (FUSER_CROSS_COMPILE); the CUDA test above checks the values."""
+    x = torch.randn(3, 64, 5, 7, dtype=torch.float16)
+    w = torch.randn(1, 64, 1, 1, dtype=torch.float16)
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        compare(CHANNEL_NORMS, x, w, dtype=torch.float16)
+    in_shared = [s for s in fuser.kernel_sources()[before:] if "fx_dyn" in s]
+    assert in_shared, "no CUDA form in shared memory was compiled"
+    for s in in_shared:
+        for side in re.findall(r"const bool fx_side_in = [^;]*;", s):
+            assert "fx_nb == 2" in side and "fx_r0 % fx_sizes[" in side, side
 
 
 @CUDA_ONLY

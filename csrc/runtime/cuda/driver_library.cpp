@@ -167,6 +167,8 @@ DeviceInfo deviceInfo(int device_index) {
   info.max_threads_per_sm =
       read(DeviceAttribute::kMaxThreadsPerMultiprocessor, "threads per multiprocessor");
   info.l2_bytes = read(DeviceAttribute::kL2CacheSize, "the L2 cache size");
+  info.max_shared_per_block =
+      read(DeviceAttribute::kMaxSharedPerBlockOptin, "the shared memory per block");
   cache->emplace(device_index, info);
   return info;
 }

@@ -38,6 +38,7 @@ enum class DeviceAttribute : int {
   kMaxThreadsPerMultiprocessor = 39,  // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
   kComputeCapabilityMajor = 75,       // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
   kComputeCapabilityMinor = 76,       // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+  kMaxSharedPerBlockOptin = 97,  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 };
 
 // Each member is bound to the exported symbol "cu" + its name capitalized (init is cuInit,
@@ -104,6 +105,7 @@ struct DeviceInfo {
   int max_threads_per_block;
   int max_threads_per_sm;
   int l2_bytes;
+  int max_shared_per_block;  // bytes a block may take when its kernel asks for them
 };
 
 // Facts about device `device_index`, read once per device. Throws std::runtime_error
