@@ -18,6 +18,7 @@
 #include "runtime/cuda/library_search.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/nvrtc_library.h"
+#include "runtime/row_executor.h"
 #include "runtime/variant_timing.h"
 #include "stats.h"
 
@@ -67,6 +68,9 @@ PYBIND11_MODULE(_C, m) {
     return std::exchange(fuser::config().elementwise_siblings, merge);
   });
   m.def("cache_dir", [] { return fuser::config().cache_dir; });
+  // Tests: the resident blocks of a CUDA column kernel in shared memory with `bytes` of
+  // copies a block on a device (0: not offered there).
+  m.def("_columns_in_shared_blocks", &fuser::runtime::cudaColumnsInSharedBlocks);
   // Every kernel variant choice this process made: timed, or read from the disk cache.
   m.def("variant_log", [] {
     py::list out;

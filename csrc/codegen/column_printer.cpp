@@ -51,8 +51,11 @@ constexpr int64_t kCpuTileBytes = 128 * 1024;
 // one 128-byte line. A tile holds the elements of whole steps of the unrolled loop.
 constexpr int64_t kCudaTileBytes = 32 * 1024;
 constexpr int kCudaTileElements = 32;
-// (Halved too, a step still holds whole tiles: a tiled step's stores follow its tiles.)
-static_assert(kColumnUnroll / 2 % (kCudaTileElements / kColumnGroups) == 0);
+// CUDA: elements a warp walks per step in a kernel of 4 resident blocks (Kernel::
+// column_blocks), whose threads have 64 registers. Its steps too must hold whole tiles:
+// a tiled step stores each tile as its last element comes in.
+constexpr int kColumnUnrollAtFourBlocks = kColumnUnroll / 2;
+static_assert(kColumnUnrollAtFourBlocks % (kCudaTileElements / kColumnGroups) == 0);
 
 class ColumnPrinter {
  public:
@@ -390,12 +393,14 @@ class ColumnPrinter {
         }
         out_ << "; (void)fx_oside" << n << ";\n";
       }
-      // Read from shared memory (printCopiesToShared), the inputs' rows are side by side
-      // there wherever a thread's rows are whole and in one run (else its vector stores
-      // would cross the run or the last row).
-      const std::vector<bool> from_memory =
-          k_.columns_in_shared ? std::vector<bool>(read.size()) : read;
-      out_ << "    const bool fx_side_in = " << inputsSideBySide(from_memory);
+      // Read from shared memory (printCopiesToShared), the inputs' rows are always side
+      // by side there; a walk that stores still needs the thread's rows whole and in one
+      // run (else its vector stores would cross the run or the last row).
+      const bool in_shared = k_.columns_in_shared;
+      out_ << "    const bool fx_side_in = "
+           << (in_shared && stores.empty()
+                   ? std::string("true")
+                   : inputsSideBySide(in_shared ? std::vector<bool>(read.size()) : read));
       out_ << "; (void)fx_side_in;\n    const bool fx_side = fx_side_in";
       for (size_t o : stores) out_ << " && fx_oside" << o;
       out_ << ";\n";
@@ -476,13 +481,13 @@ class ColumnPrinter {
   }
 
   // Kernel::columns_in_shared: where input I's element e of the thread's rows lies in
-  // fx_sh<I> (a vector of block_ rows per lane, element after element), and the copies:
-  // each warp's elements of each copied input, all issued before the first is waited
-  // for. Each thread reads back only what it copied, so no barrier is needed.
+  // fx_sh<I>, a vector of block_ rows per lane, element after element.
   std::string sharedAt(const std::string& e) const {
     return "((" + e + " - fx_lo) * 32 + fx_lane) * " + std::to_string(block_);
   }
 
+  // The copies: each warp's elements of each copied input, all issued before the first
+  // is waited for. Each thread reads back only what it copied, so no barrier is needed.
   void printCopiesToShared() {
     std::vector<bool> copied(k_.inputs.size(), false);
     for (size_t i = 0; i < k_.inputs.size(); ++i) copied[i] = cudaColumnCopiesInput(k_.inputs[i]);
@@ -778,7 +783,7 @@ class ColumnPrinter {
         const std::string at = "in" + n + " + fx_off" + n + "[0] + fx_eo" + n + suffix;
         if (k_.inputs[i].outer_zero_stride) {
           out_ << "      const " << element << " fx_w" << n << suffix << " = *(" << at << ");\n";
-        } else if (k_.columns_in_shared) {
+        } else if (k_.columns_in_shared && cudaColumnCopiesInput(k_.inputs[i])) {
           out_ << "      const " << vec << " fx_w" << n << suffix << " = *(const " << vec
                << "*)(fx_sh" << n << " + " << sharedAt(e) << ");\n";
         } else {
@@ -886,7 +891,7 @@ class ColumnPrinter {
                      [&](const std::string& n) { return fromVector(n, ""); });
     out_ << "      } else {\n";
     printElementLoop(pass, elements, stores, /*side=*/false, "", [this](const std::string& n) {
-      if (k_.columns_in_shared && !shared(n)) {
+      if (k_.columns_in_shared && cudaColumnCopiesInput(k_.inputs[std::stoi(n)])) {
         return "fx_sh" + n + "[" + sharedAt("fx_e") + " + fx_j]";
       }
       return "in" + n + "[fx_off" + n + "[fx_j] + fx_eo" + n + "]";
@@ -1007,7 +1012,7 @@ class ColumnPrinter {
   int tile_ = 0;
   std::vector<size_t> tiled_;
   // CUDA: elements a warp walks per step (Kernel::column_blocks).
-  int unroll_ = k_.column_blocks >= 4 ? kColumnUnroll / 2 : kColumnUnroll;
+  int unroll_ = k_.column_blocks >= 4 ? kColumnUnrollAtFourBlocks : kColumnUnroll;
   std::vector<bool> constant_;
   std::ostringstream out_;
 };

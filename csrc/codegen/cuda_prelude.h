@@ -45,7 +45,7 @@ template <typename V> FX_INLINE V fx_ld_vec(const void* p) {
 template <int kBytes> FX_INLINE void fx_copy_to_shared(void* dst, const void* src) {
 #if __CUDA_ARCH__ >= 800
   if constexpr (kBytes == 4 || kBytes == 8 || kBytes == 16) {
-    unsigned at;
+    unsigned at;  // the shared window's address (no header declares the intrinsic here)
     asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(at) : "l"(dst));
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(at), "l"(src), "n"(kBytes)
                  : "memory");
@@ -56,7 +56,8 @@ template <int kBytes> FX_INLINE void fx_copy_to_shared(void* dst, const void* sr
   else if constexpr (kBytes == 8) *(uint2*)dst = __ldg((const uint2*)src);
   else if constexpr (kBytes == 4) *(unsigned*)dst = __ldg((const unsigned*)src);
   else if constexpr (kBytes == 2) *(unsigned short*)dst = __ldg((const unsigned short*)src);
-  else *(unsigned char*)dst = __ldg((const unsigned char*)src);
+  else if constexpr (kBytes == 1) *(unsigned char*)dst = __ldg((const unsigned char*)src);
+  else static_assert(kBytes == 1, "fx_copy_to_shared copies 1, 2, 4, 8 or 16 bytes");
 }
 FX_INLINE void fx_copies_done() {
 #if __CUDA_ARCH__ >= 800

@@ -701,13 +701,12 @@ std::vector<CudaRowShape> cudaColumnShapeCandidates(int widest_element_bytes) {
   return shapes;
 }
 
-std::vector<CudaRowShape> cudaColumnInSharedShapes(int widest_element_bytes) {
+CudaRowShape cudaColumnInSharedShape(int widest_element_bytes, int blocks) {
   CudaRowShape shape = cudaColumnShape(widest_element_bytes);
   shape.vector = std::max(1, 4 / std::max(widest_element_bytes, 1));
   shape.in_shared = true;
-  CudaRowShape more_blocks = shape;
-  more_blocks.column_blocks = 4;
-  return {shape, more_blocks};
+  shape.column_blocks = blocks;
+  return shape;
 }
 
 std::string printCudaRowKernel(const Kernel& kernel) {

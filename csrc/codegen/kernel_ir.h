@@ -152,6 +152,10 @@ struct FixedShape {
   bool empty() const { return sizes.empty(); }
 };
 
+// CUDA column kernels' resident blocks per multiprocessor (Kernel::column_blocks), but
+// where copied into shared memory with tiles.
+constexpr int kColumnBlocks = 2;
+
 struct Kernel {
   std::string name;  // C identifier, unique per source text
   std::vector<Expr> exprs;  // topologically ordered
@@ -206,18 +210,17 @@ struct Kernel {
   // (CUDA: row_vector rows per thread, row_lanes 1), the units of rows cut in slices
   // numbered slice by slice, rows innermost.
   bool columns = false;
-  // CUDA columns: each thread first copies its rows' elements of every input it reads per
-  // element into shared memory (cp.async: all in flight at once, no registers held),
-  // and every walk reads them there (cudaColumnSharedBytes sizes the launch's dynamic
-  // shared memory). The register-bound walk from memory kept a float16 LayerNorm over
-  // the 256 channels of [32, 256, 64, 64] at 28% of the H200's DRAM bandwidth.
+  // CUDA columns: each thread first copies its rows' elements of every input not shared
+  // by all rows (cudaColumnCopiesInput) into shared memory (cp.async: all in flight at
+  // once, no registers held), and every walk reads them there (cudaColumnSharedBytes
+  // sizes the launch's dynamic shared memory). The register-bound walk from memory kept
+  // a float16 LayerNorm over the 256 channels of [32, 256, 64, 64] at 28% of the H200's
+  // DRAM bandwidth.
   bool columns_in_shared = false;
   // CUDA columns: blocks each multiprocessor must hold at once (the launch bounds); at 4
-  // or more a warp walks 4 elements a step, not 8, so that its registers fit. In shared
-  // memory, 4 blocks overlap one's copies with another's barriers: LayerNorm2d over
-  // [32, 256, 64, 64] took 109.2 us on the H200 at 4 blocks, 130.6 at 2 (float32);
-  // a LayerNorm without tiles 109.0 at 2 blocks and 8-element steps, 116.6 at 4.
-  int column_blocks = 2;
+  // a warp walks 4 elements a step, not 8, so that its registers fit (48 a float thread
+  // of a LayerNorm, against 71).
+  int column_blocks = kColumnBlocks;
   // Rows cut in slices (split_rows.h): the stage this kernel computes; -1: whole rows.
   int row_stage = -1;
   // Variances (var, std, layer_norm, group_norm) as one SquaredDeviations reduction

@@ -65,7 +65,7 @@ struct CudaRowShape {
   bool vector_in_last_dim = false;  // Kernel::row_vector_in_last_dim (set by the runtime)
   bool columns = false;             // Kernel::columns: one lane per row
   bool in_shared = false;           // Kernel::columns_in_shared
-  int column_blocks = 2;            // Kernel::column_blocks
+  int column_blocks = kColumnBlocks;  // Kernel::column_blocks
 };
 CudaRowShape cudaRowShape(int64_t n, int widest_element_bytes, bool aligned);
 // The same with `lanes` (a power of two from 8 to 1024) instead of the chosen count;
@@ -81,9 +81,10 @@ CudaRowShape cudaColumnShape(int widest_element_bytes);
 std::vector<CudaRowShape> cudaColumnShapeCandidates(int widest_element_bytes);
 // Columns copied into shared memory (Kernel::columns_in_shared): 4 bytes of the widest
 // element a thread (a warp's 128 bytes of each element: the block's 32 KiB of a float
-// LayerNorm over 256 channels), at 2 and at 4 resident blocks; every input but those
-// shared by all rows is copied.
-std::vector<CudaRowShape> cudaColumnInSharedShapes(int widest_element_bytes);
+// LayerNorm over 256 channels), `blocks` resident blocks (Kernel::column_blocks).
+CudaRowShape cudaColumnInSharedShape(int widest_element_bytes, int blocks);
+// The inputs such a kernel copies: all but those shared by all rows (one element for
+// every row of a block, read from memory as before).
 bool cudaColumnCopiesInput(const TensorInput& input);
 // The dynamic shared memory such a kernel takes for rows of `n` elements, `vector` rows
 // a thread; at most kCudaColumnSharedBytes where it is a candidate (where a block may

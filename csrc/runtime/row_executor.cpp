@@ -467,6 +467,18 @@ const RowExecutor::Specialization& RowExecutor::specialize(
   return *specializations_.back();
 }
 
+int cudaColumnsInSharedBlocks(int device_index, int64_t bytes, bool tiles) {
+  const cuda::DeviceInfo device = cuda::deviceInfo(device_index);
+  if (device.arch.major < 8 || bytes > codegen::kCudaColumnSharedBytes ||
+      bytes + codegen::kCudaColumnStaticBytes > device.max_shared_per_block) {
+    return 0;
+  }
+  // (Each block's static arrays are a few KiB but where it tiles; counted as 8.)
+  auto fit = [&](int blocks) { return blocks * (bytes + 8 * 1024) <= device.max_shared_per_sm; };
+  if (tiles && fit(4)) return 4;
+  return fit(codegen::kColumnBlocks) ? codegen::kColumnBlocks : 0;
+}
+
 // A random dropout's kernels number the elements in the iteration's order, the
 // interpreter's fuser::philox_dropout in its output's memory order: with permuted inputs
 // the two would draw other masks from one state.
@@ -1106,33 +1118,25 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
     p->variants.push_back(std::move(v));
   }
   // CUDA columns copied into shared memory (codegen::Kernel::columns_in_shared), timed
-  // beside the walks from memory where two blocks' copies fit (cp.async: sm_80 on), in
-  // place of the narrowest of those (it won no row of the H200's column rows; rows in
-  // shared memory are as narrow).
-  // (FUSER_CROSS_COMPILE's CUDA forms follow the same rule.)
-  if (columns && outer_ndim >= 1) {
-    const std::vector<codegen::CudaRowShape> in_shared =
-        codegen::cudaColumnInSharedShapes(widest_input);
-    const bool fits =
-        codegen::cudaColumnSharedBytes(accesses, in_shared[0].vector, p->row_size) <=
-        codegen::kCudaColumnSharedBytes;
-    auto take = [&](std::vector<codegen::CudaRowShape>& shapes) {
+  // beside the walks from memory where the device takes their copies, in place of the
+  // narrowest of those (it won no row of the H200's column rows; rows in shared memory
+  // are as narrow). FUSER_CROSS_COMPILE's CUDA forms follow the same rule, as on an H100.
+  if (columns && outer_ndim >= 1 && !row_shapes.empty()) {
+    const bool tiles = std::find(rows_apart.begin(), rows_apart.end(), true) != rows_apart.end();
+    const int vector = codegen::cudaColumnInSharedShape(widest_input, 0).vector;
+    const int64_t bytes = codegen::cudaColumnSharedBytes(accesses, vector, p->row_size);
+    auto take = [&](std::vector<codegen::CudaRowShape>& shapes, int blocks) {
+      if (blocks == 0) return;
       if (shapes.size() > 2) shapes.pop_back();
-      for (codegen::CudaRowShape shape : in_shared) {
-        mark_last_dim(shape);
-        shapes.push_back(shape);
-      }
+      shapes.push_back(codegen::cudaColumnInSharedShape(widest_input, blocks));
+      mark_last_dim(shapes.back());
     };
-    if (fits && p->device.is_cuda() && variants && !row_shapes.empty()) {
-      // Beside the kernel's static arrays (not so on an 8.6, whose blocks take 99 KiB).
-      const cuda::DeviceInfo device = cuda::deviceInfo(p->device.index());
-      if (device.arch.major >= 8 &&
-          device.max_shared_per_block >=
-              codegen::kCudaColumnSharedBytes + codegen::kCudaColumnStaticBytes) {
-        take(row_shapes);
-      }
+    if (p->device.is_cuda() && variants) {
+      take(row_shapes, cudaColumnsInSharedBlocks(p->device.index(), bytes, tiles));
     }
-    if (fits && !cross_shapes.empty()) take(cross_shapes);
+    if (!cross_shapes.empty() && bytes <= codegen::kCudaColumnSharedBytes) {
+      take(cross_shapes, tiles ? 4 : codegen::kColumnBlocks);
+    }
   }
   for (const codegen::CudaRowShape& row_shape : row_shapes) {
     c10::SmallVector<uint8_t, 32> shaped = key;

@@ -202,4 +202,14 @@ class RowExecutor {
   bool warned_ = false;
 };
 
+// CUDA columns in shared memory (codegen::Kernel::columns_in_shared) for `bytes` of
+// copies a block on device `device_index`: the blocks the variant asks each
+// multiprocessor to hold (codegen::Kernel::column_blocks), or 0 where it does not suit
+// the device (before sm_80, no cp.async; copies that a block, beside the kernel's static
+// arrays, or two blocks on a multiprocessor, could not take). 4 blocks where the kernel
+// stores through tiles and four fit, else 2 (BL.2 of the notes: LayerNorm2d over
+// [32, 256, 64, 64] float32 took 109.1 us at 4 blocks, 125.7 at 2; a LayerNorm or softmax
+// without tiles 109.5 and 128.5 at 2, 116.9 and 141.8 at 4).
+int cudaColumnsInSharedBlocks(int device_index, int64_t bytes, bool tiles);
+
 }  // namespace fuser::runtime

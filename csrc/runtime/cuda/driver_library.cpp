@@ -169,6 +169,8 @@ DeviceInfo deviceInfo(int device_index) {
   info.l2_bytes = read(DeviceAttribute::kL2CacheSize, "the L2 cache size");
   info.max_shared_per_block =
       read(DeviceAttribute::kMaxSharedPerBlockOptin, "the shared memory per block");
+  info.max_shared_per_sm =
+      read(DeviceAttribute::kMaxSharedPerMultiprocessor, "the shared memory per multiprocessor");
   cache->emplace(device_index, info);
   return info;
 }

@@ -26,16 +26,18 @@ constexpr CUresult kCudaSuccess = 0;
 // CUstreamCaptureStatus, numbered as in cuda.h.
 enum class StreamCaptureStatus : int { kNone = 0, kActive = 1, kInvalidated = 2 };
 
-// The CUdevice_attribute values we read, numbered as in cuda.h.
+// The CUfunction_attribute values we set, numbered as in cuda.h.
 enum class FunctionAttribute : int {
   kMaxDynamicSharedSizeBytes = 8,  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 };
 
+// The CUdevice_attribute values we read, numbered as in cuda.h.
 enum class DeviceAttribute : int {
   kMaxThreadsPerBlock = 1,            // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
   kMultiprocessorCount = 16,          // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
   kL2CacheSize = 38,                  // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
   kMaxThreadsPerMultiprocessor = 39,  // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+  kMaxSharedPerMultiprocessor = 82,  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
   kComputeCapabilityMajor = 75,       // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
   kComputeCapabilityMinor = 76,       // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
   kMaxSharedPerBlockOptin = 97,  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
@@ -106,6 +108,7 @@ struct DeviceInfo {
   int max_threads_per_sm;
   int l2_bytes;
   int max_shared_per_block;  // bytes a block may take when its kernel asks for them
+  int max_shared_per_sm;     // bytes of shared memory a multiprocessor holds
 };
 
 // Facts about device `device_index`, read once per device. Throws std::runtime_error
