@@ -1163,7 +1163,7 @@ std::shared_ptr<RowExecutor::Plan> RowExecutor::plan(c10::ArrayRef<c10::IValue> 
       v.grain = grains[0];
       v.name = row_shape.columns ? "columns vector=" + std::to_string(row_shape.vector) +
                                        (row_shape.in_shared ? " in shared" : "") +
-                                       (row_shape.column_blocks != 2
+                                       (row_shape.column_blocks != codegen::kColumnBlocks
                                             ? " blocks=" + std::to_string(row_shape.column_blocks)
                                             : "")
                                  : "lanes=" + std::to_string(row_shape.lanes) +
