@@ -12,6 +12,7 @@ import tempfile
 import pytest
 import torch
 
+import fuser
 from helpers import run_python
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -94,6 +95,26 @@ def make():
             torch.randn(1024, device="cuda"))
 """
 
+# A LayerNorm over the channels of NCHW whose column kernel copies its rows into shared
+# memory (forced: the last variant), 64 KiB a block: past the 48 KiB a kernel may take
+# without asking, so its first launch, inside the capture, first raises its limit.
+COLUMNS_IN_SHARED = """
+def f(x, w):
+    u = x.mean(1, keepdim=True)
+    d = x - u
+    return d / torch.sqrt((d * d).mean(1, keepdim=True) + 1e-6) * w
+
+def make():
+    return (torch.randn(4, 512, 6, 6, device="cuda"), torch.randn(1, 512, 1, 1, device="cuda"))
+"""
+
+COLUMNS_IN_SHARED_RAN = (
+    GROUPS_RAN
+    + """
+assert stats["column_in_shared_launches"] >= 1, stats
+"""
+)
+
 # Two float16 layers on cuDNN attention reading one boolean mask: the mask is converted
 # once per call where a first-run check says cuDNN converts it as we do.
 ATTENTION = """
@@ -139,13 +160,18 @@ def make():
 
 
 def run_case(
-    source: str, compare: str, warm: int = 0, frozen: bool = False, after: str = GROUPS_RAN
+    source: str,
+    compare: str,
+    warm: int = 0,
+    frozen: bool = False,
+    after: str = GROUPS_RAN,
+    env: dict[str, str] | None = None,
 ) -> None:
     code = CAPTURE.format(source=source, compare=compare, warm=warm, after=after)
     if frozen:
         code = code.replace("fused = torch.jit.script(f)", "fused = frozen")
     with tempfile.TemporaryDirectory() as cache:
-        result = run_python(code, {"FUSER_CACHE_DIR": cache})
+        result = run_python(code, {"FUSER_CACHE_DIR": cache, **(env or {})})
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -153,6 +179,14 @@ def run_case(
 @pytest.mark.parametrize("case", ["elementwise", "rows"])
 def test_groups_compiled_inside_a_capture_replay_eagers_values(case: str, warm: int) -> None:
     run_case({"elementwise": ELEMENTWISE, "rows": ROWS}[case], CLOSE, warm)
+
+
+def test_columns_in_shared_memory_launched_first_inside_a_capture() -> None:
+    if fuser._C._columns_in_shared_blocks(torch.cuda.current_device(), 512 * 128, False) == 0:
+        pytest.skip("this GPU does not take 64 KiB of copies a block")
+    run_case(
+        COLUMNS_IN_SHARED, CLOSE, after=COLUMNS_IN_SHARED_RAN, env={"FUSER_FORCE_VARIANT": "3"}
+    )
 
 
 def test_attention_masks_checked_inside_a_capture_replay_eagers_bits() -> None:

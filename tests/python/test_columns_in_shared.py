@@ -1,0 +1,155 @@
+"""CUDA column kernels that copy each thread's rows into shared memory before walking
+them (Kernel::columns_in_shared), over inputs the walks from memory take as they come:
+an input aligned to its element but not to a thread's vector (copied row by row), a
+float16 input beside a float32 one (one row a thread, 2-byte copies), bool, uint8 and
+float64 inputs, and rows at and one past the 96 KiB of copies a block may take.
+
+On CUDA every variant is forced in turn; the one in shared memory must have run exactly
+where the device's rule takes it. On the CPU the values are checked and, where NVRTC is
+installed (FUSER_CROSS_COMPILE), the CUDA form in shared memory must have been compiled
+for sm_90 exactly where its copies fit."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+import torch
+from test_reductions import compare
+from test_softmax_over_leading_dims import compare_each_variant
+
+import fuser
+from helpers import devices
+
+# Statistics over the channels of NCHW, then the normalized values (ConvNeXt's
+# channels-first LayerNorm written out): x is copied, w (one value a channel, shared by
+# every row) is read from memory.
+LAYER_NORM = (
+    "def f(x, w):\n"
+    "    u = x.mean(1, keepdim=True)\n"
+    "    d = x - u\n"
+    "    return d / torch.sqrt((d * d).mean(1, keepdim=True) + 1e-6) * w\n"
+)
+MIXED = "def f(x, y):\n    return torch.softmax(x.float() * y, 1)\n"
+MASKED = "def f(x, m):\n    return torch.softmax(torch.where(m, x, -3.0), 1)\n"
+SCALED = "def f(x, u):\n    return torch.log_softmax(x * u, 1)\n"
+
+
+def misaligned(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
+    """A contiguous tensor one element past an aligned start: aligned to its element, not
+    to the pair of 16-bit rows a thread copies as one vector."""
+    count = 1
+    for s in shape:
+        count *= s
+    base = torch.randn(count + 1, device=device).to(dtype)
+    return base[1:].view(shape)
+
+
+def weight(channels: int, dtype: torch.dtype, device: str) -> torch.Tensor:
+    return torch.randn(1, channels, 1, 1, device=device).to(dtype)
+
+
+# case -> (text, inputs(channels, device), the dtype the comparison tolerates, bytes of
+# copies per channel: 32 lanes x rows a thread x element size, summed over copied inputs)
+Case = tuple[str, Callable[[int, str], list[torch.Tensor]], torch.dtype, int]
+CASES: dict[str, Case] = {
+    "float16_misaligned": (
+        LAYER_NORM,
+        lambda c, d: [misaligned((3, c, 5, 7), torch.float16, d), weight(c, torch.float16, d)],
+        torch.float16,
+        32 * 2 * 2,
+    ),
+    "bfloat16_misaligned": (
+        LAYER_NORM,
+        lambda c, d: [misaligned((2, c, 3, 9), torch.bfloat16, d), weight(c, torch.bfloat16, d)],
+        torch.bfloat16,
+        32 * 2 * 2,
+    ),
+    "float16_beside_float32": (
+        MIXED,
+        lambda c, d: [
+            torch.randn(3, c, 5, 7, device=d).half(),
+            torch.randn(3, c, 5, 7, device=d),
+        ],
+        torch.float32,
+        32 * (2 + 4),
+    ),
+    "bool_beside_float32": (
+        MASKED,
+        lambda c, d: [torch.randn(3, c, 5, 7, device=d), torch.rand(3, c, 5, 7, device=d) > 0.3],
+        torch.float32,
+        32 * (4 + 1),
+    ),
+    "bool_beside_float16": (
+        MASKED,
+        lambda c, d: [
+            torch.randn(3, c, 5, 7, device=d).half(),
+            torch.rand(3, c, 5, 7, device=d) > 0.3,
+        ],
+        torch.float16,
+        32 * 2 * (2 + 1),
+    ),
+    "uint8_beside_float32": (
+        SCALED,
+        lambda c, d: [
+            torch.randn(3, c, 5, 7, device=d),
+            torch.randint(0, 6, (3, c, 5, 7), device=d, dtype=torch.uint8),
+        ],
+        torch.float32,
+        32 * (4 + 1),
+    ),
+    "float64": (
+        LAYER_NORM,
+        lambda c, d: [
+            torch.randn(3, c, 5, 7, device=d, dtype=torch.float64),
+            weight(c, torch.float64, d),
+        ],
+        torch.float64,
+        32 * 8,
+    ),
+}
+
+
+def check(case: str, channels: int, device: str) -> None:
+    text, make, dtype, bytes_per_channel = CASES[case]
+    args = make(channels, device)
+    copies = channels * bytes_per_channel
+    if device == "cuda":
+        in_shared = compare_each_variant(text, *args, dtype=dtype)
+        takes = fuser._C._columns_in_shared_blocks(torch.cuda.current_device(), copies, False)
+        assert (in_shared > 0) == (takes > 0), (in_shared, takes, copies)
+        return
+    before = len(fuser.kernel_sources())
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(text, *args, dtype=dtype)
+    stats = fuser.stats()
+    assert stats["interpreted_runs"] == 0 and stats["row_launches"] >= 1, stats
+    if os.environ.get("FUSER_CROSS_COMPILE") is None:
+        return
+    assert stats["cuda_cross_compile_failures"] == 0, stats
+    compiled = [s for s in fuser.kernel_sources()[before:] if "fx_dyn" in s]
+    # FUSER_CROSS_COMPILE takes the form in shared memory where its copies fit in 96 KiB.
+    assert bool(compiled) == (copies <= 96 * 1024), (len(compiled), copies)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("channels", [7, 64, 131])
+def test_inputs_of_every_kind_copied_into_shared_memory(
+    case: str, channels: int, device: str, variant_flags: None
+) -> None:
+    check(case, channels, device)
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("case", ["float16_misaligned", "float16_beside_float32", "float64"])
+def test_rows_at_and_past_the_copies_a_block_may_take(
+    case: str, device: str, variant_flags: None
+) -> None:
+    """96 KiB of copies a block at most: the widest row that fits, and one past it."""
+    bytes_per_channel = CASES[case][3]
+    widest = 96 * 1024 // bytes_per_channel
+    for channels in (widest, widest + 1):
+        check(case, channels, device)
