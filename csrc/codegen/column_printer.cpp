@@ -504,26 +504,53 @@ class ColumnPrinter {
            << ") + 15) / 16 * 16;\n";
     }
     out_ << "    (void)fx_next;\n    {\n"
-         << "    const bool fx_copy_side = " << inputsSideBySide(copied) << ";\n"
-         << "    #pragma unroll 4\n    for (int64_t fx_e = fx_lo + fx_g; fx_e < fx_hi; fx_e += "
-         << kColumnGroups << ") {\n";
-    printElementOffsets("fx_e", "", {});
-    out_ << "      const int64_t fx_at = " << sharedAt("fx_e") << ";\n      if (fx_copy_side) {\n";
-    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+         << "    const bool fx_copy_side = " << inputsSideBySide(copied) << ";\n";
+    // Two loops, not one branch in a loop: the compiler predicated both copies in the
+    // one loop, and every thread issued both. Rows of one inner dim step their sources
+    // by a pointer (the generic offsets multiply 64-bit indices per element).
+    const bool stepped = k_.inner_ndim == 1;
+    const std::string inner = std::to_string(k_.outer_ndim);
+    const std::string step = std::to_string(kColumnGroups);
+    out_ << "    if (fx_copy_side) {\n";
+    for (size_t i = 0; stepped && i < k_.inputs.size(); ++i) {
       if (!copied[i]) continue;
       const std::string n = std::to_string(i);
-      out_ << "        fx_copy_to_shared<" << block_ << " * sizeof(*in" << n << ")>(fx_sh" << n
-           << " + fx_at, in" << n << " + fx_off" << n << "[0] + fx_eo" << n << ");\n";
+      out_ << "    const " << storageTypeName(k_.inputs[i].dtype) << "* fx_src" << n << " = in" << n
+           << " + fx_off" << n << "[0] + (fx_lo + fx_g) * st" << n << "[" << inner << "];\n"
+           << "    const int64_t fx_step" << n << " = " << step << " * st" << n << "[" << inner
+           << "];\n";
     }
-    out_ << "      } else {\n        #pragma unroll\n        for (int fx_j = 0; fx_j < " << block_
-         << "; ++fx_j) {\n";
+    printCopyLoopHead(!stepped);
     for (size_t i = 0; i < k_.inputs.size(); ++i) {
       if (!copied[i]) continue;
       const std::string n = std::to_string(i);
-      out_ << "          fx_copy_to_shared<sizeof(*in" << n << ")>(fx_sh" << n
+      out_ << "      fx_copy_to_shared<" << block_ << " * sizeof(*in" << n << ")>(fx_sh" << n
+           << " + fx_at, ";
+      if (stepped) {
+        out_ << "fx_src" << n << ");\n      fx_src" << n << " += fx_step" << n << ";\n";
+      } else {
+        out_ << "in" << n << " + fx_off" << n << "[0] + fx_eo" << n << ");\n";
+      }
+    }
+    out_ << "    }\n    } else {\n";
+    printCopyLoopHead(/*offsets=*/true);
+    out_ << "      #pragma unroll\n      for (int fx_j = 0; fx_j < " << block_ << "; ++fx_j) {\n";
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!copied[i]) continue;
+      const std::string n = std::to_string(i);
+      out_ << "        fx_copy_to_shared<sizeof(*in" << n << ")>(fx_sh" << n
            << " + fx_at + fx_j, in" << n << " + fx_off" << n << "[fx_j] + fx_eo" << n << ");\n";
     }
-    out_ << "        }\n      }\n    }\n    fx_copies_done();\n    }\n";
+    out_ << "      }\n    }\n    }\n    fx_copies_done();\n    }\n";
+  }
+
+  // A copy loop's head: each warp's elements, the offset of element fx_e in shared memory
+  // and, with `offsets`, in each input.
+  void printCopyLoopHead(bool offsets) {
+    out_ << "    #pragma unroll 4\n    for (int64_t fx_e = fx_lo + fx_g; fx_e < fx_hi; fx_e += "
+         << kColumnGroups << ") {\n";
+    if (offsets) printElementOffsets("fx_e", "", {});
+    out_ << "      const int64_t fx_at = " << sharedAt("fx_e") << ";\n";
   }
 
   // The stack bytes of the tiles a tiled walk storing `stores` declares.
