@@ -511,7 +511,17 @@ class ColumnPrinter {
     const bool stepped = k_.inner_ndim == 1;
     const std::string inner = std::to_string(k_.outer_ndim);
     const std::string step = std::to_string(kColumnGroups);
-    out_ << "    if (fx_copy_side) {\n";
+    if (stepped) {
+      printWarpCopyCondition(copied);
+      out_ << "    if (fx_copy_warp) {\n";
+      for (size_t i = 0; i < k_.inputs.size(); ++i) {
+        if (copied[i]) printWarpCopy(i);
+      }
+      out_ << "    } else ";
+    } else {
+      out_ << "    ";
+    }
+    out_ << "if (fx_copy_side) {\n";
     for (size_t i = 0; stepped && i < k_.inputs.size(); ++i) {
       if (!copied[i]) continue;
       const std::string n = std::to_string(i);
@@ -541,7 +551,55 @@ class ColumnPrinter {
       out_ << "        fx_copy_to_shared<sizeof(*in" << n << ")>(fx_sh" << n
            << " + fx_at + fx_j, in" << n << " + fx_off" << n << "[fx_j] + fx_eo" << n << ");\n";
     }
-    out_ << "      }\n    }\n    }\n    fx_copies_done();\n    }\n";
+    out_ << "      }\n    }\n    }\n    fx_copies_done();\n    __syncwarp();\n    }\n";
+  }
+
+  // Whether the warp's rows of every copied input lie side by side in one run, each
+  // element's aligned to 16 bytes: its lanes then copy each element's rows of the warp
+  // (32 x block_ of them) in 16-byte pieces (printWarpCopy), a quarter of the copies a
+  // lane makes of its own float rows. Every lane takes part (__all_sync).
+  void printWarpCopyCondition(const std::vector<bool>& copied) {
+    const std::string b = std::to_string(block_);
+    const std::string run = std::to_string(k_.outer_ndim - 1);
+    const std::string inner = std::to_string(k_.outer_ndim);
+    out_ << "    const int64_t fx_wr0 = fx_r0 - (int64_t)fx_lane * " << b << ";\n"
+         << "    const bool fx_copy_warp = __all_sync(0xffffffffu, fx_copy_side && fx_wr0 + 32 * "
+         << b << " <= fx_rows";
+    if (k_.outer_ndim > 1) {
+      out_ << " && fx_wr0 % fx_sizes[" << run << "] + 32 * " << b << " <= fx_sizes[" << run << "]";
+    }
+    for (size_t i = 0; i < k_.inputs.size(); ++i) {
+      if (!copied[i]) continue;
+      const std::string n = std::to_string(i);
+      out_ << " && (unsigned long long)(in" << n << " + fx_off" << n << "[0] - fx_lane * " << b
+           << ") % 16 == 0 && st" << n << "[" << inner << "] * sizeof(*in" << n << ") % 16 == 0";
+    }
+    out_ << ");\n";
+  }
+
+  // Input i's rows of the warp, element after element of the warp's (every
+  // kColumnGroups-th), 16 bytes a lane: an element's rows are `pieces` pieces, so a
+  // warp's copy takes 32 / pieces elements. Their place in shared memory is the one
+  // each lane's own copy would take (sharedAt), read back by other lanes of the warp.
+  void printWarpCopy(size_t i) {
+    const std::string n = std::to_string(i);
+    const int64_t bytes = 32 * block_ * static_cast<int64_t>(c10::elementSize(k_.inputs[i].dtype));
+    const int64_t pieces = bytes / 16;
+    const std::string first = "(fx_g + " + std::to_string(kColumnGroups) + " * (fx_lane / " +
+                              std::to_string(pieces) + "))";
+    const std::string piece = "fx_lane % " + std::to_string(pieces) + " * 16";
+    const int64_t stride = kColumnGroups * (32 / pieces);  // elements between a lane's copies
+    out_ << "    {\n    const unsigned char* fx_wsrc = (const unsigned char*)(in" << n << " + fx_off"
+         << n << "[0] - fx_lane * " << block_ << " + (fx_lo + " << first << ") * st" << n << "["
+         << k_.outer_ndim << "]) + " << piece << ";\n"
+         << "    unsigned char* fx_wdst = (unsigned char*)fx_sh" << n << " + " << first << " * "
+         << bytes << " + " << piece << ";\n"
+         << "    const int64_t fx_wstep = " << stride << " * st" << n << "[" << k_.outer_ndim
+         << "] * (int64_t)sizeof(*in" << n << ");\n"
+         << "    #pragma unroll 4\n    for (int64_t fx_e = fx_lo + " << first << "; fx_e < fx_hi; fx_e += "
+         << stride << ") {\n"
+         << "      fx_copy_to_shared<16>(fx_wdst, fx_wsrc);\n"
+         << "      fx_wsrc += fx_wstep;\n      fx_wdst += " << stride * bytes << ";\n    }\n    }\n";
   }
 
   // A copy loop's head: each warp's elements, the offset of element fx_e in shared memory

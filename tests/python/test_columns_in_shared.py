@@ -2,7 +2,9 @@
 them (Kernel::columns_in_shared), over inputs the walks from memory take as they come:
 an input aligned to its element but not to a thread's vector (copied row by row), a
 float16 input beside a float32 one (one row a thread, 2-byte copies), bool, uint8 and
-float64 inputs, and rows at and one past the 96 KiB of copies a block may take.
+float64 inputs, results stored through tiles, and rows at and one past the 96 KiB of
+copies a block may take; with positions that let a warp copy its rows in 16-byte pieces
+together, that let some warps do so, and that let none.
 
 On CUDA every variant is forced in turn; the one in shared memory must have run exactly
 where the device's rule takes it. On the CPU the values are checked and, where NVRTC is
@@ -31,6 +33,12 @@ LAYER_NORM = (
     "    d = x - u\n"
     "    return d / torch.sqrt((d * d).mean(1, keepdim=True) + 1e-6) * w\n"
 )
+# timm's LayerNorm2d: its result's rows lie apart (stored through tiles).
+LAYER_NORM_2D = (
+    "def f(x, w):\n"
+    "    y = torch.layer_norm(x.permute(0, 2, 3, 1), [x.size(1)], w.flatten(), None, 1e-5)\n"
+    "    return y.permute(0, 3, 1, 2)\n"
+)
 MIXED = "def f(x, y):\n    return torch.softmax(x.float() * y, 1)\n"
 MASKED = "def f(x, m):\n    return torch.softmax(torch.where(m, x, -3.0), 1)\n"
 SCALED = "def f(x, u):\n    return torch.log_softmax(x * u, 1)\n"
@@ -52,57 +60,72 @@ def weight(channels: int, dtype: torch.dtype, device: str) -> torch.Tensor:
 
 # case -> (text, inputs(channels, device), the dtype the comparison tolerates, bytes of
 # copies per channel: 32 lanes x rows a thread x element size, summed over copied inputs)
-Case = tuple[str, Callable[[int, str], list[torch.Tensor]], torch.dtype, int]
+Case = tuple[str, Callable[[int, str, tuple[int, int]], list[torch.Tensor]], torch.dtype, int]
 CASES: dict[str, Case] = {
     "float16_misaligned": (
         LAYER_NORM,
-        lambda c, d: [misaligned((3, c, 5, 7), torch.float16, d), weight(c, torch.float16, d)],
+        lambda c, d, hw: [misaligned((3, c, *hw), torch.float16, d), weight(c, torch.float16, d)],
         torch.float16,
         32 * 2 * 2,
     ),
     "bfloat16_misaligned": (
         LAYER_NORM,
-        lambda c, d: [misaligned((2, c, 3, 9), torch.bfloat16, d), weight(c, torch.bfloat16, d)],
+        lambda c, d, hw: [misaligned((2, c, *hw), torch.bfloat16, d), weight(c, torch.bfloat16, d)],
         torch.bfloat16,
         32 * 2 * 2,
     ),
+    "layer_norm_2d_float16": (
+        LAYER_NORM_2D,
+        lambda c, d, hw: [torch.randn(2, c, *hw, device=d).half(), weight(c, torch.float16, d)],
+        torch.float16,
+        32 * 2 * 2,
+    ),
+    "layer_norm_2d_float32": (
+        LAYER_NORM_2D,
+        lambda c, d, hw: [torch.randn(2, c, *hw, device=d), weight(c, torch.float32, d)],
+        torch.float32,
+        32 * 4,
+    ),
     "float16_beside_float32": (
         MIXED,
-        lambda c, d: [
-            torch.randn(3, c, 5, 7, device=d).half(),
-            torch.randn(3, c, 5, 7, device=d),
+        lambda c, d, hw: [
+            torch.randn(3, c, *hw, device=d).half(),
+            torch.randn(3, c, *hw, device=d),
         ],
         torch.float32,
         32 * (2 + 4),
     ),
     "bool_beside_float32": (
         MASKED,
-        lambda c, d: [torch.randn(3, c, 5, 7, device=d), torch.rand(3, c, 5, 7, device=d) > 0.3],
+        lambda c, d, hw: [
+            torch.randn(3, c, *hw, device=d),
+            torch.rand(3, c, *hw, device=d) > 0.3,
+        ],
         torch.float32,
         32 * (4 + 1),
     ),
     "bool_beside_float16": (
         MASKED,
-        lambda c, d: [
-            torch.randn(3, c, 5, 7, device=d).half(),
-            torch.rand(3, c, 5, 7, device=d) > 0.3,
+        lambda c, d, hw: [
+            torch.randn(3, c, *hw, device=d).half(),
+            torch.rand(3, c, *hw, device=d) > 0.3,
         ],
         torch.float16,
         32 * 2 * (2 + 1),
     ),
     "uint8_beside_float32": (
         SCALED,
-        lambda c, d: [
-            torch.randn(3, c, 5, 7, device=d),
-            torch.randint(0, 6, (3, c, 5, 7), device=d, dtype=torch.uint8),
+        lambda c, d, hw: [
+            torch.randn(3, c, *hw, device=d),
+            torch.randint(0, 6, (3, c, *hw), device=d, dtype=torch.uint8),
         ],
         torch.float32,
         32 * (4 + 1),
     ),
     "float64": (
         LAYER_NORM,
-        lambda c, d: [
-            torch.randn(3, c, 5, 7, device=d, dtype=torch.float64),
+        lambda c, d, hw: [
+            torch.randn(3, c, *hw, device=d, dtype=torch.float64),
             weight(c, torch.float64, d),
         ],
         torch.float64,
@@ -111,9 +134,9 @@ CASES: dict[str, Case] = {
 }
 
 
-def check(case: str, channels: int, device: str) -> None:
+def check(case: str, channels: int, device: str, hw: tuple[int, int] = (5, 7)) -> None:
     text, make, dtype, bytes_per_channel = CASES[case]
-    args = make(channels, device)
+    args = make(channels, device, hw)
     copies = channels * bytes_per_channel
     if device == "cuda":
         in_shared = compare_each_variant(text, *args, dtype=dtype)
@@ -134,13 +157,20 @@ def check(case: str, channels: int, device: str) -> None:
     assert bool(compiled) == (copies <= 96 * 1024), (len(compiled), copies)
 
 
+# Positions an image: 35 (no warp's rows aligned to 16 bytes: each lane copies its own
+# rows), 64 (every warp's rows in one image: its lanes copy each element's rows of the
+# warp in 16-byte pieces) and 48 (some warps' rows cross into the next image).
+SPATIAL = [(5, 7), (8, 8), (6, 8)]
+
+
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("channels", [7, 64, 131])
+@pytest.mark.parametrize("hw", SPATIAL, ids=str)
 def test_inputs_of_every_kind_copied_into_shared_memory(
-    case: str, channels: int, device: str, variant_flags: None
+    case: str, channels: int, hw: tuple[int, int], device: str, variant_flags: None
 ) -> None:
-    check(case, channels, device)
+    check(case, channels, device, hw)
 
 
 @pytest.mark.parametrize("device", devices())
