@@ -21,17 +21,17 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "codegen/common_prelude.h"
 #include "codegen/cpp_prelude.h"
 #include "codegen/cuda_prelude.h"
-#include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
-#include "codegen/native16.h"
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
 #include "codegen/split_rows.h"
+#include "codegen/walk_native16.h"
 
 namespace fuser::codegen {
 namespace {
@@ -76,7 +76,7 @@ class ColumnPrinter {
     constant_.assign(k.exprs.size(), false);
     for (ExprId id : s_.constants) constant_[id] = true;
     if (cuda) chooseCudaTile();
-    if (cuda) planNative(k);
+    if (cuda) native16_.emplace(k);
   }
 
   std::string print() {
@@ -1059,7 +1059,9 @@ class ColumnPrinter {
       return loadConversion(k_.inputs[e.index].dtype, e.type, at(std::to_string(e.index)));
     };
     if (cuda_) {
-      printCudaElementExprs(elements, at, load);
+      native16_->print(
+          out_, elements, "        ", [&](const Expr& e) { return at(std::to_string(e.index)); },
+          load);
     } else {
       printRowExprs(out_, k_, elements, "        ", load);
     }
@@ -1073,7 +1075,9 @@ class ColumnPrinter {
     }
     for (size_t o : stores) {
       const std::string n = std::to_string(o);
-      const std::string value = storedValue(o, elements);
+      const std::string value =
+          cuda_ ? native16_->stored(o, elements)
+                : storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
       if (tiled && (!cuda_ || isTiled(o))) {
         out_ << "        fx_tile" << n << "[" << tile_at << "] = " << value << ";\n";
       } else if (vector_stores) {
@@ -1095,120 +1099,6 @@ class ColumnPrinter {
     }
   }
 
-  // CUDA: a walk's expressions for one element of row fx_j, its 16-bit adds, subtracts
-  // and multiplies on the GPU's 16-bit instructions where they give eager's bits
-  // (native16.h; a float16 LayerNorm over channels spends most of its instructions on
-  // the conversions around each rounded op). Such a value holds its bits, `vN_b`, beside
-  // its float; an operand's bits come from its load, its rounding, or, for a value
-  // brought in from outside the walk, its float converted back (exact: it holds them).
-  void printCudaElementExprs(const std::vector<ExprId>& elements,
-                             const std::function<std::string(const std::string&)>& at,
-                             const std::function<std::string(const Expr&)>& load) {
-    std::vector<bool> here(k_.exprs.size(), false), converted(k_.exprs.size(), false);
-    for (ExprId id : elements) here[id] = true;
-    for (ExprId id : elements) {
-      const ExprId op = native16_.native_op[id];
-      if (op < 0) continue;
-      const c10::ScalarType format = native16_.bits[id];
-      for (ExprId a : k_.exprs[op].args) {
-        if (here[a] || converted[a] || native16_.bits[a] != format) continue;
-        converted[a] = true;
-        out_ << "        const uint16_t v" << a << "_b = "
-             << storeConversion(format, "v" + std::to_string(a)) << ";\n";
-      }
-    }
-    for (ExprId id : elements) {
-      const Expr& e = k_.exprs[id];
-      const std::string v = "v" + std::to_string(id);
-      const c10::ScalarType format = native16_.bits[id];
-      if (native16_.folded[id] && foldedInto(id, here)) continue;
-      if (quotient_[id] && quotientIn(id, here)) continue;
-      if (format == c10::ScalarType::Undefined) {
-        out_ << "        const " << computeTypeName(e.type) << " " << v << " = "
-             << formatExpr(k_, e, load) << ";\n";
-        continue;
-      }
-      std::string bits;
-      if (const ExprId d = rowQuotient(id, here); d >= 0) {
-        const std::string b = "v" + std::to_string(k_.exprs[d].args[1]);
-        bits = std::string(format == c10::ScalarType::Half ? "fx_hquot(" : "fx_bfquot(") + "v" +
-               std::to_string(k_.exprs[d].args[0]) + ", " + b + ", 1.0f / " + b + ")";
-      } else if (e.op == IrOp::Load) {
-        bits = at(std::to_string(e.index));
-      } else if (native16_.native_op[id] >= 0) {
-        bits = native16Op(k_, native16_, id);
-      } else {  // a rounding of a float computed as usual
-        bits = storeConversion(format, "v" + std::to_string(e.args[0]));
-      }
-      const bool half = format == c10::ScalarType::Half;
-      out_ << "        const uint16_t " << v << "_b = " << bits << ";\n"
-           << "        const float " << v << " = " << (half ? "fx_h2f(" : "fx_bf2f(") << v
-           << "_b);\n";
-    }
-  }
-
-  // Rounding `id`'s quotient, a float division whose sole use it is, by a value the walk
-  // brings in (the same over the row; its reciprocal is taken out of the loop): printed
-  // as the rounding (fx_hquot). -1 where `id` is no such rounding.
-  ExprId rowQuotient(ExprId id, const std::vector<bool>& here) const {
-    const Expr& e = k_.exprs[id];
-    if (e.op != IrOp::RoundToHalf && e.op != IrOp::RoundToBFloat16) return -1;
-    const ExprId d = e.args[0];
-    const Expr& div = k_.exprs[d];
-    if (!quotient_[d] || !here[d] || here[div.args[1]]) return -1;
-    return d;
-  }
-
-  bool quotientIn(ExprId d, const std::vector<bool>& here) const {
-    for (size_t i = 0; i < k_.exprs.size(); ++i) {
-      if (here[i] && rowQuotient(static_cast<ExprId>(i), here) == d) return true;
-    }
-    return false;
-  }
-
-  // A folded op is printed as the rounding that computes it natively, where that
-  // rounding is printed in the same walk.
-  bool foldedInto(ExprId op, const std::vector<bool>& here) const {
-    for (size_t i = 0; i < k_.exprs.size(); ++i) {
-      if (native16_.native_op[i] == op && here[i]) return true;
-    }
-    return false;
-  }
-
-  // Output o's value in its storage type: a value this walk computed in the output's
-  // 16-bit format holds its bits already (a load's are stored converted, as eager's
-  // conversions quiet a NaN).
-  std::string storedValue(size_t o, const std::vector<ExprId>& elements) const {
-    const TensorOutput& out = k_.outputs[o];
-    const std::string v = "v" + std::to_string(out.value);
-    const bool bits = cuda_ && native16_.bits.size() > static_cast<size_t>(out.value) &&
-                      native16_.bits[out.value] == out.dtype &&
-                      k_.exprs[out.value].op != IrOp::Load &&
-                      std::find(elements.begin(), elements.end(), out.value) != elements.end();
-    return bits ? v + "_b" : storeConversion(out.dtype, v);
-  }
-
-  // CUDA: 16-bit adds, subtracts and multiplies (native16.h), and float divisions whose
-  // sole use is a rounding to 16 bits (quotient_; rowQuotient says where they qualify).
-  void planNative(const Kernel& k) {
-    const ExprFacts facts = analyzeExprs(k);
-    native16_ = planNative16(k, facts);
-    std::vector<int> uses(k.exprs.size(), 0);
-    for (size_t i = 0; i < k.exprs.size(); ++i) {
-      if (!facts.used[i]) continue;
-      for (ExprId a : k.exprs[i].args) ++uses[a];
-    }
-    for (const TensorOutput& o : k.outputs) uses[o.value] += 2;
-    quotient_.assign(k.exprs.size(), false);
-    for (const Expr& e : k.exprs) {
-      if (e.op != IrOp::RoundToHalf && e.op != IrOp::RoundToBFloat16) continue;
-      const Expr& div = k.exprs[e.args[0]];
-      if (div.op == IrOp::Div && div.type == c10::ScalarType::Float && uses[e.args[0]] == 1) {
-        quotient_[e.args[0]] = true;
-      }
-    }
-  }
-
   const Kernel& k_;
   RowSchedule s_;
   const bool cuda_;
@@ -1219,8 +1109,7 @@ class ColumnPrinter {
   // CUDA: elements a warp walks per step (Kernel::column_blocks).
   int unroll_ = k_.column_blocks >= 4 ? kColumnUnrollAtFourBlocks : kColumnUnroll;
   std::vector<bool> constant_;
-  Native16 native16_;  // CUDA: 16-bit ops computed natively
-  std::vector<bool> quotient_;  // CUDA: divisions rounded to 16 bits (rowQuotient)
+  std::optional<WalkNative16> native16_;  // CUDA: 16-bit arithmetic in the walks
   std::ostringstream out_;
 };
 

@@ -1,0 +1,111 @@
+#include "codegen/walk_native16.h"
+
+#include <algorithm>
+
+#include "codegen/expr_analysis.h"
+#include "codegen/expr_printer.h"
+
+namespace fuser::codegen {
+namespace {
+
+bool isRounding(const Expr& e) {
+  return e.op == IrOp::RoundToHalf || e.op == IrOp::RoundToBFloat16;
+}
+
+}  // namespace
+
+WalkNative16::WalkNative16(const Kernel& k) : k_(k) {
+  const ExprFacts facts = analyzeExprs(k);
+  ops_ = planNative16(k, facts);
+  std::vector<int> uses(k.exprs.size(), 0);
+  for (size_t i = 0; i < k.exprs.size(); ++i) {
+    if (!facts.used[i]) continue;
+    for (ExprId a : k.exprs[i].args) ++uses[a];
+  }
+  for (const TensorOutput& o : k.outputs) uses[o.value] += 2;  // an output: never folded
+  quotient_.assign(k.exprs.size(), false);
+  for (const Expr& e : k.exprs) {
+    if (!isRounding(e)) continue;
+    const Expr& div = k.exprs[e.args[0]];
+    if (div.op == IrOp::Div && div.type == c10::ScalarType::Float && uses[e.args[0]] == 1) {
+      quotient_[e.args[0]] = true;
+    }
+  }
+}
+
+// The division rounding `rounding` rounds, where the walk computes both and not the
+// divisor: -1 elsewhere.
+ExprId WalkNative16::quotientOf(ExprId rounding, const std::vector<bool>& here) const {
+  const Expr& e = k_.exprs[rounding];
+  if (!isRounding(e)) return -1;
+  const ExprId d = e.args[0];
+  if (!quotient_[d] || !here[d] || here[k_.exprs[d].args[1]]) return -1;
+  return d;
+}
+
+// An op the walk prints only as the rounding that computes it (natively, or as a
+// quotient), where that rounding is in the walk.
+bool WalkNative16::printedAsRounding(ExprId id, const std::vector<bool>& here) const {
+  for (size_t i = 0; i < k_.exprs.size(); ++i) {
+    if (!here[i]) continue;
+    const auto r = static_cast<ExprId>(i);
+    if ((ops_.folded[id] && ops_.native_op[r] == id) || quotientOf(r, here) == id) return true;
+  }
+  return false;
+}
+
+void WalkNative16::print(std::ostream& out, const std::vector<ExprId>& elements,
+                         const std::string& indent,
+                         const std::function<std::string(const Expr&)>& raw,
+                         const std::function<std::string(const Expr&)>& load) const {
+  std::vector<bool> here(k_.exprs.size(), false), converted(k_.exprs.size(), false);
+  for (ExprId id : elements) here[id] = true;
+  for (ExprId id : elements) {
+    const ExprId op = ops_.native_op[id];
+    if (op < 0) continue;
+    const c10::ScalarType format = ops_.bits[id];
+    for (ExprId a : k_.exprs[op].args) {
+      if (here[a] || converted[a] || ops_.bits[a] != format) continue;
+      converted[a] = true;
+      out << indent << "const uint16_t v" << a << "_b = "
+          << storeConversion(format, "v" + std::to_string(a)) << ";\n";
+    }
+  }
+  for (ExprId id : elements) {
+    const Expr& e = k_.exprs[id];
+    const std::string v = "v" + std::to_string(id);
+    const c10::ScalarType format = ops_.bits[id];
+    if ((ops_.folded[id] || quotient_[id]) && printedAsRounding(id, here)) continue;
+    if (format == c10::ScalarType::Undefined) {
+      out << indent << "const " << computeTypeName(e.type) << " " << v << " = "
+          << formatExpr(k_, e, load) << ";\n";
+      continue;
+    }
+    std::string bits;
+    if (const ExprId d = quotientOf(id, here); d >= 0) {
+      const std::string b = "v" + std::to_string(k_.exprs[d].args[1]);
+      bits = std::string(format == c10::ScalarType::Half ? "fx_hquot(v" : "fx_bfquot(v") +
+             std::to_string(k_.exprs[d].args[0]) + ", " + b + ", 1.0f / " + b + ")";
+    } else if (e.op == IrOp::Load) {
+      bits = raw(e);
+    } else if (ops_.native_op[id] >= 0) {
+      bits = native16Op(k_, ops_, id);
+    } else {  // a rounding of a float computed as usual
+      bits = storeConversion(format, "v" + std::to_string(e.args[0]));
+    }
+    const bool half = format == c10::ScalarType::Half;
+    out << indent << "const uint16_t " << v << "_b = " << bits << ";\n"
+        << indent << "const float " << v << " = " << (half ? "fx_h2f(" : "fx_bf2f(") << v
+        << "_b);\n";
+  }
+}
+
+std::string WalkNative16::stored(size_t o, const std::vector<ExprId>& elements) const {
+  const TensorOutput& out = k_.outputs[o];
+  const std::string v = "v" + std::to_string(out.value);
+  const bool bits = ops_.bits[out.value] == out.dtype && k_.exprs[out.value].op != IrOp::Load &&
+                    std::find(elements.begin(), elements.end(), out.value) != elements.end();
+  return bits ? v + "_b" : storeConversion(out.dtype, v);
+}
+
+}  // namespace fuser::codegen
