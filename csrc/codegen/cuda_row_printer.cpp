@@ -15,6 +15,7 @@
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
 #include "codegen/split_rows.h"
+#include "codegen/walk_native16.h"
 
 namespace fuser::codegen {
 namespace {
@@ -109,7 +110,7 @@ namespace {
 
 class CudaRowPrinter {
  public:
-  explicit CudaRowPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)) {
+  explicit CudaRowPrinter(const Kernel& k) : k_(k), s_(scheduleRows(k)), native16_(k) {
     TORCH_CHECK(k.row_lanes >= 1 && k.row_lanes <= 1024 && (k.row_lanes & (k.row_lanes - 1)) == 0,
                 "fuser: row lanes must be a power of two up to 1024");
   }
@@ -284,9 +285,15 @@ class CudaRowPrinter {
     };
     if (v == 1) {
       out_ << "  for (int64_t fx_e = fx_lo + fx_lane; fx_e < fx_hi; fx_e += " << lanes << ") {\n";
-      printExprs(ids, "    ", "fx_e");
+      native16_.print(
+          out_, ids, "    ", [&](const Expr& e) { return rowLoadElement(k_, e, "fx_e"); },
+          [&](const Expr& e) { return rowLoad(k_, e, "fx_e"); });
       accumulate("    ");
-      if (store) printElementStores(out_, k_, "    ");
+      for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
+        if (k_.outputs[o].per_row) continue;
+        out_ << "    " << outputElement(k_, o, "fx_e") << " = " << native16_.stored(o, ids)
+             << ";\n";
+      }
       out_ << "  }\n";
       return;
     }
@@ -323,13 +330,14 @@ class CudaRowPrinter {
     }
     const std::vector<bool> based = printVectorBases(loaded, vector_input, "    ");
     out_ << "    #pragma unroll\n    for (int fx_u = 0; fx_u < " << v << "; ++fx_u) {\n";
-    printRowExprs(out_, k_, ids, "      ",
-                  [&](const Expr& e) { return vectorElement(e, vector_input, based); });
+    native16_.print(
+        out_, ids, "      ", [&](const Expr& e) { return vectorRaw(e, vector_input, based); },
+        [&](const Expr& e) { return vectorElement(e, vector_input, based); });
     accumulate("      ");
     for (size_t o = 0; store && o < k_.outputs.size(); ++o) {
       const TensorOutput& output = k_.outputs[o];
       if (output.per_row) continue;
-      const std::string value = storeConversion(output.dtype, "v" + std::to_string(output.value));
+      const std::string value = native16_.stored(o, ids);
       if (output.rows_apart) {
         out_ << "      " << outputElement(k_, o, "fx_b + fx_u") << " = " << value << ";\n";
       } else {
@@ -519,14 +527,25 @@ class CudaRowPrinter {
            << heldSlot(static_cast<ExprId>(i)) << ";\n";
     }
     auto load = [&](const Expr& e) { return vectorElement(e, vector_input, based); };
+    std::vector<ExprId> ids;  // this loop's, in order
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
-      const auto id = static_cast<ExprId>(i);
-      if (!s_.used[i] || !s_.element[i] || s_.loop[i] != l) continue;
-      const Expr& e = k_.exprs[i];
-      out_ << "      const " << computeTypeName(e.type) << " v" << i << " = "
-           << (blocked[i] ? draw(id) : formatExpr(k_, e, load)) << ";\n";
-      if (held[i]) out_ << "      " << heldSlot(id) << " = v" << i << ";\n";
+      if (s_.used[i] && s_.element[i] && s_.loop[i] == l) ids.push_back(static_cast<ExprId>(i));
     }
+    if (std::find(blocked.begin(), blocked.end(), true) == blocked.end()) {
+      native16_.print(
+          out_, ids, "      ", [&](const Expr& e) { return vectorRaw(e, vector_input, based); },
+          load);
+    } else {  // random draws: in float (a dropout's mask is no 16-bit op)
+      for (ExprId id : ids) {
+        const Expr& e = k_.exprs[id];
+        out_ << "      const " << computeTypeName(e.type) << " v" << id << " = "
+             << (blocked[id] ? draw(id) : formatExpr(k_, e, load)) << ";\n";
+      }
+    }
+    for (ExprId id : ids) {
+      if (held[id]) out_ << "      " << heldSlot(id) << " = v" << id << ";\n";
+    }
+    const bool native = std::find(blocked.begin(), blocked.end(), true) == blocked.end();
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
       out_ << "      fx_acc" << r << " = "
@@ -539,7 +558,8 @@ class CudaRowPrinter {
     for (size_t o = 0; o < k_.outputs.size(); ++o) {
       if (!outputs_here[o]) continue;
       const std::string value =
-          storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
+          native ? native16_.stored(o, ids)
+                 : storeConversion(k_.outputs[o].dtype, "v" + std::to_string(k_.outputs[o].value));
       if (k_.outputs[o].rows_apart) {
         out_ << "      " << guard << outputElement(k_, o, "fx_b + fx_u") << " = " << value << ";\n";
       } else {
@@ -591,15 +611,21 @@ class CudaRowPrinter {
   std::string vectorElement(const Expr& e, const std::vector<bool>& vector_input,
                             const std::vector<bool>& based) const {
     if (e.op != IrOp::Load) return rowLoad(k_, e, "(fx_b + fx_u)");
+    return loadConversion(k_.inputs[e.index].dtype, e.type, vectorRaw(e, vector_input, based));
+  }
+
+  // The element vectorElement reads, in its storage type (a load of a tensor).
+  std::string vectorRaw(const Expr& e, const std::vector<bool>& vector_input,
+                        const std::vector<bool>& based) const {
     const TensorInput& in = k_.inputs[e.index];
     const std::string n = std::to_string(e.index);
-    if (vector_input[e.index]) return loadConversion(in.dtype, e.type, "fx_w" + n + ".v[fx_u]");
-    if (!based[e.index]) return rowLoad(k_, e, "(fx_b + fx_u)");
+    if (vector_input[e.index]) return "fx_w" + n + ".v[fx_u]";
+    if (!based[e.index]) return rowLoadElement(k_, e, "(fx_b + fx_u)");
     std::string at = "fx_vb" + n;
     if (!in.row_last_zero_stride) {
       at += " + fx_u * st" + n + "[" + std::to_string(k_.outer_ndim + k_.inner_ndim - 1) + "]";
     }
-    return loadConversion(in.dtype, e.type, "in" + n + "[" + at + "]");
+    return "in" + n + "[" + at + "]";
   }
 
   void printExprs(const std::vector<ExprId>& ids, const std::string& indent,
@@ -609,6 +635,7 @@ class CudaRowPrinter {
 
   const Kernel& k_;
   RowSchedule s_;
+  WalkNative16 native16_;  // 16-bit arithmetic in the walks
   std::ostringstream out_;
 };
 

@@ -125,6 +125,8 @@ extern const char* const kCudaWelfordHelpers;
 // A load of a row kernel at element `e` of the row (row-level inputs ignore it); the
 // printer names the row's input offsets offN and strides stN.
 std::string rowLoad(const Kernel& kernel, const Expr& load, const std::string& e);
+// The element rowLoad reads, in its storage type (a load of a tensor, not an index).
+std::string rowLoadElement(const Kernel& kernel, const Expr& load, const std::string& e);
 // inN, stN and outN from the pointer array `ptrs` and the stride array `strides`;
 // fx_n, the elements of a row, from fx_sizes.
 void printRowPointers(std::ostream& out, const Kernel& kernel, const std::string& ptrs,

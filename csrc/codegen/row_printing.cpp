@@ -134,6 +134,10 @@ std::string welfordTypeName(const Expr& e) {
 // An element load of a row kernel at element index `e` of the row.
 std::string rowLoad(const Kernel& k, const Expr& load, const std::string& e) {
   if (load.op == IrOp::ElementIndex) return "(fx_r * fx_n + " + e + ")";
+  return loadConversion(k.inputs[load.index].dtype, load.type, rowLoadElement(k, load, e));
+}
+
+std::string rowLoadElement(const Kernel& k, const Expr& load, const std::string& e) {
   const TensorInput& in = k.inputs[load.index];
   const std::string n = std::to_string(load.index);
   std::string offset = "off" + n;
@@ -147,7 +151,7 @@ std::string rowLoad(const Kernel& k, const Expr& load, const std::string& e) {
               ", st" + n + " + " + std::to_string(k.outer_ndim) + ", " +
               std::to_string(k.inner_ndim) + ")";
   }
-  return loadConversion(in.dtype, load.type, "in" + n + "[" + offset + "]");
+  return "in" + n + "[" + offset + "]";
 }
 
 void printRowPointers(std::ostream& out, const Kernel& k, const std::string& ptrs,

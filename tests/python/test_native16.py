@@ -134,42 +134,49 @@ def test_powers_equal_eager_on_every_value(exponent, dtype, device, fused):
     assert fuser.stats()["kernel_launches"] > 0
 
 
-# A quotient by a value the same over a row (its maximum over the channels of y), rounded
-# to 16 bits: CUDA column kernels take it as a product with the row's reciprocal
-# (fx_hquot) but where that could round otherwise. y's channel 0 holds each row's
-# divisor, its other channels -inf; x's rows hold every value of the format between them.
-ROW_QUOTIENT = "def f(x, y):\n    return x / y.amax(1, keepdim=True)\n"
-CHANNELS = 4096  # values of x a row; 16 rows hold all 65536
+# A quotient by a value the same over a row (its maximum over y's row), rounded to 16
+# bits: CUDA row and column kernels take it as a product with the row's reciprocal
+# (fx_hquot) but where that could round otherwise. y's first element of each row holds
+# the row's divisor, its others -inf; x's rows hold every value of the format between
+# them. Rows over the last dim ([rows, 4096]) or over the channels ([1, 4096, rows]).
+QUOTIENTS = {
+    "rows": "def f(x, y):\n    return x / y.amax(-1, keepdim=True)\n",
+    "columns": "def f(x, y):\n    return x / y.amax(1, keepdim=True)\n",
+}
+ROW_LENGTH = 4096  # values of x a row; 16 rows hold all 65536
 
 
 def quotient_inputs(
-    dtype: torch.dtype, divisors: torch.Tensor, device: str
+    dtype: torch.dtype, divisors: torch.Tensor, device: str, walk: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     rows = 16 * divisors.numel()
-    x = every_value(dtype, device).view(16, CHANNELS).t().repeat(1, divisors.numel())
-    y = torch.full((CHANNELS, rows), float("-inf"), device=device, dtype=dtype)
-    y[0] = divisors.repeat_interleave(16)
-    return x.reshape(1, CHANNELS, rows), y.reshape(1, CHANNELS, rows)
+    x = every_value(dtype, device).view(16, ROW_LENGTH).repeat(divisors.numel(), 1)
+    y = torch.full((rows, ROW_LENGTH), float("-inf"), device=device, dtype=dtype)
+    y[:, 0] = divisors.repeat_interleave(16)
+    if walk == "rows":
+        return x, y
+    return x.t().unsqueeze(0), y.t().unsqueeze(0)  # rows side by side
 
 
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-def test_quotients_by_a_row_value_equal_eager_bit_for_bit(dtype, device, variant_flags):
+@pytest.mark.parametrize("walk", sorted(QUOTIENTS))
+def test_quotients_by_a_row_value_equal_eager_bit_for_bit(dtype, walk, device, variant_flags):
     """Every value of the format over divisors spread across it (every 16th bit pattern
     on CUDA: zeros, subnormals, infinities and NaNs among them; every 1024th on the CPU),
-    each of the column kernel's variants on CUDA."""
+    each of the row kernel's variants on CUDA."""
     values = every_value(dtype, device)
     step = 16 if device == "cuda" else 1024
     divisors = torch.cat([values[::step], values[1::4099]])
-    fused = script_from_source(ROW_QUOTIENT)
-    eager = eager_from_source(ROW_QUOTIENT)
+    fused = script_from_source(QUOTIENTS[walk])
+    eager = eager_from_source(QUOTIENTS[walk])
     for variant in range(4) if device == "cuda" else [-1]:
         fuser._C._set_variant_choice(variant < 0, variant)
         fuser._C._forget_variant_choices()
         fuser.reset_stats()
         with fuser.enabled(True):
             for chunk in divisors.split(256):
-                x, y = quotient_inputs(dtype, chunk, device)
+                x, y = quotient_inputs(dtype, chunk, device, walk)
                 assert_same_bits(run_optimized(fused, x, y), eager(x, y), str(variant))
         stats = fuser.stats()
         assert stats["row_launches"] >= 1 and stats["interpreted_runs"] == 0, stats
@@ -179,24 +186,27 @@ def test_quotients_by_a_row_value_equal_eager_bit_for_bit(dtype, device, variant
     os.environ.get("FUSER_CROSS_COMPILE") is None, reason="reads CUDA forms of CPU kernels"
 )
 @pytest.mark.parametrize("dtype, prefix", [(torch.float16, "h"), (torch.bfloat16, "bf")])
-def test_column_kernels_compute_16bit_ops_natively(dtype, prefix):
-    """ConvNeXt's channels-first LayerNorm written out: its CUDA column kernel subtracts
-    the mean, squares and applies the weight on 16-bit instructions, and divides by the
-    row's deviation through its reciprocal (read from the CUDA forms compiled on the CPU)."""
+@pytest.mark.parametrize("dim, width", [(1, 64), (-1, 64), (-1, 5000)])
+def test_row_and_column_kernels_compute_16bit_ops_natively(dtype, prefix, dim, width):
+    """A LayerNorm written out (over NCHW's channels, ConvNeXt's channels-first one; over
+    the last dim, in rows held in registers and in rows walked from memory): its CUDA
+    kernel subtracts the mean, squares and applies the weight on 16-bit instructions, and
+    divides by the row's deviation through its reciprocal (read from the CUDA forms
+    compiled on the CPU)."""
     text = (
         "def f(x, w):\n"
-        "    u = x.mean(1, keepdim=True)\n"
+        f"    u = x.mean({dim}, keepdim=True)\n"
         "    d = x - u\n"
-        "    return d / torch.sqrt((d * d).mean(1, keepdim=True) + 1e-6) * w\n"
+        f"    return d / torch.sqrt((d * d).mean({dim}, keepdim=True) + 1e-6) * w\n"
     )
-    x = torch.randn(2, 64, 5, 7).to(dtype)
-    w = torch.randn(1, 64, 1, 1).to(dtype)
+    x = torch.randn(2, width, 5, 7).to(dtype) if dim == 1 else torch.randn(3, 4, width).to(dtype)
+    w = torch.randn(1, width, 1, 1).to(dtype) if dim == 1 else torch.randn(width).to(dtype)
     before = len(fuser.kernel_sources())
     with fuser.enabled(True):
         got = run_optimized(script_from_source(text), x, w)
     torch.testing.assert_close(got, eager_from_source(text)(x, w), rtol=2e-2, atol=2e-2)
     sources = [s for s in fuser.kernel_sources()[before:] if "__global__" in s and "fx_lane" in s]
-    assert sources, "no CUDA column kernel was compiled"
+    assert sources, "no CUDA row kernel was compiled"
     for s in sources:
         body = s[s.index("__global__") :]
         assert f"fx_{prefix}sub(" in body and f"fx_{prefix}mul(" in body, prefix
