@@ -183,3 +183,28 @@ def test_rows_at_and_past_the_copies_a_block_may_take(
     widest = 96 * 1024 // bytes_per_channel
     for channels in (widest, widest + 1):
         check(case, channels, device)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="reads a CUDA device's limits")
+def test_the_rule_reads_the_devices_shared_memory() -> None:
+    """The variant in shared memory is offered by the device's shared memory per block
+    (opt-in) and per multiprocessor, as torch reports them: 96 KiB of copies a block at
+    most beside 48 KiB of static arrays, 4 resident blocks where a tiled kernel's four
+    fit a multiprocessor (8 KiB of static arrays each), 2 where two fit. (The
+    multiprocessor's bytes were once read as its registers, 65536: 256 float channels
+    were refused on the H200.)"""
+    index = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    per_block = getattr(props, "shared_memory_per_block_optin", None)
+    per_sm = getattr(props, "shared_memory_per_multiprocessor", None)
+    if per_block is None or per_sm is None:
+        pytest.skip("this torch does not report shared memory per multiprocessor")
+    for copies in (8 << 10, 32 << 10, 48 << 10, 64 << 10, 96 << 10, (96 << 10) + 16):
+        takes = props.major >= 8 and copies <= 96 << 10 and copies + (48 << 10) <= per_block
+        two = 2 if takes and 2 * (copies + (8 << 10)) <= per_sm else 0
+        four = 4 if takes and 4 * (copies + (8 << 10)) <= per_sm else two
+        assert fuser._C._columns_in_shared_blocks(index, copies, False) == two, copies
+        assert fuser._C._columns_in_shared_blocks(index, copies, True) == four, copies
+    if (props.major, props.minor) == (9, 0):  # 227 KiB a block, 228 a multiprocessor
+        assert fuser._C._columns_in_shared_blocks(index, 32 << 10, False) == 2
+        assert fuser._C._columns_in_shared_blocks(index, 32 << 10, True) == 4

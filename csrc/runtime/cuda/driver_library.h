@@ -37,7 +37,7 @@ enum class DeviceAttribute : int {
   kMultiprocessorCount = 16,          // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
   kL2CacheSize = 38,                  // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
   kMaxThreadsPerMultiprocessor = 39,  // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
-  kMaxSharedPerMultiprocessor = 82,  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+  kMaxSharedPerMultiprocessor = 81,  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
   kComputeCapabilityMajor = 75,       // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
   kComputeCapabilityMinor = 76,       // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
   kMaxSharedPerBlockOptin = 97,  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
