@@ -490,7 +490,8 @@ class ColumnPrinter {
   }
 
   // The copies: each warp's elements of each copied input, all issued before the first
-  // is waited for. Each thread reads back only what it copied, so no barrier is needed.
+  // is waited for. A warp reads back only its own elements (every kColumnGroups-th),
+  // which its own lanes copied: a warp's barrier after the wait is enough.
   void printCopiesToShared() {
     std::vector<bool> copied(k_.inputs.size(), false);
     for (size_t i = 0; i < k_.inputs.size(); ++i) copied[i] = cudaColumnCopiesInput(k_.inputs[i]);

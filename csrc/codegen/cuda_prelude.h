@@ -114,16 +114,17 @@ FX_INLINE uint16_t fx_bfsub(uint16_t a, uint16_t b) { return fx_f2bf(fx_bf2f(a) 
 FX_INLINE uint16_t fx_bfmul(uint16_t a, uint16_t b) { return fx_f2bf(fx_bf2f(a) * fx_bf2f(b)); }
 #endif
 
-// A quotient rounded to 16 bits as eager rounds it (float division, then the format),
-// for a divisor the same over a row (a normalization's deviation) whose reciprocal
-// `rb` = 1 / b is taken once: a * rb lies within 2 float ulps of the float quotient,
-// so it rounds to the same 16-bit value unless it lies within 3 ulps of a midpoint
-// between two, or where the format's spacing shrinks (its subnormals; float's). Those
-// few take the division, as do bfloat16 rows whose reciprocal is not a normal float.
-// A float16 b is never that small or large: a zero, infinite or NaN b or a gives the
-// division's value (rb is infinite or zero, a * rb the same zero, infinity or NaN).
-// Checked against eager's rounding on all 2^32 pairs of each format by emulation
-// (tools/check_row_quotient.py) and on the GPU (test_native16.py).
+// A quotient of two values of a 16-bit format rounded to it as eager rounds it (float
+// division, then the format), for a divisor the same over a row (a normalization's
+// deviation) whose reciprocal `rb` = 1 / b the compiler takes out of the loop: a * rb
+// lies within 2 float ulps of the float quotient, so it rounds to the same 16-bit value
+// unless it lies within 3 ulps of a midpoint between two, or where the format's spacing
+// shrinks (its subnormals; float's). Those few take the division, as do bfloat16 rows
+// whose reciprocal is not a normal float. Callers pass values of the format only
+// (WalkNative16): a float16 b is then never too small or large for its reciprocal, and
+// a zero, infinite or NaN a or b gives the division's value (rb infinite or zero, a * rb
+// the same zero, infinity or NaN). Checked against eager's rounding on all 2^32 pairs
+// of each format by emulation (tools/check_row_quotient.py).
 FX_INLINE uint16_t fx_hquot(float a, float b, float rb) {
   const float q = a * rb;
   const unsigned low = __float_as_uint(q) & 0x1fffu;

@@ -531,11 +531,13 @@ class CudaRowPrinter {
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
       if (s_.used[i] && s_.element[i] && s_.loop[i] == l) ids.push_back(static_cast<ExprId>(i));
     }
-    if (std::find(blocked.begin(), blocked.end(), true) == blocked.end()) {
+    // Random draws print in float (a dropout's mask is no 16-bit op).
+    const bool native = std::find(blocked.begin(), blocked.end(), true) == blocked.end();
+    if (native) {
       native16_.print(
           out_, ids, "      ", [&](const Expr& e) { return vectorRaw(e, vector_input, based); },
           load);
-    } else {  // random draws: in float (a dropout's mask is no 16-bit op)
+    } else {
       for (ExprId id : ids) {
         const Expr& e = k_.exprs[id];
         out_ << "      const " << computeTypeName(e.type) << " v" << id << " = "
@@ -545,7 +547,6 @@ class CudaRowPrinter {
     for (ExprId id : ids) {
       if (held[id]) out_ << "      " << heldSlot(id) << " = v" << id << ";\n";
     }
-    const bool native = std::find(blocked.begin(), blocked.end(), true) == blocked.end();
     for (ExprId r : reduces) {
       const Expr& e = k_.exprs[r];
       out_ << "      fx_acc" << r << " = "

@@ -24,17 +24,26 @@ WalkNative16::WalkNative16(const Kernel& k) : k_(k) {
   }
   for (const TensorOutput& o : k.outputs) uses[o.value] += 2;  // an output: never folded
   quotient_.assign(k.exprs.size(), false);
-  for (const Expr& e : k.exprs) {
+  rounding_of_.assign(k.exprs.size(), -1);
+  for (size_t r = 0; r < k.exprs.size(); ++r) {
+    const ExprId op = ops_.native_op[r];
+    if (op >= 0 && ops_.folded[op]) rounding_of_[op] = static_cast<ExprId>(r);
+    const Expr& e = k.exprs[r];
     if (!isRounding(e)) continue;
+    // fx_hquot's rule holds for operands that are values of the format (checked on
+    // every pair): a float divisor may be too small for its reciprocal, say.
+    const c10::ScalarType format = ops_.bits[r];
     const Expr& div = k.exprs[e.args[0]];
-    if (div.op == IrOp::Div && div.type == c10::ScalarType::Float && uses[e.args[0]] == 1) {
+    if (div.op == IrOp::Div && div.type == c10::ScalarType::Float && uses[e.args[0]] == 1 &&
+        ops_.bits[div.args[0]] == format && ops_.bits[div.args[1]] == format) {
       quotient_[e.args[0]] = true;
+      rounding_of_[e.args[0]] = static_cast<ExprId>(r);
     }
   }
 }
 
-// The division rounding `rounding` rounds, where the walk computes both and not the
-// divisor: -1 elsewhere.
+// The division `rounding` rounds, where the walk computes both and not the divisor:
+// -1 elsewhere.
 ExprId WalkNative16::quotientOf(ExprId rounding, const std::vector<bool>& here) const {
   const Expr& e = k_.exprs[rounding];
   if (!isRounding(e)) return -1;
@@ -46,12 +55,9 @@ ExprId WalkNative16::quotientOf(ExprId rounding, const std::vector<bool>& here) 
 // An op the walk prints only as the rounding that computes it (natively, or as a
 // quotient), where that rounding is in the walk.
 bool WalkNative16::printedAsRounding(ExprId id, const std::vector<bool>& here) const {
-  for (size_t i = 0; i < k_.exprs.size(); ++i) {
-    if (!here[i]) continue;
-    const auto r = static_cast<ExprId>(i);
-    if ((ops_.folded[id] && ops_.native_op[r] == id) || quotientOf(r, here) == id) return true;
-  }
-  return false;
+  const ExprId r = rounding_of_[id];
+  if (r < 0 || !here[r]) return false;
+  return ops_.folded[id] ? ops_.native_op[r] == id : quotientOf(r, here) == id;
 }
 
 void WalkNative16::print(std::ostream& out, const std::vector<ExprId>& elements,

@@ -1,7 +1,7 @@
 // 16-bit arithmetic in the walks of CUDA row and column kernels: native16.h's adds,
-// subtracts and multiplies, and a quotient rounded to 16 bits by a value the walk does
-// not compute (the same over a row: a normalization's deviation), taken through its
-// reciprocal (fx_hquot in cuda_prelude.h). A float16 LayerNorm written out spends most
+// subtracts and multiplies, and a quotient of two values of the format rounded to it,
+// by a value the walk does not compute (the same over a row: a normalization's
+// deviation), taken through its reciprocal (fx_hquot in cuda_prelude.h). A float16 LayerNorm written out spends most
 // of its instructions on the conversions around each rounded op and on the division.
 #pragma once
 
@@ -39,7 +39,11 @@ class WalkNative16 {
 
   const Kernel& k_;
   Native16 ops_;
-  std::vector<bool> quotient_;  // float divisions whose sole use is a rounding to 16 bits
+  // Float divisions of two values of a 16-bit format whose sole use is their rounding
+  // to it, and per op folded into a rounding (natively or as such a quotient) that
+  // rounding, else -1.
+  std::vector<bool> quotient_;
+  std::vector<ExprId> rounding_of_;
 };
 
 }  // namespace fuser::codegen

@@ -1221,11 +1221,7 @@ bool RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args,
                                   const std::vector<at::Tensor>& outputs) const {
   // Timing synchronizes the device, which a stream being captured forbids. A forced
   // choice (FUSER_FORCE_VARIANT) times nothing: a capture takes it as any call would.
-  if (cuda::currentStreamCapturing(p.device)) {
-    if (config().force_variant < 0) return false;
-    p.chosen = std::min(static_cast<size_t>(config().force_variant), p.variants.size() - 1);
-    return true;
-  }
+  if (cuda::currentStreamCapturing(p.device) && config().force_variant < 0) return false;
   std::vector<std::string> names;
   for (const auto& v : p.variants) names.push_back(v.name);
   auto launch = [&](size_t i) { launchVariant(p, p.variants[i], args, outputs); };

@@ -135,51 +135,86 @@ def test_powers_equal_eager_on_every_value(exponent, dtype, device, fused):
 
 
 # A quotient by a value the same over a row (its maximum over y's row), rounded to 16
-# bits: CUDA row and column kernels take it as a product with the row's reciprocal
-# (fx_hquot) but where that could round otherwise. y's first element of each row holds
-# the row's divisor, its others -inf; x's rows hold every value of the format between
-# them. Rows over the last dim ([rows, 4096]) or over the channels ([1, 4096, rows]).
+# bits, then times w (ones): CUDA row and column kernels take such a rounded quotient as
+# a product with the row's reciprocal (fx_hquot) but where that could round otherwise.
+# y's first element of each row holds the row's divisor, its others -inf; x's rows hold
+# every value of the format between them. Rows over the last dim ([rows, 4096]) or
+# over the channels ([1, 4096, rows], rows side by side: a column kernel).
 QUOTIENTS = {
-    "rows": "def f(x, y):\n    return x / y.amax(-1, keepdim=True)\n",
-    "columns": "def f(x, y):\n    return x / y.amax(1, keepdim=True)\n",
+    "rows": "def f(x, y, w):\n    return x / y.amax(-1, keepdim=True) * w\n",
+    "columns": "def f(x, y, w):\n    return x / y.amax(1, keepdim=True) * w\n",
 }
 ROW_LENGTH = 4096  # values of x a row; 16 rows hold all 65536
 
 
 def quotient_inputs(
     dtype: torch.dtype, divisors: torch.Tensor, device: str, walk: str
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     rows = 16 * divisors.numel()
     x = every_value(dtype, device).view(16, ROW_LENGTH).repeat(divisors.numel(), 1)
     y = torch.full((rows, ROW_LENGTH), float("-inf"), device=device, dtype=dtype)
     y[:, 0] = divisors.repeat_interleave(16)
+    w = torch.ones(ROW_LENGTH, device=device, dtype=dtype)
     if walk == "rows":
-        return x, y
-    return x.t().unsqueeze(0), y.t().unsqueeze(0)  # rows side by side
+        return x, y, w
+    columns = (x.t().contiguous().unsqueeze(0), y.t().contiguous().unsqueeze(0))
+    return columns[0], columns[1], w.view(1, ROW_LENGTH, 1)
+
+
+def cuda_forms(before: int) -> list[str]:
+    """The CUDA kernels compiled since `before` (on a GPU, or for sm_90 on the CPU)."""
+    return [
+        s[s.index("__global__") :] for s in fuser.kernel_sources()[before:] if "__global__" in s
+    ]
 
 
 @pytest.mark.parametrize("device", devices())
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype, prefix", [(torch.float16, "h"), (torch.bfloat16, "bf")])
 @pytest.mark.parametrize("walk", sorted(QUOTIENTS))
-def test_quotients_by_a_row_value_equal_eager_bit_for_bit(dtype, walk, device, variant_flags):
+def test_quotients_by_a_row_value_equal_eager_bit_for_bit(
+    dtype, prefix, walk, device, variant_flags
+):
     """Every value of the format over divisors spread across it (every 16th bit pattern
-    on CUDA: zeros, subnormals, infinities and NaNs among them; every 1024th on the CPU),
-    each of the row kernel's variants on CUDA."""
+    on CUDA: zeros, subnormals, infinities and NaNs among them; every 1024th on the CPU,
+    whose kernels divide), each of the kernel's variants on CUDA; the CUDA forms take the
+    quotient through fx_hquot / fx_bfquot."""
     values = every_value(dtype, device)
     step = 16 if device == "cuda" else 1024
     divisors = torch.cat([values[::step], values[1::4099]])
     fused = script_from_source(QUOTIENTS[walk])
     eager = eager_from_source(QUOTIENTS[walk])
+    before = len(fuser.kernel_sources())
     for variant in range(4) if device == "cuda" else [-1]:
         fuser._C._set_variant_choice(variant < 0, variant)
         fuser._C._forget_variant_choices()
         fuser.reset_stats()
         with fuser.enabled(True):
             for chunk in divisors.split(256):
-                x, y = quotient_inputs(dtype, chunk, device, walk)
-                assert_same_bits(run_optimized(fused, x, y), eager(x, y), str(variant))
+                args = quotient_inputs(dtype, chunk, device, walk)
+                assert_same_bits(run_optimized(fused, *args), eager(*args), str(variant))
         stats = fuser.stats()
         assert stats["row_launches"] >= 1 and stats["interpreted_runs"] == 0, stats
+    forms = cuda_forms(before)
+    if device == "cuda" or os.environ.get("FUSER_CROSS_COMPILE"):
+        # (A kernel of rows cut in slices may only reduce: the quotient is the next's.)
+        assert any(f"fx_{prefix}quot(" in f for f in forms), len(forms)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_quotients_by_a_float_divisor_divide(device):
+    """A float32 divisor is no float16 value: its reciprocal may overflow where the
+    quotient does not (a row sum of 2e-40: 1 / 2e-40 is infinite), so a quotient rounded
+    to float16 from float32 operands is a division."""
+    text = "def f(x, w):\n    return (x / x.sum(-1, keepdim=True)).half() * w\n"
+    x = torch.zeros(8, 256, device=device)
+    x[:, 1] = x[:, 2] = 1e-40
+    x[4:] = torch.rand(4, 256, device=device)
+    w = torch.ones(256, device=device, dtype=torch.float16)
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        got = run_optimized(script_from_source(text), x, w)
+    assert_same_bits(got, eager_from_source(text)(x, w))
+    assert not any("fx_hquot(" in f for f in cuda_forms(before))
 
 
 @pytest.mark.skipif(
