@@ -1107,18 +1107,9 @@ class CudaPrinter {
            << (blocked.empty() ? formatExpr(k_, e, load) : blocked) << ";\n";
       return;
     }
-    std::string bits;
-    if (e.op == IrOp::Load) {
-      bits = loadElement(e);
-    } else if (native16_.native_op[i] >= 0) {
-      bits = native16Op(k_, native16_, static_cast<ExprId>(i));
-    } else {  // a rounding of a float computed as usual
-      bits = storeConversion(format, "v" + std::to_string(e.args[0]));
-    }
-    const bool half = format == c10::ScalarType::Half;
-    out_ << indent << "const uint16_t " << v << "_b = " << bits << ";\n"
-         << indent << "const float " << v << " = " << (half ? "fx_h2f(" : "fx_bf2f(") << v
-         << "_b);\n";
+    const auto id = static_cast<ExprId>(i);
+    printNative16Value(out_, indent, id, format,
+                       native16Bits(k_, native16_, id, e.op == IrOp::Load ? loadElement(e) : ""));
   }
 
   const Kernel& k_;

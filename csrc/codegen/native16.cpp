@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <optional>
 
+#include "codegen/expr_printer.h"
+
 namespace fuser::codegen {
 namespace {
 
@@ -122,6 +124,22 @@ std::string native16Op(const Kernel& k, const Native16& plan, ExprId i) {
   const std::string prefix = format == ScalarType::Half ? "fx_h" : "fx_bf";
   return prefix + name + "(" + native16Operand(k, plan, op.args[0], format) + ", " +
          native16Operand(k, plan, op.args[1], format) + ")";
+}
+
+std::string native16Bits(const Kernel& k, const Native16& plan, ExprId id,
+                         const std::string& element) {
+  const Expr& e = k.exprs[id];
+  if (e.op == IrOp::Load) return element;
+  if (plan.native_op[id] >= 0) return native16Op(k, plan, id);
+  return storeConversion(plan.bits[id], "v" + std::to_string(e.args[0]));  // a rounding
+}
+
+void printNative16Value(std::ostream& out, const std::string& indent, ExprId id,
+                        ScalarType format, const std::string& bits) {
+  const std::string v = "v" + std::to_string(id);
+  out << indent << "const uint16_t " << v << "_b = " << bits << ";\n"
+      << indent << "const float " << v << " = "
+      << (format == ScalarType::Half ? "fx_h2f(" : "fx_bf2f(") << v << "_b);\n";
 }
 
 }  // namespace fuser::codegen

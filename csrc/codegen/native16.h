@@ -12,6 +12,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,14 @@ std::string native16Operand(const Kernel& kernel, const Native16& plan, ExprId a
 // The native op computing expression `i`'s bits (planNative16 chose it), e.g.
 // "fx_hmul(v3_b, (uint16_t)0x3800)".
 std::string native16Op(const Kernel& kernel, const Native16& plan, ExprId i);
+
+// The bits of expression `id`, which the plan holds in a 16-bit format: a load's element
+// (`element`, in its storage type), its native op, or the rounding of its float operand.
+std::string native16Bits(const Kernel& kernel, const Native16& plan, ExprId id,
+                         const std::string& element);
+
+// `const uint16_t vN_b = bits;` and the float it stands for, `const float vN`.
+void printNative16Value(std::ostream& out, const std::string& indent, ExprId id,
+                        c10::ScalarType format, const std::string& bits);
 
 }  // namespace fuser::codegen

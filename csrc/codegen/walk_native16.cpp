@@ -92,17 +92,10 @@ void WalkNative16::print(std::ostream& out, const std::vector<ExprId>& elements,
       const std::string b = "v" + std::to_string(k_.exprs[d].args[1]);
       bits = std::string(format == c10::ScalarType::Half ? "fx_hquot(v" : "fx_bfquot(v") +
              std::to_string(k_.exprs[d].args[0]) + ", " + b + ", 1.0f / " + b + ")";
-    } else if (e.op == IrOp::Load) {
-      bits = raw(e);
-    } else if (ops_.native_op[id] >= 0) {
-      bits = native16Op(k_, ops_, id);
-    } else {  // a rounding of a float computed as usual
-      bits = storeConversion(format, "v" + std::to_string(e.args[0]));
+    } else {
+      bits = native16Bits(k_, ops_, id, e.op == IrOp::Load ? raw(e) : "");
     }
-    const bool half = format == c10::ScalarType::Half;
-    out << indent << "const uint16_t " << v << "_b = " << bits << ";\n"
-        << indent << "const float " << v << " = " << (half ? "fx_h2f(" : "fx_bf2f(") << v
-        << "_b);\n";
+    printNative16Value(out, indent, id, format, bits);
   }
 }
 
