@@ -48,6 +48,9 @@ export PYTHONUNBUFFERED=1
 # iostreams shared with torch: build with the system compiler.
 [ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++
 export FUSER_CACHE_DIR=${FUSER_CACHE_DIR:-/tmp/fuser-device-cache}
+# Each test failure is named here as it happens (tests/python/conftest.py): a run cut by
+# its time limit before pytest's summary still says which tests failed.
+export FUSER_TEST_FAILURES=${FUSER_TEST_FAILURES:-$OUT/failures.txt}
 what=${1:-all}
 shift || true
 

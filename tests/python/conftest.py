@@ -34,6 +34,18 @@ T = "Float(4, 5, strides=[5, 1], requires_grad=0, device=cpu)"
 M = "Float(5, 5, strides=[5, 1], requires_grad=0, device=cpu)"
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With FUSER_TEST_FAILURES set to a path, each failure's test id and message are
+    appended there as it happens (on the controller, with test workers): a device run
+    cut by its time limit before pytest's summary still names its failures."""
+    path = os.environ.get("FUSER_TEST_FAILURES")
+    if not path or not report.failed:
+        return
+    message = str(report.longrepr).splitlines()[-40:]
+    with open(path, "a") as log:
+        log.write(f"FAILED {report.nodeid} ({report.when})\n" + "\n".join(message) + "\n\n")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # tools/run_tests.sh runs most files on several pytest-xdist workers, then the
     # `timing` ones alone: their bounds are on wall time, which other workers would share.
