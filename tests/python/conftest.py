@@ -39,8 +39,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     appended there as it happens (on the controller, with test workers): a device run
     cut by its time limit before pytest's summary still names its failures."""
     path = os.environ.get("FUSER_TEST_FAILURES")
-    if not path or not report.failed:
-        return
+    if not path or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # (a worker's reports reach the controller, which writes them once)
     message = str(report.longrepr).splitlines()[-40:]
     with open(path, "a") as log:
         log.write(f"FAILED {report.nodeid} ({report.when})\n" + "\n".join(message) + "\n\n")
