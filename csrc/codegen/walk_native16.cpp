@@ -23,7 +23,6 @@ WalkNative16::WalkNative16(const Kernel& k) : k_(k) {
     for (ExprId a : k.exprs[i].args) ++uses[a];
   }
   for (const TensorOutput& o : k.outputs) uses[o.value] += 2;  // an output: never folded
-  quotient_.assign(k.exprs.size(), false);
   rounding_of_.assign(k.exprs.size(), -1);
   for (size_t r = 0; r < k.exprs.size(); ++r) {
     const ExprId op = ops_.native_op[r];
@@ -36,7 +35,6 @@ WalkNative16::WalkNative16(const Kernel& k) : k_(k) {
     const Expr& div = k.exprs[e.args[0]];
     if (div.op == IrOp::Div && div.type == c10::ScalarType::Float && uses[e.args[0]] == 1 &&
         ops_.bits[div.args[0]] == format && ops_.bits[div.args[1]] == format) {
-      quotient_[e.args[0]] = true;
       rounding_of_[e.args[0]] = static_cast<ExprId>(r);
     }
   }
@@ -48,7 +46,8 @@ ExprId WalkNative16::quotientOf(ExprId rounding, const std::vector<bool>& here) 
   const Expr& e = k_.exprs[rounding];
   if (!isRounding(e)) return -1;
   const ExprId d = e.args[0];
-  if (!quotient_[d] || !here[d] || here[k_.exprs[d].args[1]]) return -1;
+  if (k_.exprs[d].op != IrOp::Div || rounding_of_[d] != rounding) return -1;
+  if (!here[d] || here[k_.exprs[d].args[1]]) return -1;
   return d;
 }
 
@@ -81,7 +80,7 @@ void WalkNative16::print(std::ostream& out, const std::vector<ExprId>& elements,
     const Expr& e = k_.exprs[id];
     const std::string v = "v" + std::to_string(id);
     const c10::ScalarType format = ops_.bits[id];
-    if ((ops_.folded[id] || quotient_[id]) && printedAsRounding(id, here)) continue;
+    if (rounding_of_[id] >= 0 && printedAsRounding(id, here)) continue;
     if (format == c10::ScalarType::Undefined) {
       out << indent << "const " << computeTypeName(e.type) << " " << v << " = "
           << formatExpr(k_, e, load) << ";\n";

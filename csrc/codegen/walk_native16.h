@@ -39,10 +39,9 @@ class WalkNative16 {
 
   const Kernel& k_;
   Native16 ops_;
-  // Float divisions of two values of a 16-bit format whose sole use is their rounding
-  // to it, and per op folded into a rounding (natively or as such a quotient) that
+  // Per op folded into a rounding that computes it (a native op, or a float division of
+  // two values of a 16-bit format whose sole use is their rounding to it): that
   // rounding, else -1.
-  std::vector<bool> quotient_;
   std::vector<ExprId> rounding_of_;
 };
 
