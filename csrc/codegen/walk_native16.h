@@ -1,8 +1,9 @@
 // 16-bit arithmetic in the walks of CUDA row and column kernels: native16.h's adds,
 // subtracts and multiplies, and a quotient of two values of the format rounded to it,
 // by a value the walk does not compute (the same over a row: a normalization's
-// deviation), taken through its reciprocal (fx_hquot in cuda_prelude.h). A float16 LayerNorm written out spends most
-// of its instructions on the conversions around each rounded op and on the division.
+// deviation), taken through its reciprocal (fx_hquot in cuda_prelude.h). A float16
+// LayerNorm written out spent most of its instructions on the conversions around each
+// rounded op and on the division.
 #pragma once
 
 #include <functional>
