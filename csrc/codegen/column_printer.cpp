@@ -590,17 +590,18 @@ class ColumnPrinter {
                               std::to_string(pieces) + "))";
     const std::string piece = "fx_lane % " + std::to_string(pieces) + " * 16";
     const int64_t stride = kColumnGroups * (32 / pieces);  // elements between a lane's copies
-    out_ << "    {\n    const unsigned char* fx_wsrc = (const unsigned char*)(in" << n << " + fx_off"
-         << n << "[0] - fx_lane * " << block_ << " + (fx_lo + " << first << ") * st" << n << "["
-         << k_.outer_ndim << "]) + " << piece << ";\n"
+    out_ << "    {\n    const unsigned char* fx_wsrc = (const unsigned char*)(in" << n
+         << " + fx_off" << n << "[0] - fx_lane * " << block_ << " + (fx_lo + " << first
+         << ") * st" << n << "[" << k_.outer_ndim << "]) + " << piece << ";\n"
          << "    unsigned char* fx_wdst = (unsigned char*)fx_sh" << n << " + " << first << " * "
          << bytes << " + " << piece << ";\n"
          << "    const int64_t fx_wstep = " << stride << " * st" << n << "[" << k_.outer_ndim
          << "] * (int64_t)sizeof(*in" << n << ");\n"
-         << "    #pragma unroll 4\n    for (int64_t fx_e = fx_lo + " << first << "; fx_e < fx_hi; fx_e += "
-         << stride << ") {\n"
+         << "    #pragma unroll 4\n    for (int64_t fx_e = fx_lo + " << first
+         << "; fx_e < fx_hi; fx_e += " << stride << ") {\n"
          << "      fx_copy_to_shared<16>(fx_wdst, fx_wsrc);\n"
-         << "      fx_wsrc += fx_wstep;\n      fx_wdst += " << stride * bytes << ";\n    }\n    }\n";
+         << "      fx_wsrc += fx_wstep;\n      fx_wdst += " << stride * bytes
+         << ";\n    }\n    }\n";
   }
 
   // A copy loop's head: each warp's elements, the offset of element fx_e in shared memory

@@ -136,7 +136,8 @@ FX_INLINE uint16_t fx_hquot(float a, float b, float rb) {
 FX_INLINE uint16_t fx_bfquot(float a, float b, float rb) {
   const float q = a * rb;
   const unsigned low = __float_as_uint(q) & 0xffffu;
-  const bool narrow = (fabsf(q) < 0x1p-126f && q != 0.0f) || !(fabsf(rb) >= 0x1p-126f && fabsf(rb) <= 0x1.fffffep127f);
+  const bool narrow = (fabsf(q) < 0x1p-126f && q != 0.0f) ||
+                      !(fabsf(rb) >= 0x1p-126f && fabsf(rb) <= 0x1.fffffep127f);
   if (__builtin_expect(low - 0x7ffdu <= 6u || narrow, 0)) return fx_f2bf(a / b);
   return fx_f2bf(q);
 }
