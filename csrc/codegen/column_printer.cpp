@@ -193,8 +193,11 @@ class ColumnPrinter {
   // unit fx_u0 (s * rows + r0). CPU: a loop over the task's range of units. CUDA: a
   // block is kColumnGroups warps over the same 32 units (each `block_` neighbouring
   // rows), warp fx_g walking every kColumnGroups-th element; units past the last row
-  // compute row rows - 1 again and store nothing, as do threads past the launch's
-  // (none: it launches whole blocks), so that every thread reaches the barriers.
+  // compute row rows - 1 again and store nothing, so that every thread reaches the
+  // barriers. Every thread of the launch is live (cudaColumnThreads: whole blocks; the
+  // runtime checks): a warp walks its share of every row, so none may sit out, and its
+  // stores need no test of their own (the test kept each walk's stores from sharing
+  // their addresses: 8 instructions a store where 2 do).
   void printUnits() {
     const std::string b = std::to_string(block_);
     if (!cuda_) {
@@ -210,9 +213,7 @@ class ColumnPrinter {
       return;
     }
     const std::string threads = std::to_string(cudaRowBlock(k_));
-    out_ << "  int64_t fx_t = (int64_t)blockIdx.x * " << threads << " + threadIdx.x;\n"
-         << "  const bool fx_live = fx_t < a.rows;\n"
-         << "  if (!fx_live) fx_t = a.rows - 1;\n"
+    out_ << "  const int64_t fx_t = (int64_t)blockIdx.x * " << threads << " + threadIdx.x;\n"
          << "  const int fx_g = threadIdx.x / 32, fx_lane = threadIdx.x % 32;\n"
          << "  {\n"
          << "    const int64_t fx_units = (fx_rows + " << b << " - 1) / " << b << ";\n"
@@ -284,7 +285,7 @@ class ColumnPrinter {
 
   // The condition on storing row fx_j's values: CUDA's first warp, live rows only.
   std::string storeGuard() const {
-    return cuda_ ? "if (fx_live && fx_g == 0 && fx_j < fx_nb) " : "";
+    return cuda_ ? "if (fx_g == 0 && fx_j < fx_nb) " : "";
   }
   void closeRows() { out_ << "    }\n"; }
 
@@ -667,16 +668,24 @@ class ColumnPrinter {
                            const std::vector<size_t>& stores, bool inputs = true) {
     const int first = k_.outer_ndim, last = k_.outer_ndim + k_.inner_ndim - 1;
     std::vector<std::pair<std::string, std::string>> tensors;  // (offset, strides)
+    // An input whose one inner dim has unit stride (a per-channel weight) is read at
+    // its element: the unrolled steps' addresses then differ by constants, which the
+    // loads take as immediates (the multiply and a 64-bit add per load, else).
+    std::vector<bool> unit;
     for (size_t i = 0; inputs && i < k_.inputs.size(); ++i) {
       tensors.emplace_back("fx_eo" + std::to_string(i) + suffix, "st" + std::to_string(i));
+      unit.push_back(k_.inner_ndim == 1 && k_.inputs[i].inner_unit_stride);
     }
     for (size_t o : stores) {
       tensors.emplace_back("fx_oeo" + std::to_string(o) + suffix, "ost" + std::to_string(o));
+      unit.push_back(false);
     }
-    for (const auto& [offset, strides] : tensors) {
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const auto& [offset, strides] = tensors[t];
       out_ << "      int64_t " << offset << " = "
-           << (k_.inner_ndim == 1 ? e + " * " + strides + "[" + std::to_string(first) + "]"
-                                  : std::string("0"))
+           << (unit[t]                ? e
+               : k_.inner_ndim == 1 ? e + " * " + strides + "[" + std::to_string(first) + "]"
+                                      : std::string("0"))
            << "; (void)" << offset << ";\n";
     }
     if (k_.inner_ndim == 1) return;
@@ -1014,8 +1023,14 @@ class ColumnPrinter {
     out_ << "      __syncthreads();\n      {\n"
          << "      const int fx_te = threadIdx.x % " << t << ";\n";
     printElementOffsets("(" + base + " + fx_te)", "_t", tiled, /*inputs=*/false);
-    out_ << "      #pragma unroll 4\n      for (int fx_k = threadIdx.x / " << t << "; fx_k < "
-         << 32 * block_ << "; fx_k += " << cudaRowBlock(k_) / tile_ << ") {\n";
+    // Each thread stores the same rows of every tile, as many as every other thread: a
+    // loop of constant trips, whose shared-memory places the compiler keeps from tile to
+    // tile (a bound on the row took a remainder loop and their arithmetic per value).
+    const int spacing = cudaRowBlock(k_) / tile_;  // rows between a thread's
+    TORCH_CHECK(32 * block_ % spacing == 0, "fuser: a tile's rows split unevenly");
+    out_ << "      #pragma unroll\n      for (int fx_i = 0; fx_i < " << 32 * block_ / spacing
+         << "; ++fx_i) {\n        const int fx_k = threadIdx.x / " << t << " + fx_i * " << spacing
+         << ";\n";
     for (size_t o : tiled) {
       const std::string n = std::to_string(o);
       out_ << "        out" << n << "[fx_trow" << n << "[fx_k] + fx_oeo" << n << "_t] = fx_tile"
@@ -1088,7 +1103,7 @@ class ColumnPrinter {
         out_ << "        out" << n << "[fx_ooff" << n << "[0] + fx_oeo" << n << suffix
              << " + fx_j] = " << value << ";\n";
       } else {
-        out_ << "        " << (cuda_ ? "if (fx_live && fx_j < fx_nb) " : "") << "out" << n
+        out_ << "        " << (cuda_ ? "if (fx_j < fx_nb) " : "") << "out" << n
              << "[fx_ooff" << n << "[fx_j] + fx_oeo" << n << suffix << "] = " << value << ";\n";
       }
     }
@@ -1096,7 +1111,7 @@ class ColumnPrinter {
     for (size_t o : stores) {
       if (!vector_stores || (tiled && isTiled(o))) continue;
       const std::string n = std::to_string(o);
-      out_ << "      if (fx_live) *(" << vectorOf(o) << "*)(out" << n << " + fx_ooff" << n
+      out_ << "      *(" << vectorOf(o) << "*)(out" << n << " + fx_ooff" << n
            << "[0] + fx_oeo" << n << suffix << ") = fx_ws" << n << suffix << ";\n";
     }
   }

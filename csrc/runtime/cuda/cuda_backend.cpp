@@ -78,7 +78,8 @@ class CudaRowKernel final : public CompiledKernel {
         num_doubles_(0),
         num_ints_(codegen::rowIntArgs(ir)),  // a stage's slice count included
         strided_outputs_(ir.strided_outputs ? static_cast<int>(ir.outputs.size()) : 0),
-        column_partials_(codegen::hasColumnPartials(ir)) {
+        column_partials_(codegen::hasColumnPartials(ir)),
+        columns_(ir.columns) {
     if (ir.columns_in_shared) {
       in_shared_ = ir.inputs;
       in_shared_vector_ = ir.row_vector;
@@ -120,6 +121,9 @@ class CudaRowKernel final : public CompiledKernel {
     // Column partials: a block per row of partials, the runtime's buffer's count.
     const int64_t grid = column_partials_ ? columnPartialRows(a.numel)
                                           : (a.numel + rows_per_block_ - 1) / rows_per_block_;
+    // A column kernel's warps share each block's rows: it has no thread past its units.
+    TORCH_CHECK(!columns_ || column_partials_ || a.numel % block_ == 0,
+                "fuser: a column kernel launches whole blocks (", a.numel, " threads)");
     TORCH_CHECK(grid < (int64_t{1} << 31), "fuser: too many rows for one launch");
     // Columns in shared memory: their copies of each row's elements (the runtime offers
     // the variant only where they fit).
@@ -147,6 +151,7 @@ class CudaRowKernel final : public CompiledKernel {
   int num_ints_;
   int strided_outputs_;  // outputs the launch strides cover (Kernel::strided_outputs)
   bool column_partials_;  // TensorOutput::column_partial
+  bool columns_;          // Kernel::columns
   int resident_blocks_ = 1;  // on the device at once (column partials)
   // Kernel::columns_in_shared: the inputs, rows a thread and outer dims that size the
   // launch's dynamic shared memory (no inputs: none).
