@@ -919,16 +919,36 @@ class ColumnPrinter {
              << r << "[fx_j] = 0.0f;\n";
       }
       const int per_tile = tile_ / g;  // unrolled elements a tile holds
-      for (int u = 0; u < count; ++u) {
-        const std::string suffix = "_" + std::to_string(u);
-        const std::string tile_at = tiled ? tileAt(u) : "";
-        printElementLoop(
-            pass, elements, stores, /*side=*/true, suffix,
-            [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true,
-            tile_at);
-        if (tiled && (u + 1) % per_tile == 0) {
-          printCudaTileStores(stores, "fx_e0 + " + std::to_string((u + 1 - per_tile) * g));
+      auto elementLoops = [&] {
+        for (int u = 0; u < count; ++u) {
+          const std::string suffix = "_" + std::to_string(u);
+          const std::string tile_at = tiled ? tileAt(u) : "";
+          printElementLoop(
+              pass, elements, stores, /*side=*/true, suffix,
+              [&](const std::string& n) { return fromVector(n, suffix); }, /*in_steps=*/true,
+              tile_at);
+          if (tiled && (u + 1) % per_tile == 0) {
+            printCudaTileStores(stores, "fx_e0 + " + std::to_string((u + 1 - per_tile) * g));
+          }
         }
+      };
+      // A step that only stores takes its 16-bit quotients in their quick form, and is
+      // computed again, storing over its first values, where one of them needs more.
+      const std::vector<c10::ScalarType> formats =
+          tiled || !pass.reduces.empty() ? std::vector<c10::ScalarType>{}
+                                         : native16_->quotientFormats(elements);
+      for (c10::ScalarType f : formats) {
+        out_ << "      FxQuotTest fx_redo" << WalkNative16::quickSuffix(f) << ";\n";
+        redo_ = "fx_redo";
+      }
+      elementLoops();
+      redo_.clear();
+      if (!formats.empty()) {
+        out_ << "      if (__builtin_expect(false";
+        for (c10::ScalarType f : formats) out_ << " || " << WalkNative16::quickRedo(f, "fx_redo");
+        out_ << ", 0)) {\n";
+        elementLoops();
+        out_ << "      }\n";
       }
       for (ExprId r : pass.reduces) {
         if (!sumsInDouble(k_.exprs[r])) continue;
@@ -1078,7 +1098,7 @@ class ColumnPrinter {
     if (cuda_) {
       native16_->print(
           out_, elements, "        ", [&](const Expr& e) { return at(std::to_string(e.index)); },
-          load);
+          load, redo_);
     } else {
       printRowExprs(out_, k_, elements, "        ", load);
     }
@@ -1127,6 +1147,7 @@ class ColumnPrinter {
   int unroll_ = k_.column_blocks >= 4 ? kColumnUnrollAtFourBlocks : kColumnUnroll;
   std::vector<bool> constant_;
   std::optional<WalkNative16> native16_;  // CUDA: 16-bit arithmetic in the walks
+  std::string redo_;  // CUDA: the tests a step's quick quotients note (none: empty)
   std::ostringstream out_;
 };
 

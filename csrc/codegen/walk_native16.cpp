@@ -62,7 +62,8 @@ bool WalkNative16::printedAsRounding(ExprId id, const std::vector<bool>& here) c
 void WalkNative16::print(std::ostream& out, const std::vector<ExprId>& elements,
                          const std::string& indent,
                          const std::function<std::string(const Expr&)>& raw,
-                         const std::function<std::string(const Expr&)>& load) const {
+                         const std::function<std::string(const Expr&)>& load,
+                         const std::string& redo) const {
   std::vector<bool> here(k_.exprs.size(), false), converted(k_.exprs.size(), false);
   for (ExprId id : elements) here[id] = true;
   for (ExprId id : elements) {
@@ -88,14 +89,40 @@ void WalkNative16::print(std::ostream& out, const std::vector<ExprId>& elements,
     }
     std::string bits;
     if (const ExprId d = quotientOf(id, here); d >= 0) {
+      const std::string a = "v" + std::to_string(k_.exprs[d].args[0]);
       const std::string b = "v" + std::to_string(k_.exprs[d].args[1]);
-      bits = std::string(format == c10::ScalarType::Half ? "fx_hquot(v" : "fx_bfquot(v") +
-             std::to_string(k_.exprs[d].args[0]) + ", " + b + ", 1.0f / " + b + ")";
+      const std::string f = format == c10::ScalarType::Half ? "fx_hquot" : "fx_bfquot";
+      bits = redo.empty() ? f + "(" + a + ", " + b + ", 1.0f / " + b + ")"
+                          : f + "_quick(" + a + ", 1.0f / " + b + ", " + redo +
+                                quickSuffix(format) + ")";
     } else {
       bits = native16Bits(k_, ops_, id, e.op == IrOp::Load ? raw(e) : "");
     }
     printNative16Value(out, indent, id, format, bits);
   }
+}
+
+std::vector<c10::ScalarType> WalkNative16::quotientFormats(
+    const std::vector<ExprId>& elements) const {
+  std::vector<bool> here(k_.exprs.size(), false);
+  for (ExprId id : elements) here[id] = true;
+  std::vector<c10::ScalarType> formats;
+  for (ExprId id : elements) {
+    const c10::ScalarType f = ops_.bits[id];
+    if (quotientOf(id, here) >= 0 && std::find(formats.begin(), formats.end(), f) == formats.end()) {
+      formats.push_back(f);
+    }
+  }
+  return formats;
+}
+
+std::string WalkNative16::quickSuffix(c10::ScalarType format) {
+  return format == c10::ScalarType::Half ? "_h" : "_bf";
+}
+
+std::string WalkNative16::quickRedo(c10::ScalarType format, const std::string& redo) {
+  return std::string(format == c10::ScalarType::Half ? "fx_hquot_redo(" : "fx_bfquot_redo(") +
+         redo + quickSuffix(format) + ")";
 }
 
 std::string WalkNative16::stored(size_t o, const std::vector<ExprId>& elements) const {

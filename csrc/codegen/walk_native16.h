@@ -24,10 +24,18 @@ class WalkNative16 {
   // a 16-bit format holds its bits, `vN_b`, beside its float; an operand's bits come
   // from its load (`raw`: the element in its storage type), its rounding or, for a value
   // from outside the walk, its float converted back (exact: it holds them). `load`
-  // gives the other loads' values.
+  // gives the other loads' values. With `redo`, quotients take their quick form
+  // (cuda_prelude.h), which notes in FxQuotTest `redo` + quickSuffix(format) what
+  // quickRedo(format, redo) tests: whether the element must be computed again without it.
   void print(std::ostream& out, const std::vector<ExprId>& elements, const std::string& indent,
              const std::function<std::string(const Expr&)>& raw,
-             const std::function<std::string(const Expr&)>& load) const;
+             const std::function<std::string(const Expr&)>& load,
+             const std::string& redo = "") const;
+
+  // The formats of the quotients print(elements) takes through a reciprocal.
+  std::vector<c10::ScalarType> quotientFormats(const std::vector<ExprId>& elements) const;
+  static std::string quickSuffix(c10::ScalarType format);
+  static std::string quickRedo(c10::ScalarType format, const std::string& redo);
 
   // Output o's value in its storage type after print(elements): its bits where the walk
   // computed it in the output's format (a load's are stored converted, as eager's

@@ -177,7 +177,8 @@ def test_quotients_by_a_row_value_equal_eager_bit_for_bit(
     """Every value of the format over divisors spread across it (every 16th bit pattern
     on CUDA: zeros, subnormals, infinities and NaNs among them; every 1024th on the CPU,
     whose kernels divide), each of the kernel's variants on CUDA; the CUDA forms take the
-    quotient through fx_hquot / fx_bfquot."""
+    quotient through fx_hquot / fx_bfquot, and the column kernel's storing walk through
+    their quick forms, its steps computed again where one needs the division."""
     values = every_value(dtype, device)
     step = 16 if device == "cuda" else 1024
     divisors = torch.cat([values[::step], values[1::4099]])
@@ -198,6 +199,8 @@ def test_quotients_by_a_row_value_equal_eager_bit_for_bit(
     if device == "cuda" or os.environ.get("FUSER_CROSS_COMPILE"):
         # (A kernel of rows cut in slices may only reduce: the quotient is the next's.)
         assert any(f"fx_{prefix}quot(" in f for f in forms), len(forms)
+        if walk == "columns":
+            assert any(f"fx_{prefix}quot_quick(" in f for f in forms), len(forms)
 
 
 @pytest.mark.parametrize("device", devices())
