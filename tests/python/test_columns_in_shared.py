@@ -122,6 +122,17 @@ CASES: dict[str, Case] = {
         torch.float32,
         32 * (4 + 1),
     ),
+    # A weight of stride 2 along the channels: read through its stride, where a weight
+    # of unit stride is read at its element (every other case).
+    "strided_weight": (
+        LAYER_NORM,
+        lambda c, d, hw: [
+            torch.randn(2, c, *hw, device=d),
+            torch.randn(1, 2 * c, 1, 1, device=d)[:, ::2],
+        ],
+        torch.float32,
+        32 * 4,
+    ),
     "float64": (
         LAYER_NORM,
         lambda c, d, hw: [
