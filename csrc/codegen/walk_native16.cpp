@@ -109,9 +109,8 @@ std::vector<c10::ScalarType> WalkNative16::quotientFormats(
   std::vector<c10::ScalarType> formats;
   for (ExprId id : elements) {
     const c10::ScalarType f = ops_.bits[id];
-    if (quotientOf(id, here) >= 0 && std::find(formats.begin(), formats.end(), f) == formats.end()) {
-      formats.push_back(f);
-    }
+    const bool listed = std::find(formats.begin(), formats.end(), f) != formats.end();
+    if (quotientOf(id, here) >= 0 && !listed) formats.push_back(f);
   }
   return formats;
 }

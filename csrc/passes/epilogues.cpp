@@ -11,10 +11,12 @@
 // readers are refused by checkFusible), and float16/bfloat16 results where eager adds
 // the bias before rounding (linear everywhere, convolutions on the CPU): the split
 // would round twice. ATen's CUDA convolutions add the bias afterwards, as the split does.
-// A conv2d read only through `permute(0, 2, 3, 1)` (ConvNeXt's depthwise convolutions,
-// before the LayerNorm over their channels) adds its bias after the permute, along the
-// last dim, where the permute's reader is fusible: the same sums, which the LayerNorm's
-// group then takes.
+// An op read only through a permute adds its bias after the permute, along the dim the
+// bias's lies at there, where the permute's reader is fusible: the same sums, which that
+// reader's group then takes. ConvNeXt's depthwise convolutions, `permute(0, 2, 3, 1)`
+// before the LayerNorm over their channels; its second linear, `permute(0, 3, 1, 2)`
+// before the layer scale (its bias in cuBLAS's epilogue took a slower GEMM kernel on the
+// H200: 1952 us a float32 call of ConvNeXt-T against the bare product's 1572).
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <optional>
@@ -60,12 +62,26 @@ Value* broadcastableBias(Value* bias, int64_t spatial, torch::jit::Graph& graph)
   return view->output();
 }
 
-// The permute(0, 2, 3, 1) that alone reads a conv2d's result (permutesToRows), or null.
-Node* permuteToRowsAlone(const Node* conv) {
-  if (conv->kind() != c10::aten::conv2d || conv->output()->uses().size() != 1) return nullptr;
-  Node* permute = conv->output()->uses()[0].user;
-  const bool here = permute->owningBlock() == conv->owningBlock();
-  return here && permutesToRows(permute) ? permute : nullptr;
+// The permute of constant dims that alone reads `node`'s result, or null.
+Node* permuteAlone(const Node* node) {
+  if (node->output()->uses().size() != 1) return nullptr;
+  Node* permute = node->output()->uses()[0].user;
+  if (permute->kind() != c10::aten::permute || permute->owningBlock() != node->owningBlock()) {
+    return nullptr;
+  }
+  auto dims = torch::jit::toIValue(permute->input(1));
+  return dims && dims->isIntList() ? permute : nullptr;
+}
+
+// Dims after the bias's in the result of `permute` (of an op whose result has `ndim`
+// dims, its bias along dim `bias_dim`): how its view broadcasts it there.
+std::optional<int64_t> dimsAfterBias(const Node* permute, int64_t ndim, int64_t bias_dim) {
+  const std::vector<int64_t> dims = torch::jit::toIValue(permute->input(1))->toIntVector();
+  if (static_cast<int64_t>(dims.size()) != ndim) return std::nullopt;
+  for (int64_t p = 0; p < ndim; ++p) {
+    if ((dims[p] + ndim) % ndim == bias_dim) return ndim - 1 - p;
+  }
+  return std::nullopt;
 }
 
 // Whether `bias` added after the op rounds as eager does (see the header comment).
@@ -76,9 +92,11 @@ bool roundsAsEager(const Node* node, const c10::TensorType& out) {
   return convolution && out.device()->is_cuda();
 }
 
-// `node` without bias, then the bias added to its result (or to `rows`, the permute that
-// alone reads it); `node`'s result is read by nothing after this.
-void splitBias(Node* node, Node* rows, const c10::TensorTypePtr& rows_type, int64_t spatial) {
+// `node` without bias, then the bias added to its result (or to `permute`'s, which alone
+// reads it, with `after` dims after the bias's); `node`'s result is read by nothing after
+// this.
+void splitBias(Node* node, Node* permute, const c10::TensorTypePtr& permuted, int64_t after,
+               int64_t spatial) {
   Value* bias = node->input(2);
   torch::jit::Graph& graph = *node->owningGraph();
   torch::jit::WithInsertPoint here(node);
@@ -86,13 +104,14 @@ void splitBias(Node* node, Node* rows, const c10::TensorTypePtr& rows_type, int6
   Node* bare = graph.insertNode(graph.create(node->kind(), node->inputs()));
   bare->replaceInput(2, no_bias);
   bare->output()->setType(node->output()->type());
-  if (rows) {  // the bias as it is, along the permuted result's last dim
-    rows->replaceInput(0, bare->output());
-    torch::jit::WithInsertPoint after(rows->next());
+  if (permute) {
+    permute->replaceInput(0, bare->output());
+    torch::jit::WithInsertPoint next(permute->next());
+    Value* viewed = broadcastableBias(bias, after, graph);
     Value* one = graph.insertConstant(1);
-    Node* add = graph.insertNode(graph.create(c10::aten::add, {rows->output(), bias, one}));
-    add->output()->setType(rows_type);
-    rows->output()->replaceAllUsesAfterNodeWith(add, add->output());
+    Node* add = graph.insertNode(graph.create(c10::aten::add, {permute->output(), viewed, one}));
+    add->output()->setType(permuted);
+    permute->output()->replaceAllUsesAfterNodeWith(add, add->output());
     return;
   }
   Value* one = graph.insertConstant(1);
@@ -111,17 +130,22 @@ void splitIn(torch::jit::Block* block) {
     Value* bias = node->input(2);
     auto bias_type = bias->type()->cast<c10::TensorType>();
     auto out_type = node->output()->type()->cast<c10::TensorType>();
-    Node* rows = permuteToRowsAlone(node);
-    auto rows_type = rows ? rows->output()->type()->cast<c10::TensorType>() : nullptr;
-    if (rows && (!rows_type || !rows_type->isComplete() || !readByFusibleNode(rows->output()))) {
-      rows = nullptr;
-    }
     if (!bias_type || !bias_type->isComplete() || bias_type->dim() != 1u || !out_type ||
         !out_type->isComplete() || bias_type->scalarType() != out_type->scalarType() ||
-        !roundsAsEager(node, *out_type) || (!rows && !readByFusibleNode(node->output()))) {
+        !roundsAsEager(node, *out_type)) {
       continue;
     }
-    splitBias(node, rows, rows_type, *spatial);
+    const auto ndim = static_cast<int64_t>(*out_type->dim());
+    Node* permute = permuteAlone(node);
+    auto permuted = permute ? permute->output()->type()->cast<c10::TensorType>() : nullptr;
+    // The bias lies along the channels of a convolution, the last dim of a linear's result.
+    const std::optional<int64_t> after =
+        permute ? dimsAfterBias(permute, ndim, *spatial > 0 ? 1 : ndim - 1) : std::nullopt;
+    if (!after || !permuted || !permuted->isComplete() || !readByFusibleNode(permute->output())) {
+      permute = nullptr;
+    }
+    if (!permute && !readByFusibleNode(node->output())) continue;
+    splitBias(node, permute, permuted, after.value_or(0), *spatial);
     node->destroy();  // after every insert point guard is gone: they restore to `node`
   }
 }
