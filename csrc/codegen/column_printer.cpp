@@ -933,10 +933,15 @@ class ColumnPrinter {
         }
       };
       // A step that only stores takes its 16-bit quotients in their quick form, and is
-      // computed again, storing over its first values, where one of them needs more.
+      // computed again, storing over its first values, where one of them needs more. A
+      // warp computes the step again where any lane needs it: about 7 values in 8192 do,
+      // so a step of 512 quotients a warp (two rows a thread) is computed again about a
+      // third of the time, one of 2048 (eight rows) most of the time; the quick form
+      // went 12-21% slower than the division's own test there (float16, 96-768
+      // channels, H200), and bfloat16's 15-20% slower with few steps computed again.
+      const bool quick = !tiled && pass.reduces.empty() && block_ <= 2;
       const std::vector<c10::ScalarType> formats =
-          tiled || !pass.reduces.empty() ? std::vector<c10::ScalarType>{}
-                                         : native16_->quotientFormats(elements);
+          quick ? native16_->quotientFormats(elements) : std::vector<c10::ScalarType>{};
       for (c10::ScalarType f : formats) {
         out_ << "      FxQuotTest fx_redo" << WalkNative16::quickSuffix(f) << ";\n";
         redo_ = "fx_redo";

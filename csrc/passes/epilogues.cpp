@@ -138,9 +138,10 @@ void splitIn(torch::jit::Block* block) {
     const auto ndim = static_cast<int64_t>(*out_type->dim());
     Node* permute = permuteAlone(node);
     auto permuted = permute ? permute->output()->type()->cast<c10::TensorType>() : nullptr;
-    // The bias lies along the channels of a convolution, the last dim of a linear's result.
+    // The bias lies along the last dim of a linear's result, and along the channels of a
+    // convolution's, before its spatial dims (dim 0 of an unbatched input's).
     const std::optional<int64_t> after =
-        permute ? dimsAfterBias(permute, ndim, *spatial > 0 ? 1 : ndim - 1) : std::nullopt;
+        permute ? dimsAfterBias(permute, ndim, ndim - 1 - *spatial) : std::nullopt;
     if (!after || !permuted || !permuted->isComplete() || !readByFusibleNode(permute->output())) {
       permute = nullptr;
     }

@@ -185,6 +185,32 @@ def test_a_linear_bias_joins_the_group_after_a_permute(
     assert any(g.count("aten::add") == (2 if split else 1) and "aten::mul" in g for g in groups)
 
 
+class PermutedConv(nn.Module):
+    def __init__(self, dims: tuple[int, ...]) -> None:
+        super().__init__()
+        self.conv = (nn.Conv1d if len(dims) == 2 else nn.Conv2d)(4, 6, 1)
+        self.dims = dims
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x).permute(self.dims)) * 2.0
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize(
+    "dims, shape",
+    [((1, 0), (4, 5)), ((1, 2, 0), (4, 5, 3)), ((0, 2, 3, 1), (2, 4, 5, 3))],
+    ids=str,
+)
+def test_a_convolution_bias_after_a_permute_lies_along_its_channels(
+    device: str, dims: tuple[int, ...], shape: tuple[int, ...]
+) -> None:
+    """Unbatched convolutions' channels are their dim 0 (the bias once went along dim 1
+    there: wrong values, or a size error)."""
+    module = prepared(PermutedConv(dims), torch.float32, device)
+    groups = check(module, torch.randn(*shape, device=device), True, 1e-4)
+    assert ["aten::add", "aten::relu", "aten::mul"] in groups
+
+
 def test_bias_stays_when_nothing_fusible_reads_it() -> None:
     class ConvPool(nn.Module):
         def __init__(self) -> None:
