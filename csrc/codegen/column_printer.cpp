@@ -196,8 +196,8 @@ class ColumnPrinter {
   // compute row rows - 1 again and store nothing, so that every thread reaches the
   // barriers. Every thread of the launch is live (cudaColumnThreads: whole blocks; the
   // runtime checks): a warp walks its share of every row, so none may sit out, and its
-  // stores need no test of their own (the test kept each walk's stores from sharing
-  // their addresses: 8 instructions a store where 2 do).
+  // stores need no test of their own (behind one, the compiler rebuilt each store's
+  // address from the strides: 8 instructions a store where 2 do).
   void printUnits() {
     const std::string b = std::to_string(block_);
     if (!cuda_) {
@@ -944,8 +944,8 @@ class ColumnPrinter {
           quick ? native16_->quotientFormats(elements) : std::vector<c10::ScalarType>{};
       for (c10::ScalarType f : formats) {
         out_ << "      FxQuotTest fx_redo" << WalkNative16::quickSuffix(f) << ";\n";
-        redo_ = "fx_redo";
       }
+      if (!formats.empty()) redo_ = "fx_redo";
       elementLoops();
       redo_.clear();
       if (!formats.empty()) {
