@@ -23,10 +23,13 @@ ctest --test-dir build/cmake --output-on-failure
 
 echo "== pytest (at ${SECONDS} s)"
 # One worker per core (pytest-xdist) for all but the `timing` tests, which bound wall
-# time and so run afterwards on their own.
+# time and so run afterwards on their own. Idle workers take tests queued on busy ones
+# (worksteal): the random-program tests take 25-35 s each, and one left last on a worker
+# kept the other idle (2 cores: 738 s with xdist's default, 704 with worksteal).
 workers=${FUSER_TEST_WORKERS:-$(nproc)}
 status=0
-"$PYTHON" -m pytest tests/python -q -p no:cacheprovider -n "$workers" -m "not timing" || status=$?
+"$PYTHON" -m pytest tests/python -q -p no:cacheprovider -n "$workers" --dist worksteal \
+  -m "not timing" || status=$?
 "$PYTHON" -m pytest tests/python -q -p no:cacheprovider -m timing || status=$?
 echo "== done in ${SECONDS} s"
 exit $status
