@@ -122,7 +122,8 @@ class CudaRowKernel final : public CompiledKernel {
     const int64_t grid = column_partials_ ? columnPartialRows(a.numel)
                                           : (a.numel + rows_per_block_ - 1) / rows_per_block_;
     // A column kernel's warps share each block's rows: it has no thread past its units.
-    TORCH_CHECK(!columns_ || column_partials_ || a.numel % block_ == 0,
+    // (Column partials are a kernel over trailing dims, never a column kernel.)
+    TORCH_CHECK(!columns_ || a.numel % block_ == 0,
                 "fuser: a column kernel launches whole blocks (", a.numel, " threads)");
     TORCH_CHECK(grid < (int64_t{1} << 31), "fuser: too many rows for one launch");
     // Columns in shared memory: their copies of each row's elements (the runtime offers
