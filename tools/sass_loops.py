@@ -38,7 +38,8 @@ BRANCH = re.compile(r"BRA (?:`\(\.L_x_\d+\) )?0x([0-9a-f]+)")
 
 
 def cuda_forms(workload: str, dtype: str, size: str) -> list[str]:
-    """The CUDA kernels printed while the row's function runs twice on the CPU."""
+    """The CUDA kernels printed while the row's function runs three times on the CPU
+    (profiled, optimized, run)."""
     os.environ.setdefault("FUSER_CROSS_COMPILE", "sm_90")
     import torch
 

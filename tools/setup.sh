@@ -14,8 +14,8 @@ if [ "$have_torch" != "$TORCH_VERSION" ]; then
   "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi
 # nvidia-cuda-nvrtc gives libnvrtc without a GPU, so the CUDA printer is compiled in CI.
-"$PYTHON" -m pip install -q pybind11 ninja cmake pytest pytest-xdist ruff mypy matplotlib "nvidia-cuda-nvrtc==13.0.*" \
-  || "$PYTHON" -m pip install -q pybind11 ninja cmake pytest pytest-xdist ruff mypy
+"$PYTHON" -m pip install -q pybind11 ninja cmake pytest "pytest-xdist>=3.2" ruff mypy matplotlib "nvidia-cuda-nvrtc==13.0.*" \
+  || "$PYTHON" -m pip install -q pybind11 ninja cmake pytest "pytest-xdist>=3.2" ruff mypy
 
 # GoogleTest for the C++ tests; graphviz's dot for the report's PNG and dot-parse tests.
 if [ "${FUSER_BUILD_TESTS:-0}" = "1" ] && { [ ! -f /usr/include/gtest/gtest.h ] || ! command -v dot >/dev/null; }; then

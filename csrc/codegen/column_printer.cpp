@@ -1057,9 +1057,10 @@ class ColumnPrinter {
     const int spacing = cudaRowBlock(k_) / tile_;  // rows between a thread's
     TORCH_CHECK(32 * block_ % spacing == 0, "fuser: a tile's rows split unevenly");
     const int trips = 32 * block_ / spacing;
-    out_ << "      #pragma unroll" << (trips <= 8 ? "" : " 4") << "\n      for (int fx_i = 0; fx_i < "
-         << trips << "; ++fx_i) {\n        const int fx_k = threadIdx.x / " << t << " + fx_i * "
-         << spacing << ";\n";
+    out_ << "      #pragma unroll" << (trips <= 8 ? "" : " 4")
+         << "\n      for (int fx_i = 0; fx_i < " << trips
+         << "; ++fx_i) {\n        const int fx_k = threadIdx.x / " << t << " + fx_i * " << spacing
+         << ";\n";
     for (size_t o : tiled) {
       const std::string n = std::to_string(o);
       out_ << "        out" << n << "[fx_trow" << n << "[fx_k] + fx_oeo" << n << "_t] = fx_tile"

@@ -26,7 +26,7 @@ class WalkNative16 {
   // from outside the walk, its float converted back (exact: it holds them). `load`
   // gives the other loads' values. With `redo`, quotients take their quick form
   // (cuda_prelude.h), which notes in FxQuotTest `redo` + quickSuffix(format) what
-  // quickRedo(format, redo) tests: whether the element must be computed again without it.
+  // quickRedo(format, redo) tests: whether the step must be computed again without it.
   void print(std::ostream& out, const std::vector<ExprId>& elements, const std::string& indent,
              const std::function<std::string(const Expr&)>& raw,
              const std::function<std::string(const Expr&)>& load,

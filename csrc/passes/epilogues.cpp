@@ -1,7 +1,7 @@
 // splitBiasEpilogues: a convolution or linear layer's bias joins the group that follows.
 //
 // After it runs, each aten::conv1d/conv2d/conv3d/linear with a bias whose result is read
-// by a fusible node is the same op without bias followed by `aten::add(out, bias)`
+// by a fusible node (or only by a permute that a fusible node reads) is the same op without bias followed by `aten::add(out, bias)`
 // (the bias viewed as [C, 1, ...] for convolutions), typed as the original result. The
 // add is an ordinary fusible node: partition merges it with the activation, residual
 // add or scale after it, so the bias costs no pass of its own (cuDNN and ATen's
@@ -11,8 +11,8 @@
 // readers are refused by checkFusible), and float16/bfloat16 results where eager adds
 // the bias before rounding (linear everywhere, convolutions on the CPU): the split
 // would round twice. ATen's CUDA convolutions add the bias afterwards, as the split does.
-// An op read only through a permute adds its bias after the permute, along the dim the
-// bias's lies at there, where the permute's reader is fusible: the same sums, which that
+// An op read only through a permute adds its bias after the permute, along the dim its
+// bias's dim moved to, where the permute's reader is fusible: the same sums, which that
 // reader's group then takes. ConvNeXt's depthwise convolutions, `permute(0, 2, 3, 1)`
 // before the LayerNorm over their channels; its second linear, `permute(0, 3, 1, 2)`
 // before the layer scale (its bias in cuBLAS's epilogue took a slower GEMM kernel on the

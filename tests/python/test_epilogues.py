@@ -161,8 +161,6 @@ def test_a_linear_bias_joins_the_group_after_a_permute(
     1 here), and joins the layer scale's group; in 16 bits eager adds it before rounding,
     so it stays in the product. (Scripted, not frozen, the bias is an attribute whose
     type the profile does not complete: it stays, as test_linear_bias_joins_gelu's.)"""
-    if device == "cpu" and dtype == torch.float16:
-        pytest.skip("half-precision matmul on CPU is eager-only territory here")
     module = prepared(PermutedLinear(dims), dtype, device)
     lead = (2, 5, 3) if len(dims) == 4 else (2, 7)
     x = torch.randn(*lead, 16, device=device, dtype=dtype)
