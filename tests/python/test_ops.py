@@ -338,6 +338,25 @@ def test_activation_special_values(op: str, dtype: torch.dtype) -> None:
     check(body, x)
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=ids([F32, BF16]))
+@pytest.mark.parametrize("op", ["tanh", "gelu", "gelu_tanh"])
+def test_odd_activations_keep_the_sign_of_zero(op: str, dtype: torch.dtype) -> None:
+    """tanh and erf are computed from |x| with the sign put back: -0.0 stays -0.0 as in
+    eager, on either side of tanh's switch to its series at |x| = 0.0625."""
+    body = ACTIVATIONS[op]
+    x = torch.tensor(
+        [-0.0, 0.0, 1e-30, -1e-30, 0.0624, -0.0624, 0.0625, -0.0625, 3.0, -3.0] * 4,
+        dtype=dtype,
+        device=DEVICE,
+    )
+    check(f"return {body}", x)
+    scripted = _script(f"def f(a):\n    return {body}\n")
+    for _ in range(3):
+        got = scripted(x.clone())
+    want = eval(body, {"torch": torch, "a": x})  # noqa: S307 - the same expression, eager
+    assert torch.equal(torch.signbit(got), torch.signbit(want)), (got, want)
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=ids(FLOATS))
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_backward(approximate: str, dtype: torch.dtype) -> None:
