@@ -78,6 +78,17 @@ FX_INLINE fx_f32x16 fx_load16(const float* p) {
   __builtin_memcpy(&v, p, sizeof(v));
   return v;
 }
+// Sixteen bfloat16 values as floats (each its bits shifted into a float's high half).
+typedef unsigned short fx_u16x16 __attribute__((vector_size(32)));
+typedef unsigned int fx_u32x16 __attribute__((vector_size(64)));
+FX_INLINE fx_f32x16 fx_load16_bf(const uint16_t* p) {
+  fx_u16x16 h;
+  __builtin_memcpy(&h, p, sizeof(h));
+  const fx_u32x16 w = __builtin_convertvector(h, fx_u32x16) << 16;
+  fx_f32x16 v;
+  __builtin_memcpy(&v, &w, sizeof(v));
+  return v;
+}
 FX_INLINE float fx_sum16(fx_f32x16 v) {
   fx_f32x8 lo, hi;
   __builtin_memcpy(&lo, &v, sizeof(lo));

@@ -1,8 +1,9 @@
 """CPU row kernels sum float rows as explicit vectors of 16 in four accumulators
 (csrc/codegen/cpp_row_printer.cpp: vectorSumValues, printVectorSums) where a pass's
-reductions are float sums of values made by loads of unit-stride float rows and + - * /
-or negation: whole vectors four to a step, then the row's last 16 elements with the lanes
-already summed left out, then, in rows shorter than a vector, a plain loop. A lone float
+reductions are float sums of values made by loads of unit-stride float or bfloat16 rows
+and + - * / or negation: whole vectors four to a step, then the row's last 16 elements
+with the lanes already summed left out, then, in rows shorter than a vector, a plain
+loop. A lone float
 sum or mean of contiguous CPU rows forms a group of its own (passes/groups.cpp:
 isCpuRowSumOfFloats). Every case is compared with eager: values, shape and strides."""
 
@@ -63,6 +64,32 @@ def test_vector_sums_match_eager(body: str, n: int) -> None:
     assert got.shape == want.shape and got.stride() == want.stride()
     torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
     assert vector_sums_printed()
+
+
+BFLOAT16_ROWS = (
+    "def f(x, w, b):\n    return torch.layer_norm(x, [x.size(-1)], w, b, 1e-5), x.sum(-1) * 2.0\n"
+)
+
+
+@pytest.mark.parametrize("n", [5, 15, 16, 17, 64, 65, 196, 257, 300, 4097])
+def test_bfloat16_rows_are_summed_as_vectors(n: int) -> None:
+    """bfloat16 rows load as 16 floats at a time (fx_load16_bf): LayerNorm's statistics
+    and a sum in float, as eager's."""
+    g = torch.Generator().manual_seed(n)
+    x = (torch.randn(37, n, generator=g) * 4.0 + 1.0).to(torch.bfloat16)
+    w = torch.randn(n, generator=g).to(torch.bfloat16)
+    b = torch.randn(n, generator=g).to(torch.bfloat16)
+    with fuser.enabled(True), torch.no_grad():
+        fuser.reset_stats()
+        f = script_from_source(BFLOAT16_ROWS)
+        for _ in range(3):
+            got = f(x, w, b)
+        assert fuser.stats()["kernel_launches"] >= 1 and fuser.stats()["interpreted_runs"] == 0
+    want = eager_from_source(BFLOAT16_ROWS)(x, w, b)
+    for g_, w_ in zip(got, want, strict=True):
+        assert g_.dtype == w_.dtype and g_.stride() == w_.stride()
+        torch.testing.assert_close(g_, w_, rtol=1.6e-2, atol=1.6e-2)
+    assert any("fx_load16_bf(in" in s for s in fuser.kernel_sources())
 
 
 def test_a_vector_sum_sees_infinities_and_nan_in_every_lane() -> None:
