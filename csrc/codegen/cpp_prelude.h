@@ -206,7 +206,8 @@ FX_INLINE float fx_sigmoid_half(float x) { return fx_sigmoidf(x); }
 // small |x| uses the odd Taylor series, where the quotient would cancel. |x| is a fabs,
 // not a select on the sign: from a select GCC computed what follows for both signs
 // (fx_erff's division twice a vector: gelu(x + bias) took 16% longer in float32, 18% in
-// bfloat16); with fabs every float gives the same bits (all 2^32 checked).
+// bfloat16); with fabs every float but NaN gives the same bits (all 2^32 checked; a
+// NaN's sign may differ).
 FX_INLINE float fx_tanhf(float x) {
   float ax = __builtin_fabsf(x);
   float e = fx_expf_nonpos(-2.0f * ax);
@@ -227,8 +228,9 @@ FX_INLINE float fx_erff(float x) {
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
   float r = 1.0f - p * t * fx_expf_nonpos(-ax * ax);
-  r = x < 0 ? -r : r;
-  return r;  // a NaN has propagated through every step
+  // x's sign bit put on as ATen's vectorized erf does (erf(-0.0) is -0.0).
+  const uint32_t sign = __builtin_bit_cast(uint32_t, x) & 0x80000000u;
+  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, r) ^ sign);
 }
 
 // The math the shared helpers (common_prelude.h) need, in C++'s spelling.

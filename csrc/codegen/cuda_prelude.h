@@ -145,10 +145,10 @@ FX_INLINE uint16_t fx_bfquot(float a, float b, float rb) {
 // Their quick forms, for a step of a walk that stores and sums nothing else: the
 // product's rounding, and in `t` the least distance of a product's low bits from a
 // midpoint and the least magnitude (less one, so that zero is the largest); where
-// fx_hquot_redo / fx_bfquot_redo find either within fx_hquot's / fx_bfquot's tests (or a bfloat16 row's
-// reciprocal is not a normal float), the walk computes the step again with them. Minima,
-// not flags: a test and branch per element were a third of a float16 LayerNorm's storing
-// walk, and flags took a predicate and a select each.
+// fx_hquot_redo / fx_bfquot_redo find either within fx_hquot's / fx_bfquot's tests (or a
+// bfloat16 row's reciprocal is not a normal float), the walk computes the step again
+// with them. Minima, not flags: a test and branch per element were a third of a float16
+// LayerNorm's storing walk, and flags took a predicate and a select each.
 struct FxQuotTest {
   unsigned near = 0xffffffffu;
   unsigned small = 0xffffffffu;

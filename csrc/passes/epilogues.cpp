@@ -1,8 +1,9 @@
 // splitBiasEpilogues: a convolution or linear layer's bias joins the group that follows.
 //
 // After it runs, each aten::conv1d/conv2d/conv3d/linear with a bias whose result is read
-// by a fusible node (or only by a permute that a fusible node reads) is the same op without bias followed by `aten::add(out, bias)`
-// (the bias viewed as [C, 1, ...] for convolutions), typed as the original result. The
+// by a fusible node (or only by a permute that a fusible node reads) is the same op
+// without bias followed by `aten::add(out, bias)` (the bias viewed as [C, 1, ...] for
+// convolutions), typed as the original result. The
 // add is an ordinary fusible node: partition merges it with the activation, residual
 // add or scale after it, so the bias costs no pass of its own (cuDNN and ATen's
 // convolutions add it in a separate kernel; nvFuser split linear the same way).

@@ -61,9 +61,8 @@ def random_module_source(rng: random.Random) -> tuple[str, int]:
             if bias and rng.random() < 0.3:
                 # Read only through a permute, as ConvNeXt's depthwise convolution: its
                 # bias moves after the permute, into the activation's group.
-                act = rng.choice(ACTIVATIONS).format(
-                    v=f"self.conv{step}({current}).permute(0, 2, 3, 1)"
-                )
+                body.append(f"{name}p = self.conv{step}({current}).permute(0, 2, 3, 1)")
+                act = rng.choice(ACTIVATIONS).format(v=f"{name}p")
                 body.append(f"{name} = {act}.permute(0, 3, 1, 2)")
             else:
                 body.append(f"{name} = self.conv{step}({current})")
