@@ -95,7 +95,9 @@ constexpr int64_t kCudaColumnSharedBytes = 96 * 1024;
 // reductions' arrays, whichever is larger, and the tiled outputs' row offsets).
 constexpr int64_t kCudaColumnStaticBytes = 48 * 1024;
 // The variants a row kernel is timed in (runtime/variant_timing.h): cudaRowShape's
-// first, then half and twice its lanes where the row gives each lane work.
+// first, then half, twice and four times its lanes where the row gives each lane work
+// (four times: a float row of 1024 in a block of 256, a vector a lane; H200, residual +
+// layer_norm of 32768 x 1024 in float32 took 130.7 us there, 136.2 at the heuristic's 64).
 std::vector<CudaRowShape> cudaRowShapeCandidates(int64_t n, int widest_element_bytes,
                                                  bool aligned);
 

@@ -3,6 +3,7 @@ every dtype, both loop shapes, compiled by NVRTC for sm_90. With conftest's
 FUSER_CROSS_COMPILE, test_ops.py compiles the CUDA form of every op's kernel too."""
 
 import os
+import re
 
 import pytest
 import torch
@@ -284,3 +285,31 @@ def test_flat_half_kernels_bound_by_math_take_blocks_of_256(ir, arity, block):
     graph = torch._C.parse_ir(ir)
     source = _C.kernel_source(graph, [torch.float16] * arity, [False] * arity, "cuda", "flat")
     assert f"__launch_bounds__({block})" in source
+
+
+@needs_nvrtc
+def test_cuda_row_forms_take_four_lane_counts_in_blocks_of_whole_rows():
+    """A float row of 1024 is timed at 32, 64, 128 and 256 lanes (cudaRowShapeCandidates:
+    the heuristic's 64, half, twice and four times); a block takes its own rows, at least
+    64 threads (cudaRowBlock), so 32-lane rows go two to a block."""
+    if os.environ.get("FUSER_CROSS_COMPILE") is None:
+        pytest.skip("FUSER_CROSS_COMPILE not set for this session")
+    # A constant of its own keeps the kernel text apart from other tests' (a source the
+    # process compiled before is found in memory and not listed again).
+    fn = torch.jit.CompilationUnit(
+        "def f(x, w, b):\n    return torch.layer_norm(x * 1.8125, [1024], w, b, 0.000375)\n"
+    ).f
+    x, w, b = torch.randn(64, 1024), torch.randn(1024), torch.randn(1024)
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        for _ in range(3):
+            out = fn(x, w, b)
+    torch.testing.assert_close(out, torch.layer_norm(x * 1.8125, [1024], w, b, 0.000375))
+    forms = [s for s in fuser.kernel_sources()[before:] if "__global__" in s and "fuser_rows" in s]
+    shapes = set()
+    for source in forms:
+        lanes = int(re.search(r"const int fx_lane = threadIdx\.x % (\d+);", source).group(1))
+        block = int(re.search(r"__launch_bounds__\((\d+)\)", source).group(1))
+        rows = int(re.search(r"fx_r = \(int64_t\)blockIdx\.x \* (\d+) \+", source).group(1))
+        shapes.add((lanes, block, rows))
+    assert shapes == {(32, 64, 2), (64, 64, 1), (128, 128, 1), (256, 256, 1)}, shapes

@@ -78,7 +78,7 @@ def test_small_problems_time_no_cuda_variants(device: str, variant_flags: None) 
 
 @pytest.mark.parametrize("device", devices())
 def test_every_variant_gives_eager_results(device: str, variant_flags: None) -> None:
-    for forced in range(4):  # past the last variant: the last one
+    for forced in range(5):  # past the last variant: the last one
         fuser._C._set_variant_choice(True, forced)
         fuser._C._forget_variant_choices()
         for rows in [4096, 37, 1]:
