@@ -122,6 +122,19 @@ TEST(CudaRowPrinter, ArgumentsFitOneStructOfWords) {
   const std::string source = codegen::printCudaRowKernel(s.k);
   EXPECT_NE(source.find("fx_row_reduce<64>"), std::string::npos);
   EXPECT_NE(source.find("FxVec<float, 4>"), std::string::npos);
+  // A block takes its own rows, 64 threads at least (rows of 32 lanes go two to a block);
+  // column kernels and slices of rows keep blocks of 256.
+  EXPECT_EQ(codegen::cudaRowBlock(s.k), 64);
+  s.k.row_lanes = 32;
+  EXPECT_EQ(codegen::cudaRowBlock(s.k), 64);
+  s.k.row_lanes = 512;
+  EXPECT_EQ(codegen::cudaRowBlock(s.k), 512);
+  s.k.row_lanes = 1;
+  s.k.columns = true;
+  EXPECT_EQ(codegen::cudaRowBlock(s.k), 256);
+  s.k.columns = false;
+  s.k.row_lanes = 32;
+  s.k.row_stage = 0;
   EXPECT_EQ(codegen::cudaRowBlock(s.k), 256);
 }
 
