@@ -29,12 +29,14 @@ struct VariantRecord {
 // The variant for `key` among `names`: forced or fixed by the flags, else remembered in
 // this process or on disk, else timed by `launch(i)` (one launch of candidate i) and
 // `sync()` (waits for the device; a no-op on CPU), interleaving the candidates for at
-// most kTimingBudgetMs after one warm-up launch each; the fastest median wins if it
-// beats variant 0's by kMinGain.
+// most kTimingBudgetMs after one warm-up launch each (never past kTimingLimitMs, the
+// issue's figure less a margin; candidates too slow for one round within it are not
+// timed: variant 0); the fastest median wins if it beats variant 0's by kMinGain.
 size_t chooseVariant(const std::string& key, const std::vector<std::string>& names,
                      const std::function<void(size_t)>& launch, const std::function<void()>& sync);
 
 inline constexpr double kTimingBudgetMs = 60.0;
+inline constexpr double kTimingLimitMs = 150.0;
 // On CUDA every candidate is a kernel of its own to compile (NVRTC, about 0.1 s each):
 // a problem of fewer elements, whose launch latency hides the candidates' difference,
 // builds the heuristic's alone.

@@ -1,0 +1,75 @@
+// Kernel variants timed at first run (runtime/variant_timing.h): the fastest candidate is
+// chosen, and the timing stays within its limit however slow the candidates are.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "config.h"
+#include "runtime/variant_timing.h"
+
+namespace fuser::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Candidates that take `ms[i]` milliseconds a launch.
+size_t choose(const std::string& key, const std::vector<double>& ms) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < ms.size(); ++i) names.push_back("candidate=" + std::to_string(i));
+  return chooseVariant(
+      key, names,
+      [&](size_t i) {
+        std::this_thread::sleep_for(std::chrono::microseconds(int64_t(ms[i] * 1000)));
+      },
+      [] {});
+}
+
+const VariantRecord& lastRecord() {
+  static std::vector<VariantRecord> log;
+  log = variantLog();
+  return log.back();
+}
+
+class VariantTiming : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config().use_disk_cache = false;
+    config().autotune = true;
+    config().force_variant = -1;
+    forgetVariantChoices();
+  }
+};
+
+TEST_F(VariantTiming, TheFastestCandidateIsChosenAndRemembered) {
+  EXPECT_EQ(choose("fast", {3.0, 1.0, 2.0}), 1u);
+  const VariantRecord& r = lastRecord();
+  EXPECT_EQ(r.chosen, 1u);
+  ASSERT_EQ(r.us.size(), 3u);
+  EXPECT_LT(r.us[1], r.us[0]);
+  EXPECT_LT(r.timing_ms, kTimingLimitMs + 20);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(choose("fast", {3.0, 1.0, 2.0}), 1u);  // remembered: nothing launched
+  const double again_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_LT(again_ms, 1.0);
+}
+
+TEST_F(VariantTiming, SlowCandidatesStopBeforeTheLimit) {
+  // 10-20 ms a launch: the warm-up (45 ms) and two rounds fit in the limit, a third
+  // would end past it.
+  choose("slow", {15.0, 10.0, 20.0});
+  const VariantRecord& r = lastRecord();
+  EXPECT_LT(r.timing_ms, kTimingLimitMs + 20) << "timed for " << r.timing_ms << " ms";
+  EXPECT_EQ(r.chosen, 1u);
+}
+
+TEST_F(VariantTiming, CandidatesTooSlowForOneRoundKeepTheHeuristic) {
+  // 40 ms a launch: a round after the warm-up would end past the limit.
+  choose("slower", {40.0, 30.0, 40.0});
+  const VariantRecord& r = lastRecord();
+  EXPECT_EQ(r.chosen, 0u);
+  EXPECT_LT(r.timing_ms, 3 * 40.0 + 20) << "timed for " << r.timing_ms << " ms";
+}
+
+}  // namespace
+}  // namespace fuser::runtime
