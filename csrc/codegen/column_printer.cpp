@@ -52,6 +52,17 @@ constexpr int64_t kCpuTileBytes = 128 * 1024;
 // CPU: elements of each row a column walk sums in float before adding them to the row's
 // double (openCpuSumSteps), as the row kernels' blocks of 256.
 constexpr int kCpuSumStep = 256;
+// CPU: the stack a block's held element values may take (printHoldBuffers), and the
+// fewest rows a block keeps to hold them: a longer row is computed again in every walk.
+// Narrower blocks read their inputs in shorter runs: one core, float32 softmax over 64
+// channels from memory ([8, 64, 32, 32], inputs rotated), 900 us unheld, 784 held in
+// blocks of 1024 rows, 1103 in blocks of 512.
+constexpr int64_t kCpuHoldBytes = 256 * 1024;
+constexpr int kCpuHoldMinRows = kCpuColumnBlock / 2;
+// CPU: the least cost of computing a value again (recomputeCost) for which it is held:
+// a store and a load per later walk cost about 2. One core: holding a float32
+// LayerNorm's input and centred values (cost 1 and 2) took it from 191 to 310 us.
+constexpr int kCpuHoldMinCost = 4;
 // CUDA: the most bytes the tiles of a block's whole outputs may take in shared memory
 // (printCudaTileStores) and the elements of each row a tile holds at most: 32 floats are
 // one 128-byte line. A tile holds the elements of whole steps of the unrolled loop.
@@ -81,6 +92,18 @@ class ColumnPrinter {
     for (ExprId id : s_.constants) constant_[id] = true;
     if (cuda) chooseCudaTile();
     if (cuda) native16_.emplace(k);
+    holds_.assign(k.exprs.size(), false);
+    std::vector<int> cost(k.exprs.size(), 0);
+    for (size_t id = 0; !cuda && k.row_stage < 0 && id < k.exprs.size(); ++id) {
+      if (!s_.element[id]) continue;
+      cost[id] = recomputeCost(k.exprs[id]);
+      for (ExprId a : k.exprs[id].args) {
+        if (s_.element[a] && !holds_[a]) cost[id] += cost[a];
+      }
+      if (!s_.held[id] || !s_.used[id] || cost[id] < kCpuHoldMinCost) continue;
+      holds_[id] = true;
+      hold_bytes_ += static_cast<int64_t>(c10::elementSize(computeType(k.exprs[id].type)));
+    }
   }
 
   std::string print() {
@@ -106,6 +129,7 @@ class ColumnPrinter {
     for (int d = 0; d < k_.outer_ndim; ++d) out_ << "  fx_rows *= fx_sizes[" << d << "];\n";
     const std::string splits = staged ? "fx_iargs[" + std::to_string(splitCountArg(k_)) + "]" : "1";
     out_ << "  const int64_t fx_splits = " << splits << "; (void)fx_splits;\n";
+    printHoldBuffers();
     printUnits();
     if (slices) {
       out_ << "    const int64_t fx_len = (fx_n + fx_splits - 1) / fx_splits;\n"
@@ -146,10 +170,10 @@ class ColumnPrinter {
     if (pass_stage) {
       printPass(s_.passes[k_.row_stage], k_.row_stage, /*partials=*/true);
     } else if (!staged) {
-      for (int p = 0; p < passes; ++p) printPass(s_.passes[p], p, /*partials=*/false);
+      for (int p = 0; p < passes; ++p) printWalk(s_.passes[p], p);
     }
     if (!pass_stage) {
-      if (stores_whole) printPass(RowSchedule::Pass{}, passes, /*partials=*/false);
+      if (stores_whole) printWalk(RowSchedule::Pass{}, passes);
       std::vector<ExprId> stored;
       for (const TensorOutput& o : k_.outputs) {
         if (o.per_row) stored.push_back(o.value);
@@ -209,6 +233,7 @@ class ColumnPrinter {
            << "    const int64_t fx_s = fx_u0 / fx_rows, fx_r0 = fx_u0 - fx_s * fx_rows;\n"
            << "    fx_nb = fx_rows - fx_r0 < fx_end - fx_u0 ? fx_rows - fx_r0 : fx_end - fx_u0;\n"
            << "    if (fx_nb > " << b << ") fx_nb = " << b << ";\n";
+      if (hold_bytes_ > 0) out_ << "    if (fx_hold && fx_nb > fx_hold_nb) fx_nb = fx_hold_nb;\n";
       if (k_.outer_ndim > 1) {  // a block ends with its run of the innermost outer dim
         const std::string run = "fx_sizes[" + std::to_string(k_.outer_ndim - 1) + "]";
         out_ << "    if (fx_nb > " << run << " - fx_r0 % " << run << ") fx_nb = " << run
@@ -254,20 +279,103 @@ class ColumnPrinter {
   }
 
   // The element values a walk computes: its pass's, and those its stored outputs need.
+  // Walking with held values (hold_), it computes the values it holds for later walks
+  // and reads those held by earlier ones (heldReads) instead of computing them again.
   std::vector<ExprId> walkElements(const RowSchedule::Pass& pass,
                                    const std::vector<size_t>& stores) const {
     std::vector<bool> need(k_.exprs.size(), false);
-    for (ExprId id : pass.element) need[id] = true;
+    if (hold_) {
+      for (ExprId r : pass.reduces) need[k_.exprs[r].args[0]] = true;
+      for (size_t id = 0; id < holds_.size(); ++id) need[id] = need[id] || holdsFrom(id) == walk_;
+    } else {
+      for (ExprId id : pass.element) need[id] = true;
+    }
     for (size_t o : stores) need[k_.outputs[o].value] = true;
     for (size_t i = k_.exprs.size(); i-- > 0;) {
-      if (!need[i] || !s_.element[i]) continue;
+      if (!need[i] || !s_.element[i] || heldBefore(static_cast<ExprId>(i))) continue;
       for (ExprId a : k_.exprs[i].args) need[a] = true;
     }
     std::vector<ExprId> out;
     for (size_t i = 0; i < k_.exprs.size(); ++i) {
-      if (need[i] && s_.element[i]) out.push_back(static_cast<ExprId>(i));
+      if (need[i] && s_.element[i] && !heldBefore(static_cast<ExprId>(i))) {
+        out.push_back(static_cast<ExprId>(i));
+      }
     }
     return out;
+  }
+
+  // ---- CPU: element values held for later walks ---------------------------------------
+  // A value an earlier walk computes and a later one reads again (RowSchedule::held)
+  // where computing it again costs more than keeping it (kCpuHoldMinCost: a softmax's
+  // exponentials, a bfloat16 sum rounded, not a float load) is kept for every element
+  // of the block's rows in a buffer on the stack, fx_h<id>[e * fx_nb + j], where the
+  // rows fit it (fx_hold): the block then takes at most fx_hold_nb rows. Rows too long
+  // for kCpuHoldMinRows of them are computed again in every walk, as without holds. One
+  // core, bfloat16 softmax over 64 channels plus a bias ([8, 64, 32, 32], the kernel
+  // alone): 785 -> 420 us with its inputs in cache, 981 -> 844 from memory.
+  void printHoldBuffers() {
+    if (hold_bytes_ == 0) return;
+    const int64_t per_value = kCpuHoldBytes / hold_bytes_;
+    out_ << "  const int64_t fx_hold_nb = " << per_value << " / (fx_n > 0 ? fx_n : 1);\n"
+         << "  const bool fx_hold = fx_hold_nb >= " << kCpuHoldMinRows << ";\n";
+    for (size_t id = 0; id < holds_.size(); ++id) {
+      if (holds_[id]) {
+        out_ << "  " << computeTypeName(k_.exprs[id].type) << " fx_h" << id << "[" << per_value
+             << "];\n";
+      }
+    }
+  }
+
+  // What computing `e` again costs, about, in simple operations: a 16-bit load and a
+  // rounding to 16 bits 2, divisions and roots 4, transcendental functions 10.
+  int recomputeCost(const Expr& e) const {
+    switch (e.op) {
+      case IrOp::Load: return c10::elementSize(k_.inputs[e.index].dtype) == 2 ? 2 : 1;
+      case IrOp::Constant:
+      case IrOp::Scalar:
+      case IrOp::RowSize: return 0;
+      case IrOp::RoundToHalf:
+      case IrOp::RoundToBFloat16: return 2;
+      case IrOp::Div:
+      case IrOp::Reciprocal:
+      case IrOp::Sqrt:
+      case IrOp::Rsqrt:
+      case IrOp::Fmod:
+      case IrOp::Remainder:
+      case IrOp::FloorDiv: return 4;
+      case IrOp::Exp: case IrOp::Expm1: case IrOp::Log: case IrOp::Log1p: case IrOp::Log2:
+      case IrOp::Log10: case IrOp::Sin: case IrOp::Cos: case IrOp::Tan: case IrOp::Asin:
+      case IrOp::Acos: case IrOp::Atan: case IrOp::Sinh: case IrOp::Cosh: case IrOp::Tanh:
+      case IrOp::Sigmoid: case IrOp::SigmoidHalf: case IrOp::Erf: case IrOp::Erfc:
+      case IrOp::Pow: case IrOp::Atan2: return 10;
+      default: return 1;
+    }
+  }
+
+  // The walk that computes held value `id` (-1: not held).
+  int holdsFrom(size_t id) const { return holds_[id] ? s_.loop[id] : -1; }
+  // Whether the walk being printed reads `id` from its buffer.
+  bool heldBefore(ExprId id) const { return hold_ && holds_[id] && s_.loop[id] < walk_; }
+  // Whether walk `l` computes or reads a held value.
+  bool walkHolds(int l) const {
+    for (size_t id = 0; id < holds_.size(); ++id) {
+      if (holds_[id] && s_.loop[id] <= l) return true;
+    }
+    return false;
+  }
+  std::string holdAt(ExprId id) const { return "fx_h" + std::to_string(id) + "[fx_e * fx_nb + fx_j]"; }
+
+  // Walk `l`: with the held values where the block holds them, else computing them again.
+  void printWalk(const RowSchedule::Pass& pass, int l) {
+    walk_ = l;
+    if (!walkHolds(l)) return printPass(pass, l, /*partials=*/false);
+    out_ << "    if (fx_hold) {\n";
+    hold_ = true;
+    printPass(pass, l, /*partials=*/false);
+    hold_ = false;
+    out_ << "    } else {\n";
+    printPass(pass, l, /*partials=*/false);
+    out_ << "    }\n";
   }
 
   // A loop over the block's rows (CUDA: unrolled over the thread's rows, so that their
@@ -1174,7 +1282,16 @@ class ColumnPrinter {
           out_, elements, "        ", [&](const Expr& e) { return at(std::to_string(e.index)); },
           load, redo_);
     } else {
+      for (size_t id = 0; hold_ && id < holds_.size(); ++id) {
+        const ExprId e = static_cast<ExprId>(id);
+        if (!heldBefore(e) || !readsHeld(elements, operands, e)) continue;
+        out_ << "        const " << computeTypeName(k_.exprs[id].type) << " v" << id << " = "
+             << holdAt(e) << ";\n";
+      }
       printRowExprs(out_, k_, elements, "        ", load);
+      for (ExprId id : elements) {
+        if (hold_ && holdsFrom(id) == walk_) out_ << "        " << holdAt(id) << " = v" << id << ";\n";
+      }
     }
     for (ExprId r : pass.reduces) {
       const Expr& e = k_.exprs[r];
@@ -1210,6 +1327,17 @@ class ColumnPrinter {
     }
   }
 
+  // Whether the walk's `elements` or `operands` read held value `id`.
+  bool readsHeld(const std::vector<ExprId>& elements, const std::vector<ExprId>& operands,
+                 ExprId id) const {
+    if (std::find(operands.begin(), operands.end(), id) != operands.end()) return true;
+    for (ExprId e : elements) {
+      const auto& args = k_.exprs[e].args;
+      if (std::find(args.begin(), args.end(), id) != args.end()) return true;
+    }
+    return false;
+  }
+
   const Kernel& k_;
   RowSchedule s_;
   const bool cuda_;
@@ -1220,6 +1348,12 @@ class ColumnPrinter {
   // CUDA: elements a warp walks per step (Kernel::column_blocks).
   int unroll_ = k_.column_blocks >= 4 ? kColumnUnrollAtFourBlocks : kColumnUnroll;
   std::vector<bool> constant_;
+  // CPU: the element values held for later walks, their bytes per element in all, and
+  // the walk being printed (walk_) and whether it reads and keeps them (hold_).
+  std::vector<bool> holds_;
+  int64_t hold_bytes_ = 0;
+  int walk_ = 0;
+  bool hold_ = false;
   std::optional<WalkNative16> native16_;  // CUDA: 16-bit arithmetic in the walks
   std::string redo_;  // CUDA: the tests a step's quick quotients note (none: empty)
   std::ostringstream out_;

@@ -1,0 +1,107 @@
+"""CPU column walks keep the element values a later walk reads again, where computing
+them again costs more than keeping them (codegen/column_printer.cpp, printHoldBuffers):
+a softmax over channels computes each exponential once. Rows too long for the block's
+buffer compute them again in every walk; both paths give eager's results, and the
+same bits as each other."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from test_reductions import compare
+
+import fuser
+from helpers import script_from_source
+
+# Constants of their own keep these kernels' text apart from other tests' (a source the
+# process compiled before is found in memory and not listed again).
+SOFTMAX = "def f(x, y):\n    return torch.softmax(x * 0.8125 + y, 1)\n"
+LOG_SOFTMAX = "def f(x, y):\n    return torch.log_softmax(x - y * 0.4375, 0) * 1.5\n"
+# A normalization over channels (LayerNorm2d's arithmetic, any channel count).
+LAYER_NORM = (
+    "def f(x, y):\n"
+    "    z = x + y\n"
+    "    c = z - z.mean(1, keepdim=True)\n"
+    "    return c / (c.pow(2).mean(1, keepdim=True) + 0.000625).sqrt()\n"
+)
+
+
+def inputs(dtype: torch.dtype, shape: tuple[int, ...]) -> list[torch.Tensor]:
+    return [(torch.randn(shape) * 3).to(dtype) for _ in range(2)]
+
+
+def kernels_of(source: str, *args: torch.Tensor) -> list[str]:
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        compare(source, *args, dtype=args[0].dtype)
+    return [s for s in fuser.kernel_sources()[before:] if "__global__" not in s]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_a_softmax_over_channels_computes_each_exponential_once(dtype: torch.dtype) -> None:
+    [kernel] = kernels_of(SOFTMAX, *inputs(dtype, (2, 21, 16, 16)))
+    # The exponentials, computed in the walk of the sum, are read back when storing.
+    assert "fx_hold" in kernel
+    held = set(re.findall(r"fx_h(\d+)\[fx_e \* fx_nb \+ fx_j\] = v\1;", kernel))
+    read = set(re.findall(r"const float v(\d+) = fx_h\1\[fx_e \* fx_nb \+ fx_j\];", kernel))
+    assert held and read and read <= held, (held, read)
+    assert "fx_expf" in kernel
+
+
+def test_cheap_values_are_computed_again() -> None:
+    """timm's float32 LayerNorm2d keeps nothing: reloading its input and subtracting the
+    mean cost less than a store and a load."""
+    source = (
+        "def f(x):\n"
+        "    z = torch.layer_norm(x.permute(0, 2, 3, 1), [24], None, None, 0.000625)\n"
+        "    return z.permute(0, 3, 1, 2)\n"
+    )
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        compare(source, torch.randn(2, 24, 8, 8))
+    [kernel] = [s for s in fuser.kernel_sources()[before:] if "__global__" not in s]
+    assert "fx_hold" not in kernel
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("source", [SOFTMAX, LOG_SOFTMAX, LAYER_NORM], ids=["sm", "lsm", "ln"])
+@pytest.mark.parametrize(
+    "shape",
+    # Channels that fit the buffer, and too many (computed again); rows of one run
+    # and several; one channel.
+    [(2, 21, 16, 16), (3, 64, 5, 7), (1, 700, 4, 4), (2, 3000, 1, 3), (1, 1, 3, 5)],
+    ids=str,
+)
+def test_held_and_unheld_walks_give_eager_results(
+    source: str, dtype: torch.dtype, shape: tuple[int, ...]
+) -> None:
+    args = inputs(dtype, shape)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(source, *args, dtype=dtype)
+    stats = fuser.stats()
+    assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
+
+
+def test_both_paths_give_the_same_bits() -> None:
+    """One kernel serves every channel count: 64 channels fit its buffer, 2048 do not
+    (a block must keep 512 rows); the same channels computed either way agree bitwise."""
+    fn = script_from_source(SOFTMAX)
+    x, y = inputs(torch.bfloat16, (1, 2048, 32, 16))
+    with fuser.enabled(True):
+        for _ in range(3):
+            whole = fn(x, y)
+        for _ in range(3):
+            part = fn(x[:, :64].contiguous(), y[:, :64].contiguous())
+    torch.testing.assert_close(whole, torch.softmax(x * 0.8125 + y, 1))
+    eager_part = torch.softmax(x[:, :64] * 0.8125 + y[:, :64], 1)
+    torch.testing.assert_close(part, eager_part)
+    # The held path (64 channels) against the path computing again, on the same values:
+    # pad the 64 channels with very negative ones, whose exponentials vanish.
+    pad = torch.full((1, 2048 - 64, 32, 16), -1e4, dtype=torch.bfloat16)
+    with fuser.enabled(True):
+        for _ in range(3):
+            padded = fn(torch.cat([x[:, :64], pad], 1), torch.cat([y[:, :64], pad], 1))
+    assert torch.equal(padded[:, :64], part)
