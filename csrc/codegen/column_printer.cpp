@@ -27,6 +27,7 @@
 #include "codegen/common_prelude.h"
 #include "codegen/cpp_prelude.h"
 #include "codegen/cuda_prelude.h"
+#include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
 #include "codegen/row_printer.h"
 #include "codegen/row_schedule.h"
@@ -52,13 +53,14 @@ constexpr int64_t kCpuTileBytes = 128 * 1024;
 // CPU: elements of each row a column walk sums in float before adding them to the row's
 // double (openCpuSumSteps), as the row kernels' blocks of 256.
 constexpr int kCpuSumStep = 256;
-// CPU: the stack a block's held element values may take (printHoldBuffers), and the
-// fewest rows a block keeps to hold them: a longer row is computed again in every walk.
-// Narrower blocks read their inputs in shorter runs: one core, float32 softmax over 64
-// channels from memory ([8, 64, 32, 32], inputs rotated), 900 us unheld, 784 held in
-// blocks of 1024 rows, 1103 in blocks of 512.
+// CPU: the bytes a block's held element values may take on the stack and, past that,
+// in each thread's buffers (printHoldBuffers). Blocks keep their kCpuColumnBlock rows
+// when they hold: narrower ones read their inputs in shorter runs (one core, float32
+// softmax over 64 channels from memory, [8, 64, 32, 32] with inputs rotated: 900 us
+// unheld, 784 held in blocks of 1024 rows, 1103 in blocks of 512; over 128 channels the
+// fused call 2778 us unheld, 3980 held in blocks of 512).
 constexpr int64_t kCpuHoldBytes = 256 * 1024;
-constexpr int kCpuHoldMinRows = kCpuColumnBlock / 2;
+constexpr int64_t kCpuHoldHeapBytes = 2 * 1024 * 1024;
 // CPU: the least cost of computing a value again (recomputeCost) for which it is held:
 // a store and a load per later walk cost about 2. One core: holding a float32
 // LayerNorm's input and centred values (cost 1 and 2) took it from 191 to 310 us.
@@ -92,18 +94,7 @@ class ColumnPrinter {
     for (ExprId id : s_.constants) constant_[id] = true;
     if (cuda) chooseCudaTile();
     if (cuda) native16_.emplace(k);
-    holds_.assign(k.exprs.size(), false);
-    std::vector<int> cost(k.exprs.size(), 0);
-    for (size_t id = 0; !cuda && k.row_stage < 0 && id < k.exprs.size(); ++id) {
-      if (!s_.element[id]) continue;
-      cost[id] = recomputeCost(k.exprs[id]);
-      for (ExprId a : k.exprs[id].args) {
-        if (s_.element[a] && !holds_[a]) cost[id] += cost[a];
-      }
-      if (!s_.held[id] || !s_.used[id] || cost[id] < kCpuHoldMinCost) continue;
-      holds_[id] = true;
-      hold_bytes_ += static_cast<int64_t>(c10::elementSize(computeType(k.exprs[id].type)));
-    }
+    if (!cuda && k.row_stage < 0) chooseHolds();
   }
 
   std::string print() {
@@ -233,7 +224,6 @@ class ColumnPrinter {
            << "    const int64_t fx_s = fx_u0 / fx_rows, fx_r0 = fx_u0 - fx_s * fx_rows;\n"
            << "    fx_nb = fx_rows - fx_r0 < fx_end - fx_u0 ? fx_rows - fx_r0 : fx_end - fx_u0;\n"
            << "    if (fx_nb > " << b << ") fx_nb = " << b << ";\n";
-      if (hold_bytes_ > 0) out_ << "    if (fx_hold && fx_nb > fx_hold_nb) fx_nb = fx_hold_nb;\n";
       if (k_.outer_ndim > 1) {  // a block ends with its run of the innermost outer dim
         const std::string run = "fx_sizes[" + std::to_string(k_.outer_ndim - 1) + "]";
         out_ << "    if (fx_nb > " << run << " - fx_r0 % " << run << ") fx_nb = " << run
@@ -307,48 +297,110 @@ class ColumnPrinter {
   // ---- CPU: element values held for later walks ---------------------------------------
   // A value an earlier walk computes and a later one reads again (RowSchedule::held)
   // where computing it again costs more than keeping it (kCpuHoldMinCost: a softmax's
-  // exponentials, a bfloat16 sum rounded, not a float load) is kept for every element
-  // of the block's rows in a buffer on the stack, fx_h<id>[e * fx_nb + j], where the
-  // rows fit it (fx_hold): the block then takes at most fx_hold_nb rows. Rows too long
-  // for kCpuHoldMinRows of them are computed again in every walk, as without holds. One
-  // core, bfloat16 softmax over 64 channels plus a bias ([8, 64, 32, 32], the kernel
-  // alone): 785 -> 420 us with its inputs in cache, 981 -> 844 from memory.
+  // exponentials, a 16-bit sum rounded, not a float load) is kept for every element of
+  // the block's rows, fx_h<b>[e * fx_nb + j], b its buffer (chooseHolds), where a whole
+  // block of kCpuColumnBlock rows fits (fx_hold): on the stack up to kCpuHoldBytes, else
+  // in buffers each thread allocates once per kernel, up to kCpuHoldHeapBytes. Longer
+  // rows compute their values again in every walk, as without holds. One core, bfloat16
+  // softmax over 64 channels plus a bias ([8, 64, 32, 32], the kernel alone): 785 -> 420
+  // us with its inputs in cache, 981 -> 844 from memory.
   void printHoldBuffers() {
     if (hold_bytes_ == 0) return;
-    const int64_t per_value = kCpuHoldBytes / hold_bytes_;
-    out_ << "  const int64_t fx_hold_nb = " << per_value << " / (fx_n > 0 ? fx_n : 1);\n"
-         << "  const bool fx_hold = fx_hold_nb >= " << kCpuHoldMinRows << ";\n";
-    for (size_t id = 0; id < holds_.size(); ++id) {
-      if (holds_[id]) {
-        out_ << "  " << computeTypeName(k_.exprs[id].type) << " fx_h" << id << "[" << per_value
-             << "];\n";
-      }
+    const std::string block = std::to_string(kCpuColumnBlock);
+    const int64_t stack = kCpuHoldBytes / hold_bytes_ / kCpuColumnBlock * kCpuColumnBlock;
+    const int64_t heap = kCpuHoldHeapBytes / hold_bytes_;
+    out_ << "  bool fx_hold = fx_n * " << block << " <= " << stack << ";\n"
+         << "  static thread_local int64_t fx_heap_n = 0;  // elements of each heap buffer\n";
+    for (size_t b = 0; b < slot_types_.size(); ++b) {
+      const std::string n = std::to_string(b), t = slot_types_[b];
+      out_ << "  " << t << " fx_hs" << n << "[" << stack << "];\n"
+           << "  " << t << "* fx_h" << n << " = fx_hs" << n << ";\n"
+           << "  static thread_local " << t << "* fx_hh" << n << " = nullptr;\n";
     }
+    // Rows too long for the stack take buffers each thread allocates once per kernel.
+    out_ << "  if (!fx_hold && fx_n * " << block << " <= " << heap << ") {\n"
+         << "    if (fx_heap_n < fx_n * " << block << ") {\n"
+         << "      fx_heap_n = fx_n * " << block << ";\n";
+    for (size_t b = 0; b < slot_types_.size(); ++b) {
+      const std::string n = std::to_string(b);
+      out_ << "      __builtin_free(fx_hh" << n << ");\n"
+           << "      fx_hh" << n << " = (" << slot_types_[b] << "*)__builtin_malloc(fx_heap_n * sizeof(*fx_hh"
+           << n << "));\n"
+           << "      if (!fx_hh" << n << ") fx_heap_n = 0;\n";
+    }
+    out_ << "    }\n    fx_hold = fx_heap_n >= fx_n * " << block << ";\n";
+    for (size_t b = 0; b < slot_types_.size(); ++b) {
+      out_ << "    if (fx_hold) fx_h" << b << " = fx_hh" << b << ";\n";
+    }
+    out_ << "  }\n";
   }
 
-  // What computing `e` again costs, about, in simple operations: a 16-bit load and a
-  // rounding to 16 bits 2, divisions and roots 4, transcendental functions 10.
+  // What computing `e` again costs (opCost's units), a 16-bit load and a rounding to
+  // 16 bits counted twice (the CPU converts them in several instructions).
   int recomputeCost(const Expr& e) const {
     switch (e.op) {
       case IrOp::Load: return c10::elementSize(k_.inputs[e.index].dtype) == 2 ? 2 : 1;
-      case IrOp::Constant:
-      case IrOp::Scalar:
       case IrOp::RowSize: return 0;
       case IrOp::RoundToHalf:
       case IrOp::RoundToBFloat16: return 2;
-      case IrOp::Div:
-      case IrOp::Reciprocal:
-      case IrOp::Sqrt:
-      case IrOp::Rsqrt:
-      case IrOp::Fmod:
-      case IrOp::Remainder:
-      case IrOp::FloorDiv: return 4;
-      case IrOp::Exp: case IrOp::Expm1: case IrOp::Log: case IrOp::Log1p: case IrOp::Log2:
-      case IrOp::Log10: case IrOp::Sin: case IrOp::Cos: case IrOp::Tan: case IrOp::Asin:
-      case IrOp::Acos: case IrOp::Atan: case IrOp::Sinh: case IrOp::Cosh: case IrOp::Tanh:
-      case IrOp::Sigmoid: case IrOp::SigmoidHalf: case IrOp::Erf: case IrOp::Erfc:
-      case IrOp::Pow: case IrOp::Atan2: return 10;
-      default: return 1;
+      default: return opCost(e.op);
+    }
+  }
+
+  // Which values to hold, and in which buffer: values whose computing again costs at
+  // least kCpuHoldMinCost, each in the first buffer of its size whose value no walk
+  // from its own on reads (a walk reads its held values before it stores new ones, at
+  // the same element: softmax's sum, rounded, and its exponentials share one buffer).
+  void chooseHolds() {
+    const size_t n = k_.exprs.size();
+    holds_.assign(n, false);
+    slot_.assign(n, -1);
+    std::vector<int> cost(n, 0);
+    for (size_t id = 0; id < n; ++id) {
+      if (!s_.element[id]) continue;
+      cost[id] = recomputeCost(k_.exprs[id]);
+      for (ExprId a : k_.exprs[id].args) {
+        if (s_.element[a] && !holds_[a]) cost[id] += cost[a];
+      }
+      holds_[id] = s_.held[id] && s_.used[id] && cost[id] >= kCpuHoldMinCost;
+    }
+    // The last walk that reads each value, held or computed again (a log_softmax's store
+    // computes x - max again from x: x is read there).
+    std::vector<int> last_use(n, -1);
+    const int passes = static_cast<int>(s_.passes.size());
+    hold_ = true;
+    for (walk_ = 0; walk_ <= passes; ++walk_) {
+      const RowSchedule::Pass none;
+      const RowSchedule::Pass& pass = walk_ < passes ? s_.passes[walk_] : none;
+      const std::vector<size_t> stores = storedIn(walk_);
+      std::vector<ExprId> read = walkElements(pass, stores);
+      for (ExprId r : pass.reduces) read.push_back(k_.exprs[r].args[0]);
+      for (size_t o : stores) read.push_back(k_.outputs[o].value);
+      for (size_t i = 0, computed = read.size(); i < computed; ++i) {
+        for (ExprId a : k_.exprs[read[i]].args) read.push_back(a);
+      }
+      for (ExprId id : read) last_use[id] = std::max(last_use[id], walk_);
+    }
+    hold_ = false;
+    walk_ = 0;
+    std::vector<ExprId> occupant;  // per buffer, the value it holds last
+    for (size_t id = 0; id < n; ++id) {
+      if (!holds_[id]) continue;
+      const size_t bytes = c10::elementSize(computeType(k_.exprs[id].type));
+      for (size_t b = 0; b < occupant.size() && slot_[id] < 0; ++b) {
+        const ExprId o = occupant[b];
+        if (bytes == c10::elementSize(computeType(k_.exprs[o].type)) &&
+            last_use[o] <= s_.loop[id]) {
+          slot_[id] = static_cast<int>(b);
+          occupant[b] = static_cast<ExprId>(id);
+        }
+      }
+      if (slot_[id] < 0) {
+        slot_[id] = static_cast<int>(occupant.size());
+        occupant.push_back(static_cast<ExprId>(id));
+        hold_bytes_ += static_cast<int64_t>(bytes);
+        slot_types_.push_back(computeTypeName(k_.exprs[id].type));
+      }
     }
   }
 
@@ -363,7 +415,9 @@ class ColumnPrinter {
     }
     return false;
   }
-  std::string holdAt(ExprId id) const { return "fx_h" + std::to_string(id) + "[fx_e * fx_nb + fx_j]"; }
+  std::string holdAt(ExprId id) const {
+    return "fx_h" + std::to_string(slot_[id]) + "[fx_e * fx_nb + fx_j]";
+  }
 
   // Walk `l`: with the held values where the block holds them, else computing them again.
   void printWalk(const RowSchedule::Pass& pass, int l) {
@@ -1351,6 +1405,8 @@ class ColumnPrinter {
   // CPU: the element values held for later walks, their bytes per element in all, and
   // the walk being printed (walk_) and whether it reads and keeps them (hold_).
   std::vector<bool> holds_;
+  std::vector<int> slot_;                // per held value, its buffer
+  std::vector<std::string> slot_types_;  // per buffer, its values' type
   int64_t hold_bytes_ = 0;
   int walk_ = 0;
   bool hold_ = false;

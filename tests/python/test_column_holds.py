@@ -44,10 +44,14 @@ def test_a_softmax_over_channels_computes_each_exponential_once(dtype: torch.dty
     [kernel] = kernels_of(SOFTMAX, *inputs(dtype, (2, 21, 16, 16)))
     # The exponentials, computed in the walk of the sum, are read back when storing.
     assert "fx_hold" in kernel
-    held = set(re.findall(r"fx_h(\d+)\[fx_e \* fx_nb \+ fx_j\] = v\1;", kernel))
-    read = set(re.findall(r"const float v(\d+) = fx_h\1\[fx_e \* fx_nb \+ fx_j\];", kernel))
+    held = set(re.findall(r"fx_h\d+\[fx_e \* fx_nb \+ fx_j\] = v(\d+);", kernel))
+    read = set(re.findall(r"const float v(\d+) = fx_h\d+\[fx_e \* fx_nb \+ fx_j\];", kernel))
     assert held and read and read <= held, (held, read)
-    assert "fx_expf" in kernel
+    exponentials = set(re.findall(r"const float v(\d+) = fx_expf\(", kernel))
+    assert exponentials & held, (exponentials, held)
+    # The sum and its exponentials share one buffer: a walk reads its held values
+    # before it stores new ones.
+    assert len(re.findall(r"float fx_hs\d+\[\d+\];", kernel)) == 1
 
 
 def test_cheap_values_are_computed_again() -> None:
@@ -69,9 +73,9 @@ def test_cheap_values_are_computed_again() -> None:
 @pytest.mark.parametrize("source", [SOFTMAX, LOG_SOFTMAX, LAYER_NORM], ids=["sm", "lsm", "ln"])
 @pytest.mark.parametrize(
     "shape",
-    # Channels that fit the buffer, and too many (computed again); rows of one run
-    # and several; one channel.
-    [(2, 21, 16, 16), (3, 64, 5, 7), (1, 700, 4, 4), (2, 3000, 1, 3), (1, 1, 3, 5)],
+    # Channels whose values fit the stack, a thread's heap buffers, neither (computed
+    # again); rows of one run and several; one channel.
+    [(2, 21, 16, 16), (3, 64, 5, 7), (2, 200, 4, 4), (1, 700, 4, 4), (2, 3000, 1, 3), (1, 1, 3, 5)],
     ids=str,
 )
 def test_held_and_unheld_walks_give_eager_results(
@@ -85,23 +89,19 @@ def test_held_and_unheld_walks_give_eager_results(
     assert stats["row_launches"] >= 2 and stats["interpreted_runs"] == 0, stats
 
 
-def test_both_paths_give_the_same_bits() -> None:
-    """One kernel serves every channel count: 64 channels fit its buffer, 2048 do not
-    (a block must keep 512 rows); the same channels computed either way agree bitwise."""
+@pytest.mark.parametrize("channels", [64, 200], ids=["stack", "heap"])
+def test_held_and_computed_again_give_the_same_bits(channels: int) -> None:
+    """One kernel serves every channel count: 64 channels' values fit its stack buffer,
+    200 its heap buffers, 2048 neither (a block must keep 1024 rows). The same channels
+    padded to 2048 with very negative ones, whose exponentials vanish, are computed
+    again in every walk: the results agree bitwise."""
     fn = script_from_source(SOFTMAX)
-    x, y = inputs(torch.bfloat16, (1, 2048, 32, 16))
+    x, y = inputs(torch.bfloat16, (1, channels, 32, 16))
+    pad = torch.full((1, 2048 - channels, 32, 16), -1e4, dtype=torch.bfloat16)
     with fuser.enabled(True):
         for _ in range(3):
-            whole = fn(x, y)
+            held = fn(x, y)
         for _ in range(3):
-            part = fn(x[:, :64].contiguous(), y[:, :64].contiguous())
-    torch.testing.assert_close(whole, torch.softmax(x * 0.8125 + y, 1))
-    eager_part = torch.softmax(x[:, :64] * 0.8125 + y[:, :64], 1)
-    torch.testing.assert_close(part, eager_part)
-    # The held path (64 channels) against the path computing again, on the same values:
-    # pad the 64 channels with very negative ones, whose exponentials vanish.
-    pad = torch.full((1, 2048 - 64, 32, 16), -1e4, dtype=torch.bfloat16)
-    with fuser.enabled(True):
-        for _ in range(3):
-            padded = fn(torch.cat([x[:, :64], pad], 1), torch.cat([y[:, :64], pad], 1))
-    assert torch.equal(padded[:, :64], part)
+            again = fn(torch.cat([x, pad], 1), torch.cat([y, pad], 1))
+    torch.testing.assert_close(held, torch.softmax(x * 0.8125 + y, 1))
+    assert torch.equal(again[:, :channels], held)
