@@ -324,8 +324,8 @@ class ColumnPrinter {
     for (size_t b = 0; b < slot_types_.size(); ++b) {
       const std::string n = std::to_string(b);
       out_ << "      __builtin_free(fx_hh" << n << ");\n"
-           << "      fx_hh" << n << " = (" << slot_types_[b] << "*)__builtin_malloc(fx_heap_n * sizeof(*fx_hh"
-           << n << "));\n"
+           << "      fx_hh" << n << " = (" << slot_types_[b]
+           << "*)__builtin_malloc(fx_heap_n * sizeof(*fx_hh" << n << "));\n"
            << "      if (!fx_hh" << n << ") fx_heap_n = 0;\n";
     }
     out_ << "    }\n    fx_hold = fx_heap_n >= fx_n * " << block << ";\n";
@@ -1344,7 +1344,9 @@ class ColumnPrinter {
       }
       printRowExprs(out_, k_, elements, "        ", load);
       for (ExprId id : elements) {
-        if (hold_ && holdsFrom(id) == walk_) out_ << "        " << holdAt(id) << " = v" << id << ";\n";
+        if (hold_ && holdsFrom(id) == walk_) {
+          out_ << "        " << holdAt(id) << " = v" << id << ";\n";
+        }
       }
     }
     for (ExprId r : pass.reduces) {
