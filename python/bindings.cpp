@@ -82,6 +82,7 @@ PYBIND11_MODULE(_C, m) {
       d["chosen"] = r.chosen;
       d["timing_ms"] = r.timing_ms;
       d["from_disk"] = r.from_disk;
+      d["rounds"] = r.rounds;
       out.append(d);
     }
     return out;

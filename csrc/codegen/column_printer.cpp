@@ -300,37 +300,45 @@ class ColumnPrinter {
   // exponentials, a 16-bit sum rounded, not a float load) is kept for every element of
   // the block's rows, fx_h<b>[e * fx_nb + j], b its buffer (chooseHolds), where a whole
   // block of kCpuColumnBlock rows fits (fx_hold): on the stack up to kCpuHoldBytes, else
-  // in buffers each thread allocates once per kernel, up to kCpuHoldHeapBytes. Longer
-  // rows compute their values again in every walk, as without holds. One core, bfloat16
-  // softmax over 64 channels plus a bias ([8, 64, 32, 32], the kernel alone): 785 -> 420
-  // us with its inputs in cache, 981 -> 844 from memory.
+  // in buffers each thread keeps per kernel (grown to its longest row, freed when the
+  // thread ends) up to kCpuHoldHeapBytes. Longer rows compute their values again in
+  // every walk, as without holds. One core, bfloat16 softmax over 64 channels plus a
+  // bias ([8, 64, 32, 32], the kernel alone): 785 -> 420 us with its inputs in cache,
+  // 981 -> 844 from memory.
   void printHoldBuffers() {
     if (hold_bytes_ == 0) return;
     const std::string block = std::to_string(kCpuColumnBlock);
+    const std::string count = std::to_string(slot_types_.size());
     const int64_t stack = kCpuHoldBytes / hold_bytes_ / kCpuColumnBlock * kCpuColumnBlock;
     const int64_t heap = kCpuHoldHeapBytes / hold_bytes_;
-    out_ << "  bool fx_hold = fx_n * " << block << " <= " << stack << ";\n"
-         << "  static thread_local int64_t fx_heap_n = 0;  // elements of each heap buffer\n";
+    // Each thread's heap buffers, freed when the thread ends (kernels are never unloaded).
+    out_ << "  struct FxHeldHeap {\n"
+         << "    void* p[" << count << "] = {};\n"
+         << "    int64_t n = 0;  // elements of each buffer\n"
+         << "    ~FxHeldHeap() { for (void* q : p) __builtin_free(q); }\n"
+         << "  };\n"
+         << "  static thread_local FxHeldHeap fx_heap;\n"
+         << "  bool fx_hold = fx_n * " << block << " <= " << stack << ";\n";
     for (size_t b = 0; b < slot_types_.size(); ++b) {
       const std::string n = std::to_string(b), t = slot_types_[b];
       out_ << "  " << t << " fx_hs" << n << "[" << stack << "];\n"
-           << "  " << t << "* fx_h" << n << " = fx_hs" << n << ";\n"
-           << "  static thread_local " << t << "* fx_hh" << n << " = nullptr;\n";
+           << "  " << t << "* fx_h" << n << " = fx_hs" << n << ";\n";
     }
-    // Rows too long for the stack take buffers each thread allocates once per kernel.
+    // Rows too long for the stack take the thread's buffers, grown to the longest row.
     out_ << "  if (!fx_hold && fx_n * " << block << " <= " << heap << ") {\n"
-         << "    if (fx_heap_n < fx_n * " << block << ") {\n"
-         << "      fx_heap_n = fx_n * " << block << ";\n";
+         << "    if (fx_heap.n < fx_n * " << block << ") {\n"
+         << "      fx_heap.n = fx_n * " << block << ";\n";
     for (size_t b = 0; b < slot_types_.size(); ++b) {
       const std::string n = std::to_string(b);
-      out_ << "      __builtin_free(fx_hh" << n << ");\n"
-           << "      fx_hh" << n << " = (" << slot_types_[b]
-           << "*)__builtin_malloc(fx_heap_n * sizeof(*fx_hh" << n << "));\n"
-           << "      if (!fx_hh" << n << ") fx_heap_n = 0;\n";
+      out_ << "      __builtin_free(fx_heap.p[" << n << "]);\n"
+           << "      fx_heap.p[" << n << "] = __builtin_malloc(fx_heap.n * sizeof(" << slot_types_[b]
+           << "));\n"
+           << "      if (!fx_heap.p[" << n << "]) fx_heap.n = 0;\n";
     }
-    out_ << "    }\n    fx_hold = fx_heap_n >= fx_n * " << block << ";\n";
+    out_ << "    }\n    fx_hold = fx_heap.n >= fx_n * " << block << ";\n";
     for (size_t b = 0; b < slot_types_.size(); ++b) {
-      out_ << "    if (fx_hold) fx_h" << b << " = fx_hh" << b << ";\n";
+      out_ << "    if (fx_hold) fx_h" << b << " = (" << slot_types_[b] << "*)fx_heap.p[" << b
+           << "];\n";
     }
     out_ << "  }\n";
   }
@@ -348,9 +356,9 @@ class ColumnPrinter {
   }
 
   // Which values to hold, and in which buffer: values whose computing again costs at
-  // least kCpuHoldMinCost, each in the first buffer of its size whose value no walk
-  // from its own on reads (a walk reads its held values before it stores new ones, at
-  // the same element: softmax's sum, rounded, and its exponentials share one buffer).
+  // least kCpuHoldMinCost, each in the first buffer of its type whose value no walk
+  // after its own reads (a walk reads its held values before it stores new ones, at the
+  // same element: softmax's sum, rounded, and its exponentials share one buffer).
   void chooseHolds() {
     const size_t n = k_.exprs.size();
     holds_.assign(n, false);
@@ -387,10 +395,9 @@ class ColumnPrinter {
     for (size_t id = 0; id < n; ++id) {
       if (!holds_[id]) continue;
       const size_t bytes = c10::elementSize(computeType(k_.exprs[id].type));
+      const std::string type = computeTypeName(k_.exprs[id].type);
       for (size_t b = 0; b < occupant.size() && slot_[id] < 0; ++b) {
-        const ExprId o = occupant[b];
-        if (bytes == c10::elementSize(computeType(k_.exprs[o].type)) &&
-            last_use[o] <= s_.loop[id]) {
+        if (slot_types_[b] == type && last_use[occupant[b]] <= s_.loop[id]) {
           slot_[id] = static_cast<int>(b);
           occupant[b] = static_cast<ExprId>(id);
         }
@@ -399,7 +406,7 @@ class ColumnPrinter {
         slot_[id] = static_cast<int>(occupant.size());
         occupant.push_back(static_cast<ExprId>(id));
         hold_bytes_ += static_cast<int64_t>(bytes);
-        slot_types_.push_back(computeTypeName(k_.exprs[id].type));
+        slot_types_.push_back(type);
       }
     }
   }

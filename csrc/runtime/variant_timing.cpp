@@ -82,21 +82,17 @@ VariantRecord timeCandidates(const std::string& key, const std::vector<std::stri
   // Warm-up: caches, clocks, first-touch pages. Where it took so long that a round of
   // launches would pass kTimingLimitMs, the heuristic's variant stays untimed (a loaded
   // machine's CPU layer_norm of 4096 x 512 took 25 ms a launch, 307 ms in all).
-  std::vector<double> warm(n);
   for (size_t i = 0; i < n; ++i) {
-    const auto t0 = Clock::now();
     launch(i);
     sync();
-    warm[i] = since(t0) * 1000;
   }
   if (2 * since(started) > kTimingLimitMs) {
-    r.us = warm;
     r.timing_ms = since(started);
     return r;
   }
   std::vector<std::vector<double>> samples(n);
   // Rounds of one launch per candidate, so a machine whose speed drifts slows them alike,
-  // until kTimingBudgetMs (three rounds at least) or before a round that would pass
+  // until kTimingBudgetMs (kFullRounds at least) or before a round that would pass
   // kTimingLimitMs.
   for (int round = 0; round < 25; ++round) {
     const auto round_start = Clock::now();
@@ -106,8 +102,9 @@ VariantRecord timeCandidates(const std::string& key, const std::vector<std::stri
       sync();
       samples[i].push_back(since(t0) * 1000);
     }
+    r.rounds = round + 1;
     const double spent = since(started);
-    if (round >= 2 && spent > kTimingBudgetMs) break;
+    if (r.rounds >= kFullRounds && spent > kTimingBudgetMs) break;
     if (spent + since(round_start) > kTimingLimitMs) break;
   }
   for (const auto& s : samples) r.us.push_back(median(s));
@@ -152,7 +149,7 @@ size_t chooseVariant(const std::string& key, const std::vector<std::string>& nam
   VariantRecord r = timeCandidates(key, names, launch, sync);
   stats().variants_timed++;
   stats().variant_timing_us += static_cast<int64_t>(r.timing_ms * 1000);
-  if (disk.enabled()) disk.store(key, serialize(r));
+  if (disk.enabled() && r.rounds >= kFullRounds) disk.store(key, serialize(r));
   const size_t chosen = r.chosen;
   std::lock_guard<std::mutex> lock(m.mutex);
   m.chosen.emplace(key, chosen);

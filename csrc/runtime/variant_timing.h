@@ -23,20 +23,25 @@ struct VariantRecord {
   std::vector<double> us;          // median microseconds per launch; empty when not timed
   size_t chosen = 0;
   double timing_ms = 0;            // wall time spent timing (0 when read from disk)
+  int rounds = 0;                  // rounds of launches timed (after the warm-up)
   bool from_disk = false;
 };
 
 // The variant for `key` among `names`: forced or fixed by the flags, else remembered in
 // this process or on disk, else timed by `launch(i)` (one launch of candidate i) and
 // `sync()` (waits for the device; a no-op on CPU), interleaving the candidates for at
-// most kTimingBudgetMs after one warm-up launch each (never past kTimingLimitMs, the
-// issue's figure less a margin; candidates too slow for one round within it are not
-// timed: variant 0); the fastest median wins if it beats variant 0's by kMinGain.
+// most kTimingBudgetMs after one warm-up launch each; a round that would end past
+// kTimingLimitMs (200 ms a group less a margin) is not begun, and where the warm-up
+// shows that no round would fit, variant 0 is taken untimed (the warm-up itself is one
+// launch of each candidate, however long). The fastest median wins if it beats variant
+// 0's by kMinGain. Only choices timed in kFullRounds rounds go to the disk cache: a
+// loaded machine's guess is not kept for later processes.
 size_t chooseVariant(const std::string& key, const std::vector<std::string>& names,
                      const std::function<void(size_t)>& launch, const std::function<void()>& sync);
 
 inline constexpr double kTimingBudgetMs = 60.0;
 inline constexpr double kTimingLimitMs = 150.0;
+inline constexpr int kFullRounds = 3;
 // On CUDA every candidate is a kernel of its own to compile (NVRTC, about 0.1 s each):
 // a problem of fewer elements, whose launch latency hides the candidates' difference,
 // builds the heuristic's alone.

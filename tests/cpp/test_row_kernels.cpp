@@ -136,6 +136,9 @@ TEST(CudaRowPrinter, ArgumentsFitOneStructOfWords) {
   s.k.row_lanes = 32;
   s.k.row_stage = 0;
   EXPECT_EQ(codegen::cudaRowBlock(s.k), 256);
+  s.k.row_stage = -1;
+  s.k.outputs[0].column_partial = true;  // blocks walk many rows, their count resident
+  EXPECT_EQ(codegen::cudaRowBlock(s.k), 256);
 }
 
 const std::string kX = "Float(4, 6, strides=[6, 1], requires_grad=0, device=cpu)";

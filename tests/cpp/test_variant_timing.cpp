@@ -1,5 +1,5 @@
 // Kernel variants timed at first run (runtime/variant_timing.h): the fastest candidate is
-// chosen, and the timing stays within its limit however slow the candidates are.
+// chosen, and no round of launches begins that would end past the limit.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -47,6 +47,7 @@ TEST_F(VariantTiming, TheFastestCandidateIsChosenAndRemembered) {
   EXPECT_EQ(r.chosen, 1u);
   ASSERT_EQ(r.us.size(), 3u);
   EXPECT_LT(r.us[1], r.us[0]);
+  EXPECT_GE(r.rounds, kFullRounds);
   EXPECT_LT(r.timing_ms, kTimingLimitMs + 20);
   const auto t0 = Clock::now();
   EXPECT_EQ(choose("fast", {3.0, 1.0, 2.0}), 1u);  // remembered: nothing launched
@@ -61,6 +62,8 @@ TEST_F(VariantTiming, SlowCandidatesStopBeforeTheLimit) {
   const VariantRecord& r = lastRecord();
   EXPECT_LT(r.timing_ms, kTimingLimitMs + 20) << "timed for " << r.timing_ms << " ms";
   EXPECT_EQ(r.chosen, 1u);
+  EXPECT_GE(r.rounds, 1);
+  EXPECT_LT(r.rounds, kFullRounds);  // a partial timing: not written to the disk cache
 }
 
 TEST_F(VariantTiming, CandidatesTooSlowForOneRoundKeepTheHeuristic) {
@@ -68,6 +71,8 @@ TEST_F(VariantTiming, CandidatesTooSlowForOneRoundKeepTheHeuristic) {
   choose("slower", {40.0, 30.0, 40.0});
   const VariantRecord& r = lastRecord();
   EXPECT_EQ(r.chosen, 0u);
+  EXPECT_EQ(r.rounds, 0);
+  EXPECT_TRUE(r.us.empty());
   EXPECT_LT(r.timing_ms, 3 * 40.0 + 20) << "timed for " << r.timing_ms << " ms";
 }
 

@@ -7,6 +7,7 @@ same bits as each other."""
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 import torch
@@ -105,3 +106,101 @@ def test_held_and_computed_again_give_the_same_bits(channels: int) -> None:
             again = fn(torch.cat([x, pad], 1), torch.cat([y, pad], 1))
     torch.testing.assert_close(held, torch.softmax(x * 0.8125 + y, 1))
     assert torch.equal(again[:, :channels], held)
+
+
+# Values of several types held in one kernel: an integer sum's operand and a float
+# softmax's exponentials (buffers are shared only within a type: an int32 buffer once
+# took the float exponentials, and an int64 one double ones).
+MARKERS = {"int32_and_float": "1.375", "int64_and_double": "0.0125"}
+MIXED = {
+    "int32_and_float": (
+        "def f(x, y):\n"
+        "    z = x * x + x * 3\n"
+        "    m = y.amax(1, keepdim=True)\n"
+        "    w = torch.where(y > m - 1.375, z, 0)\n"
+        "    e = (y - m).exp()\n"
+        "    return z.sum(1, keepdim=True), w.sum(1, keepdim=True), e / e.sum(1, keepdim=True)\n",
+        torch.int32,
+        torch.float32,
+    ),
+    "int64_and_double": (
+        "def f(x, y):\n"
+        "    z = x * x + x * 3\n"
+        "    s = z.sum(1, keepdim=True)\n"
+        "    e = ((z - s).double() * 0.0125 + y).exp()\n"
+        "    return e / e.sum(1, keepdim=True)\n",
+        torch.int64,
+        torch.float64,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MIXED))
+@pytest.mark.parametrize("channels", [5, 200], ids=["stack", "heap"])
+def test_values_of_several_types_keep_their_own_buffers(case: str, channels: int) -> None:
+    source, int_dtype, float_dtype = MIXED[case]
+    x = torch.randint(-4, 5, (2, channels, 8, 8), dtype=int_dtype)
+    y = torch.randn(2, channels, 8, 8, dtype=float_dtype)
+    fuser.reset_stats()
+    with fuser.enabled(True):
+        compare(source, x, y)
+    assert fuser.stats()["interpreted_runs"] == 0
+    kernel = cpu_kernel_with(MARKERS[case])
+    types = re.findall(r"(\w+) fx_hs\d+\[\d+\];", kernel)
+    assert len(types) >= 2 and len(set(types)) == len(types), types
+
+
+def cpu_kernel_with(marker: str) -> str:
+    """The CPU kernel this process compiled whose text has `marker` (a constant of its
+    own): compiled by this test or, the same kernel, by an earlier one."""
+    [kernel] = [
+        s
+        for s in fuser.kernel_sources()
+        if "__global__" not in s and marker in s and "bool fx_hold" in s
+    ]
+    return kernel
+
+
+def hold_limits(kernel: str) -> tuple[int, int]:
+    """The most elements of each buffer a kernel holds on its stack and in its heap."""
+    stack = re.search(r"bool fx_hold = fx_n \* 1024 <= (\d+);", kernel)
+    heap = re.search(r"if \(!fx_hold && fx_n \* 1024 <= (\d+)\)", kernel)
+    assert stack and heap, "no held values"
+    return int(stack.group(1)), int(heap.group(1))
+
+
+def test_the_paths_taken_follow_the_channels() -> None:
+    """The bitwise test above takes the stack path at 64 channels, the heap's at 200 and
+    neither at 2048, by the limits the kernel prints."""
+    with fuser.enabled(True):
+        compare(SOFTMAX, *inputs(torch.bfloat16, (1, 5, 4, 4)), dtype=torch.bfloat16)
+    kernels = [s for s in fuser.kernel_sources() if "0.8125" in s and "bool fx_hold" in s]
+    assert kernels
+    for kernel in kernels:
+        stack, heap = hold_limits(kernel)
+        assert 64 * 1024 <= stack < 200 * 1024 <= heap < 2048 * 1024, (stack, heap)
+
+
+def test_threads_keep_their_own_heap_buffers() -> None:
+    """Calls on several threads at once each hold in their own thread's buffers."""
+    fn = script_from_source(SOFTMAX)
+    cases = [inputs(torch.float32, (2, 200, 8, 4)) for _ in range(4)]
+    want = [torch.softmax(x * 0.8125 + y, 1) for x, y in cases]
+    with fuser.enabled(True):
+        for _ in range(3):
+            fn(*cases[0])
+        got: list[list[torch.Tensor]] = [[] for _ in cases]
+
+        def work(i: int) -> None:
+            for _ in range(10):
+                got[i].append(fn(*cases[i]))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for i, outs in enumerate(got):
+        assert len(outs) == 10
+        for out in outs:
+            torch.testing.assert_close(out, want[i])

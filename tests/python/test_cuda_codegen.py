@@ -301,9 +301,11 @@ def test_cuda_row_forms_take_four_lane_counts_in_blocks_of_whole_rows():
     ).f
     x, w, b = torch.randn(64, 1024), torch.randn(1024), torch.randn(1024)
     before = len(fuser.kernel_sources())
+    failures = fuser.stats()["cuda_cross_compile_failures"]
     with fuser.enabled(True):
         for _ in range(3):
             out = fn(x, w, b)
+    assert fuser.stats()["cuda_cross_compile_failures"] == failures
     torch.testing.assert_close(out, torch.layer_norm(x * 1.8125, [1024], w, b, 0.000375))
     forms = [s for s in fuser.kernel_sources()[before:] if "__global__" in s and "fuser_rows" in s]
     shapes = set()

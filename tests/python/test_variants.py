@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -49,13 +50,19 @@ def test_first_call_times_the_variants_and_keeps_the_fastest(
     assert stats["variants_timed"] == 1 and stats["row_launches"] >= 2, stats
     assert stats["cuda_cross_compile_failures"] == 0, stats  # every lane variant's CUDA form
     [record] = fuser._C.variant_log()
+    assert 0 < record["timing_ms"] < 200, record
+    if record["rounds"] == 0:
+        # A machine so loaded that one round would end past the limit (a host running 15
+        # test workers took 12-30 ms a launch): the heuristic's, untimed, only then.
+        assert record["chosen"] == 0 and record["us"] == [], record
+        assert record["timing_ms"] > 75, record
+        return
     assert len(record["names"]) >= 2 and len(record["us"]) == len(record["names"])
     assert all(us > 0 for us in record["us"])
     fastest = min(record["us"])
     chosen = record["chosen"]
     # The chosen one is the fastest, or the heuristic's within the timing's noise.
     assert record["us"][chosen] == fastest or (chosen == 0 and fastest > 0.97 * record["us"][0])
-    assert 0 < record["timing_ms"] < 200, record
     # The same shape again times nothing, nor does a batch of the same class (rows up to
     # the next power of two); a new shape class is timed once more.
     run_layer_norm(inputs(4096, device))
@@ -110,11 +117,13 @@ for _ in range(3):
     out = f(x, w, b)
 torch.testing.assert_close(out, torch.layer_norm(x + 1.0, [512], w, b, 1e-5))
 s = fuser.stats()
-print(json.dumps({k: s[k] for k in ("variants_timed", "variant_disk_hits", "row_launches")}))
+out = {k: s[k] for k in ("variants_timed", "variant_disk_hits", "row_launches")}
+out["rounds"] = [r["rounds"] for r in fuser._C.variant_log()]
+print(json.dumps(out))
 """
 
 
-def run_program(cache: Path, **env: str) -> dict[str, int]:
+def run_program(cache: Path, **env: str) -> dict[str, Any]:
     result = run_python(PROGRAM, {"FUSER_CACHE_DIR": str(cache), **env})
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -123,6 +132,11 @@ def run_program(cache: Path, **env: str) -> dict[str, int]:
 def test_a_second_process_reads_the_choice_from_disk(tmp_path: Path) -> None:
     first = run_program(tmp_path)
     assert first["variants_timed"] == 1 and first["variant_disk_hits"] == 0, first
+    if first["rounds"][0] < 3:
+        # A machine too loaded for kFullRounds within the limit keeps its choice in
+        # memory only: the next process times again.
+        assert not (tmp_path / "variants").exists() or not any((tmp_path / "variants").iterdir())
+        return
     entries = list((tmp_path / "variants").iterdir())
     assert len(entries) == 1
     assert b"chosen=" in entries[0].read_bytes() and b"rows_per_task=" in entries[0].read_bytes()
