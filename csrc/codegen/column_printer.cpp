@@ -270,7 +270,7 @@ class ColumnPrinter {
 
   // The element values a walk computes: its pass's, and those its stored outputs need.
   // Walking with held values (hold_), it computes the values it holds for later walks
-  // and reads those held by earlier ones (heldReads) instead of computing them again.
+  // and reads those held by earlier ones (heldBefore) instead of computing them again.
   std::vector<ExprId> walkElements(const RowSchedule::Pass& pass,
                                    const std::vector<size_t>& stores) const {
     std::vector<bool> need(k_.exprs.size(), false);
