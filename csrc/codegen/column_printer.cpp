@@ -308,37 +308,23 @@ class ColumnPrinter {
   void printHoldBuffers() {
     if (hold_bytes_ == 0) return;
     const std::string block = std::to_string(kCpuColumnBlock);
-    const std::string count = std::to_string(slot_types_.size());
     const int64_t stack = kCpuHoldBytes / hold_bytes_ / kCpuColumnBlock * kCpuColumnBlock;
     const int64_t heap = kCpuHoldHeapBytes / hold_bytes_;
-    // Each thread's heap buffers, freed when the thread ends (kernels are never unloaded).
-    out_ << "  struct FxHeldHeap {\n"
-         << "    void* p[" << count << "] = {};\n"
-         << "    int64_t n = 0;  // elements of each buffer\n"
-         << "    ~FxHeldHeap() { for (void* q : p) __builtin_free(q); }\n"
-         << "  };\n"
-         << "  static thread_local FxHeldHeap fx_heap;\n"
-         << "  bool fx_hold = fx_n * " << block << " <= " << stack << ";\n";
+    out_ << "  bool fx_hold = fx_n * " << block << " <= " << stack << ";\n";
     for (size_t b = 0; b < slot_types_.size(); ++b) {
       const std::string n = std::to_string(b), t = slot_types_[b];
       out_ << "  " << t << " fx_hs" << n << "[" << stack << "];\n"
-           << "  " << t << "* fx_h" << n << " = fx_hs" << n << ";\n";
+           << "  " << t << "* fx_h" << n << " = fx_hs" << n << ";\n"
+           << "  static thread_local FxThreadBuffer<" << t << "> fx_heap" << n << ";\n";
     }
-    // Rows too long for the stack take the thread's buffers, grown to the longest row.
+    // Rows too long for the stack take the thread's buffers (FxThreadBuffer); where one
+    // is refused, the walks compute their values again.
     out_ << "  if (!fx_hold && fx_n * " << block << " <= " << heap << ") {\n"
-         << "    if (fx_heap.n < fx_n * " << block << ") {\n"
-         << "      fx_heap.n = fx_n * " << block << ";\n";
+         << "    fx_hold = true;\n";
     for (size_t b = 0; b < slot_types_.size(); ++b) {
       const std::string n = std::to_string(b);
-      out_ << "      __builtin_free(fx_heap.p[" << n << "]);\n"
-           << "      fx_heap.p[" << n << "] = __builtin_malloc(fx_heap.n * sizeof(" << slot_types_[b]
-           << "));\n"
-           << "      if (!fx_heap.p[" << n << "]) fx_heap.n = 0;\n";
-    }
-    out_ << "    }\n    fx_hold = fx_heap.n >= fx_n * " << block << ";\n";
-    for (size_t b = 0; b < slot_types_.size(); ++b) {
-      out_ << "    if (fx_hold) fx_h" << b << " = (" << slot_types_[b] << "*)fx_heap.p[" << b
-           << "];\n";
+      out_ << "    fx_h" << n << " = fx_heap" << n << ".atLeast(fx_n * " << block << ");\n"
+           << "    fx_hold = fx_hold && fx_h" << n << ";\n";
     }
     out_ << "  }\n";
   }

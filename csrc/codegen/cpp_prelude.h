@@ -29,6 +29,23 @@ FX_MATH2(pow) FX_MATH2(atan2) FX_MATH2(fmod) FX_MATH2(copysign)
 
 #define FX_INLINE static inline __attribute__((always_inline))
 
+// A buffer one thread keeps for one kernel's held values, grown to the longest row asked
+// for and freed when the thread ends (kernels are never unloaded). atLeast gives null
+// where the allocation failed: the kernel then computes its values again instead.
+template <typename T>
+struct FxThreadBuffer {
+  T* p = nullptr;
+  int64_t n = 0;
+  ~FxThreadBuffer() { __builtin_free(p); }
+  T* atLeast(int64_t want) {
+    if (n >= want) return p;
+    __builtin_free(p);
+    p = (T*)__builtin_malloc(want * (int64_t)sizeof(T));
+    n = p ? want : 0;
+    return p;
+  }
+};
+
 // Transposes an 8 x 8 square of elements of Lane's size: dst row p, element q = src row
 // q, element p (rows src_stride and dst_stride elements apart). Eight vector loads, the
 // shuffles of an AVX 8 x 8 transpose, eight vector stores.

@@ -22,8 +22,8 @@ namespace {
 
 // Rows up to kHeldCapacity elements keep their values in local buffers, of at most
 // kMaxHeldBytes in all (within the L1 and L2 caches of a core); rows up to
-// kHeapHeldCapacity (a vocabulary's logits) in buffers each thread allocates once per
-// kernel and keeps, 1 MB per float value at most (a softmax over 4 rows of 262144
+// kHeapHeldCapacity (a vocabulary's logits) in buffers each thread keeps per kernel
+// (FxThreadBuffer), 1 MB per float value at most (a softmax over 4 rows of 262144
 // computed exp twice per element streaming, 1.5x eager's time on 2 cores).
 constexpr int64_t kHeldCapacity = 4096;
 constexpr int64_t kMaxHeldBytes = 128 * 1024;
@@ -61,7 +61,7 @@ class CppRowPrinter {
     printRowOffsets(out_, k_, "    ");
     printExprs(s_.row_start, "    ", "0");
     if (held) {
-      out_ << "    if (fx_n <= " << heldCapacity(kept, holders) << ") {\n";
+      out_ << "    if (fx_n <= " << heldCapacity(kept, holders) << " && fx_heap_ok) {\n";
       for (size_t i = 0; i < holders.size(); ++i) {
         if (holders[i] < 0) continue;
         out_ << "    if (fx_n > " << kHeldCapacity << ") fx_held" << i << " = out" << holders[i]
@@ -434,6 +434,7 @@ class CppRowPrinter {
   }
 
   void printHeldBuffers(const std::vector<bool>& kept, const std::vector<int>& holders) {
+    out_ << "  bool fx_heap_ok = true;  // false: a heap buffer was refused, rows stream\n";
     for (size_t i = 0; i < kept.size(); ++i) {
       if (!kept[i]) continue;
       const char* t = computeTypeName(k_.exprs[i].type);
@@ -441,15 +442,10 @@ class CppRowPrinter {
       out_ << "  " << t << " fx_stack" << n << "[" << kHeldCapacity << "];\n"
            << "  " << t << "* fx_held" << n << " = fx_stack" << n << ";\n";
       if (holders[i] >= 0) continue;  // past kHeldCapacity, in its output (per row)
-      out_ << "  static thread_local " << t << "* fx_heap" << n << " = nullptr;\n"
-           << "  static thread_local int64_t fx_heap_n" << n << " = 0;\n"
+      out_ << "  static thread_local FxThreadBuffer<" << t << "> fx_heap" << n << ";\n"
            << "  if (fx_n > " << kHeldCapacity << " && fx_n <= " << kHeapHeldCapacity << ") {\n"
-           << "    if (fx_heap_n" << n << " < fx_n) {\n"
-           << "      delete[] fx_heap" << n << ";\n"
-           << "      fx_heap" << n << " = new " << t << "[fx_n];\n"
-           << "      fx_heap_n" << n << " = fx_n;\n"
-           << "    }\n"
-           << "    fx_held" << n << " = fx_heap" << n << ";\n"
+           << "    fx_held" << n << " = fx_heap" << n << ".atLeast(fx_n);\n"
+           << "    fx_heap_ok = fx_heap_ok && fx_held" << n << ";\n"
            << "  }\n";
     }
   }

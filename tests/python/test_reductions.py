@@ -7,6 +7,8 @@ CPU runs with FUSER_CROSS_COMPILE the CUDA form of every row kernel compiles too
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from test_layer_norm_backward import TOLERANCE as LAYER_NORM_TOLERANCE
@@ -199,6 +201,36 @@ def test_long_rows_keep_their_exponentials(device: str, dtype: torch.dtype, row:
     with fuser.enabled(True):
         compare(text, x, dtype=dtype)
     assert fuser.stats()["row_launches"] >= 2
+
+
+def test_threads_keep_their_own_row_buffers() -> None:
+    """float16 rows of 5000 keep their float exponentials in a buffer each thread keeps
+    (FxThreadBuffer); calls on four threads at once each get eager's rows."""
+    fn = script_from_source(
+        "def f(x):\n    y = torch.softmax(x * 0.6875, -1)\n    return y, y + x\n"
+    )
+    cases = [torch.randn(3, 5000).half() for _ in range(4)]
+    want = [torch.softmax(x * 0.6875, -1) for x in cases]
+    before = len(fuser.kernel_sources())
+    with fuser.enabled(True):
+        for _ in range(3):
+            fn(cases[0])
+        assert any("FxThreadBuffer<float> fx_heap" in k for k in fuser.kernel_sources()[before:])
+        got: list[list[torch.Tensor]] = [[] for _ in cases]
+
+        def work(i: int) -> None:
+            for _ in range(10):
+                got[i].append(fn(cases[i])[0])
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for i, outs in enumerate(got):
+        assert len(outs) == 10
+        for out in outs:
+            torch.testing.assert_close(out, want[i])
 
 
 @pytest.mark.parametrize("device", devices())
