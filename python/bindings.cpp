@@ -83,6 +83,7 @@ PYBIND11_MODULE(_C, m) {
       d["timing_ms"] = r.timing_ms;
       d["from_disk"] = r.from_disk;
       d["rounds"] = r.rounds;
+      d["wins"] = r.wins;
       out.append(d);
     }
     return out;

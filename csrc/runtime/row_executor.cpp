@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/Parallel.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
@@ -1225,10 +1227,27 @@ bool RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args,
   std::vector<std::string> names;
   for (const auto& v : p.variants) names.push_back(v.name);
   auto launch = [&](size_t i) { launchVariant(p, p.variants[i], args, outputs); };
-  auto sync = [&] {
-    if (p.device.is_cuda()) cuda::checkCu(cuda::driver().ctxSynchronize(), "synchronizing");
-  };
-  p.chosen = chooseVariant(p.variant_key, names, launch, sync);
+  if (!p.device.is_cuda()) {
+    p.chosen = chooseVariant(p.variant_key, names, [&](size_t i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      launch(i);
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+          .count();
+    });
+    return true;
+  }
+  // On CUDA the device's time between two events on the launches' stream.
+  const c10::Stream stream =
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(p.device);
+  c10::Event start(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+  c10::Event end(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+  p.chosen = chooseVariant(p.variant_key, names, [&](size_t i) {
+    start.record(stream);
+    launch(i);
+    end.record(stream);
+    end.synchronize();
+    return start.elapsedTime(end) * 1000;
+  });
   return true;
 }
 

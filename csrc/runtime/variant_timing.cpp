@@ -69,8 +69,7 @@ double median(std::vector<double> v) {
 }
 
 VariantRecord timeCandidates(const std::string& key, const std::vector<std::string>& names,
-                             const std::function<void(size_t)>& launch,
-                             const std::function<void()>& sync) {
+                             const std::function<double(size_t)>& time_launch) {
   const auto started = Clock::now();
   auto since = [](Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -82,43 +81,48 @@ VariantRecord timeCandidates(const std::string& key, const std::vector<std::stri
   // Warm-up: caches, clocks, first-touch pages. Where it took so long that a round of
   // launches would pass kTimingLimitMs, the heuristic's variant stays untimed (a loaded
   // machine's CPU layer_norm of 4096 x 512 took 25 ms a launch, 307 ms in all).
-  for (size_t i = 0; i < n; ++i) {
-    launch(i);
-    sync();
-  }
+  for (size_t i = 0; i < n; ++i) time_launch(i);
   if (2 * since(started) > kTimingLimitMs) {
     r.timing_ms = since(started);
     return r;
   }
   std::vector<std::vector<double>> samples(n);
-  // Rounds of one launch per candidate, so a machine whose speed drifts slows them alike,
-  // until kTimingBudgetMs (kFullRounds at least) or before a round that would pass
-  // kTimingLimitMs.
+  // Rounds of one launch per candidate until kTimingBudgetMs (kFullRounds at least) or
+  // before a round that would pass kTimingLimitMs.
   for (int round = 0; round < 25; ++round) {
     const auto round_start = Clock::now();
-    for (size_t i = 0; i < n; ++i) {
-      const auto t0 = Clock::now();
-      launch(i);
-      sync();
-      samples[i].push_back(since(t0) * 1000);
-    }
+    for (size_t i = 0; i < n; ++i) samples[i].push_back(time_launch(i));
     r.rounds = round + 1;
     const double spent = since(started);
     if (r.rounds >= kFullRounds && spent > kTimingBudgetMs) break;
     if (spent + since(round_start) > kTimingLimitMs) break;
   }
-  for (const auto& s : samples) r.us.push_back(median(s));
-  r.chosen = static_cast<size_t>(std::min_element(r.us.begin(), r.us.end()) - r.us.begin());
-  // Within the timing's noise the heuristic's variant stays.
-  if (r.us[r.chosen] > kMinGain * r.us[0]) r.chosen = 0;
+  pickVariant(samples, r);
   r.timing_ms = since(started);
   return r;
 }
 
 }  // namespace
 
+void pickVariant(const std::vector<std::vector<double>>& samples, VariantRecord& r) {
+  const size_t n = samples.size();
+  r.us.clear();
+  r.wins.assign(n, 0);
+  r.chosen = 0;
+  for (const auto& s : samples) r.us.push_back(median(s));
+  if (n == 0) return;
+  const size_t rounds = samples[0].size();
+  for (size_t i = 1; i < n; ++i) {
+    for (size_t k = 0; k < rounds && k < samples[i].size(); ++k) {
+      r.wins[i] += samples[i][k] < samples[0][k] ? 1 : 0;
+    }
+    const bool beats = r.us[i] < kMinGain * r.us[0] && r.wins[i] >= kMinWinShare * rounds;
+    if (beats && r.us[i] < r.us[r.chosen]) r.chosen = i;
+  }
+}
+
 size_t chooseVariant(const std::string& key, const std::vector<std::string>& names,
-                     const std::function<void(size_t)>& launch, const std::function<void()>& sync) {
+                     const std::function<double(size_t)>& time_launch) {
   const size_t n = names.size();
   if (n <= 1) return 0;
   const int forced = config().force_variant;
@@ -146,7 +150,7 @@ size_t chooseVariant(const std::string& key, const std::vector<std::string>& nam
       }
     }
   }
-  VariantRecord r = timeCandidates(key, names, launch, sync);
+  VariantRecord r = timeCandidates(key, names, time_launch);
   stats().variants_timed++;
   stats().variant_timing_us += static_cast<int64_t>(r.timing_ms * 1000);
   if (disk.enabled() && r.rounds >= kFullRounds) disk.store(key, serialize(r));

@@ -24,20 +24,29 @@ struct VariantRecord {
   size_t chosen = 0;
   double timing_ms = 0;            // wall time spent timing (0 when read from disk)
   int rounds = 0;                  // rounds of launches timed (after the warm-up)
+  std::vector<int> wins;           // per candidate, the rounds it ran faster than variant 0
   bool from_disk = false;
 };
 
 // The variant for `key` among `names`: forced or fixed by the flags, else remembered in
-// this process or on disk, else timed by `launch(i)` (one launch of candidate i) and
-// `sync()` (waits for the device; a no-op on CPU), interleaving the candidates for at
-// most kTimingBudgetMs after one warm-up launch each; a round that would end past
-// kTimingLimitMs (200 ms a group less a margin) is not begun, and where the warm-up
-// shows that no round would fit, variant 0 is taken untimed (the warm-up itself is one
-// launch of each candidate, however long). The fastest median wins if it beats variant
-// 0's by kMinGain. Only choices timed in kFullRounds rounds go to the disk cache: a
-// loaded machine's guess is not kept for later processes.
+// this process or on disk, else timed by `time_launch(i)` (launches candidate i once,
+// waits for it and returns its microseconds: the device's own time on CUDA, by events,
+// so the host's launch and wait do not dilute the candidates' difference), interleaving
+// the candidates for at most kTimingBudgetMs after one warm-up launch each; a round that
+// would end past kTimingLimitMs (200 ms a group less a margin) is not begun, and where
+// the warm-up shows that no round would fit, variant 0 is taken untimed (the warm-up
+// itself is one launch of each candidate, however long). pickVariant decides. Only
+// choices timed in kFullRounds rounds go to the disk cache: a loaded machine's guess is
+// not kept for later processes.
 size_t chooseVariant(const std::string& key, const std::vector<std::string>& names,
-                     const std::function<void(size_t)>& launch, const std::function<void()>& sync);
+                     const std::function<double(size_t)>& time_launch);
+
+// The choice among candidates timed in rounds (samples[i][round], microseconds): the
+// candidate of the lowest median among those whose median is below kMinGain times
+// variant 0's and that ran faster than variant 0 in at least kMinWinShare of the
+// rounds (each round runs them back to back, so a machine whose speed drifts slows them
+// alike); variant 0, the heuristic's, where none does. Fills r.us, r.wins and r.chosen.
+void pickVariant(const std::vector<std::vector<double>>& samples, VariantRecord& r);
 
 inline constexpr double kTimingBudgetMs = 60.0;
 inline constexpr double kTimingLimitMs = 150.0;
@@ -46,8 +55,8 @@ inline constexpr int kFullRounds = 3;
 // a problem of fewer elements, whose launch latency hides the candidates' difference,
 // builds the heuristic's alone.
 inline constexpr int64_t kMinCudaElementsToTime = int64_t(1) << 21;
-// Another variant replaces variant 0 only when its median is below kMinGain times 0's.
-inline constexpr double kMinGain = 0.97;
+inline constexpr double kMinGain = 0.99;
+inline constexpr double kMinWinShare = 0.75;
 
 // Every choice this process made by timing or read from disk (fuser.variant_log()).
 std::vector<VariantRecord> variantLog();

@@ -59,10 +59,11 @@ def test_first_call_times_the_variants_and_keeps_the_fastest(
         return
     assert len(record["names"]) >= 2 and len(record["us"]) == len(record["names"])
     assert all(us > 0 for us in record["us"])
-    fastest = min(record["us"])
-    chosen = record["chosen"]
-    # The chosen one is the fastest, or the heuristic's within the timing's noise.
-    assert record["us"][chosen] == fastest or (chosen == 0 and fastest > 0.97 * record["us"][0])
+    # The chosen one: of the candidates 1% faster than the heuristic's (median) that ran
+    # faster than it in 3 of 4 rounds, the fastest; the heuristic's where none is.
+    us, wins, rounds = record["us"], record["wins"], record["rounds"]
+    beats = [i for i in range(1, len(us)) if us[i] < 0.99 * us[0] and wins[i] >= 0.75 * rounds]
+    assert record["chosen"] == (min(beats, key=lambda i: us[i]) if beats else 0), record
     # The same shape again times nothing, nor does a batch of the same class (rows up to
     # the next power of two); a new shape class is timed once more.
     run_layer_norm(inputs(4096, device))
