@@ -1,5 +1,6 @@
 """The kernel variants row kernels choose at first run (runtime/variant_timing.h), with
-their timings (* marks the chosen one), for two shapes of layer_norm, of softmax and
+their timings (* marks the chosen one; in brackets the rounds each candidate ran faster
+than the heuristic's, the first), for two shapes of layer_norm, of softmax and
 of softmax over a few long rows (CPU: a sixteenth of the rows); then a second process
 on the same cache, which reads every choice from disk and times nothing.
 
@@ -65,9 +66,11 @@ def main() -> None:
         rows = next(p for p in parts if p.startswith("rows<="))
         length = next(p for p in parts if p.startswith("n="))
         shape = f"{rows} {length}"
+        # Each candidate's median and, past the heuristic's, the rounds it won against it.
         cells = ", ".join(
             f"{'*' if i == r['chosen'] else ''}{n} {us:.1f} us"
-            for i, (n, us) in enumerate(zip(r["names"], r["us"], strict=True))
+            + (f" ({w}/{r['rounds']})" if i > 0 else "")
+            for i, (n, us, w) in enumerate(zip(r["names"], r["us"], r["wins"], strict=True))
         )
         print(f"  {shape}: {cells}; timing {r['timing_ms']:.1f} ms")
     s = second["stats"]
