@@ -56,7 +56,9 @@ inline constexpr int kFullRounds = 3;
 // builds the heuristic's alone.
 inline constexpr int64_t kMinCudaElementsToTime = int64_t(1) << 21;
 inline constexpr double kMinGain = 0.99;
-inline constexpr double kMinWinShare = 0.75;
+// (On the H200, 128 lanes for 4096 rows of 1024 floats: 7% below the heuristic's median,
+// faster in 17 of 25 rounds, the events' noise at 12 us a launch.)
+inline constexpr double kMinWinShare = 0.6;
 
 // Every choice this process made by timing or read from disk (fuser.variant_log()).
 std::vector<VariantRecord> variantLog();

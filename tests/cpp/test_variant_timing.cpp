@@ -93,7 +93,7 @@ TEST(PickVariant, TheFastestOfThoseThatBeatTheHeuristicInMostRounds) {
   EXPECT_EQ(pick({{100, 100, 100}, {95, 96, 95}, {90, 91, 92}, {80, 120, 130}}), 2u);
   VariantRecord r;
   pickVariant({{100, 100, 100, 100}, {95, 96, 101, 95}}, r);
-  EXPECT_EQ(r.wins, (std::vector<int>{0, 3}));  // 3 of 4 rounds: kMinWinShare met
+  EXPECT_EQ(r.wins, (std::vector<int>{0, 3}));  // 3 of 4 rounds: past kMinWinShare
   EXPECT_EQ(r.chosen, 1u);
   EXPECT_DOUBLE_EQ(r.us[1], 96);  // the upper median of an even count
 }

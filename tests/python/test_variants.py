@@ -60,9 +60,9 @@ def test_first_call_times_the_variants_and_keeps_the_fastest(
     assert len(record["names"]) >= 2 and len(record["us"]) == len(record["names"])
     assert all(us > 0 for us in record["us"])
     # The chosen one: of the candidates 1% faster than the heuristic's (median) that ran
-    # faster than it in 3 of 4 rounds, the fastest; the heuristic's where none is.
+    # faster than it in 3 of 5 rounds, the fastest; the heuristic's where none is.
     us, wins, rounds = record["us"], record["wins"], record["rounds"]
-    beats = [i for i in range(1, len(us)) if us[i] < 0.99 * us[0] and wins[i] >= 0.75 * rounds]
+    beats = [i for i in range(1, len(us)) if us[i] < 0.99 * us[0] and wins[i] >= 0.6 * rounds]
     assert record["chosen"] == (min(beats, key=lambda i: us[i]) if beats else 0), record
     # The same shape again times nothing, nor does a batch of the same class (rows up to
     # the next power of two); a new shape class is timed once more.
