@@ -61,7 +61,7 @@ constexpr int kCpuSumStep = 256;
 // fused call 2778 us unheld, 3980 held in blocks of 512).
 constexpr int64_t kCpuHoldBytes = 256 * 1024;
 constexpr int64_t kCpuHoldHeapBytes = 2 * 1024 * 1024;
-// CPU: the least cost of computing a value again (recomputeCost) for which it is held:
+// CPU: the least cost of computing a value again (cpuRecomputeCost) for which it is held:
 // a store and a load per later walk cost about 2. One core: holding a float32
 // LayerNorm's input and centred values (cost 1 and 2) took it from 191 to 310 us.
 constexpr int kCpuHoldMinCost = 4;
@@ -329,18 +329,6 @@ class ColumnPrinter {
     out_ << "  }\n";
   }
 
-  // What computing `e` again costs (opCost's units), a 16-bit load and a rounding to
-  // 16 bits counted twice (the CPU converts them in several instructions).
-  int recomputeCost(const Expr& e) const {
-    switch (e.op) {
-      case IrOp::Load: return c10::elementSize(k_.inputs[e.index].dtype) == 2 ? 2 : 1;
-      case IrOp::RowSize: return 0;
-      case IrOp::RoundToHalf:
-      case IrOp::RoundToBFloat16: return 2;
-      default: return opCost(e.op);
-    }
-  }
-
   // Which values to hold, and in which buffer: values whose computing again costs at
   // least kCpuHoldMinCost, each in the first buffer of its type whose value no walk
   // after its own reads (a walk reads its held values before it stores new ones, at the
@@ -352,7 +340,7 @@ class ColumnPrinter {
     std::vector<int> cost(n, 0);
     for (size_t id = 0; id < n; ++id) {
       if (!s_.element[id]) continue;
-      cost[id] = recomputeCost(k_.exprs[id]);
+      cost[id] = cpuRecomputeCost(k_, k_.exprs[id]);
       for (ExprId a : k_.exprs[id].args) {
         if (s_.element[a] && !holds_[a]) cost[id] += cost[a];
       }

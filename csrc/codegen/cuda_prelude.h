@@ -67,6 +67,7 @@ FX_INLINE void fx_copies_done() {
 
 FX_INLINE float fx_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 FX_INLINE uint16_t fx_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+FX_INLINE float fx_round_h(float x) { return fx_h2f(fx_f2h(x)); }
 FX_INLINE float fx_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 // sm_80 and later round in one instruction (a NaN becomes 0x7fff rather than eager's
 // 0x7fc0: both are NaN); older GPUs round with integer arithmetic, as c10 does.

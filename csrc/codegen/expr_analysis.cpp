@@ -67,6 +67,21 @@ int opCost(IrOp op) {
   }
 }
 
+int cpuRecomputeCost(const Kernel& k, const Expr& e, bool half_runs) {
+  switch (e.op) {
+    case IrOp::Load:
+      switch (k.inputs[e.index].dtype) {
+        case c10::ScalarType::Half: return half_runs ? 1 : 3;
+        case c10::ScalarType::BFloat16: return 2;
+        default: return 1;
+      }
+    case IrOp::RowSize: return 0;
+    case IrOp::RoundToHalf: return 16;
+    case IrOp::RoundToBFloat16: return 4;
+    default: return opCost(e.op);
+  }
+}
+
 int elementCost(const Kernel& k) {
   const ExprFacts facts = analyzeExprs(k);
   int cost = static_cast<int>(k.outputs.size());  // the stores

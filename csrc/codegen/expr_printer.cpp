@@ -197,7 +197,7 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::Round: return fp ? f.math1("nearbyint") : f.a();
     case IrOp::Trunc: return fp ? f.math1("trunc") : f.a();
     case IrOp::Sign: return is_bool ? f.a() : f.tmpl("fx_fsign", f.a());
-    case IrOp::RoundToHalf: return "fx_h2f(fx_f2h(" + f.a() + "))";
+    case IrOp::RoundToHalf: return "fx_round_h(" + f.a() + ")";
     case IrOp::RoundToBFloat16: return "fx_bf2f(fx_f2bf(" + f.a() + "))";
     case IrOp::IsNan: return "(" + f.a() + " != " + f.a() + ")";
     case IrOp::LogicalNot: return "(" + f.a() + " == 0)";

@@ -1,0 +1,122 @@
+"""CPU row kernels convert float16 rows as runs (codegen/cpp_row_printer.cpp,
+chooseHalfRuns): in rows of up to 4096 elements each float16 input read along the row
+is converted once per row into floats, and each float16 output is stored as floats and
+converted after the loop that computes it (fx_h2f_run and fx_f2h_run: F16C where the
+compiler targets it, 8 elements an instruction). The runs give the element-by-element
+conversions' bits; longer rows keep those."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_reductions import compare
+
+import fuser
+from helpers import run_optimized, script_from_source
+
+# Constants of their own keep these kernels' text apart from other tests' (a source the
+# process compiled before is found in memory and not listed again).
+LAYER_NORM = "def f(x, w, b):\n    return torch.layer_norm(x * 1.125, [x.size(-1)], w, b, 1e-5)\n"
+# A weight the same in every row and a bias of each row's own: the weight's row is
+# converted once, the bias's again in every row.
+SCALED = (
+    "def f(x, w, b):\n"
+    "    y = x - x.mean(-1, keepdim=True)\n"
+    "    return y * w + b, (y * 0.375).sum(-1, keepdim=True)\n"
+)
+
+
+def printed_kernels(before: int) -> list[str]:
+    return [s for s in fuser.kernel_sources()[before:] if "__global__" not in s]
+
+
+@pytest.mark.parametrize("row", [1, 7, 8, 9, 100, 1000, 4096, 4097, 5000])
+def test_layer_norm_rows_match_eager(row: int) -> None:
+    x = torch.randn(3, row).half()
+    w, b = torch.randn(row).half(), torch.randn(row).half()
+    with fuser.enabled(True):
+        compare(LAYER_NORM, x, w, b, dtype=torch.float16)
+    assert fuser.stats()["row_launches"] >= 2
+
+
+@pytest.mark.parametrize("row", [9, 1000, 4096])
+def test_a_weight_of_every_row_and_a_bias_of_each(row: int) -> None:
+    before = len(fuser.kernel_sources())
+    x = torch.randn(5, row).half()
+    w, b = torch.randn(row).half(), torch.randn(5, row).half()
+    with fuser.enabled(True):
+        compare(SCALED, x, w, b, dtype=torch.float16)
+    kernels = printed_kernels(before)
+    if row == 9:  # the first case prints the kernel; the others reuse it
+        [kernel] = kernels
+        for i in range(3):
+            assert f"fx_h2f_run(in{i} + off{i}, fx_hin{i}, fx_n)" in kernel
+        assert "fx_f2h_run(fx_hout0, out0 + fx_r * fx_n, fx_n)" in kernel
+
+
+def test_a_strided_input_gives_the_bits_of_a_contiguous_one() -> None:
+    """A softmax of a sum reading every other element of its second input, then the
+    same values contiguous: the same bits, each eager's within tolerance."""
+    source = "def f(x, y):\n    z = x + y * 0.8125\n    return torch.softmax(z, -1)\n"
+    x, y = torch.randn(64, 300).half(), torch.randn(64, 600).half()[:, ::2]
+    with fuser.enabled(True):
+        fn = compare(source, x, y, dtype=torch.float16)
+        strided = run_optimized(fn, x, y)
+        contiguous = run_optimized(fn, x, y.contiguous())
+    assert torch.equal(strided.view(torch.int16), contiguous.view(torch.int16))
+
+
+def test_every_float16_value_loads_and_stores_exactly() -> None:
+    """All 65536 float16 bit patterns through a run and back: eager's bits, but for a
+    NaN's payload."""
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    x = x.reshape(16, 4096)
+    source = "def f(x):\n    y = x * 1.0\n    return y, y.float().sum(-1, keepdim=True)\n"
+    fn = script_from_source(source)
+    with fuser.enabled(True):
+        got, _ = run_optimized(fn, x)
+    assert fuser.stats()["row_launches"] >= 2
+    nan = x.isnan()
+    assert torch.equal(got.isnan(), nan)
+    assert torch.equal(got[~nan].view(torch.int16), x[~nan].view(torch.int16))
+
+
+def test_float_values_round_to_float16_as_eager() -> None:
+    """float32 values of every exponent (float16's subnormals, ties, overflow to
+    infinity) rounded by the run's conversion: eager's bits."""
+    g = torch.Generator().manual_seed(7)
+    bits = torch.randint(0, 2**31 - 1, (16, 4096), generator=g, dtype=torch.int64)
+    # Exponents from 2^-30 to 2^20 (float16 ends at 65504), both signs, some ties.
+    exponent = torch.randint(97, 148, (16, 4096), generator=g) << 23
+    sign = torch.randint(0, 2, (16, 4096), generator=g) << 31
+    mantissa = bits & 0x7FFFFF
+    mantissa[:, ::7] &= ~0xFFF  # ties and exact values: the 13 dropped bits 1000... or 0
+    mantissa[:, ::7] |= 0x1000
+    z = (sign | exponent | mantissa).to(torch.int32).view(torch.float32)
+    source = "def f(z):\n    h = z.half()\n    return h, z.sum(-1, keepdim=True)\n"
+    fn = script_from_source(source)
+    with fuser.enabled(True):
+        got, _ = run_optimized(fn, z)
+    assert fuser.stats()["row_launches"] >= 2
+    assert torch.equal(got.view(torch.int16), z.half().view(torch.int16))
+
+
+def test_float16_roundings_between_ops_give_eager_bits() -> None:
+    """Sums of float16 values of every exponent rounded to float16 between two ops
+    (fx_round_h: float arithmetic for fx_f2h then fx_h2f), subnormal results and
+    overflows to infinity included: eager's bits."""
+    g = torch.Generator().manual_seed(11)
+    a = torch.randint(-32768, 32768, (16, 4096), generator=g, dtype=torch.int32)
+    b = torch.randint(-32768, 32768, (16, 4096), generator=g, dtype=torch.int32)
+    a, b = a.to(torch.int16).view(torch.float16), b.to(torch.int16).view(torch.float16)
+    b[:, ::3] = -a[:, ::3] * 0.9990234375  # near cancellations: subnormal sums
+    source = "def f(a, b):\n    c = a + b\n    d = c * c\n"
+    source += "    return d, d.float().sum(-1, keepdim=True)\n"
+    fn = script_from_source(source)
+    with fuser.enabled(True):
+        got, _ = run_optimized(fn, a, b)
+    assert fuser.stats()["row_launches"] >= 2
+    want = (a + b) * (a + b)
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan)
+    assert torch.equal(got[~nan].view(torch.int16), want[~nan].view(torch.int16))
