@@ -68,8 +68,9 @@ class CppRowPrinter {
         if (!half_in_[i]) continue;
         // (A row the last one converted, a LayerNorm's weight, is not converted again.)
         const std::string n = std::to_string(i);
-        out_ << "    if (off" << n << " != fx_hin_at" << n << ") fx_h2f_run(in" << n << " + off" << n
-             << ", fx_hin" << n << ", fx_n);\n    fx_hin_at" << n << " = off" << n << ";\n";
+        out_ << "    if (off" << n << " != fx_hin_at" << n << ") fx_h2f_run(in" << n
+             << " + off" << n << ", fx_hin" << n << ", fx_n);\n    fx_hin_at" << n << " = off"
+             << n << ";\n";
       }
       half_runs_ = true;
       printHeldRow(kept);
