@@ -120,3 +120,41 @@ def test_float16_roundings_between_ops_give_eager_bits() -> None:
     nan = want.isnan()
     assert torch.equal(got.isnan(), nan)
     assert torch.equal(got[~nan].view(torch.int16), want[~nan].view(torch.int16))
+
+
+# Element loops (codegen/cpp_printer.cpp): float16 inputs and outputs along the loop
+# converted kHalfRun (256) elements at a time.
+
+
+@pytest.mark.parametrize("shape", [(1001,), (3, 1000), (2, 70, 9), (5, 300)], ids=str)
+def test_element_loops_convert_runs(shape: tuple[int, ...]) -> None:
+    """Flat loops, rows with a bias of the last dim (unit stride) and short rows: the
+    float16 output, each op rounded as eager rounds it (eager's bits), and a float32
+    output beside it."""
+    g = torch.Generator().manual_seed(len(shape) + shape[-1])
+    x = (torch.randn(shape, generator=g) * 3).half()
+    b = torch.randn(shape[-1], generator=g).half()
+    source = "def f(x, b):\n    y = (x + b) * 0.75 - x\n    return y, y.float() * 0.5\n"
+    fn = script_from_source(source)
+    with fuser.enabled(True):
+        got, wide = run_optimized(fn, x, b)
+    want = (x + b) * 0.75 - x
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    assert torch.equal(wide, want.float() * 0.5)
+    # A function with its own rounding (erf): eager's within float16's tolerance.
+    with fuser.enabled(True):
+        compare("def f(x, b):\n    return torch.nn.functional.gelu(x + b)\n", x, b, dtype=x.dtype)
+
+
+def test_every_float16_value_through_a_flat_loop() -> None:
+    """All 65536 float16 bit patterns, flat, split among threads at any element."""
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    before = len(fuser.kernel_sources())
+    fn = script_from_source("def f(x):\n    return (x * 1.0) * 1.0\n")
+    with fuser.enabled(True):
+        got = run_optimized(fn, x)
+    [kernel] = printed_kernels(before)
+    assert "fx_h2f_run(in0 + fx_h0" in kernel and "fx_f2h_run(fx_hout0, out0 + fx_h0" in kernel
+    nan = x.isnan()
+    assert torch.equal(got.isnan(), nan)
+    assert torch.equal(got[~nan].view(torch.int16), x[~nan].view(torch.int16))
