@@ -67,6 +67,10 @@ def main() -> None:
         length = next(p for p in parts if p.startswith("n="))
         shape = f"{rows} {length}"
         # Each candidate's median and, past the heuristic's, the rounds it won against it.
+        # (A choice read from disk or left untimed has no times.)
+        if not r["us"]:
+            print(f"  {shape}: {r['names'][r['chosen']]} (not timed)")
+            continue
         cells = ", ".join(
             f"{'*' if i == r['chosen'] else ''}{n} {us:.1f} us"
             + (f" ({w}/{r['rounds']})" if i > 0 else "")

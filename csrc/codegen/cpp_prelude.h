@@ -123,13 +123,15 @@ FX_INLINE float fx_sum16(fx_f32x16 v) {
 #define FX_NAN __builtin_nan("")
 
 // float16 and bfloat16 storage is uint16_t; arithmetic happens in float.
+// No arithmetic on a float subnormal, which torch.set_flush_denormal(True) reads as 0:
+// normal halves rebias their exponent as integers, subnormal ones (m * 2^-24) come from
+// (0.5 + m * 2^-24) - 0.5; infinities and NaNs keep an all-ones exponent.
 FX_INLINE float fx_h2f(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t bits = (uint32_t)(h & 0x7fffu) << 13;
-  // Rescale the exponent: multiplying by 2^112 turns half's bias into float's and
-  // handles subnormals; inf/nan keep an all-ones exponent.
-  float mag = __builtin_bit_cast(float, bits) * 5.192296858534828e+33f;
-  uint32_t out = __builtin_bit_cast(uint32_t, mag);
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t bits = (uint32_t)(h & 0x7fffu) << 13;
+  uint32_t out = bits + 0x38000000u;  // the exponent's bias from 15 to 127
+  const float subnormal = __builtin_bit_cast(float, 0x3f000000u | (h & 0x3ffu)) - 0.5f;
+  out = (h & 0x7c00u) == 0 ? __builtin_bit_cast(uint32_t, subnormal) : out;
   out = (h & 0x7c00u) == 0x7c00u ? (bits | 0x7f800000u) : out;
   return __builtin_bit_cast(float, out | sign);
 }

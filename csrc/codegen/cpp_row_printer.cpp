@@ -28,6 +28,8 @@ namespace {
 constexpr int64_t kHeldCapacity = 4096;
 constexpr int64_t kMaxHeldBytes = 128 * 1024;
 constexpr int64_t kHeapHeldCapacity = int64_t{1} << 18;
+// The most stack the float16 runs' rows of floats may take (chooseHalfRuns): 16 rows.
+constexpr int64_t kMaxRunBytes = 256 * 1024;
 // Elements a float sum adds in float before its double accumulator takes the block's sum.
 constexpr int64_t kSumBlock = 256;
 // Values costing this much (expr_analysis.h's units: an exp is 16) are kept, not redone.
@@ -565,7 +567,11 @@ class CppRowPrinter {
         any = true;
       }
     }
-    return any;
+    // Each run takes a row of floats on the stack: a kernel of many float16 tensors
+    // converts element by element rather than pass kMaxRunBytes.
+    const auto runs = std::count(half_in_.begin(), half_in_.end(), true) +
+                      std::count(half_out_.begin(), half_out_.end(), true);
+    return any && runs * kHeldCapacity * static_cast<int64_t>(sizeof(float)) <= kMaxRunBytes;
   }
 
   void printHalfRunBuffers() {

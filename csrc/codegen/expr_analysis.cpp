@@ -67,11 +67,11 @@ int opCost(IrOp op) {
   }
 }
 
-int cpuRecomputeCost(const Kernel& k, const Expr& e, bool half_runs) {
+int cpuRecomputeCost(const Kernel& k, const Expr& e) {
   switch (e.op) {
     case IrOp::Load:
       switch (k.inputs[e.index].dtype) {
-        case c10::ScalarType::Half: return half_runs ? 1 : 3;
+        case c10::ScalarType::Half: return 3;
         case c10::ScalarType::BFloat16: return 2;
         default: return 1;
       }

@@ -27,11 +27,11 @@ int elementCost(const Kernel& kernel);
 // The cost of one operation in the same units.
 int opCost(IrOp op);
 // What computing `e` again costs in a CPU kernel, in the same units: a rounding to
-// float16 (fx_f2h then fx_h2f, some 25 vector operations) as much as an exp, one to
-// bfloat16 as a division, a float16 load's conversion 3 (1 where the row is converted
-// as a run, `half_runs`), a bfloat16 load's 2. One core, per element: a multiply
-// 0.05 ns, a division 0.12, a float16 rounding 0.31, a bfloat16 one 0.11.
-int cpuRecomputeCost(const Kernel& kernel, const Expr& e, bool half_runs = false);
+// float16 (fx_round_h, a dozen vector operations) about as much as an exp, one to
+// bfloat16 as a division, a float16 load's conversion 3, a bfloat16 load's 2. One core,
+// per element: a multiply 0.05 ns, a division 0.12, a float16 rounding 0.27 (0.31 as
+// fx_h2f(fx_f2h)), a bfloat16 one 0.11.
+int cpuRecomputeCost(const Kernel& kernel, const Expr& e);
 
 // Scalar arguments are passed in two arrays (doubles, and int64/bool); the position
 // of scalar `slot` in its array.

@@ -1236,12 +1236,15 @@ bool RowExecutor::chooseVariantOf(Plan& p, const LaunchArgs& args,
     });
     return true;
   }
-  // On CUDA the device's time between two events on the launches' stream.
+  // On CUDA the device's time between two events on the launches' stream, around the
+  // second of two launches: the first keeps the device busy while the host submits the
+  // second (an event on an idle stream is stamped at once, before the host's launch).
   const c10::Stream stream =
       c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(p.device);
   c10::Event start(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
   c10::Event end(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
   p.chosen = chooseVariant(p.variant_key, names, [&](size_t i) {
+    launch(i);
     start.record(stream);
     launch(i);
     end.record(stream);

@@ -29,9 +29,9 @@ struct VariantRecord {
 };
 
 // The variant for `key` among `names`: forced or fixed by the flags, else remembered in
-// this process or on disk, else timed by `time_launch(i)` (launches candidate i once,
-// waits for it and returns its microseconds: the device's own time on CUDA, by events,
-// so the host's launch and wait do not dilute the candidates' difference), interleaving
+// this process or on disk, else timed by `time_launch(i)` (launches candidate i, waits
+// for it and returns the microseconds of one launch: the device's own time on CUDA, by
+// events, so the host's launch and wait do not dilute the candidates' difference), interleaving
 // the candidates for at most kTimingBudgetMs after one warm-up launch each; a round that
 // would end past kTimingLimitMs (200 ms a group less a margin) is not begun, and where
 // the warm-up shows that no round would fit, variant 0 is taken untimed (the warm-up
@@ -55,6 +55,8 @@ inline constexpr int kFullRounds = 3;
 // a problem of fewer elements, whose launch latency hides the candidates' difference,
 // builds the heuristic's alone.
 inline constexpr int64_t kMinCudaElementsToTime = int64_t(1) << 21;
+// A candidate replaces variant 0 only where its median is below kMinGain times variant
+// 0's and it won kMinWinShare of the rounds (pickVariant).
 inline constexpr double kMinGain = 0.99;
 // (On the H200, 128 lanes for 4096 rows of 1024 floats: 7% below the heuristic's median,
 // faster in 17 of 25 rounds, the events' noise at 12 us a launch.)

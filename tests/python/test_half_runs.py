@@ -41,17 +41,23 @@ def test_layer_norm_rows_match_eager(row: int) -> None:
 
 @pytest.mark.parametrize("row", [9, 1000, 4096])
 def test_a_weight_of_every_row_and_a_bias_of_each(row: int) -> None:
-    before = len(fuser.kernel_sources())
     x = torch.randn(5, row).half()
     w, b = torch.randn(row).half(), torch.randn(5, row).half()
     with fuser.enabled(True):
         compare(SCALED, x, w, b, dtype=torch.float16)
-    kernels = printed_kernels(before)
-    if row == 9:  # the first case prints the kernel; the others reuse it
-        [kernel] = kernels
-        for i in range(3):
-            assert f"fx_h2f_run(in{i} + off{i}, fx_hin{i}, fx_n)" in kernel
-        assert "fx_f2h_run(fx_hout0, out0 + fx_r * fx_n, fx_n)" in kernel
+
+
+def test_each_float16_tensor_is_printed_as_a_run() -> None:
+    """The kernel of SCALED (a constant of its own, so printed here): each input's row
+    converted unless its offset is the row converted last, the output after its loop."""
+    before = len(fuser.kernel_sources())
+    x, w, b = torch.randn(5, 40).half(), torch.randn(40).half(), torch.randn(5, 40).half()
+    with fuser.enabled(True):
+        compare(SCALED.replace("0.375", "0.3125"), x, w, b, dtype=torch.float16)
+    [kernel] = printed_kernels(before)
+    for i in range(3):
+        assert f"if (off{i} != fx_hin_at{i}) fx_h2f_run(in{i} + off{i}, fx_hin{i}, fx_n)" in kernel
+    assert "fx_f2h_run(fx_hout0, out0 + fx_r * fx_n, fx_n)" in kernel
 
 
 def test_a_strided_input_gives_the_bits_of_a_contiguous_one() -> None:
@@ -147,14 +153,43 @@ def test_element_loops_convert_runs(shape: tuple[int, ...]) -> None:
 
 
 def test_every_float16_value_through_a_flat_loop() -> None:
-    """All 65536 float16 bit patterns, flat, split among threads at any element."""
+    """All 65536 float16 bit patterns and 100 more, flat, on two threads: one thread's
+    range ends off a run's 256 elements."""
     x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    x = torch.cat([x, x[:100]])
     before = len(fuser.kernel_sources())
     fn = script_from_source("def f(x):\n    return (x * 1.0) * 1.0\n")
-    with fuser.enabled(True):
-        got = run_optimized(fn, x)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with fuser.enabled(True):
+            got = run_optimized(fn, x)
+    finally:
+        torch.set_num_threads(threads)
     [kernel] = printed_kernels(before)
     assert "fx_h2f_run(in0 + fx_h0" in kernel and "fx_f2h_run(fx_hout0, out0 + fx_h0" in kernel
     nan = x.isnan()
     assert torch.equal(got.isnan(), nan)
     assert torch.equal(got[~nan].view(torch.int16), x[~nan].view(torch.int16))
+
+
+@pytest.mark.parametrize("shape", [(2, 2046), (13,), (1, 5000)], ids=str)
+def test_float16_subnormals_under_flush_denormal(shape: tuple[int, ...]) -> None:
+    """torch.set_flush_denormal(True) (the CPU's DAZ and FTZ) reads float subnormals as
+    0: float16's subnormals (normal floats) still convert as eager converts them, in runs,
+    in a run's tail, alone and in rows past the runs (element by element)."""
+    subnormals = torch.arange(1, 1024, dtype=torch.int16).view(torch.float16)
+    values = torch.cat([subnormals, -subnormals])
+    x = values.repeat(5000 // values.numel() + 1)[: torch.Size(shape).numel()].reshape(shape)
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        source = "def f(x):\n    y = x * 1.0\n    return y, y.float().sum(-1, keepdim=True)\n"
+        fn = script_from_source(source)
+        with fuser.enabled(True):
+            got, total = run_optimized(fn, x)
+        want = x * 1.0
+    finally:
+        torch.set_flush_denormal(False)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    torch.testing.assert_close(total, want.float().sum(-1, keepdim=True))
