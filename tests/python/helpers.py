@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -166,6 +167,23 @@ def torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def calls_on_threads(call: Any, count: int, calls: int = 10) -> list[list[Any]]:
+    """`call(i)` made `calls` times on each of `count` threads running at once; each
+    thread's results in order."""
+    got: list[list[Any]] = [[] for _ in range(count)]
+
+    def work(i: int) -> None:
+        for _ in range(calls):
+            got[i].append(call(i))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
 
 
 def devices() -> list[str]:

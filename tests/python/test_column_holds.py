@@ -7,14 +7,13 @@ same bits as each other."""
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 import torch
 from test_reductions import compare
 
 import fuser
-from helpers import script_from_source
+from helpers import calls_on_threads, script_from_source
 
 # Constants of their own keep these kernels' text apart from other tests' (a source the
 # process compiled before is found in memory and not listed again).
@@ -189,17 +188,7 @@ def test_threads_keep_their_own_heap_buffers() -> None:
     with fuser.enabled(True):
         for _ in range(3):
             fn(*cases[0])
-        got: list[list[torch.Tensor]] = [[] for _ in cases]
-
-        def work(i: int) -> None:
-            for _ in range(10):
-                got[i].append(fn(*cases[i]))
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        got = calls_on_threads(lambda i: fn(*cases[i]), len(cases))
     for i, outs in enumerate(got):
         assert len(outs) == 10
         for out in outs:

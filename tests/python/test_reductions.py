@@ -7,8 +7,6 @@ CPU runs with FUSER_CROSS_COMPILE the CUDA form of every row kernel compiles too
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 from test_layer_norm_backward import TOLERANCE as LAYER_NORM_TOLERANCE
@@ -18,6 +16,7 @@ import fuser
 from helpers import (
     FUSION_GROUP,
     all_nodes,
+    calls_on_threads,
     devices,
     eager_from_source,
     fused_kinds,
@@ -216,17 +215,7 @@ def test_threads_keep_their_own_row_buffers() -> None:
         for _ in range(3):
             fn(cases[0])
         assert any("FxThreadBuffer<float> fx_heap" in k for k in fuser.kernel_sources()[before:])
-        got: list[list[torch.Tensor]] = [[] for _ in cases]
-
-        def work(i: int) -> None:
-            for _ in range(10):
-                got[i].append(fn(cases[i])[0])
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        got = calls_on_threads(lambda i: fn(cases[i])[0], len(cases))
     for i, outs in enumerate(got):
         assert len(outs) == 10
         for out in outs:
