@@ -79,7 +79,8 @@ class CppRowPrinter {
       half_runs_ = false;
       out_ << "    continue;\n    }\n";
     }
-    if (held) {
+    // (With runs, the held row below serves only rows past kHeldCapacity.)
+    if (held && !(runs && heldCapacity(kept, holders) <= kHeldCapacity)) {
       out_ << "    if (fx_n <= " << heldCapacity(kept, holders) << " && fx_heap_ok) {\n";
       for (size_t i = 0; i < holders.size(); ++i) {
         if (holders[i] < 0) continue;
