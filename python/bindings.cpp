@@ -15,6 +15,7 @@
 #include "passes/param_space.h"
 #include "passes/pipeline.h"
 #include "passes/report_capture.h"
+#include "runtime/cpu/host_compiler.h"
 #include "runtime/cuda/library_search.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/nvrtc_library.h"
@@ -41,6 +42,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_stats", &fuser::resetStats);
   m.def("kernel_sources", &fuser::kernelSources);
   m.def("config_warnings", &fuser::configWarnings);
+  // Tests: the host compiler and flags CPU kernels are built with.
+  m.def("_host_compile_command", &fuser::runtime::hostCompileCommand);
   m.def("killed", [] { return fuser::config().killed; });
   // Tests keep single-node groups to exercise one operator at a time.
   m.def("_set_keep_singletons", [](bool keep) { fuser::config().keep_singletons = keep; });

@@ -34,6 +34,28 @@ from fuser.bench.timing import TimingBudget, time_calls, warm_up
 KERNEL_PREFIXES = ("fuser_kernel", "fuser_rows", "fused_", "triton_")
 PROFILED_CALLS = 20
 GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::_addmm_activation")
+# cuBLAS, cuBLASLt, CUTLASS and cuDNN kernel names (Hopper's nvjet and sm90 kernels, the
+# older gemm and xmma ones, cuDNN's convolutions, flash and memory-efficient attention).
+GEMM_NAME_PARTS = (
+    "gemm",
+    "nvjet",
+    "cutlass",
+    "xmma",
+    "sm90_",
+    "sm80_",
+    "cudnn",
+    "conv",
+    "fmha",
+    "flash",
+)
+
+
+def kernel_class(name: str) -> str:
+    """gemm (products and convolutions), fused (ours, NNC's, Triton's) or other."""
+    if name.startswith(KERNEL_PREFIXES):
+        return "fused"
+    lowered = name.lower()
+    return "gemm" if any(part in lowered for part in GEMM_NAME_PARTS) else "other"
 
 
 def kernel_us(fn, inputs, name_width: int = 60) -> tuple[float, float, list[tuple[str, float]]]:
@@ -56,6 +78,15 @@ def kernel_us(fn, inputs, name_width: int = 60) -> tuple[float, float, list[tupl
         key=lambda item: -item[1],
     )
     return mean, sum(us for _, us in per_call), per_call
+
+
+def class_totals(per_call: list[tuple[str, float]]) -> dict[str, float]:
+    """Device time per call (us) of each kernel_class, so that two modes' gap can be
+    placed in products and convolutions or outside them."""
+    totals = {"gemm": 0.0, "fused": 0.0, "other": 0.0}
+    for name, us in per_call:
+        totals[kernel_class(name)] += us
+    return {k: round(v, 1) for k, v in totals.items()}
 
 
 def kernel_sequence(fn, inputs, name_width: int = 60) -> list[tuple[str, float]]:
@@ -130,6 +161,7 @@ def main() -> None:
                         "call_us": round(statistics.median(calls), 1),
                         "kernel_us": round(kernel, 2),
                         "device_us_per_call": round(device_per_call, 2),
+                        "device_us_by_class": class_totals(per_call),
                     }
                 ),
                 flush=True,

@@ -115,6 +115,9 @@ const char* computeTypeName(ScalarType t) {
 
 const char* storageTypeName(ScalarType t) {
   if (t == ScalarType::Half || t == ScalarType::BFloat16) return "uint16_t";
+  // Bytes, read as bool by the load's cast: GCC vectorizes no loop that loads a bool
+  // (no vector type for it), so a mask's masked_fill + softmax ran element by element.
+  if (t == ScalarType::Bool) return "uint8_t";
   return computeTypeName(t);
 }
 

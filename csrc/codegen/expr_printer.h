@@ -12,7 +12,7 @@ namespace fuser::codegen {
 
 // C type name of a computation type (Half/BFloat16 never appear here).
 const char* computeTypeName(c10::ScalarType t);
-// C type name of a storage dtype (Half/BFloat16 are uint16_t bit patterns).
+// C type name of a storage dtype (Half/BFloat16 are uint16_t bit patterns, Bool bytes).
 const char* storageTypeName(c10::ScalarType t);
 
 // Formats `e`, whose operands are named v<ExprId>. `load` prints the leaves that depend

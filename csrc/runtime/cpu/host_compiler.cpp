@@ -48,6 +48,12 @@ std::string compilerCommand() {
   return (cxx && *cxx) ? cxx : "c++";
 }
 
+}  // namespace
+
+std::string hostCompileCommand() { return compilerCommand() + " " + kFlags; }
+
+namespace {
+
 std::string runAndCapture(const std::string& cmd, int* status) {
   std::string out;
   FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");

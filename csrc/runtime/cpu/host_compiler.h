@@ -18,6 +18,10 @@ namespace fuser::runtime {
 std::shared_ptr<CompiledKernel> compileCpuKernel(const std::string& source,
                                                  const std::string& name, int64_t grain);
 
+// The compiler and flags kernels are built with ("c++ -O3 -march=native ..."), for
+// tests that compile a printed kernel again with the compiler's reports.
+std::string hostCompileCommand();
+
 // Elements per thread below which splitting a call does not pay: 32768 for a kernel
 // of a few simple ops per element (a thread's share then takes some 10 us), fewer for
 // kernels with more work per element (an LSTM cell's gates: about 2K).
