@@ -35,7 +35,8 @@ KERNEL_PREFIXES = ("fuser_kernel", "fuser_rows", "fused_", "triton_")
 PROFILED_CALLS = 20
 GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::_addmm_activation")
 # cuBLAS, cuBLASLt, CUTLASS and cuDNN kernel names (Hopper's nvjet and sm90 kernels, the
-# older gemm and xmma ones, cuDNN's convolutions, flash and memory-efficient attention).
+# older gemm and xmma ones, split-K's reduction, matrix-vector and dot products, cuDNN's
+# convolutions, flash and memory-efficient attention) and Triton's GEMM templates.
 GEMM_NAME_PARTS = (
     "gemm",
     "nvjet",
@@ -43,25 +44,32 @@ GEMM_NAME_PARTS = (
     "xmma",
     "sm90_",
     "sm80_",
+    "splitkreduce",
+    "gemv",
+    "dot_kernel",
     "cudnn",
-    "conv",
+    "convolve",
+    "fprop",
+    "dgrad",
+    "wgrad",
     "fmha",
     "flash",
+    "triton_tem_",
 )
 
 
 def kernel_class(name: str) -> str:
     """gemm (products and convolutions), fused (ours, NNC's, Triton's) or other."""
-    if name.startswith(KERNEL_PREFIXES):
-        return "fused"
     lowered = name.lower()
-    return "gemm" if any(part in lowered for part in GEMM_NAME_PARTS) else "other"
+    if any(part in lowered for part in GEMM_NAME_PARTS):
+        return "gemm"
+    return "fused" if name.startswith(KERNEL_PREFIXES) else "other"
 
 
-def kernel_us(fn, inputs, name_width: int = 60) -> tuple[float, float, list[tuple[str, float]]]:
+def kernel_us(fn, inputs) -> tuple[float, float, list[tuple[str, float]]]:
     """Mean device time per launch of the fused kernels; device time per call of every
-    kernel (eager's own included); and per kernel name its device time per call, most
-    first; over PROFILED_CALLS calls."""
+    kernel (eager's own included); and per kernel name (whole, for kernel_class) its
+    device time per call, most first; over PROFILED_CALLS calls."""
     activities = [torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(PROFILED_CALLS):
@@ -74,7 +82,7 @@ def kernel_us(fn, inputs, name_width: int = 60) -> tuple[float, float, list[tupl
     mean = sum(e.self_device_time_total for e in fused) / launches if launches else float("nan")
     kernels = [e for e in events if not e.key.startswith(("Memcpy", "Memset"))]
     per_call = sorted(
-        ((e.key[:name_width], e.self_device_time_total / PROFILED_CALLS) for e in kernels),
+        ((e.key, e.self_device_time_total / PROFILED_CALLS) for e in kernels),
         key=lambda item: -item[1],
     )
     return mean, sum(us for _, us in per_call), per_call
@@ -152,7 +160,7 @@ def main() -> None:
                 warm_up(fn, [inputs], 5)
                 torch.cuda.synchronize()
                 calls = [time_calls(fn, [inputs], device, budget).median_us for _ in range(2)]
-                kernel, device_per_call, per_call = kernel_us(fn, inputs, args.name_width)
+                kernel, device_per_call, per_call = kernel_us(fn, inputs)
             print(
                 json.dumps(
                     {
@@ -167,7 +175,7 @@ def main() -> None:
                 flush=True,
             )
             for kernel_name, us in per_call[: args.top]:
-                print(f"    {us:9.2f} us  {kernel_name}", flush=True)
+                print(f"    {us:9.2f} us  {kernel_name[: args.name_width]}", flush=True)
             if args.sequence:
                 with jit_flags(mode.flags(device)), autograd_mode(workload.training):
                     for kernel_name, us in kernel_sequence(fn, inputs, args.name_width):

@@ -29,7 +29,6 @@ template <typename T, int N> struct alignas(sizeof(T) * N) FxVec { T v[N]; };
 // inputs load through the read-only data cache: an LSTM cell's kernel, which rereads
 // its biases in every row, ran 3% faster on the H100.
 template <typename T> FX_INLINE T fx_ld(const T* p) { return __ldg(p); }
-FX_INLINE bool fx_ld(const bool* p) { return __ldg((const unsigned char*)p) != 0; }
 template <typename V> FX_INLINE V fx_ld_vec(const void* p) {
   V v;
   if constexpr (sizeof(V) == 16) *(uint4*)&v = __ldg((const uint4*)p);

@@ -48,12 +48,6 @@ std::string compilerCommand() {
   return (cxx && *cxx) ? cxx : "c++";
 }
 
-}  // namespace
-
-std::string hostCompileCommand() { return compilerCommand() + " " + kFlags; }
-
-namespace {
-
 std::string runAndCapture(const std::string& cmd, int* status) {
   std::string out;
   FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
@@ -128,7 +122,7 @@ std::string compileToImage(const std::string& source) {
     out << source;
   }
   int status = 0;
-  const std::string cmd = compilerCommand() + " " + kFlags + " -o " + lib + " " + src;
+  const std::string cmd = hostCompileCommand() + " -o " + lib + " " + src;
   const std::string log = runAndCapture(cmd, &status);
   std::string image = status == 0 ? readFile(lib) : std::string();
   std::remove(src.c_str());
@@ -182,6 +176,8 @@ KernelRegistry& registry() {
 }
 
 }  // namespace
+
+std::string hostCompileCommand() { return compilerCommand() + " " + kFlags; }
 
 int64_t cpuGrainSize(const codegen::Kernel& kernel) {
   const int64_t cost = std::max(1, codegen::elementCost(kernel));
