@@ -26,6 +26,8 @@
 
 #include "codegen/common_prelude.h"
 #include "codegen/cpp_prelude.h"
+#include "codegen/cpp_trig_prelude.h"
+#include "codegen/cpp_vector_math.h"
 #include "codegen/cuda_prelude.h"
 #include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
@@ -199,7 +201,8 @@ class ColumnPrinter {
       if (staged) printSplitBufferPointers(out_, k_, s_, "a.ptrs");
       return;
     }
-    out_ << kCppPrelude << kCommonPrelude << kRowHelpers << "\nextern \"C\" void " << k_.name
+    out_ << kCppPrelude << kCppVectorMath << trigPreludeFor(k_) << kCommonPrelude << kRowHelpers
+         << "\nextern \"C\" void " << k_.name
          << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
          << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"
          << "    int64_t fx_begin, int64_t fx_end) {\n";

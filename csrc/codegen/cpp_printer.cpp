@@ -10,6 +10,8 @@
 
 #include "codegen/common_prelude.h"
 #include "codegen/cpp_prelude.h"
+#include "codegen/cpp_trig_prelude.h"
+#include "codegen/cpp_vector_math.h"
 #include "codegen/expr_analysis.h"
 #include "codegen/expr_printer.h"
 #include "codegen/philox.h"
@@ -50,7 +52,8 @@ class CppPrinter {
       : k_(k), facts_(analyzeExprs(k)), per_row_(perRowExprs(k, facts_)) {}
 
   std::string print() {
-    out_ << kCppPrelude << kCommonPrelude << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
+    out_ << kCppPrelude << kCppVectorMath << trigPreludeFor(k_) << kCommonPrelude
+         << (drawsRandomNumbers(k_) ? kPhiloxPrelude : "")
          << "\nextern \"C\" void " << k_.name
          << "(void* const* fx_ptrs, const int64_t* fx_sizes, const int64_t* fx_strides,\n"
          << "    const double* fx_dargs, const int64_t* fx_iargs, int32_t* fx_error,\n"

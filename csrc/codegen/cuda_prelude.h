@@ -203,6 +203,16 @@ FX_INLINE float fx_sigmoid_half(float x) {
   return fmaf(r, fmaf(-d, r, 1.0f), r);
 }
 FX_INLINE float fx_tanhf(float x) { return tanhf(x); }
+// The C++ kernels' vectorizable forms (cpp_vector_math.h) are CUDA's library functions.
+FX_INLINE float fx_logf(float x) { return logf(x); }
+FX_INLINE float fx_log2f(float x) { return log2f(x); }
+FX_INLINE float fx_log10f(float x) { return log10f(x); }
+FX_INLINE float fx_log1pf(float x) { return log1pf(x); }
+FX_INLINE float fx_expm1f(float x) { return expm1f(x); }
+FX_INLINE float fx_sinf(float x) { return sinf(x); }
+FX_INLINE float fx_cosf(float x) { return cosf(x); }
+FX_INLINE float fx_tanf(float x) { return tanf(x); }
+FX_INLINE float fx_powf(float x, float y) { return powf(x, y); }
 FX_INLINE float fx_erff(float x) { return erff(x); }
 
 )FUSER";

@@ -177,14 +177,14 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::Sqrt: return f.math1("sqrt");
     case IrOp::Rsqrt: return f.wrap("1 / " + f.math1("sqrt"));
     case IrOp::Exp: return f32 ? "fx_expf(" + f.a() + ")" : f.math1("exp");
-    case IrOp::Expm1: return f.math1("expm1");
-    case IrOp::Log: return f.math1("log");
-    case IrOp::Log1p: return f.math1("log1p");
-    case IrOp::Log2: return f.math1("log2");
-    case IrOp::Log10: return f.math1("log10");
-    case IrOp::Sin: return f.math1("sin");
-    case IrOp::Cos: return f.math1("cos");
-    case IrOp::Tan: return f.math1("tan");
+    case IrOp::Expm1: return f32 ? "fx_expm1f(" + f.a() + ")" : f.math1("expm1");
+    case IrOp::Log: return f32 ? "fx_logf(" + f.a() + ")" : f.math1("log");
+    case IrOp::Log1p: return f32 ? "fx_log1pf(" + f.a() + ")" : f.math1("log1p");
+    case IrOp::Log2: return f32 ? "fx_log2f(" + f.a() + ")" : f.math1("log2");
+    case IrOp::Log10: return f32 ? "fx_log10f(" + f.a() + ")" : f.math1("log10");
+    case IrOp::Sin: return f32 ? "fx_sinf(" + f.a() + ")" : f.math1("sin");
+    case IrOp::Cos: return f32 ? "fx_cosf(" + f.a() + ")" : f.math1("cos");
+    case IrOp::Tan: return f32 ? "fx_tanf(" + f.a() + ")" : f.math1("tan");
     case IrOp::Asin: return f.math1("asin");
     case IrOp::Acos: return f.math1("acos");
     case IrOp::Atan: return f.math1("atan");
@@ -214,7 +214,9 @@ std::string formatExpr(const Kernel& k, const Expr& e,
       if (is_bool) return "(" + f.a() + " && " + f.b() + ")";
       return f.wrap(wide_int ? f.unsignedArg(0) + " * " + f.unsignedArg(1) : f.a() + " * " + f.b());
     case IrOp::Div: return fp ? f.wrap(f.a() + " / " + f.b()) : f.tmpl("fx_idiv", f.ab() + ", fx_error");
-    case IrOp::Pow: return fp ? f.math("pow", f.ab()) : f.tmpl("fx_ipow", f.ab());
+    case IrOp::Pow:
+      if (f32) return "fx_powf(" + f.ab() + ")";
+      return fp ? f.math("pow", f.ab()) : f.tmpl("fx_ipow", f.ab());
     case IrOp::Atan2: return f.math("atan2", f.ab());
     case IrOp::Fmod: return fp ? f.math("fmod", f.ab()) : f.tmpl("fx_imod", f.ab() + ", fx_error");
     case IrOp::Remainder:

@@ -131,6 +131,13 @@ ExprId IrBuilder::philoxUniform(ExprId seed, ExprId offset) {
   return add(Expr{IrOp::PhiloxUniform, c10::ScalarType::Float, {seed, offset, elementIndex()}});
 }
 
+bool callsTrigonometry(const Kernel& k) {
+  for (const Expr& e : k.exprs) {
+    if (e.op == IrOp::Sin || e.op == IrOp::Cos || e.op == IrOp::Tan) return true;
+  }
+  return false;
+}
+
 bool drawsRandomNumbers(const Kernel& k) {
   for (const Expr& e : k.exprs) {
     if (e.op == IrOp::PhiloxUniform) return true;

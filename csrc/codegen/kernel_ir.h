@@ -260,6 +260,8 @@ class IrBuilder {
 
 // Whether the kernel draws random numbers (its source then needs kPhiloxPrelude).
 bool drawsRandomNumbers(const Kernel& k);
+// Whether k computes sin, cos or tan (the C++ kernels' trigonometry prelude).
+bool callsTrigonometry(const Kernel& k);
 
 // The type an element of `storage` is computed in.
 inline c10::ScalarType computeType(c10::ScalarType storage) {

@@ -127,13 +127,16 @@ Operand lowerNeg(IrBuilder& b, const Args& a) {
 }
 
 // x ** exponent with a scalar exponent. Eager computes the exponents below without pow,
-// so do we (same rounding), and refuses negative integer powers of integers.
+// so do we (same rounding), and refuses negative integer powers of integers. Its kernels
+// read the exponent in the result's type: float16 x ** 1.7 is x ** 1.7002 (bfloat16:
+// 1.703125), and x ** 2.001 a square in bfloat16.
 Operand lowerPowTensorScalar(IrBuilder& b, const Args& a) {
   const Operand& self = a[0];
   const Operand& exponent = a[1];
   ScalarType t = resultType({self, exponent});
   ExprId x = castTo(b, self, t);
   std::optional<double> e = constantNumber(exponent);
+  if (e) e = roundedTo(*e, t);
   if (e && isIntegral(t)) {
     TORCH_CHECK(*e >= 0, "Integers to negative integer powers are not allowed.");
   }
@@ -169,7 +172,7 @@ Operand lowerPowTensorScalar(IrBuilder& b, const Args& a) {
     if (*e == -1) return result(b.unary(IrOp::Reciprocal, x));
     if (*e == -2) return result(b.unary(IrOp::Reciprocal, square()));
   }
-  return result(b.binary(IrOp::Pow, x, castToOpmath(b, exponent, t)));
+  return result(b.binary(IrOp::Pow, x, castTo(b, exponent, t)));
 }
 
 // eager: square(x) = pow(x, 2), so a bool tensor squares to int64.

@@ -77,6 +77,13 @@ Category resultCategory(const std::vector<Operand>& operands) {
   return any_zero ? Category::ZeroDimTensor : Category::WrappedScalar;
 }
 
+double roundedTo(double v, c10::ScalarType dtype) {
+  if (!isReducedFloat(dtype)) return v;
+  const auto f = static_cast<float>(v);
+  return dtype == ScalarType::Half ? static_cast<float>(c10::Half(f))
+                                   : static_cast<float>(c10::BFloat16(f));
+}
+
 codegen::ExprId castTo(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype) {
   if (!isReducedFloat(dtype) || representableIn(x.dtype, dtype)) {
     return b.cast(x.expr, codegen::computeType(dtype));
@@ -84,10 +91,7 @@ codegen::ExprId castTo(codegen::IrBuilder& b, const Operand& x, c10::ScalarType 
   // Eager casts a scalar or 0-dim operand to the half type before computing; a constant
   // is rounded here, anything else in the kernel (double -> float -> half, as c10 does).
   if (x.constant && (x.constant->isDouble() || x.constant->isInt() || x.constant->isBool())) {
-    auto v = static_cast<float>(x.constant->toScalar().toDouble());
-    float rounded = dtype == ScalarType::Half ? static_cast<float>(c10::Half(v))
-                                              : static_cast<float>(c10::BFloat16(v));
-    return b.constant(rounded, ScalarType::Float);
+    return b.constant(roundedTo(x.constant->toScalar().toDouble(), dtype), ScalarType::Float);
   }
   codegen::ExprId f = b.cast(x.expr, ScalarType::Float);
   return b.unary(

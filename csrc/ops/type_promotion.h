@@ -25,6 +25,10 @@ Category resultCategory(const std::vector<Operand>& operands);
 // `half_tensor < 0.1` compares with half(0.1), like eager).
 codegen::ExprId castTo(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype);
 
+// A scalar `v` as eager's kernels of `dtype` read it: through float and then the 16-bit
+// type for float16 and bfloat16, unchanged otherwise.
+double roundedTo(double v, c10::ScalarType dtype);
+
 // `x` in the computation type of `dtype` without that rounding: eager's multiplication
 // and division kernels read a scalar `other` of a half-precision op at float precision.
 codegen::ExprId castToOpmath(codegen::IrBuilder& b, const Operand& x, c10::ScalarType dtype);

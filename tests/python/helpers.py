@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -227,3 +228,53 @@ def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str = "") -> N
     assert torch.equal(got.isnan(), nan), what
     differ = (got.view(torch.int16) != want.view(torch.int16)) & ~nan
     assert not differ.any(), (what, got[differ][:8], want[differ][:8])
+
+
+def run_fused(source: str, *args: torch.Tensor) -> torch.Tensor:
+    """`source`'s function scripted and run optimized, checking that it formed a group."""
+    import fuser
+
+    groups = fuser.stats()["groups_formed"]
+    with fuser.enabled(True), torch.no_grad():
+        got = run_optimized(script_from_source(source), *args)
+    assert fuser.stats()["groups_formed"] > groups, "no fusion group formed"
+    return got
+
+
+def gcc_vector_reports(source: str, option: str = "-fopt-info-vec-missed") -> list[str]:
+    """GCC's vectorizer reports on the kernel `source`, compiled as the runtime compiles
+    kernels; each names the file as kernel.cpp."""
+    import fuser
+
+    command = shlex.split(fuser._C._host_compile_command())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.cpp")
+        with open(path, "w") as f:
+            f.write(source)
+        done = subprocess.run(
+            [*command, option, "-o", "k.so", "kernel.cpp"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return done.stderr.splitlines()
+
+
+def missing_vector_types(source: str) -> list[str]:
+    """GCC's reports of loops in `source` left scalar for want of a vector type of an
+    element they load or store."""
+    return [line for line in gcc_vector_reports(source) if "no vectype" in line]
+
+
+def host_compiler_is_gcc() -> bool:
+    """Whether the kernels' compiler is GCC, whose -fopt-info reports the test reads."""
+    import fuser
+
+    compiler = shlex.split(fuser._C._host_compile_command())[0]
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+    except OSError:
+        return False
+    # GCC's banner names its copyright holder; clang's does not.
+    return version.returncode == 0 and "Free Software Foundation" in version.stdout

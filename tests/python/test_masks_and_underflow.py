@@ -7,17 +7,20 @@ than TorchScript alone on two cores."""
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import subprocess
-import tempfile
 
 import pytest
 import torch
 
 import fuser
-from helpers import eager_from_source, run_optimized, script_from_source
+from helpers import (
+    eager_from_source,
+    host_compiler_is_gcc,
+    missing_vector_types,
+    run_optimized,
+    script_from_source,
+)
+from helpers import run_fused as fused
 
 # Constants of their own keep these kernels' text apart from other tests' (a source the
 # process compiled before is found in memory and not listed again).
@@ -33,43 +36,6 @@ MASKED_SCALE = (
 
 def causal_mask(t: int) -> torch.Tensor:
     return (torch.tril(torch.ones(t, t)) == 0).view(1, 1, t, t)
-
-
-def fused(source: str, *args: torch.Tensor) -> torch.Tensor:
-    """`source`'s function scripted and run optimized, checking that it formed a group."""
-    groups = fuser.stats()["groups_formed"]
-    with fuser.enabled(True), torch.no_grad():
-        got = run_optimized(script_from_source(source), *args)
-    assert fuser.stats()["groups_formed"] > groups, "no fusion group formed"
-    return got
-
-
-def missing_vector_types(source: str) -> list[str]:
-    """GCC's reports of loops in `source` left scalar for want of a vector type of an
-    element they load or store, compiled as the runtime compiles kernels."""
-    command = shlex.split(fuser._C._host_compile_command())
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "kernel.cpp")
-        with open(path, "w") as f:
-            f.write(source)
-        done = subprocess.run(
-            [*command, "-fopt-info-vec-missed", "-o", os.path.join(tmp, "k.so"), path],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    return [line for line in done.stderr.splitlines() if "no vectype" in line]
-
-
-def host_compiler_is_gcc() -> bool:
-    """Whether the kernels' compiler is GCC, whose -fopt-info reports the test reads."""
-    compiler = shlex.split(fuser._C._host_compile_command())[0]
-    try:
-        version = subprocess.run([compiler, "--version"], capture_output=True, text=True)
-    except OSError:
-        return False
-    # GCC's banner names its copyright holder; clang's does not.
-    return version.returncode == 0 and "Free Software Foundation" in version.stdout
 
 
 @pytest.mark.parametrize("t", [1, 7, 128, 300])

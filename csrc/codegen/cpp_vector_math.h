@@ -1,0 +1,134 @@
+// Vectorizable float log, log2, log10, log1p and expm1 for the generated C++ kernels.
+// libm's are scalar calls, so a loop calling one ran element by element: 2-6x slower
+// than eager's Sleef kernels on 2^20 floats. These widen to double, where the
+// reductions and series are exact enough that the float result is correctly rounded
+// (all 2^32 floats checked against double libm rounded to float; test_vector_math.py
+// checks a sample), and use only operations AVX2 vectorizes (no int64 conversions).
+#pragma once
+
+namespace fuser::codegen {
+
+inline const char* kCppVectorMath = R"FUSER(
+FX_INLINE double fx_d_from_bits(uint64_t u) { return __builtin_bit_cast(double, u); }
+FX_INLINE uint64_t fx_bits_of(double d) { return __builtin_bit_cast(uint64_t, d); }
+// log of a positive, finite, normal double to about 1e-13 (relative): v = 2^e * m with m
+// in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.1716,
+// by atanh's series to s^17. Integer and double operations only, so float kernels that
+// widen to it vectorize; rounded to float the result is correctly rounded but for
+// values within about 1e-13 of a midpoint.
+FX_INLINE double fx_log_pos(double v) {
+  const uint64_t u = fx_bits_of(v);
+  const int64_t e = (int64_t)(u - 0x3fe6a09e667f3bcdull) >> 52;  // sqrt(1/2)'s bits
+  const double m = fx_d_from_bits(u - ((uint64_t)e << 52));
+  // e as a double without an int64 conversion (AVX2 has none): 1.5 * 2^52 + e.
+  const double ed = fx_d_from_bits(0x4338000000000000ull + (uint64_t)e) - 0x1.8p52;
+  const double s = (m - 1.0) / (m + 1.0);
+  const double z = s * s;
+  double p = 2.0 / 17;
+  p = p * z + 2.0 / 15;
+  p = p * z + 2.0 / 13;
+  p = p * z + 2.0 / 11;
+  p = p * z + 2.0 / 9;
+  p = p * z + 2.0 / 7;
+  p = p * z + 2.0 / 5;
+  p = p * z + 2.0 / 3;
+  return ed * 0x1.62e42fefa39efp-1 + (2.0 * s + s * z * p);
+}
+FX_INLINE double fx_log_special(float x, double r) {
+  // x <= 0, inf, NaN: r was computed from a stand-in and is replaced here.
+  const float inf = __builtin_inff();
+  r = x == inf ? (double)inf : r;
+  r = x == 0.0f ? -(double)inf : r;
+  r = x < 0.0f ? (double)__builtin_nanf("") : r;
+  return x != x ? (double)x : r;
+}
+FX_INLINE double fx_logf_wide(float x) {
+  const bool ordinary = x > 0.0f && x < __builtin_inff();
+  return fx_log_special(x, fx_log_pos(ordinary ? (double)x : 1.0));
+}
+FX_INLINE float fx_logf(float x) { return (float)fx_logf_wide(x); }
+FX_INLINE float fx_log2f(float x) { return (float)(fx_logf_wide(x) * 0x1.71547652b82fep0); }
+FX_INLINE float fx_log10f(float x) { return (float)(fx_logf_wide(x) * 0x1.bcb7b1526e50ep-2); }
+// log1p: for |x| >= 2^-29, 1 + x is exact in double (x's last bit is at 2^-52 or above;
+// past 2^53 the lost 1 is below log's precision), so log1p(x) = log(1 + x); below,
+// x - x^2 / 2 (the next term is below double's precision).
+FX_INLINE float fx_log1pf(float x) {
+  const double xd = x;
+  const bool ordinary = x > -1.0f && x < __builtin_inff();
+  double r = fx_log_pos(ordinary ? 1.0 + xd : 2.0);
+  r = __builtin_fabsf(x) < 0x1p-29f ? xd - 0.5 * xd * xd : r;
+  const float inf = __builtin_inff();
+  r = x == inf ? (double)inf : r;
+  r = x == -1.0f ? -(double)inf : r;
+  r = x < -1.0f ? (double)__builtin_nanf("") : r;
+  return (float)(x != x ? xd : r);
+}
+// e^r and 2^k for the double forms below: t = k ln2 + r, |r| <= ln2 / 2, e^r - 1 by
+// Taylor to r^12 (1e-15). k comes back as a double; 2^k through its bits, for k within
+// double's exponent range (callers clamp t).
+FX_INLINE double fx_exp_d_minus_one(double t, double* k_out) {
+  const double k = __builtin_nearbyint(t * 0x1.71547652b82fep0);
+  const double r = (t - k * 0x1.62e42fefa3800p-1) - k * 0x1.ef35793c7673p-45;
+  double p = 1.0 / 479001600;
+  p = p * r + 1.0 / 39916800;
+  p = p * r + 1.0 / 3628800;
+  p = p * r + 1.0 / 362880;
+  p = p * r + 1.0 / 40320;
+  p = p * r + 1.0 / 5040;
+  p = p * r + 1.0 / 720;
+  p = p * r + 1.0 / 120;
+  p = p * r + 1.0 / 24;
+  p = p * r + 1.0 / 6;
+  p = p * r + 0.5;
+  *k_out = k;
+  return r + r * r * p;
+}
+FX_INLINE double fx_pow2_d(double k) {  // k is integral: 1.5 * 2^52 + k holds it exactly
+  const uint64_t kb = fx_bits_of(k + 0x1.8p52) - 0x4338000000000000ull;
+  return fx_d_from_bits((kb + 1023) << 52);
+}
+// exp(x) - 1 for float x: 2^k * (e^r - 1) + (2^k - 1) keeps small results exact where
+// k = 0. x is clamped to [-110, 100] (past float's range either way; NaN passes).
+FX_INLINE float fx_expm1f(float x) {
+  double xd = x;
+  xd = xd > 100.0 ? 100.0 : xd;
+  xd = xd < -110.0 ? -110.0 : xd;
+  double k;
+  const double em1 = fx_exp_d_minus_one(xd, &k);
+  const double two_k = fx_pow2_d(k);
+  const double y = two_k * em1 + (two_k - 1.0);
+  return (float)(x != x ? (double)x : y);
+}
+// x^y for floats: exp(y log|x|) in double, whose error (1e-11 at most where the result
+// is a float) rounds away, and C99's special cases, as eager's vectorized pow gives them:
+// y = 0 or x = 1 give 1 even with a NaN; a negative x takes an integral y only (odd: the
+// result negative); zeros and infinities by y's sign; y = +-inf by |x| against 1.
+FX_INLINE float fx_powf(float x, float y) {
+  const float inf = __builtin_inff();
+  const float ax = __builtin_fabsf(x), ay = __builtin_fabsf(y);
+  const bool ordinary = (ax > 0.0f) & (ax < inf);
+  double t = (double)y * fx_log_pos(ordinary ? (double)ax : 1.0);
+  t = t > 200.0 ? 200.0 : t;
+  t = t < -200.0 ? -200.0 : t;  // NaN passes both
+  double k;
+  const double em1 = fx_exp_d_minus_one(t, &k);
+  const double two_k = fx_pow2_d(k);
+  float mag = (float)(two_k * em1 + two_k);
+  const bool integral = y == __builtin_floorf(y);
+  // Odd integers by float arithmetic alone: for integral y the difference is exact, and 0
+  // from 2^24 on, where every float is even. No conversion to int and no && or || here:
+  // either can keep GCC from vectorizing a caller's loop (the latter's branches become
+  // selects between masks).
+  const bool odd = integral & (y - 2.0f * __builtin_floorf(0.5f * y) == 1.0f);
+  mag = ax == 0.0f ? (y < 0.0f ? inf : 0.0f) : mag;
+  mag = ax == inf ? (y < 0.0f ? 0.0f : inf) : mag;
+  float r = __builtin_copysignf(mag, odd ? x : 1.0f);  // x's sign: -0 too
+  r = (x < 0.0f) & (ax < inf) & !integral & (ay < inf) ? __builtin_nanf("") : r;
+  // y = +-inf: inf where |x| - 1 and y share a sign, else 0.
+  r = ay == inf ? (ax == 1.0f ? 1.0f : ((ax - 1.0f) * y > 0.0f ? inf : 0.0f)) : r;
+  r = (x != x) | (y != y) ? x + y : r;
+  return (y == 0.0f) | (x == 1.0f) ? 1.0f : r;
+}
+)FUSER";
+
+}  // namespace fuser::codegen

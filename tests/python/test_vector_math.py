@@ -1,0 +1,227 @@
+"""The C++ kernels' own float log, log2, log10, log1p, expm1, sin, cos, tan and pow
+(codegen/cpp_vector_math.h, cpp_trig_prelude.h). With libm's scalar calls a loop
+calling one ran element by element, 2-10x slower than eager's vectorized kernels; these
+widen to double and vectorize, and round to float correctly but in rare cases."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import fuser
+from helpers import (
+    eager_from_source,
+    every_value,
+    gcc_vector_reports,
+    host_compiler_is_gcc,
+    run_fused,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+OPS = ["log", "log2", "log10", "log1p", "expm1", "sin", "cos", "tan"]
+
+
+def source_of(op: str) -> str:
+    # `+ 0.0` after a multiply by one keeps the op inside a group of more than one node.
+    return f"def f(x):\n    return torch.{op}(x * 1.0) + 0.0\n"
+
+
+def special_floats() -> torch.Tensor:
+    """Zeros, infinities, NaN, subnormals, the edges of each function's domain and of
+    the reductions (-1 for log1p, 2^-29 and 2^-30 around log1p's series, multiples of
+    pi/2 as floats near and far, 2^24 where the trigonometric reduction changes, the
+    largest float)."""
+    values = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-45, -1e-45]
+    values += [1.1754942e-38, 1.0, -1.0, -0.99999994, -1.0000001, 2.0**-29, -(2.0**-30)]
+    values += [1e-8, 0.5, 88.72, 89.0, -17.0, -104.0, 3.4028235e38, -3.4028235e38]
+    values += [float(k) * 1.5707963705062866 for k in range(-8, 9)]
+    values += [2.0**24, 2.0**24 - 1, 16777218.0, 1e10, 1e22, 2.0**100, 8.6e37]
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def float_sample(count: int, seed: int) -> torch.Tensor:
+    """Floats of random bits (every exponent alike), the specials, and a dense range."""
+    gen = torch.Generator().manual_seed(seed)
+    bits = torch.randint(-(2**31), 2**31, (count,), dtype=torch.int64, generator=gen)
+    random_bits = bits.to(torch.int32).view(torch.float32)
+    dense = torch.linspace(-12.0, 12.0, 4099)
+    return torch.cat([random_bits, special_floats(), dense])
+
+
+def ulps_between(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Distance in float32 steps, on an integer line where -0 and +0 meet (NaNs: 0 where
+    both are NaN, huge where one is)."""
+
+    def line(x: torch.Tensor) -> torch.Tensor:
+        i = x.view(torch.int32).to(torch.int64)
+        return torch.where(i < 0, -(2**31) - i, i)
+
+    d = (line(got) - line(want)).abs()
+    both_nan = got.isnan() & want.isnan()
+    one_nan = got.isnan() ^ want.isnan()
+    return torch.where(both_nan, 0, torch.where(one_nan, 2**40, d))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_float32_matches_eager(op: str) -> None:
+    x = float_sample(1 << 16, seed=len(op))
+    got = run_fused(source_of(op), x)
+    want = eager_from_source(source_of(op))(x)
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_float32_is_within_one_step_of_double_rounded(op: str) -> None:
+    """Against float64's function rounded to float32: never more than one step off, and
+    off at all only where double's own result lies near a midpoint (rare)."""
+    x = float_sample(1 << 18, seed=100 + len(op))
+    got = run_fused(source_of(op).replace("1.0", "1.0 * 1.0"), x)
+    want = getattr(torch, op)(x.double()).float()
+    ulps = ulps_between(got, want)
+    assert int(ulps.max()) <= 1, (op, x[ulps > 1][:8], got[ulps > 1][:8], want[ulps > 1][:8])
+    assert int((ulps == 1).sum()) <= x.numel() // 10000, op
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_inputs_match_eager(op: str, dtype: torch.dtype) -> None:
+    """Every value of each 16-bit dtype, computed in float and rounded once more: equal
+    to eager's but where the float result lies exactly halfway between two 16-bit values
+    (float16 sin(300): the correctly rounded float is the midpoint 1 - 2^-12 and rounds
+    to even, 1.0; eager's float is a step below it and gives 0.9995)."""
+    x = every_value(dtype, "cpu")
+    src = source_of(op).replace("1.0", "1.0 * 1.0 * 1.0")
+    got = run_fused(src, x)
+    want = eager_from_source(src)(x)
+    assert got.dtype == want.dtype == dtype
+    same = (got.view(torch.int16) == want.view(torch.int16)) | (got.isnan() & want.isnan())
+    in_float = run_fused(src, x[~same].float())
+    dropped = 13 if dtype == torch.float16 else 16  # float's bits below the 16-bit type's
+    low = in_float.view(torch.int32) & ((1 << dropped) - 1)
+    assert bool((low == 1 << (dropped - 1)).all()), (op, x[~same][:8], got[~same][:8])
+    assert int((~same).sum()) <= 4, op
+
+
+def test_trigonometry_of_large_arguments_against_exact_reduction() -> None:
+    """Above 2^24 the reduction reads 2/pi's bits from the table: sin and cos there
+    against float64's (whose reduction is exact), one step at most."""
+    exponents = torch.arange(24, 128, dtype=torch.float64)
+    x = (torch.ldexp(torch.full_like(exponents, 1.2345678), exponents.to(torch.int64))).float()
+    x = torch.cat([x, x.nextafter(torch.tensor(float("inf"))), -x])
+    for op in ("sin", "cos"):
+        got = run_fused(source_of(op).replace("x * 1.0", "x * 1.0 - 0.0"), x)
+        want = getattr(torch, op)(x.double()).float()
+        assert int(ulps_between(got, want).max()) <= 1, op
+
+
+POW_SOURCE = "def f(x, y):\n    return torch.pow(x * 1.0, y * 1.0) + 0.0\n"
+
+
+def pow_operands(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every pair of the special floats (with integral, odd, half and huge exponents
+    among them), then random pairs: bases of every exponent and exponents of modest
+    size (most such powers neither overflow nor underflow)."""
+    specials = torch.cat([special_floats(), torch.tensor([0.5, 2.5, 3.0, -3.0, 1e-3, 16777217.0])])
+    base, exponent = torch.meshgrid(specials, specials, indexing="ij")
+    gen = torch.Generator().manual_seed(seed)
+    bits = torch.randint(-(2**31), 2**31, (count,), dtype=torch.int64, generator=gen)
+    random_base = bits.to(torch.int32).view(torch.float32)
+    random_exponent = (torch.rand(count, generator=gen) - 0.5) * 8
+    near_one = 1 + (torch.rand(count, generator=gen) - 0.5) * 1e-3
+    huge_exponent = (torch.rand(count, generator=gen) - 0.5) * 4e5
+    return (
+        torch.cat([base.flatten(), random_base, near_one]),
+        torch.cat([exponent.flatten(), random_exponent, huge_exponent]),
+    )
+
+
+def test_pow_float32_matches_eager() -> None:
+    x, y = pow_operands(1 << 16, seed=3)
+    got = run_fused(POW_SOURCE, x, y)
+    want = eager_from_source(POW_SOURCE)(x, y)
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_pow_float32_is_within_one_step_of_double_rounded() -> None:
+    x, y = pow_operands(1 << 18, seed=4)
+    got = run_fused(POW_SOURCE.replace("1.0", "1.0 * 1.0"), x, y)
+    want = torch.pow(x.double(), y.double()).float()
+    ulps = ulps_between(got, want)
+    assert int(ulps.max()) <= 1, (x[ulps > 1][:8], y[ulps > 1][:8], got[ulps > 1][:8])
+    assert int((ulps == 1).sum()) <= x.numel() // 10000
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("exponent", [1.7, -2.5, 0.25])
+def test_pow_of_every_16_bit_value_matches_eager(dtype: torch.dtype, exponent: float) -> None:
+    """Bit for bit. Eager reads a scalar exponent in the tensor's type (float16
+    x ** 1.7 is x ** 1.7002, bfloat16's x ** 1.703125); read as a float it put results
+    up to 23 steps from eager's."""
+    x = every_value(dtype, "cpu")
+    src = f"def f(x):\n    return torch.pow(x * 1.0 * 1.0, {exponent}) + 0.0\n"
+    got = run_fused(src, x)
+    want = eager_from_source(src)(x)
+    assert got.dtype == want.dtype == dtype
+    same = (got.view(torch.int16) == want.view(torch.int16)) | (got.isnan() & want.isnan())
+    assert bool(same.all()), (x[~same][:8], got[~same][:8], want[~same][:8])
+
+
+@pytest.mark.skipif(not host_compiler_is_gcc(), reason="reads GCC's -fopt-info reports")
+@pytest.mark.parametrize("calling", [*OPS, "pow", "all"])
+def test_a_loop_calling_the_functions_vectorizes(calling: str) -> None:
+    """Each alone and all in one loop (where GCC once left the loop scalar for the
+    branches of && in pow). On CPUs GCC does not know its tuning turns gathers off:
+    the trigonometric table's loads must vectorize without them."""
+    names = [*OPS, "pow"] if calling == "all" else [calling]
+    calls = [f"torch.{op}(x * 0.75)" for op in names if op != "pow"]
+    calls += ["torch.pow(x, y)"] if "pow" in names else []
+    before = len(fuser.kernel_sources())
+    run_fused(
+        f"def f(x, y):\n    return {' + '.join(calls)} + y\n", torch.rand(4096), torch.rand(4096)
+    )
+    sources = [s for s in fuser.kernel_sources()[before:] if "__global__" not in s]
+    assert sources, "no CPU kernel was compiled"
+    for source in sources:
+        assert all(f"fx_{op}f(" in source for op in names)
+        lines = source.splitlines()
+        loop = next(i for i, line in enumerate(lines) if "i = fx_begin; i < fx_end" in line)
+        reports = gcc_vector_reports(source, "-fopt-info-vec-optimized")
+        assert any(re.match(rf"kernel\.cpp:{loop + 1}:.*loop vectorized", r) for r in reports)
+
+
+def test_kernels_without_trigonometry_leave_out_its_table() -> None:
+    before = len(fuser.kernel_sources())
+    run_fused(source_of("log").replace("1.0", "0.5625"), torch.rand(64))
+    run_fused(source_of("sin").replace("1.0", "0.5625"), torch.rand(64))
+    sources = fuser.kernel_sources()[before:]
+    log_kernel = next(s for s in sources if "fx_logf(" in s and "__global__" not in s)
+    sin_kernel = next(s for s in sources if "fx_sinf(" in s and "__global__" not in s)
+    assert "fx_two_over_pi" not in log_kernel and "fx_two_over_pi" in sin_kernel
+
+
+def test_the_table_is_what_its_generator_prints() -> None:
+    table = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "two_over_pi_table.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert table.count("\n") == 106
+    assert table in (ROOT / "csrc" / "codegen" / "cpp_trig_prelude.h").read_text()
+
+
+def test_double_tensors_match_eager() -> None:
+    """float64 kernels still call libm (the vector forms are float's)."""
+    x = float_sample(1 << 12, seed=7).double()
+    got = run_fused(source_of("sin"), x)
+    want = eager_from_source(source_of("sin"))(x)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    base, exponent = (t.double() for t in pow_operands(1 << 12, seed=8))
+    got = run_fused(POW_SOURCE, base, exponent)
+    want = eager_from_source(POW_SOURCE)(base, exponent)
+    torch.testing.assert_close(got, want, equal_nan=True)
