@@ -34,17 +34,16 @@ FX_INLINE double fx_log_pos(double v) {
   p = p * z + 2.0 / 3;
   return ed * 0x1.62e42fefa39efp-1 + (2.0 * s + s * z * p);
 }
-FX_INLINE double fx_log_special(float x, double r) {
-  // x <= 0, inf, NaN: r was computed from a stand-in and is replaced here.
-  const float inf = __builtin_inff();
-  r = x == inf ? (double)inf : r;
-  r = x == 0.0f ? -(double)inf : r;
-  r = x < 0.0f ? (double)__builtin_nanf("") : r;
-  return x != x ? (double)x : r;
+// log's value at u <= 0, +inf and NaN without a select (GCC 13 leaves a loop with a
+// chain of selects on one variable as branches, which it does not vectorize): u + sqrt(u)
+// is inf at inf, NaN below 0 and at NaN, and 1 / u^2 turns 0 (either sign) into -inf.
+FX_INLINE float fx_log_of_non_positive(float u) {
+  return u + __builtin_sqrtf(u) - 1.0f / (u * u);
 }
 FX_INLINE double fx_logf_wide(float x) {
-  const bool ordinary = x > 0.0f && x < __builtin_inff();
-  return fx_log_special(x, fx_log_pos(ordinary ? (double)x : 1.0));
+  const bool ordinary = (x > 0.0f) & (x < __builtin_inff());
+  const double r = fx_log_pos(ordinary ? (double)x : 1.0);
+  return ordinary ? r : (double)fx_log_of_non_positive(x);
 }
 FX_INLINE float fx_logf(float x) { return (float)fx_logf_wide(x); }
 FX_INLINE float fx_log2f(float x) { return (float)(fx_logf_wide(x) * 0x1.71547652b82fep0); }
@@ -54,14 +53,11 @@ FX_INLINE float fx_log10f(float x) { return (float)(fx_logf_wide(x) * 0x1.bcb7b1
 // x - x^2 / 2 (the next term is below double's precision).
 FX_INLINE float fx_log1pf(float x) {
   const double xd = x;
-  const bool ordinary = x > -1.0f && x < __builtin_inff();
+  const bool ordinary = (x > -1.0f) & (x < __builtin_inff());
   double r = fx_log_pos(ordinary ? 1.0 + xd : 2.0);
   r = __builtin_fabsf(x) < 0x1p-29f ? xd - 0.5 * xd * xd : r;
-  const float inf = __builtin_inff();
-  r = x == inf ? (double)inf : r;
-  r = x == -1.0f ? -(double)inf : r;
-  r = x < -1.0f ? (double)__builtin_nanf("") : r;
-  return (float)(x != x ? xd : r);
+  // 1 + x in float is exact where it matters here: 0 at -1, below 0 below it.
+  return ordinary ? (float)r : fx_log_of_non_positive(1.0f + x);
 }
 // e^r and 2^k for the double forms below: t = k ln2 + r, |r| <= ln2 / 2, e^r - 1 by
 // Taylor to r^12 (1e-15). k comes back as a double; 2^k through its bits, for k within
@@ -97,7 +93,8 @@ FX_INLINE float fx_expm1f(float x) {
   const double em1 = fx_exp_d_minus_one(xd, &k);
   const double two_k = fx_pow2_d(k);
   const double y = two_k * em1 + (two_k - 1.0);
-  return (float)(x != x ? (double)x : y);
+  // expm1 keeps x's sign: -0 gives -0 (the sum above gives +0); NaN stays NaN.
+  return __builtin_copysignf((float)y, x);
 }
 // x^y for floats: exp(y log|x|) in double, whose error (1e-11 at most where the result
 // is a float) rounds away, and C99's special cases, as eager's vectorized pow gives them:
