@@ -245,7 +245,10 @@ FX_INLINE float fx_exp_reduced(float xc, int* k_out) {
 // 2^k is applied in two halves, so results into the subnormal range stay right and
 // x >= 89 overflows to inf by itself. Below -104 the result rounds to 0: those lanes
 // compute exp(0) and select 0, since a product that underflows takes a microcode assist
-// on x86 (a causal mask's -inf made a masked softmax 4x slower than a plain one).
+// on x86 (a causal mask's -inf made a masked softmax 4x slower than a plain one). The 0
+// is a mask on e's bits, not a select: GCC carried a select's condition into a caller's
+// own comparisons of the result (log1p's in softplus) as selects between masks, which it
+// does not vectorize.
 FX_INLINE float fx_expf(float x) {
   const bool zero = x < -104.0f;
   float xc = x > 89.0f ? 89.0f : x;
@@ -254,7 +257,8 @@ FX_INLINE float fx_expf(float x) {
   float y = fx_exp_reduced(xc, &k);
   int k1 = k >> 1;
   const float e = y * fx_pow2i(k1) * fx_pow2i(k - k1);
-  return zero ? 0.0f : e;
+  const uint32_t keep = (uint32_t)0 - (uint32_t)!zero;  // NaN keeps its bits
+  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, e) & keep);
 }
 // exp for x <= 0 where results below float's normal range may read as 0: erf and tanh
 // add them to 1, which absorbs anything below 2^-25. One scaling and one clamp instead

@@ -203,7 +203,8 @@ FX_INLINE float fx_sigmoid_half(float x) {
   return fmaf(r, fmaf(-d, r, 1.0f), r);
 }
 FX_INLINE float fx_tanhf(float x) { return tanhf(x); }
-// The C++ kernels' vectorizable forms (cpp_vector_math.h) are CUDA's library functions.
+// The C++ kernels' vectorizable forms (cpp_vector_math.h, cpp_trig_prelude.h) are CUDA's
+// library functions here.
 FX_INLINE float fx_logf(float x) { return logf(x); }
 FX_INLINE float fx_log2f(float x) { return log2f(x); }
 FX_INLINE float fx_log10f(float x) { return log10f(x); }

@@ -72,6 +72,12 @@ class Formatter {
     return std::string(name) + (f32_ ? "f" : "") + "(" + args + ")";
   }
   std::string math1(const char* name) const { return math(name, a()); }
+  // The preludes' own float form fx_namef (vectorizable on the CPU: cpp_prelude.h,
+  // cpp_vector_math.h, cpp_trig_prelude.h; on the GPU cuda_prelude.h's), the C library's
+  // for double.
+  std::string ownFloatMath(const char* name, const std::string& args) const {
+    return f32_ ? "fx_" + std::string(name) + "f(" + args + ")" : math(name, args);
+  }
 
   bool plainConstant(int n) const {
     const Expr& c = k_.exprs[e_.args[n]];
@@ -176,24 +182,24 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::Reciprocal: return f.wrap("1 / " + f.a());
     case IrOp::Sqrt: return f.math1("sqrt");
     case IrOp::Rsqrt: return f.wrap("1 / " + f.math1("sqrt"));
-    case IrOp::Exp: return f32 ? "fx_expf(" + f.a() + ")" : f.math1("exp");
-    case IrOp::Expm1: return f32 ? "fx_expm1f(" + f.a() + ")" : f.math1("expm1");
-    case IrOp::Log: return f32 ? "fx_logf(" + f.a() + ")" : f.math1("log");
-    case IrOp::Log1p: return f32 ? "fx_log1pf(" + f.a() + ")" : f.math1("log1p");
-    case IrOp::Log2: return f32 ? "fx_log2f(" + f.a() + ")" : f.math1("log2");
-    case IrOp::Log10: return f32 ? "fx_log10f(" + f.a() + ")" : f.math1("log10");
-    case IrOp::Sin: return f32 ? "fx_sinf(" + f.a() + ")" : f.math1("sin");
-    case IrOp::Cos: return f32 ? "fx_cosf(" + f.a() + ")" : f.math1("cos");
-    case IrOp::Tan: return f32 ? "fx_tanf(" + f.a() + ")" : f.math1("tan");
+    case IrOp::Exp: return f.ownFloatMath("exp", f.a());
+    case IrOp::Expm1: return f.ownFloatMath("expm1", f.a());
+    case IrOp::Log: return f.ownFloatMath("log", f.a());
+    case IrOp::Log1p: return f.ownFloatMath("log1p", f.a());
+    case IrOp::Log2: return f.ownFloatMath("log2", f.a());
+    case IrOp::Log10: return f.ownFloatMath("log10", f.a());
+    case IrOp::Sin: return f.ownFloatMath("sin", f.a());
+    case IrOp::Cos: return f.ownFloatMath("cos", f.a());
+    case IrOp::Tan: return f.ownFloatMath("tan", f.a());
     case IrOp::Asin: return f.math1("asin");
     case IrOp::Acos: return f.math1("acos");
     case IrOp::Atan: return f.math1("atan");
     case IrOp::Sinh: return f.math1("sinh");
     case IrOp::Cosh: return f.math1("cosh");
-    case IrOp::Tanh: return f32 ? "fx_tanhf(" + f.a() + ")" : f.math1("tanh");
+    case IrOp::Tanh: return f.ownFloatMath("tanh", f.a());
     case IrOp::Sigmoid: return (f32 ? "fx_sigmoidf(" : "fx_sigmoidd(") + f.a() + ")";
     case IrOp::SigmoidHalf: return "fx_sigmoid_half(" + f.a() + ")";
-    case IrOp::Erf: return f32 ? "fx_erff(" + f.a() + ")" : f.math1("erf");
+    case IrOp::Erf: return f.ownFloatMath("erf", f.a());
     case IrOp::Erfc: return f.math1("erfc");
     case IrOp::Floor: return fp ? f.math1("floor") : f.a();
     case IrOp::Ceil: return fp ? f.math1("ceil") : f.a();
@@ -214,9 +220,7 @@ std::string formatExpr(const Kernel& k, const Expr& e,
       if (is_bool) return "(" + f.a() + " && " + f.b() + ")";
       return f.wrap(wide_int ? f.unsignedArg(0) + " * " + f.unsignedArg(1) : f.a() + " * " + f.b());
     case IrOp::Div: return fp ? f.wrap(f.a() + " / " + f.b()) : f.tmpl("fx_idiv", f.ab() + ", fx_error");
-    case IrOp::Pow:
-      if (f32) return "fx_powf(" + f.ab() + ")";
-      return fp ? f.math("pow", f.ab()) : f.tmpl("fx_ipow", f.ab());
+    case IrOp::Pow: return fp ? f.ownFloatMath("pow", f.ab()) : f.tmpl("fx_ipow", f.ab());
     case IrOp::Atan2: return f.math("atan2", f.ab());
     case IrOp::Fmod: return fp ? f.math("fmod", f.ab()) : f.tmpl("fx_imod", f.ab() + ", fx_error");
     case IrOp::Remainder:

@@ -127,16 +127,18 @@ Operand lowerNeg(IrBuilder& b, const Args& a) {
 }
 
 // x ** exponent with a scalar exponent. Eager computes the exponents below without pow,
-// so do we (same rounding), and refuses negative integer powers of integers. Its kernels
-// read the exponent in the result's type: float16 x ** 1.7 is x ** 1.7002 (bfloat16:
-// 1.703125), and x ** 2.001 a square in bfloat16.
+// so do we (same rounding), and refuses negative integer powers of integers. Which
+// shortcut it takes: sqrt, rsqrt and the reciprocal for the scalar exactly as given
+// (0.5, -0.5, -1), the products for it as its kernel reads it, in the result's type for
+// float16 and bfloat16 (bfloat16 x ** 2.001 is a square); pow itself takes the
+// exponent so rounded too (float16 x ** 1.7 is x ** 1.7002, bfloat16's x ** 1.703125).
 Operand lowerPowTensorScalar(IrBuilder& b, const Args& a) {
   const Operand& self = a[0];
   const Operand& exponent = a[1];
   ScalarType t = resultType({self, exponent});
   ExprId x = castTo(b, self, t);
-  std::optional<double> e = constantNumber(exponent);
-  if (e) e = roundedTo(*e, t);
+  const std::optional<double> given = constantNumber(exponent);
+  const std::optional<double> e = given ? std::optional(roundedTo(*given, t)) : std::nullopt;
   if (e && isIntegral(t)) {
     TORCH_CHECK(*e >= 0, "Integers to negative integer powers are not allowed.");
   }
@@ -162,17 +164,29 @@ Operand lowerPowTensorScalar(IrBuilder& b, const Args& a) {
     return b.select(b.binary(IrOp::Eq, x, minus_inf), inf, root);
   };
   const bool root_by_pow = b.device() == c10::DeviceType::CPU && t == ScalarType::Half;
-  if (e && c10::isFloatingType(t) && root_by_pow) {
-    if (*e == 0.5) return result(powRoot());
-    if (*e == -0.5) return result(b.unary(IrOp::Reciprocal, powRoot()));
+  if (given && c10::isFloatingType(t) && root_by_pow) {
+    if (*given == 0.5) return result(powRoot());
+    if (*given == -0.5) return result(b.unary(IrOp::Reciprocal, powRoot()));
   }
-  if (e && c10::isFloatingType(t)) {
-    if (*e == 0.5) return result(b.unary(IrOp::Sqrt, x));
-    if (*e == -0.5) return result(b.unary(IrOp::Rsqrt, x));
-    if (*e == -1) return result(b.unary(IrOp::Reciprocal, x));
-    if (*e == -2) return result(b.unary(IrOp::Reciprocal, square()));
+  if (given && c10::isFloatingType(t)) {
+    if (*given == 0.5) return result(b.unary(IrOp::Sqrt, x));
+    if (*given == -0.5) return result(b.unary(IrOp::Rsqrt, x));
+    if (*given == -1) return result(b.unary(IrOp::Reciprocal, x));
   }
-  return result(b.binary(IrOp::Pow, x, castTo(b, exponent, t)));
+  if (e && c10::isFloatingType(t) && *e == -2) {
+    return result(b.unary(IrOp::Reciprocal, square()));
+  }
+  ExprId power = b.binary(IrOp::Pow, x, castTo(b, exponent, t));
+  // An exponent known only at run time: eager's roots as it chooses them, by the value
+  // given (pow differs from sqrt at -0 and -inf). The products agree with pow but for
+  // rounding, and the reciprocal with pow exactly.
+  if (!given && c10::isFloatingType(t) && c10::isFloatingType(exponent.dtype) && !root_by_pow) {
+    const ScalarType g = b.typeOf(exponent.expr);
+    auto is = [&](double v) { return b.binary(IrOp::Eq, exponent.expr, b.constant(v, g)); };
+    power = b.select(is(-0.5), b.unary(IrOp::Rsqrt, x), power);
+    power = b.select(is(0.5), b.unary(IrOp::Sqrt, x), power);
+  }
+  return result(power);
 }
 
 // eager: square(x) = pow(x, 2), so a bool tensor squares to int64.

@@ -17,10 +17,10 @@ from helpers import (
     eager_from_source,
     host_compiler_is_gcc,
     missing_vector_types,
+    run_fused,
     run_optimized,
     script_from_source,
 )
-from helpers import run_fused as fused
 
 # Constants of their own keep these kernels' text apart from other tests' (a source the
 # process compiled before is found in memory and not listed again).
@@ -41,7 +41,7 @@ def causal_mask(t: int) -> torch.Tensor:
 @pytest.mark.parametrize("t", [1, 7, 128, 300])
 def test_causal_masked_softmax_matches_eager(t: int) -> None:
     att, mask = torch.randn(2, 3, t, t), causal_mask(t)
-    got = fused(MASKED_SOFTMAX, att, mask)
+    got = run_fused(MASKED_SOFTMAX, att, mask)
     want = eager_from_source(MASKED_SOFTMAX)(att, mask)
     torch.testing.assert_close(got, want)
     assert got.stride() == want.stride()
@@ -50,7 +50,7 @@ def test_causal_masked_softmax_matches_eager(t: int) -> None:
 def test_a_mask_selects_and_is_stored_as_eager() -> None:
     """A bool input read through where and a bool output: bytes of 0 and 1 both ways."""
     att, mask = torch.randn(4, 33, 65), torch.rand(4, 1, 65) < 0.5
-    got = fused(MASKED_SCALE, att, mask)
+    got = run_fused(MASKED_SCALE, att, mask)
     want = eager_from_source(MASKED_SCALE)(att, mask)
     assert torch.equal(got[0], want[0])
     assert got[1].dtype == torch.bool and torch.equal(got[1], want[1])
@@ -62,7 +62,7 @@ def test_a_mask_of_bytes_past_one_reads_as_eager_reads_it() -> None:
     and so does the byte load's cast."""
     att = torch.randn(4, 33, 65)
     mask = torch.randint(0, 4, (4, 1, 65), dtype=torch.uint8).view(torch.bool)
-    got = fused(MASKED_SCALE.replace("0.3125", "0.65625"), att, mask)
+    got = run_fused(MASKED_SCALE.replace("0.3125", "0.65625"), att, mask)
     want = eager_from_source(MASKED_SCALE.replace("0.3125", "0.65625"))(att, mask)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
@@ -88,7 +88,7 @@ def test_exp_below_its_range_is_zero_and_above_it_matches_eager() -> None:
         [float("-inf"), -1e30, -200.0, -104.5, -104.0, -103.97, -103.0, -95.0, -87.5, -87.0]
         + [0.0, 1.0, 88.5, 89.5, float("inf"), float("nan")]
     )
-    got = fused("def f(x):\n    return torch.exp(x * 1.0) + 0.0\n", x)
+    got = run_fused("def f(x):\n    return torch.exp(x * 1.0) + 0.0\n", x)
     want = torch.exp(x)
     assert torch.equal(got[:4], torch.zeros(4))
     torch.testing.assert_close(got, want, rtol=2e-6, atol=0.0, equal_nan=True)
