@@ -38,7 +38,14 @@ OPS: dict[str, tuple[str, float, float]] = {
     "sigmoid": ("torch.sigmoid(x)", -10.0, 10.0),
     "gelu": ("torch.nn.functional.gelu(x)", -10.0, 10.0),
     "atan": ("torch.atan(x)", -10.0, 10.0),
+    "asin": ("torch.asin(x)", -1.0, 1.0),
+    "acos": ("torch.acos(x)", -1.0, 1.0),
+    "sinh": ("torch.sinh(x)", -10.0, 10.0),
+    "cosh": ("torch.cosh(x)", -10.0, 10.0),
+    "atan2": ("torch.atan2(x, y)", -10.0, 10.0),
     "floor_divide": ("torch.floor_divide(x, 0.37)", -10.0, 10.0),
+    "remainder": ("torch.remainder(x, 0.37)", -10.0, 10.0),
+    "fmod": ("torch.fmod(x, y)", -10.0, 10.0),
 }
 
 

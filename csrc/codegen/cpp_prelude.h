@@ -303,8 +303,8 @@ FX_INLINE float fx_erff(float x) {
   return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, r) ^ sign);
 }
 
-// The math the shared helpers (common_prelude.h) need, in C++'s spelling.
-FX_INLINE float fx_fmod(float a, float b) { return fmodf(a, b); }
+// The math the shared helpers (common_prelude.h) need, in C++'s spelling (float fmod is
+// the vector math's fx_fmodf).
 FX_INLINE double fx_fmod(double a, double b) { return fmod(a, b); }
 FX_INLINE float fx_floor(float a) { return floorf(a); }
 FX_INLINE double fx_floor(double a) { return floor(a); }

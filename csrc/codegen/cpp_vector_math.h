@@ -1,10 +1,12 @@
-// Vectorizable float log, log2, log10, log1p, expm1 and pow for the generated C++
-// kernels. libm's are scalar calls, so a loop calling one ran element by element, 2-10x
-// slower than eager's Sleef kernels on 2^20 floats. These widen to double, where the
-// reductions and series are exact enough that the float result is correctly rounded but
-// where the exact value lies within about 1e-13 (relative) of a midpoint between floats
-// (log, log2 and expm1: no such float found among all 2^32; test_vector_math.py checks a
-// sample), and use only operations AVX2 vectorizes (no int64 conversions).
+// Vectorizable float log, log2, log10, log1p, expm1, pow, fmod, atan, asin, acos, atan2,
+// sinh and cosh for the generated C++ kernels. libm's are scalar calls, so a loop calling
+// one ran element by element, 2-13x slower than eager's Sleef kernels on 2^20 floats.
+// These widen to double, where the reductions and series are exact enough that the float
+// result is correctly rounded but where the exact value lies within about 1e-13
+// (relative) of a midpoint between floats (log, log2, expm1: no such float found among
+// all 2^32; atan, asin, acos, sinh, cosh: none in a 1/16 sample; fmod is exact;
+// test_vector_math.py checks samples), and use only operations AVX2 vectorizes (no int64
+// conversions).
 #pragma once
 
 namespace fuser::codegen {
@@ -127,6 +129,109 @@ FX_INLINE float fx_powf(float x, float y) {
   r = ay == inf ? (ax == 1.0f ? 1.0f : ((ax - 1.0f) * y > 0.0f ? inf : 0.0f)) : r;
   r = (x != x) | (y != y) ? x + y : r;
   return (y == 0.0f) | (x == 1.0f) ? 1.0f : r;
+}
+// fmod for floats, exact as libm's is and vectorizable (fmodf is a scalar call: a fused
+// floor_divide ran 8x slower than eager). In double, r = |a| loses q |b| per step, q the
+// truncated quotient cut to its top 29 bits: q |b| is exact (29 + 24 bits), and so is the
+// difference, which is a float-grid value of at most 26 bits. Each step shrinks r by 2^28
+// until the quotient fits 29 bits; the quotient of two floats is below 2^278, so ten
+// steps end with r within 2^-22 |b| of [0, |b|), put there by one add or subtract.
+FX_INLINE float fx_fmodf(float a, float b) {
+  const float inf = __builtin_inff();
+  const float aa = __builtin_fabsf(a), ab = __builtin_fabsf(b);
+  const bool ordinary = (aa < inf) & (ab > 0.0f) & (ab < inf);
+  const double d = ordinary ? (double)ab : 1.0;
+  const double inv = 1.0 / d;
+  double r = ordinary ? (double)aa : 0.0;
+  for (int step = 0; step < 10; ++step) {
+    const double q = __builtin_trunc(r * inv);
+    r = r - fx_d_from_bits(fx_bits_of(q) & ~0xffffffull) * d;
+  }
+  r = r < 0.0 ? r + d : r;
+  r = r >= d ? r - d : r;
+  const float result = __builtin_copysignf((float)r, a);
+  // b = +-inf leaves a finite a as it is; NaNs, an infinite a and b = 0 give NaN.
+  const float special = (ab == inf) & (aa < inf) ? a : __builtin_nanf("");
+  return ordinary ? result : special;
+}
+FX_INLINE float fx_fmod(float a, float b) { return fx_fmodf(a, b); }
+// atan of a double t >= 0 (+inf included) to about 1e-16, as n / d: past 1, atan t =
+// pi/2 - atan(1/t); then past tan(pi/12), atan u = pi/6 + atan v by the arctangent
+// addition rule, v = (u sqrt3 - 1) / (u + sqrt3), so |v| <= tan(pi/12) and atan's
+// series to v^23 converges to double's precision. One division, and only two-way
+// selects: GCC 13 kept a three-deep chain of selects here as branches, leaving a loop
+// that also called log scalar.
+FX_INLINE double fx_atan_nonneg(double t) {
+  const double root3 = 0x1.bb67ae8584caap0;
+  const bool past1 = t > 1.0;
+  const double n = past1 ? 1.0 : t, d = past1 ? t : 1.0;
+  const bool past_pi_12 = n > 0x1.126145e9ecd56p-2 * d;
+  const double num = past_pi_12 ? n * root3 - d : n;
+  const double den = past_pi_12 ? n + d * root3 : d;
+  const double v = num / den;
+  const double z = v * v;
+  double p = -1.0 / 23;
+  p = p * z + 1.0 / 21;
+  p = p * z - 1.0 / 19;
+  p = p * z + 1.0 / 17;
+  p = p * z - 1.0 / 15;
+  p = p * z + 1.0 / 13;
+  p = p * z - 1.0 / 11;
+  p = p * z + 1.0 / 9;
+  p = p * z - 1.0 / 7;
+  p = p * z + 1.0 / 5;
+  p = p * z - 1.0 / 3;
+  double a = v + v * z * p;
+  a = past_pi_12 ? 0x1.0c152382d7365p-1 + a : a;  // pi/6
+  return past1 ? 0x1.921fb54442d18p0 - a : a;     // pi/2
+}
+// Inverse trigonometric functions of floats through fx_atan_nonneg; their arguments are
+// exact or within 1e-16 in double. x's sign is put back by copysign, so -0 stays -0 and
+// a NaN stays NaN.
+FX_INLINE float fx_atanf(float x) {
+  return __builtin_copysignf((float)fx_atan_nonneg(__builtin_fabs((double)x)), x);
+}
+// asin x = atan(|x| / sqrt((1 - x)(1 + x))): |x| = 1 gives atan(inf), |x| > 1 a NaN.
+FX_INLINE float fx_asinf(float x) {
+  const double ax = __builtin_fabs((double)x);
+  return __builtin_copysignf((float)fx_atan_nonneg(ax / __builtin_sqrt((1.0 - ax) * (1.0 + ax))), x);
+}
+// acos x = 2 atan(sqrt((1 - x) / (1 + x))), with no cancellation near either end.
+FX_INLINE float fx_acosf(float x) {
+  const double xd = x;
+  return (float)(2.0 * fx_atan_nonneg(__builtin_sqrt((1.0 - xd) / (1.0 + xd))));
+}
+// atan2(y, x) = atan(|y| / |x|), reflected to pi minus it where x's sign bit is set, with
+// y's sign. Both zero read as 0 / 1 and both infinite as 1 / 1, which give C99's values
+// (+-0 or +-pi; +-pi/4 or +-3pi/4).
+FX_INLINE float fx_atan2f(float y, float x) {
+  const double ay = __builtin_fabs((double)y), ax = __builtin_fabs((double)x);
+  const bool both_zero = (ay == 0.0) & (ax == 0.0);
+  const bool both_inf = (ay == __builtin_inf()) & (ax == __builtin_inf());
+  const double num = both_inf ? 1.0 : ay;
+  const double den = both_inf | both_zero ? 1.0 : ax;
+  const double a = fx_atan_nonneg(num / den);
+  const double r = __builtin_copysign(1.0, (double)x) < 0.0 ? 0x1.921fb54442d18p1 - a : a;
+  return __builtin_copysignf((float)r, y);
+}
+// sinh and cosh from E = e^|x| - 1 in double (fx_exp_d_minus_one, exact for small |x|
+// where e^|x| - e^-|x| would cancel): sinh = (E + E / (E + 1)) / 2, cosh = (E + 1 +
+// 1 / (E + 1)) / 2. |x| is clamped to 100, past float's range (NaN passes the clamp).
+FX_INLINE double fx_exp_abs_minus_one(float x) {
+  double ax = __builtin_fabs((double)x);
+  ax = ax > 100.0 ? 100.0 : ax;
+  double k;
+  const double em1 = fx_exp_d_minus_one(ax, &k);
+  const double two_k = fx_pow2_d(k);
+  return two_k * em1 + (two_k - 1.0);
+}
+FX_INLINE float fx_sinhf(float x) {
+  const double e = fx_exp_abs_minus_one(x);
+  return __builtin_copysignf((float)(0.5 * (e + e / (e + 1.0))), x);
+}
+FX_INLINE float fx_coshf(float x) {
+  const double e1 = fx_exp_abs_minus_one(x) + 1.0;
+  return (float)(0.5 * (e1 + 1.0 / e1));
 }
 )FUSER";
 

@@ -215,6 +215,13 @@ FX_INLINE float fx_cosf(float x) { return cosf(x); }
 FX_INLINE float fx_tanf(float x) { return tanf(x); }
 FX_INLINE float fx_powf(float x, float y) { return powf(x, y); }
 FX_INLINE float fx_erff(float x) { return erff(x); }
+FX_INLINE float fx_atanf(float x) { return atanf(x); }
+FX_INLINE float fx_asinf(float x) { return asinf(x); }
+FX_INLINE float fx_acosf(float x) { return acosf(x); }
+FX_INLINE float fx_atan2f(float y, float x) { return atan2f(y, x); }
+FX_INLINE float fx_sinhf(float x) { return sinhf(x); }
+FX_INLINE float fx_coshf(float x) { return coshf(x); }
+FX_INLINE float fx_fmodf(float a, float b) { return fmodf(a, b); }
 
 )FUSER";
 

@@ -191,11 +191,11 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::Sin: return f.ownFloatMath("sin", f.a());
     case IrOp::Cos: return f.ownFloatMath("cos", f.a());
     case IrOp::Tan: return f.ownFloatMath("tan", f.a());
-    case IrOp::Asin: return f.math1("asin");
-    case IrOp::Acos: return f.math1("acos");
-    case IrOp::Atan: return f.math1("atan");
-    case IrOp::Sinh: return f.math1("sinh");
-    case IrOp::Cosh: return f.math1("cosh");
+    case IrOp::Asin: return f.ownFloatMath("asin", f.a());
+    case IrOp::Acos: return f.ownFloatMath("acos", f.a());
+    case IrOp::Atan: return f.ownFloatMath("atan", f.a());
+    case IrOp::Sinh: return f.ownFloatMath("sinh", f.a());
+    case IrOp::Cosh: return f.ownFloatMath("cosh", f.a());
     case IrOp::Tanh: return f.ownFloatMath("tanh", f.a());
     case IrOp::Sigmoid: return (f32 ? "fx_sigmoidf(" : "fx_sigmoidd(") + f.a() + ")";
     case IrOp::SigmoidHalf: return "fx_sigmoid_half(" + f.a() + ")";
@@ -221,8 +221,8 @@ std::string formatExpr(const Kernel& k, const Expr& e,
       return f.wrap(wide_int ? f.unsignedArg(0) + " * " + f.unsignedArg(1) : f.a() + " * " + f.b());
     case IrOp::Div: return fp ? f.wrap(f.a() + " / " + f.b()) : f.tmpl("fx_idiv", f.ab() + ", fx_error");
     case IrOp::Pow: return fp ? f.ownFloatMath("pow", f.ab()) : f.tmpl("fx_ipow", f.ab());
-    case IrOp::Atan2: return f.math("atan2", f.ab());
-    case IrOp::Fmod: return fp ? f.math("fmod", f.ab()) : f.tmpl("fx_imod", f.ab() + ", fx_error");
+    case IrOp::Atan2: return f.ownFloatMath("atan2", f.ab());
+    case IrOp::Fmod: return fp ? f.ownFloatMath("fmod", f.ab()) : f.tmpl("fx_imod", f.ab() + ", fx_error");
     case IrOp::Remainder:
       return fp ? f.tmpl("fx_fremainder", f.ab()) : f.tmpl("fx_iremainder", f.ab() + ", fx_error");
     case IrOp::FloorDiv:

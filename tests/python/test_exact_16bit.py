@@ -8,6 +8,8 @@ Not listed, because eager's own functions differ from the C library's in the las
 bit and a few rounded values show it: on the CPU (vectorized SLEEF functions) tanh,
 sin, asin, erf, gelu, mish, atan2, bfloat16 sinh and cosh; on CUDA exp2 (eager's exp2f,
 ours pow). Nor floor division, whose formula in eager rounds otherwise near ties, nor
+fmod and remainder on the CPU, where eager's bfloat16 is NaN for quotients past float's
+range (ours exact: test_vector_math.py), nor
 a scalar with alpha on CUDA (x - 0.7 * 0.3: eager's FMA leaves the product unrounded;
 two float16 values differ)."""
 
