@@ -59,16 +59,17 @@ template <typename T> FX_INLINE T fx_iremainder(T a, T b, int32_t* err) {
 #endif
 // Eager's floating remainder and floor division, written as selects (no && and no
 // branches) so that GCC vectorizes a loop calling them. "r is nonzero and its sign is not
-// b's" is r * b < 0 in double (exact in sign, no underflow); as sign comparisons, GCC 12
-// shared b < 0 with pow's y < 0 in one loop and then vectorized neither.
+// b's" is copysign(r, b) != r (false for zeros, true for NaN, which stays NaN); as sign
+// comparisons, GCC 12 shared b < 0 with pow's y < 0 in one loop and then vectorized
+// neither, and a product r * b underflows in double.
 template <typename T> FX_INLINE T fx_fremainder(T a, T b) {
   T r = fx_fmod(a, b);
-  return (double)r * (double)b < 0.0 ? r + b : r;
+  return fx_copysign(r, b) != r ? r + b : r;
 }
 template <typename T> FX_INLINE T fx_ffloordiv(T a, T b) {
   T mod = fx_fmod(a, b);
   T div = (a - mod) / b;
-  div = (double)mod * (double)b < 0.0 ? div - 1 : div;
+  div = fx_copysign(mod, b) != mod ? div - 1 : div;
   T fl = fx_floor(div);
   fl = div - fl > T(0.5) ? fl + 1 : fl;
   fl = div == 0 ? fx_copysign(T(0), a / b) : fl;

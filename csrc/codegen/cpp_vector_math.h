@@ -133,7 +133,7 @@ FX_INLINE float fx_powf(float x, float y) {
 // fmod for floats, exact as libm's is and vectorizable (fmodf is a scalar call: a fused
 // floor_divide ran 8x slower than eager). In double, r = |a| loses q |b| per step, q the
 // truncated quotient cut to its top 29 bits: q |b| is exact (29 + 24 bits), and so is the
-// difference, which is a float-grid value of at most 26 bits. Each step shrinks r by 2^28
+// difference, which has at most 26 significant bits. Each step shrinks r by at least 2^28
 // until the quotient fits 29 bits; the quotient of two floats is below 2^278, so ten
 // steps end with r within 2^-22 |b| of [0, |b|), put there by one add or subtract.
 FX_INLINE float fx_fmodf(float a, float b) {
@@ -155,7 +155,7 @@ FX_INLINE float fx_fmodf(float a, float b) {
   return ordinary ? result : special;
 }
 FX_INLINE float fx_fmod(float a, float b) { return fx_fmodf(a, b); }
-// atan of a double t >= 0 (+inf included) to about 1e-16, as n / d: past 1, atan t =
+// atan of a double t >= 0 (+inf included) to about 1e-15, as n / d: past 1, atan t =
 // pi/2 - atan(1/t); then past tan(pi/12), atan u = pi/6 + atan v by the arctangent
 // addition rule, v = (u sqrt3 - 1) / (u + sqrt3), so |v| <= tan(pi/12) and atan's
 // series to v^23 converges to double's precision. One division, and only two-way
@@ -194,7 +194,8 @@ FX_INLINE float fx_atanf(float x) {
 // asin x = atan(|x| / sqrt((1 - x)(1 + x))): |x| = 1 gives atan(inf), |x| > 1 a NaN.
 FX_INLINE float fx_asinf(float x) {
   const double ax = __builtin_fabs((double)x);
-  return __builtin_copysignf((float)fx_atan_nonneg(ax / __builtin_sqrt((1.0 - ax) * (1.0 + ax))), x);
+  const double t = ax / __builtin_sqrt((1.0 - ax) * (1.0 + ax));
+  return __builtin_copysignf((float)fx_atan_nonneg(t), x);
 }
 // acos x = 2 atan(sqrt((1 - x) / (1 + x))), with no cancellation near either end.
 FX_INLINE float fx_acosf(float x) {

@@ -1,7 +1,7 @@
 """The C++ kernels' own float log, log2, log10, log1p, expm1, sin, cos, tan, atan, asin,
 acos, sinh, cosh, pow, atan2 and fmod (through which remainder and floor division)
 (codegen/cpp_vector_math.h, cpp_trig_prelude.h). With libm's scalar calls a loop
-calling one ran element by element, 2-12x slower than eager's vectorized kernels; these
+calling one ran element by element, 2-13x slower than eager's vectorized kernels; these
 widen to double and vectorize, and round to float correctly but in rare cases (fmod:
 always exact)."""
 
@@ -350,16 +350,29 @@ def two_argument_source(op: str) -> str:
 
 def quotient_operands(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every pair of the special floats; random bits against random bits (quotients of
-    every size, up to 2^277, and subnormal divisors); and small integers and decimals,
-    whose quotients are near integers (where a remainder's last step turns)."""
+    every size and subnormal divisors); the largest quotients, up to 2^277: large
+    dividends over subnormal divisors with random mantissas (fmod takes all ten of its
+    steps there; nine leave some wrong); and small integers and decimals, whose quotients
+    are near integers (where a remainder's last step turns)."""
     specials = torch.cat([special_floats(), torch.tensor([2.5, 3.0, -3.0, 0.1, 7.0])])
     x, y = torch.meshgrid(specials, specials, indexing="ij")
     gen = torch.Generator().manual_seed(seed)
     bits = torch.randint(-(2**31), 2**31, (2, count), dtype=torch.int64, generator=gen)
     random_x, random_y = bits.to(torch.int32).view(torch.float32)
+    mantissas = torch.randint(1, 1 << 23, (2, count), dtype=torch.int64, generator=gen)
+    exponents = torch.randint(224, 255, (count,), dtype=torch.int64, generator=gen)
+    signs = torch.randint(0, 2, (2, count), dtype=torch.int64, generator=gen) << 31
+    large_x = (signs[0] | exponents << 23 | mantissas[0]).to(torch.int32).view(torch.float32)
+    # Subnormal divisors of every width down to a few bits (odd, so not powers of two).
+    widths = torch.randint(1, 24, (count,), dtype=torch.int64, generator=gen)
+    subnormal = (mantissas[1] >> (23 - widths)) | 1
+    subnormal_y = (signs[1] | subnormal).to(torch.int32).view(torch.float32)
     small_x = torch.randint(-1000, 1001, (count,), generator=gen).float() / 10
     small_y = torch.randint(-20, 21, (count,), generator=gen).float() / 4
-    return torch.cat([x.flatten(), random_x, small_x]), torch.cat([y.flatten(), random_y, small_y])
+    return (
+        torch.cat([x.flatten(), random_x, large_x, small_x]),
+        torch.cat([y.flatten(), random_y, subnormal_y, small_y]),
+    )
 
 
 @pytest.mark.parametrize("op", TWO_ARGUMENT)
@@ -388,9 +401,33 @@ def test_two_argument_float32_matches_eager(op: str) -> None:
 def test_two_argument_float32_against_double(op: str) -> None:
     """fmod equal to float64's (both exact), atan2 within one step of float64's rounded."""
     x, y = quotient_operands(1 << 18, seed=50 + len(op))
-    got = run_fused(two_argument_source(op).replace("1.0", "1.0 * 1.0"), x, y)
+    got = run_fused(two_argument_source(op), x, y)
     want = getattr(torch, op)(x.double(), y.double()).float()
     ulps = ulps_between(got, want)
     worst = 0 if op == "fmod" else 1
     assert int(ulps.max()) <= worst, (op, x[ulps > worst][:4], y[ulps > worst][:4])
     assert int((ulps == 1).sum()) <= x.numel() // 10000, op
+
+
+@pytest.mark.parametrize("op", ["remainder", "floor_divide"])
+def test_float64_remainder_and_floor_divide_match_eager(op: str) -> None:
+    """float64 goes through the same shared helpers as float32, with libm's fmod: their
+    test of a remainder's sign against the divisor's must hold where a product of the two
+    would underflow (1e-200 against -3e-200), and at subnormals. Quotients stay within
+    double's range: past it eager's vectorized fmod gives NaN, as for float."""
+    values = [1e-200, -3e-200, 3e-160, -1e-170, 5e-324, -1e-300, 2.5e-310, -0.0, 1e-150]
+    tiny = torch.tensor(values, dtype=torch.float64)
+    x, y = (t.flatten() for t in torch.meshgrid(tiny, tiny, indexing="ij"))
+    gen = torch.Generator().manual_seed(7)
+    bits = torch.randint(0, 2**62, (2, 1 << 14), dtype=torch.int64, generator=gen)
+    # Exponents within 2^-256..2^256.
+    bits = (bits & ~(0x7FF << 52)) | (torch.randint(767, 1280, bits.shape, generator=gen) << 52)
+    random_x, random_y = bits.view(torch.float64)
+    signs = torch.randint(0, 2, (2, 1 << 14), generator=gen) * 2 - 1
+    x = torch.cat([x, random_x * signs[0]])
+    y = torch.cat([y, random_y * signs[1]])
+    got = run_fused(two_argument_source(op), x, y)
+    want = eager_from_source(two_argument_source(op))(x, y)
+    assert got.dtype == want.dtype == torch.float64
+    same = (got.view(torch.int64) == want.view(torch.int64)) | (got.isnan() & want.isnan())
+    assert bool(same.all()), (x[~same][:4], y[~same][:4], got[~same][:4], want[~same][:4])
