@@ -222,7 +222,8 @@ std::string formatExpr(const Kernel& k, const Expr& e,
     case IrOp::Div: return fp ? f.wrap(f.a() + " / " + f.b()) : f.tmpl("fx_idiv", f.ab() + ", fx_error");
     case IrOp::Pow: return fp ? f.ownFloatMath("pow", f.ab()) : f.tmpl("fx_ipow", f.ab());
     case IrOp::Atan2: return f.ownFloatMath("atan2", f.ab());
-    case IrOp::Fmod: return fp ? f.ownFloatMath("fmod", f.ab()) : f.tmpl("fx_imod", f.ab() + ", fx_error");
+    case IrOp::Fmod:
+      return fp ? f.ownFloatMath("fmod", f.ab()) : f.tmpl("fx_imod", f.ab() + ", fx_error");
     case IrOp::Remainder:
       return fp ? f.tmpl("fx_fremainder", f.ab()) : f.tmpl("fx_iremainder", f.ab() + ", fx_error");
     case IrOp::FloorDiv:
