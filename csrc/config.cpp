@@ -103,12 +103,19 @@ void readExecutor(Config& c) {
 void readCrossCompile(Config& c) {
   const char* v = env("FUSER_CROSS_COMPILE");
   if (!v) return;
-  std::string s(v);
-  if (s.rfind("sm_", 0) == 0 && s.size() >= 5 && s.find_first_not_of("0123456789", 3) == std::string::npos) {
-    c.cross_compile_arch = std::stoi(s.substr(3));
+  const std::string given(v);
+  const size_t colon = given.find(':');
+  const std::string arch = given.substr(0, colon);
+  const std::string depth = colon == std::string::npos ? "" : given.substr(colon + 1);
+  if (arch.rfind("sm_", 0) == 0 && arch.size() >= 5 &&
+      arch.find_first_not_of("0123456789", 3) == std::string::npos &&
+      (depth.empty() || depth == "front")) {
+    c.cross_compile_arch = std::stoi(arch.substr(3));
+    c.cross_compile_front_only = depth == "front";
   } else {
-    warnings().push_back("FUSER_CROSS_COMPILE='" + s +
-                         "' is not understood; accepted values: sm_XY, e.g. sm_90. Ignoring it.");
+    warnings().push_back("FUSER_CROSS_COMPILE='" + given +
+                         "' is not understood; accepted values: sm_XY, e.g. sm_90, or "
+                         "sm_XY:front (NVRTC's front end only). Ignoring it.");
   }
 }
 

@@ -71,8 +71,12 @@ struct Config {
   // FUSER_CROSS_COMPILE=sm_90: every kernel built for the CPU is also printed as CUDA and
   // compiled by NVRTC for that architecture (not loaded), so machines without a GPU
   // check the CUDA printer on every kernel they run (FUSER_DUMP=kernels prints that CUDA
-  // source too). 0 = off.
+  // source too). 0 = off. `sm_90:front` runs NVRTC's front end only (checkSyntax in
+  // runtime/cuda/nvrtc_compiler.h): a fifth of the time, but limits that NVVM and ptxas
+  // enforce (static shared memory, parameter space) go unchecked. The tests take that
+  // depth, and the full one where they test such limits (tests/python/conftest.py).
   int cross_compile_arch = 0;
+  bool cross_compile_front_only = false;
   // FUSER_AUTOTUNE=0: a kernel with several variants (runtime/variant_timing.h) takes
   // variant 0, the heuristic's, without timing. FUSER_FORCE_VARIANT=i: always variant i
   // (the last one where a kernel has fewer); -1 (default): chosen.

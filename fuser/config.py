@@ -15,6 +15,7 @@
 | FUSER_EXECUTOR=interpreter | debug: run groups through the TorchScript interpreter      |
 | FUSER_DISK_CACHE=0     | do not read or write the on-disk kernel cache                  |
 | FUSER_CROSS_COMPILE=sm_90 | testing: also compile each CPU kernel's CUDA form with NVRTC |
+| FUSER_CROSS_COMPILE=sm_90:front | ... NVRTC's front end only (5x faster; no ptxas limits) |
 | FUSER_NVRTC_PATH=file  | the libnvrtc to load (default: searched, pip packages included) |
 | FUSER_SHAPE_KERNELS=N  | CUDA: kernels with constant sizes for a group's first N shapes (4) |
 | FUSER_HOIST=0          | keep a loop's per-step input GEMMs (`x[t] @ w`) per step, not one |

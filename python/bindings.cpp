@@ -46,6 +46,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_host_compile_command", &fuser::runtime::hostCompileCommand);
   m.def("killed", [] { return fuser::config().killed; });
   // Tests keep single-node groups to exercise one operator at a time.
+  // Tests: FUSER_CROSS_COMPILE's depth (front end only, or through ptxas) for the tests
+  // that follow; returns the depth it replaces.
+  m.def("_set_cross_compile_front_only", [](bool front_only) {
+    return std::exchange(fuser::config().cross_compile_front_only, front_only);
+  });
   m.def("_set_keep_singletons", [](bool keep) { fuser::config().keep_singletons = keep; });
   // Tests: FUSER_AUTOTUNE and FUSER_FORCE_VARIANT for this process, and a fresh
   // process's memory of variant choices (the disk cache stays).
@@ -166,6 +171,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("nvrtc_compile", [](const std::string& source, int major, int minor) {
     try {
       return py::bytes(fuser::cuda::compileToCubin(source, fuser::cuda::Arch{major, minor}));
+    } catch (const std::runtime_error& e) {
+      throw py::value_error(e.what());
+    }
+  });
+  // NVRTC's front end only on `source` for sm_<major><minor> (FUSER_CROSS_COMPILE=...:front).
+  m.def("nvrtc_check_syntax", [](const std::string& source, int major, int minor) {
+    try {
+      fuser::cuda::checkSyntax(source, fuser::cuda::Arch{major, minor});
     } catch (const std::runtime_error& e) {
       throw py::value_error(e.what());
     }

@@ -63,11 +63,15 @@ void crossCompileForCuda(codegen::Kernel kernel) {
   recordKernelSource(source);
   static CompiledForms compiled;
   try {
-    // compileToCubin's options and choice of target follow from these.
+    // compileToCubin's (and checkSyntax's) options and choice of target follow from these.
+    const bool front_only = config().cross_compile_front_only;
     const std::string key = cuda::nvrtcIdentity() + "|sm_" + std::to_string(arch) +
-                            "|-std=c++17 -default-device\n" + source;
+                            "|-std=c++17 -default-device" +
+                            (front_only ? " -fdevice-syntax-only\n" : "\n") + source;
     if (!compiled.seen(key)) {
-      cuda::compileToCubin(source, cuda::Arch{arch / 10, arch % 10});
+      const cuda::Arch target{arch / 10, arch % 10};
+      if (front_only) cuda::checkSyntax(source, target);
+      else cuda::compileToCubin(source, target);
       compiled.add(key);
     }
     stats().cuda_cross_compiles++;

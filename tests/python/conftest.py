@@ -20,9 +20,12 @@ def _pip_nvrtc_present() -> bool:
 
 # Where NVRTC is installed (CI installs it from pip), every kernel the tests build for
 # the CPU is also compiled as CUDA for sm_90: the CUDA printer is checked without a GPU.
-# The core reads flags once, so this must precede `import fuser`.
+# By NVRTC's front end only (`:front`, a fifth of the time: through ptxas these checks
+# were 45% of the suite's time), but for tests marked `ptxas`, which test limits that
+# only ptxas enforces (static shared memory). The core reads flags once, so this must
+# precede `import fuser`.
 if _pip_nvrtc_present() or os.path.exists("/usr/local/cuda/lib64/libnvrtc.so"):
-    os.environ.setdefault("FUSER_CROSS_COMPILE", "sm_90")
+    os.environ.setdefault("FUSER_CROSS_COMPILE", "sm_90:front")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -52,6 +55,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "timing: times kernels or bounds wall time; run without other test workers"
     )
+    config.addinivalue_line(
+        "markers", "ptxas: FUSER_CROSS_COMPILE's CUDA forms go through ptxas, whose limits it tests"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -62,6 +68,20 @@ def seeded_random_data(request: pytest.FixtureRequest) -> None:
     seed = zlib.crc32(request.node.nodeid.encode())
     torch.manual_seed(seed)
     random.seed(seed)
+
+
+@pytest.fixture(autouse=True)
+def cross_compile_depth(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests marked `ptxas` cross-compile CUDA forms through ptxas (FUSER_CROSS_COMPILE
+    without `:front`); the session's depth is restored after."""
+    if request.node.get_closest_marker("ptxas") is None:
+        yield
+        return
+    previous = fuser._C._set_cross_compile_front_only(False)
+    try:
+        yield
+    finally:
+        fuser._C._set_cross_compile_front_only(previous)
 
 
 @pytest.fixture(autouse=True)

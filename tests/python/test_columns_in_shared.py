@@ -184,6 +184,7 @@ def test_inputs_of_every_kind_copied_into_shared_memory(
     check(case, channels, device, hw)
 
 
+@pytest.mark.ptxas
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("case", ["float16_misaligned", "float16_beside_float32", "float64"])
 def test_rows_at_and_past_the_copies_a_block_may_take(

@@ -2,6 +2,7 @@
 every dtype, both loop shapes, compiled by NVRTC for sm_90. With conftest's
 FUSER_CROSS_COMPILE, test_ops.py compiles the CUDA form of every op's kernel too."""
 
+import json
 import os
 import re
 
@@ -10,6 +11,7 @@ import torch
 
 import fuser
 from fuser import _C
+from helpers import run_python
 
 nvrtc_ok, nvrtc_why = _C.nvrtc_available()
 needs_nvrtc = pytest.mark.skipif(not nvrtc_ok, reason=f"NVRTC not found: {nvrtc_why}")
@@ -47,6 +49,61 @@ def test_chain_compiles_for_sm90(dtype, layout):
 def test_compile_error_carries_nvrtc_log():
     with pytest.raises(ValueError, match="error"):
         _C.nvrtc_compile('extern "C" __global__ void k() { undefined_thing(); }', 9, 0)
+
+
+# 64 KiB of static shared memory: past the 48 KiB a kernel may declare, which ptxas
+# enforces and NVRTC's front end does not.
+OVERSIZED_SHARED = """
+extern "C" __global__ void k(float* out) {
+  __shared__ float tile[16384];
+  tile[threadIdx.x] = out[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = tile[(threadIdx.x + 1) % 16384];
+}
+"""
+
+
+@needs_nvrtc
+def test_front_end_check_rejects_bad_source_but_not_what_ptxas_limits():
+    """FUSER_CROSS_COMPILE=sm_90:front (the tests' default depth) runs NVRTC's front end
+    only: it rejects what does not parse or type-check, while limits of ptxas need the
+    full depth, which the tests marked `ptxas` take."""
+    with pytest.raises(ValueError, match="undefined_thing"):
+        _C.nvrtc_check_syntax('extern "C" __global__ void k() { undefined_thing(); }', 9, 0)
+    with pytest.raises(ValueError, match="float"):
+        _C.nvrtc_check_syntax('extern "C" __global__ void k(float* p) { int* q = p; }', 9, 0)
+    source = _C.kernel_source(
+        CHAIN, [torch.float16, torch.float32, float], [False, True], "cuda", "rows"
+    )
+    _C.nvrtc_check_syntax(source, 9, 0)
+    _C.nvrtc_check_syntax(OVERSIZED_SHARED, 9, 0)
+    with pytest.raises(ValueError, match="shared"):
+        _C.nvrtc_compile(OVERSIZED_SHARED, 9, 0)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("flag", ["sm_90", "sm_90:front", "sm_90:fast"])
+def test_cross_compile_depth_from_the_environment(flag):
+    """Both depths cross-compile a CPU kernel's CUDA form; a depth not understood warns
+    and turns cross-compiling off."""
+    code = """
+import json, torch, fuser
+fuser.enable()
+@torch.jit.script
+def f(x, y):
+    return (x * y + 0.625).relu().sigmoid()
+x, y = torch.randn(32, 32), torch.randn(32, 32)
+for _ in range(3):
+    f(x, y)
+s = fuser.stats()
+print(json.dumps([s["cuda_cross_compiles"], s["cuda_cross_compile_failures"]]))
+"""
+    result = run_python(code, {"FUSER_CROSS_COMPILE": flag})
+    assert result.returncode == 0, result.stderr
+    compiles, failures = json.loads(result.stdout.strip().splitlines()[-1])
+    understood = flag != "sm_90:fast"
+    assert failures == 0 and (compiles > 0) == understood, (compiles, result.stderr)
+    assert ("not understood" in result.stderr) == (not understood), result.stderr
 
 
 @needs_nvrtc

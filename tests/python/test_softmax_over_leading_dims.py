@@ -255,6 +255,7 @@ def normalized_outputs(count: int) -> str:
     return f"def f(x, y):\n    z = x * y\n    s = torch.softmax(z, -1)\n    return z, {outs}\n"
 
 
+@pytest.mark.ptxas
 @pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str
@@ -277,6 +278,7 @@ def test_tiles_shrink_to_fit_several_outputs(
     assert stats["interpreted_runs"] == 0 and stats["cuda_cross_compile_failures"] == 0, stats
 
 
+@pytest.mark.ptxas
 @pytest.mark.parametrize("device", devices())
 def test_tiles_of_many_outputs_fit_in_shared_memory(device: str) -> None:
     """Thirteen bool results of a float16 transposed softmax: at 8 rows a thread their

@@ -160,6 +160,7 @@ def test_channels_last_beside_row_major(fused, device: str, dtype: torch.dtype):
     assert_tiled(run_and_compare(source, residual, activation))
 
 
+@pytest.mark.ptxas
 @pytest.mark.skipif(os.environ.get("FUSER_CROSS_COMPILE") is None, reason="no NVRTC here")
 def test_cuda_form_of_a_tiled_kernel_compiles(fused):
     x, y = torch.randn(96, 64, dtype=torch.float16), torch.randn(64, 96, dtype=torch.float16)

@@ -113,26 +113,49 @@ std::string quoteLinesNamedInLog(const std::string& log, const std::string& sour
 
 }  // namespace
 
-std::string compileToCubin(const std::string& source, Arch arch, std::string* log_out) {
-  const NvrtcApi& api = nvrtc();
-  const Target target = chooseTarget(api, arch);
-  const std::string arch_option = std::string("--gpu-architecture=") +
-                                  (target.sass ? "sm_" : "compute_") + std::to_string(target.code);
+namespace {
+
+// Compiles `source` with the options every compile takes and `extra` ones; throws with
+// NVRTC's log and the source lines it names on failure. Returns the log.
+std::string runNvrtc(const NvrtcApi& api, const Program& program, const std::string& source,
+                     const std::string& arch_option, const std::vector<const char*>& extra) {
   // No --use_fast_math: it flushes denormals and approximates division, sqrt and
   // transcendentals, so results would drift from eager PyTorch's.
-  const char* options[] = {arch_option.c_str(), "-std=c++17", "-default-device"};
-
-  Program program(api, source);
+  std::vector<const char*> options = {arch_option.c_str(), "-std=c++17", "-default-device"};
+  options.insert(options.end(), extra.begin(), extra.end());
   const nvrtcResult compiled =
-      api.compileProgram(program.get(), sizeof(options) / sizeof(options[0]), options);
+      api.compileProgram(program.get(), static_cast<int>(options.size()), options.data());
   std::string log = program.log();
   if (compiled != kNvrtcSuccess) {
     throw std::runtime_error("fuser: NVRTC (" + nvrtcIdentity() + ", " + arch_option +
                              ") failed to compile a kernel: " + api.getErrorString(compiled) +
                              "\n" + log + "\n" + quoteLinesNamedInLog(log, source));
   }
+  return log;
+}
+
+std::string archOption(const Target& target) {
+  return std::string("--gpu-architecture=") + (target.sass ? "sm_" : "compute_") +
+         std::to_string(target.code);
+}
+
+}  // namespace
+
+std::string compileToCubin(const std::string& source, Arch arch, std::string* log_out) {
+  const NvrtcApi& api = nvrtc();
+  const Target target = chooseTarget(api, arch);
+  Program program(api, source);
+  std::string log = runNvrtc(api, program, source, archOption(target), {});
   if (log_out) *log_out = std::move(log);
   return program.image(target.sass);
+}
+
+void checkSyntax(const std::string& source, Arch arch) {
+  const NvrtcApi& api = nvrtc();
+  Target target = chooseTarget(api, arch);
+  target.sass = false;  // (the front end takes a virtual architecture)
+  Program program(api, source);
+  runNvrtc(api, program, source, archOption(target), {"-fdevice-syntax-only"});
 }
 
 }  // namespace fuser::cuda

@@ -19,6 +19,12 @@ namespace fuser::cuda {
 // then what() holds NVRTC's full log and the source lines it names, with their numbers.
 std::string compileToCubin(const std::string& source, Arch arch, std::string* log_out = nullptr);
 
+// NVRTC's front end only (-fdevice-syntax-only): `source` parses and type-checks for
+// `arch`, in a fifth of compileToCubin's time, but NVVM and ptxas do not run, so limits
+// they enforce (static shared memory, registers, parameter space) go unchecked. For
+// FUSER_CROSS_COMPILE's front-end depth. Throws as compileToCubin does.
+void checkSyntax(const std::string& source, Arch arch);
+
 // Whether an image from compileToCubin is a cubin (else it is PTX text).
 inline bool isCubin(const std::string& image) { return image.rfind("\177ELF", 0) == 0; }
 
