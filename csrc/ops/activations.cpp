@@ -205,7 +205,7 @@ Operand lowerSoftplus(IrBuilder& b, const Args& a) {
 
 }  // namespace
 
-static RegisterOps reg({
+static RegisterOps activationsRegistration({
     {"aten::sigmoid(Tensor self) -> Tensor", lowerSigmoid},
     {"aten::relu(Tensor self) -> Tensor", lowerRelu},
     {"aten::relu6(Tensor self) -> Tensor", lowerRelu6},

@@ -253,7 +253,7 @@ Operand lowerAddcdiv(IrBuilder& b, const Args& a) {
 
 }  // namespace
 
-static RegisterOps reg({
+static RegisterOps arithmeticRegistration({
     {"aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", lowerAdd},
     {"aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", lowerAdd},
     {"aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", lowerSub},

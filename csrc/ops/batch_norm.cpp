@@ -2,6 +2,7 @@
 // (x - mean) * invstd * weight + bias in x's computation type (float for float16 and
 // bfloat16, whose statistics may be float16/bfloat16 or float, as eager accepts).
 #include "ops/batch_norm.h"
+#include "value_types.h"
 
 #include <ATen/native/Normalization.h>
 
@@ -18,8 +19,6 @@ namespace {
 using c10::ScalarType;
 using torch::jit::Node;
 using torch::jit::Value;
-
-c10::TensorTypePtr tensorTypeOf(const Value* v) { return v->type()->cast<c10::TensorType>(); }
 
 bool isNoneValue(const Value* v) { return v->type()->kind() == c10::TypeKind::NoneType; }
 
@@ -82,7 +81,7 @@ Operand lowerBatchNorm(IrBuilder& b, const Args& a) {
   return makeResult(y, a[0].dtype, {a[0]});
 }
 
-const RegisterOps kRegister({
+const RegisterOps batchNormRegistration({
     {"aten::batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, "
      "Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> "
      "Tensor",

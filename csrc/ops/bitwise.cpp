@@ -24,7 +24,7 @@ Operand lowerBitwiseNot(IrBuilder& b, const Args& a) {
 
 }  // namespace
 
-static RegisterOps reg({
+static RegisterOps bitwiseRegistration({
     {"aten::bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor", lowerBitwise<IrOp::BitAnd>},
     {"aten::bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor", lowerBitwise<IrOp::BitAnd>},
     {"aten::bitwise_and.Scalar_Tensor(Scalar self, Tensor other) -> Tensor",

@@ -62,7 +62,7 @@ Operand lowerToFullPrecision(IrBuilder& b, const Args& a) {
   return convert(b, a[0], ScalarType::Float);
 }
 
-bool isFusibleDtype(ScalarType t) {
+bool isCastableDtype(ScalarType t) {
   switch (t) {
     case ScalarType::Bool:
     case ScalarType::Byte:
@@ -120,7 +120,7 @@ FusionDecision checkConversion(const torch::jit::Node* node) {
       dtype = static_cast<int64_t>(
           *node->output()->type()->expectRef<c10::TensorType>().scalarType());
     }
-    if (!dtype->isNone() && !isFusibleDtype(static_cast<ScalarType>(dtype->toInt()))) {
+    if (!dtype->isNone() && !isCastableDtype(static_cast<ScalarType>(dtype->toInt()))) {
       return refuse("unsupported target dtype");
     }
   }
@@ -170,7 +170,7 @@ FusionDecision checkAutocastCast(const torch::jit::Node* node) {
   }
   for (const char* name : {"cuda_dtype", "cpu_dtype"}) {
     if (!hasArgument(node, name)) continue;
-    if (!isFusibleDtype(static_cast<ScalarType>(constantInput(node, name)->toInt()))) {
+    if (!isCastableDtype(static_cast<ScalarType>(constantInput(node, name)->toInt()))) {
       return FusionDecision::no(std::string(node->kind().toQualString()) +
                                 ": unsupported target dtype");
     }
@@ -180,7 +180,7 @@ FusionDecision checkAutocastCast(const torch::jit::Node* node) {
 
 }  // namespace
 
-static RegisterOps reg({
+static RegisterOps castsRegistration({
     {"aten::type_as(Tensor self, Tensor other) -> Tensor", lowerToOther},
     {"aten::contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> "
      "Tensor(a)",

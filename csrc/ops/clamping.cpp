@@ -62,7 +62,7 @@ Operand lowerMinMax(IrBuilder& b, const Args& a) {
 
 }  // namespace
 
-static RegisterOps reg({
+static RegisterOps clampingRegistration({
     {"aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", lowerClamp,
      checkClampBounds},
     {"aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", lowerClamp,

@@ -4,7 +4,7 @@
 
 namespace fuser::ops {
 
-static RegisterOps reg({
+static RegisterOps comparisonsRegistration({
     {"aten::eq.Tensor(Tensor self, Tensor other) -> Tensor", comparison<IrOp::Eq>},
     {"aten::eq.Scalar(Tensor self, Scalar other) -> Tensor", comparison<IrOp::Eq>},
     {"aten::ne.Tensor(Tensor self, Tensor other) -> Tensor", comparison<IrOp::Ne>},

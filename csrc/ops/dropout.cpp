@@ -1,5 +1,6 @@
 // Dropout's op entries (ops/dropout.h).
 #include "ops/dropout.h"
+#include "value_types.h"
 
 #include <algorithm>
 #include <vector>
@@ -12,10 +13,6 @@ namespace {
 
 using c10::ScalarType;
 using torch::jit::Node;
-
-c10::TensorTypePtr tensorTypeOf(const torch::jit::Value* v) {
-  return v->type()->cast<c10::TensorType>();
-}
 
 bool floatingInput(const Node* node) {
   auto x = tensorTypeOf(node->input(0));
@@ -153,7 +150,7 @@ Operand lowerNativeDropoutBackward(IrBuilder& b, const Args& a) {
   return makeResult(b.binary(IrOp::Mul, kept, b.cast(a[2].expr, t)), a[0].dtype, {a[0]});
 }
 
-const RegisterOps kRegister({
+const RegisterOps dropoutRegistration({
     {"aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)",
      lowerNativeDropout, checkNativeDropout, false, lowerNativeDropoutOutputs},
     {"aten::dropout(Tensor input, float p, bool train) -> Tensor", lowerDropout, checkDropout},

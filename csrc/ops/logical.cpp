@@ -19,7 +19,7 @@ Operand lowerLogicalNot(IrBuilder& b, const Args& a) {
 
 }  // namespace
 
-static RegisterOps reg({
+static RegisterOps logicalRegistration({
     {"aten::logical_and(Tensor self, Tensor other) -> Tensor", lowerLogical<IrOp::LogicalAnd>},
     {"aten::logical_or(Tensor self, Tensor other) -> Tensor", lowerLogical<IrOp::LogicalOr>},
     {"aten::logical_xor(Tensor self, Tensor other) -> Tensor", lowerLogical<IrOp::LogicalXor>},

@@ -11,7 +11,7 @@ namespace {
 
 using c10::ScalarType;
 
-bool isIntegral(ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
+bool isIntegralOrBool(ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
 
 // Eager's abs of a bool tensor raises on CPU and is the identity on CUDA; the group would
 // be specialized per device after the guard, so bool input is left to eager instead.
@@ -33,7 +33,7 @@ Operand lowerAbs(IrBuilder& b, const Args& a) {
 template <IrOp Op>
 Operand lowerRounding(IrBuilder& b, const Args& a) {
   requireNotBool(a[0], codegen::irOpName(Op));
-  if (isIntegral(a[0].dtype)) return makeResult(a[0].expr, a[0].dtype, {a[0]});
+  if (isIntegralOrBool(a[0].dtype)) return makeResult(a[0].expr, a[0].dtype, {a[0]});
   return lowerUnaryKeepType(b, a, Op);
 }
 
@@ -90,7 +90,7 @@ Operand lowerIsInf(IrBuilder& b, const Args& a) {
 
 }  // namespace
 
-static RegisterOps reg({
+static RegisterOps mathFunctionsRegistration({
     {"aten::abs(Tensor self) -> Tensor", lowerAbs, checkAbs},
     {"aten::sqrt(Tensor self) -> Tensor", unaryToFloat<IrOp::Sqrt>},
     {"aten::rsqrt(Tensor self) -> Tensor", unaryToFloat<IrOp::Rsqrt>},

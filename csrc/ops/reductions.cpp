@@ -560,7 +560,7 @@ FusionDecision checkLayerNormInputGrad(const Node* node) {
   return FusionDecision::yes();
 }
 
-const RegisterOps kRegister({
+const RegisterOps reductionsRegistration({
     {"aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", lowerWholeSum,
      checkRowReduction, true},
     {"aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", lowerWholeMean,

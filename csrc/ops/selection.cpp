@@ -33,7 +33,7 @@ Operand lowerMaskedFill(IrBuilder& b, const Args& a) {
 
 }  // namespace
 
-static RegisterOps reg({
+static RegisterOps selectionRegistration({
     {"aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", lowerWhere},
     {"aten::where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor", lowerWhere},
     {"aten::where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor", lowerWhere},

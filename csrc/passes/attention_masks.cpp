@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "passes/attention_inputs.h"
+#include "value_types.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
 
@@ -40,11 +41,6 @@ using torch::jit::Value;
 // does not say how it is laid out).
 enum class MaskCopy { kNone, kContiguous, kDecidedPerCall };
 
-bool isCuda(const Value* v) {
-  auto type = v->type()->cast<c10::TensorType>();
-  return type && type->device() && type->device()->is_cuda();
-}
-
 MaskCopy maskCopyFor(const Node* node) {
   if (node->kind() != c10::aten::scaled_dot_product_attention ||
       node->inputs().size() <= kAttentionMaskInput) {
@@ -53,7 +49,7 @@ MaskCopy maskCopyFor(const Node* node) {
   auto type = node->input(kAttentionMaskInput)->type()->cast<c10::TensorType>();
   if (!type) return MaskCopy::kNone;  // no mask
   if (!type->isComplete()) {
-    const bool on_cuda = isCuda(node->input(0)) || isCuda(node->input(1)) || isCuda(node->input(2));
+    const bool on_cuda = isOnCuda(node->input(0)) || isOnCuda(node->input(1)) || isOnCuda(node->input(2));
     return on_cuda ? MaskCopy::kDecidedPerCall : MaskCopy::kNone;
   }
   if (type->requiresGrad().value_or(true) || !type->device()->is_cuda() || *type->dim() == 0) {

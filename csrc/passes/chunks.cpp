@@ -5,6 +5,7 @@
 // the group that reads the chunks. expandUnfusedChunks, the pipeline stage, runs after
 // partitioning: afterwards no BroadcastingChunk is left outside a fusion group.
 #include "passes/chunks.h"
+#include "value_types.h"
 
 #include <algorithm>
 #include <vector>
@@ -29,8 +30,6 @@ bool isChunk(const Node* node) {
 }
 
 namespace {
-
-bool isTensor(const Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
 // Outputs of `chunk` that belong to its input `index`: chunk c of it is outputs[index*n + c].
 std::vector<Value*> chunksOfInput(Node* chunk, size_t index) {

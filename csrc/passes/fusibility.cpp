@@ -1,5 +1,6 @@
 // Fusibility rules: what the op table, the profiled types and the configuration allow.
 #include "passes/fusibility.h"
+#include "value_types.h"
 
 #include <algorithm>
 #include <array>
@@ -299,11 +300,6 @@ std::unordered_set<const Value*> mergedInputs(const Node* consumer, const Node* 
     }
   }
   return inputs;
-}
-
-int64_t rankOf(const Value* v) {
-  auto type = v->type()->cast<c10::TensorType>();
-  return type && type->dim() ? static_cast<int64_t>(*type->dim()) : 0;
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include "config.h"
+#include "value_types.h"
 #include "passes/fusibility.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
@@ -46,8 +47,6 @@ using torch::jit::Value;
 // bias, output_mask).
 constexpr size_t kOutputMask = 7;
 
-c10::TensorTypePtr tensorType(const Value* v) { return v->type()->cast<c10::TensorType>(); }
-
 // The dims before the normalized ones, when the node's types and normalized_shape say
 // how many, and its weight and bias gradients may be summed as graph ops (see above):
 // only gradients the mask asks for are read (eager gives undefined tensors for the
@@ -56,9 +55,9 @@ std::optional<int64_t> leadingDimsToSum(const Node* node, const c10::List<bool>&
   for (size_t i : {1, 2}) {
     if (node->output(i)->hasUses() && !asked.get(i)) return std::nullopt;
   }
-  auto grad = tensorType(node->input(0)), input = tensorType(node->input(1));
-  auto mean = tensorType(node->input(3)), rstd = tensorType(node->input(4));
-  auto weight = tensorType(node->input(5)), bias = tensorType(node->input(6));
+  auto grad = tensorTypeOf(node->input(0)), input = tensorTypeOf(node->input(1));
+  auto mean = tensorTypeOf(node->input(3)), rstd = tensorTypeOf(node->input(4));
+  auto weight = tensorTypeOf(node->input(5)), bias = tensorTypeOf(node->input(6));
   if (!grad || !input || !mean || !rstd || !weight) return std::nullopt;
   // normalized_shape: a constant, or (nanoGPT's `F.layer_norm(x, self.weight.shape, ...)`
   // gives the backward a list input) the weight's sizes, which eager requires it to be.
@@ -121,7 +120,7 @@ Value* converted(torch::jit::Graph& graph, Value* v, const c10::TensorTypePtr& t
 // to `shape`: a gradient of the weight or the bias.
 Value* leadingSum(torch::jit::Graph& graph, Value* v, int64_t leading, c10::ScalarType dtype,
                   Value* shape) {
-  auto type = tensorType(v);
+  auto type = tensorTypeOf(v);
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < leading; ++d) dims.push_back(d);
   Value* none = graph.insertConstant(c10::IValue());
@@ -143,7 +142,7 @@ Value* leadingSum(torch::jit::Graph& graph, Value* v, int64_t leading, c10::Scal
 
 // `v` converted to float where it is 16-bit, else `v`.
 Value* widened(torch::jit::Graph& graph, Value* v) {
-  auto type = tensorType(v);
+  auto type = tensorTypeOf(v);
   if (!c10::isReducedFloatingType(*type->scalarType())) return v;
   return converted(graph, v, type, c10::kFloat);
 }
@@ -157,21 +156,21 @@ bool sumWeightAndBiasGradients(Node* node, const c10::List<bool>& asked) {
   torch::jit::Graph& graph = *node->owningGraph();
   torch::jit::WithInsertPoint here(node);
   Value* grad = node->input(0);
-  const c10::ScalarType dtype = *tensorType(node->input(5))->scalarType();
+  const c10::ScalarType dtype = *tensorTypeOf(node->input(5))->scalarType();
   if (node->output(2)->hasUses()) {
     Value* bias_grad = leadingSum(graph, grad, *leading, dtype, node->input(2));
     bias_grad->copyMetadata(node->output(2));
     node->output(2)->replaceAllUsesWith(bias_grad);
   }
   if (node->output(1)->hasUses()) {
-    auto input = tensorType(node->input(1));
-    auto grad_type = tensorType(grad);
+    auto input = tensorTypeOf(node->input(1));
+    auto grad_type = tensorTypeOf(grad);
     // 16-bit statistics (the CPU's) widened to float: the input and the gradient follow
     // by promotion, and no op of the product rounds to 16 bits.
     Value* mean = widened(graph, node->input(3));
     Value* rstd = widened(graph, node->input(4));
     const c10::ScalarType t =
-        c10::promoteTypes(*input->scalarType(), *tensorType(mean)->scalarType());
+        c10::promoteTypes(*input->scalarType(), *tensorTypeOf(mean)->scalarType());
     Value* one = graph.insertConstant(static_cast<int64_t>(1));
     Node* centred = graph.insertNode(graph.create(c10::aten::sub, {node->input(1), mean, one}));
     centred->output()->setType(input->withScalarType(t));
@@ -198,10 +197,10 @@ bool hasFusibleNeighbour(const Node* grad) {
   return false;
 }
 
-void splitIn(torch::jit::Block* block) {
+void splitBackwardsIn(torch::jit::Block* block) {
   for (auto it = block->nodes().begin(); it != block->nodes().end();) {
     Node* node = *it++;
-    for (torch::jit::Block* sub : node->blocks()) splitIn(sub);
+    for (torch::jit::Block* sub : node->blocks()) splitBackwardsIn(sub);
     if (node->kind() != c10::aten::native_layer_norm_backward || node->inputs().size() != 8) {
       continue;
     }
@@ -246,7 +245,7 @@ void layerNormInputGrad(torch::jit::Stack& stack) {
   torch::jit::push(stack, std::get<0>(grads));
 }
 
-torch::jit::RegisterOperators registration({
+torch::jit::RegisterOperators layerNormBackwardRegistration({
     torch::jit::Operator("fuser::layer_norm_input_grad(Tensor grad_out, Tensor input, int[] "
                          "normalized_shape, Tensor mean, Tensor rstd, Tensor? weight) -> Tensor",
                          layerNormInputGrad, c10::AliasAnalysisKind::FROM_SCHEMA),
@@ -254,6 +253,6 @@ torch::jit::RegisterOperators registration({
 
 }  // namespace
 
-void splitLayerNormBackward(GraphPtr& graph) { splitIn(graph->block()); }
+void splitLayerNormBackward(GraphPtr& graph) { splitBackwardsIn(graph->block()); }
 
 }  // namespace fuser

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ops/op_table.h"
+#include "value_types.h"
 #include "passes/pipeline.h"
 #include "passes/shapes.h"
 #include "symbols.h"
@@ -37,8 +38,6 @@ namespace {
 using torch::jit::Block;
 using torch::jit::Node;
 using torch::jit::Value;
-
-bool isTensor(const Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
 bool isSizeAtDim(const Node* node) {
   return node->kind() == c10::aten::size && node->inputs().size() == 2;

@@ -7,6 +7,7 @@
 // the new groups' outputs; the graph stays in topological order, since every new group
 // sits where the old one was and reads only what it read.
 #include "passes/param_space.h"
+#include "value_types.h"
 
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
@@ -27,13 +28,6 @@ namespace {
 using torch::jit::Graph;
 using torch::jit::Node;
 using torch::jit::Value;
-
-bool isTensor(const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; }
-
-int64_t rankOf(const Value* v) {
-  auto type = v->type()->cast<c10::TensorType>();
-  return type && type->dim() ? static_cast<int64_t>(*type->dim()) : 0;
-}
 
 int64_t subgraphParamBytes(const Graph& g) {
   int64_t tensors = 0, scalars = 0, rank = 1;
@@ -69,7 +63,7 @@ int64_t subgraphParamBytes(const Graph& g) {
   return cudaParamBytes(tensors, scalars, rank);
 }
 
-bool onCuda(const Node* group) {
+bool groupOnCuda(const Node* group) {
   auto device = deviceOf(group);
   return device && device->is_cuda();
 }
@@ -146,7 +140,7 @@ int64_t groupParamBytes(const Node* group) {
 
 void splitOversizedGroups(GraphPtr& graph) {
   for (Node* group : collectFusionGroups(graph->block())) {
-    if (isGuardedGroup(group) || !onCuda(group)) continue;
+    if (isGuardedGroup(group) || !groupOnCuda(group)) continue;
     if (groupParamBytes(group) <= kCudaParamBytes) continue;
     replaceByPieces(group, packOutputs(group));
   }

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "passes/nesting.h"
+#include "value_types.h"
 #include "passes/order_barriers.h"
 #include "passes/piece_subgraph.h"
 #include "passes/pipeline.h"
@@ -96,8 +97,6 @@ bool readsGlobalSettings(const Node* node) {
       c10::aten::convolution};
   return kinds.count(node->kind()) > 0;
 }
-
-bool isTensor(const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; }
 
 bool isTensorList(const Value* v) {
   return v->type()->kind() == c10::TypeKind::ListType &&
@@ -313,7 +312,7 @@ bool keysStayUnwritten(const Piece& piece, const std::unordered_set<const Node*>
   return true;
 }
 
-bool isCuda(const Value* v) {
+bool isCudaTensorOrDevice(const Value* v) {
   if (auto type = v->type()->cast<c10::TensorType>()) {
     return type->device() && type->device()->is_cuda();
   }
@@ -329,10 +328,10 @@ bool isCuda(const Value* v) {
 bool touchesCuda(const Piece& piece) {
   for (const Node* node : piece.nodes) {
     for (const Value* v : node->inputs()) {
-      if (isCuda(v)) return true;
+      if (isCudaTensorOrDevice(v)) return true;
     }
     for (const Value* v : node->outputs()) {
-      if (isCuda(v)) return true;
+      if (isCudaTensorOrDevice(v)) return true;
     }
   }
   return false;

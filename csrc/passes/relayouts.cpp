@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "passes/lone_writes.h"
+#include "value_types.h"
 #include "passes/nesting.h"
 #include "passes/order_barriers.h"
 #include "passes/piece_subgraph.h"
@@ -47,8 +48,6 @@ namespace {
 using torch::jit::Block;
 using torch::jit::Node;
 using torch::jit::Value;
-
-bool isTensor(const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; }
 
 bool holdsTensors(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::TensorType) return true;

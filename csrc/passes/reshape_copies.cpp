@@ -56,9 +56,9 @@ bool permutedProduct(const Value* v) {
   return products.count(node->kind()) > 0;
 }
 
-void collect(torch::jit::Block* block, std::vector<Node*>& found) {
+void collectReshapes(torch::jit::Block* block, std::vector<Node*>& found) {
   for (Node* node : block->nodes()) {
-    for (torch::jit::Block* sub : node->blocks()) collect(sub, found);
+    for (torch::jit::Block* sub : node->blocks()) collectReshapes(sub, found);
     const bool reshape = node->kind() == c10::aten::reshape || node->kind() == c10::aten::flatten;
     if (!reshape || node->outputs().size() != 1 || !permutedProduct(node->input(0))) continue;
     auto from = completeCudaTypeWithoutGrad(node->input(0));
@@ -80,7 +80,7 @@ void copyFirst(Node* reshape) {
 
 void copyReshapeInputs(GraphPtr& graph) {
   std::vector<Node*> found;
-  collect(graph->block(), found);
+  collectReshapes(graph->block(), found);
   // (None where alias analysis refuses the graph: reshapes stay ATen's.)
   for (Node* reshape : copiesIndistinguishable(graph, found)) copyFirst(reshape);
 }

@@ -13,6 +13,7 @@
 //   aten::size(group output) for a value the group still outputs.
 // simplifyShapeExpressions (run by cleanup) then tidies such expressions.
 #include "passes/shapes.h"
+#include "value_types.h"
 
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
@@ -35,8 +36,6 @@ using torch::jit::Block;
 using torch::jit::Graph;
 using torch::jit::Node;
 using torch::jit::Value;
-
-bool isTensor(const Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
 bool onlyReadForSize(const Value* v) {
   if (v->uses().empty()) return false;

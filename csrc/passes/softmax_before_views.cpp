@@ -52,10 +52,10 @@ Node* viewBefore(const Node* softmax) {
   return view;
 }
 
-void moveIn(torch::jit::Block* block) {
+void moveSoftmaxesIn(torch::jit::Block* block) {
   for (auto it = block->nodes().begin(); it != block->nodes().end();) {
     Node* softmax = *it++;
-    for (torch::jit::Block* sub : softmax->blocks()) moveIn(sub);
+    for (torch::jit::Block* sub : softmax->blocks()) moveSoftmaxesIn(sub);
     if (!isSoftmax(softmax)) continue;
     Node* view = viewBefore(softmax);
     if (!view) continue;
@@ -77,6 +77,6 @@ void moveIn(torch::jit::Block* block) {
 
 }  // namespace
 
-void runSoftmaxBeforeViews(GraphPtr& graph) { moveIn(graph->block()); }
+void runSoftmaxBeforeViews(GraphPtr& graph) { moveSoftmaxesIn(graph->block()); }
 
 }  // namespace fuser

@@ -11,6 +11,7 @@
 // Nodes are visited in order, so a chain of such values is typed from its first
 // profiled operands. Profiled types are never changed.
 #include "passes/type_propagation.h"
+#include "value_types.h"
 
 #include <algorithm>
 #include <vector>
@@ -26,8 +27,6 @@ namespace {
 
 using torch::jit::Node;
 using torch::jit::Value;
-
-c10::TensorTypePtr tensorType(const Value* v) { return v->type()->cast<c10::TensorType>(); }
 
 bool hasDtypeDeviceRank(const c10::TensorTypePtr& t) {
   return t && t->scalarType() && t->device() && t->dim();
@@ -65,7 +64,7 @@ c10::VaryingShape<int64_t> broadcastSizes(const std::vector<c10::TensorTypePtr>&
 std::optional<c10::TensorTypePtr> resultTypeOfTableOp(const ops::OpEntry& entry, const Node* node) {
   std::vector<c10::TensorTypePtr> operands;
   for (const Value* in : node->inputs()) {
-    if (auto t = tensorType(in)) {
+    if (auto t = tensorTypeOf(in)) {
       if (!hasDtypeDeviceRank(t)) return std::nullopt;
       operands.push_back(t);
     }
@@ -98,10 +97,10 @@ void completeTypesInBlock(torch::jit::Block* block) {
     for (torch::jit::Block* sub : node->blocks()) completeTypesInBlock(sub);
     if (node->outputs().size() != 1) continue;
     Value* out = node->output();
-    auto type = tensorType(out);
+    auto type = tensorTypeOf(out);
     if (!type || hasDtypeDeviceRank(type)) continue;
     if (functionalEntryOf(node)) {
-      if (auto self = tensorType(node->input(0)); hasDtypeDeviceRank(self)) out->setType(self);
+      if (auto self = tensorTypeOf(node->input(0)); hasDtypeDeviceRank(self)) out->setType(self);
       continue;
     }
     const ops::OpEntry* entry = ops::findOp(node);

@@ -145,7 +145,7 @@ bool convertsTo(const Attention& attention, const at::Tensor& mask, const at::Te
   }
 }
 
-torch::jit::RegisterOperators registration({
+torch::jit::RegisterOperators attentionMaskOnceOpsRegistration({
     torch::jit::Operator(
         "fuser::additive_attention_mask(Tensor(a) mask, Tensor query, Tensor key, "
         "Tensor value, float dropout_p, bool is_causal, float? scale, bool enable_gqa) "

@@ -255,7 +255,7 @@ void evalSaves(torch::jit::Stack& stack) {
                    at::empty({0}, running_mean.options().dtype(at::kByte)));
 }
 
-torch::jit::RegisterOperators registration({
+torch::jit::RegisterOperators batchNormStatisticsRegistration({
     torch::jit::Operator(
         "fuser::batch_norm_batch_stats(Tensor row_mean, Tensor row_var, Tensor input, "
         "Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> "

@@ -18,7 +18,7 @@ at::Tensor denseAttentionMask(const at::Tensor& mask) {
   return mask.contiguous();
 }
 
-torch::jit::RegisterOperators registration({torch::jit::Operator(
+torch::jit::RegisterOperators denseAttentionMaskOpRegistration({torch::jit::Operator(
     "fuser::dense_attention_mask(Tensor(a) mask) -> Tensor(a)",
     [](torch::jit::Stack& stack) {
       at::Tensor mask = torch::jit::pop(stack).toTensor();

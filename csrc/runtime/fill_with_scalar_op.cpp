@@ -41,7 +41,7 @@ void fillWithScalarOp(torch::jit::Stack& stack) {
 }
 
 // A bool is no Scalar to TorchScript's schema matching: it has its own overload.
-torch::jit::RegisterOperators registration({
+torch::jit::RegisterOperators fillWithScalarOpRegistration({
     torch::jit::Operator("fuser::fill_with_scalar_(Tensor(a!) self, Scalar value) -> Tensor(a!)",
                          fillWithScalarOp, c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(

@@ -19,7 +19,7 @@ void maskedFillLikeSelf(torch::jit::Stack& stack) {
   torch::jit::push(stack, std::move(result));
 }
 
-torch::jit::RegisterOperators registration({
+torch::jit::RegisterOperators maskedFillLikeSelfOpRegistration({
     torch::jit::Operator(
         "fuser::masked_fill_like_self.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
         maskedFillLikeSelf<at::Scalar>, c10::AliasAnalysisKind::FROM_SCHEMA),

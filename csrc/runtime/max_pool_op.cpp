@@ -26,7 +26,7 @@
 namespace fuser::runtime {
 namespace {
 
-constexpr const char* kBody = R"(
+constexpr const char* kPoolKernelBody = R"(
 struct __align__(sizeof(S) * V) Vec { S v[V]; };
 extern "C" __global__ void fuser_max_pool_nhwc(
     const Vec* __restrict__ in, Vec* __restrict__ out, long long total, int H, int W,
@@ -70,8 +70,8 @@ extern "C" __global__ void fuser_max_pool_nhwc(
 }
 )";
 
-constexpr unsigned kBlock = 256;
-constexpr int64_t kMaxBlocks = 1 << 20;  // a grid-stride loop takes the rest
+constexpr unsigned kPoolBlock = 256;
+constexpr int64_t kPoolMaxBlocks = 1 << 20;  // a grid-stride loop takes the rest
 
 // What the kernel needs beyond the tensors: the window, from max_pool2d's arguments as
 // ATen reads them (one value for both dims, an empty stride for the kernel's).
@@ -152,13 +152,13 @@ at::Tensor maxPoolChannelsLast(const at::Tensor& self, const Window& w, int64_t 
                 static_cast<int>(w.dw)};
   void* params[3 + std::size(args)] = {&in_ptr, &out_ptr, &total};
   for (size_t i = 0; i < std::size(args); ++i) params[3 + i] = &args[i];
-  const auto grid = static_cast<unsigned>(std::min<int64_t>((total + kBlock - 1) / kBlock, kMaxBlocks));
+  const auto grid = static_cast<unsigned>(std::min<int64_t>((total + kPoolBlock - 1) / kPoolBlock, kPoolMaxBlocks));
   launchCudaSource(sourceFor(self.scalar_type(), vector > 1), kMaxPoolChannelsLastKernel, self.device(),
-                   grid, kBlock, params);
+                   grid, kPoolBlock, params);
   return out;
 }
 
-bool fitsInt(const at::Tensor& self) {
+bool sizesFitInt(const at::Tensor& self) {
   for (int64_t s : self.sizes()) {
     if (s > std::numeric_limits<int>::max()) return false;
   }
@@ -167,7 +167,7 @@ bool fitsInt(const at::Tensor& self) {
 
 at::Tensor maxPool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArrayRef stride,
                      c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
-  if (pooledOnCuda(self) && fitsInt(self)) {
+  if (pooledOnCuda(self) && sizesFitInt(self)) {
     if (auto w = readWindow(kernel, stride, padding, dilation, ceil_mode); w && validWindow(*w)) {
       const int64_t oh = pooledLength(self.size(2), w->kh, w->ph, w->sh, w->dh, ceil_mode);
       const int64_t ow = pooledLength(self.size(3), w->kw, w->pw, w->sw, w->dw, ceil_mode);
@@ -177,7 +177,7 @@ at::Tensor maxPool2d(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntAr
   return at::max_pool2d(self, kernel, stride, padding, dilation, ceil_mode);
 }
 
-torch::jit::RegisterOperators registration({torch::jit::Operator(
+torch::jit::RegisterOperators maxPoolOpRegistration({torch::jit::Operator(
     "fuser::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
     "int[2] dilation=1, bool ceil_mode=False) -> Tensor",
     [](torch::jit::Stack& stack) {
@@ -215,7 +215,7 @@ std::string maxPoolChannelsLastSource(c10::ScalarType dtype, int vector) {
     default:
       TORCH_CHECK(false, "fuser: the max pool kernel takes float, half or bfloat16, not ", dtype);
   }
-  return head + kBody;
+  return head + kPoolKernelBody;
 }
 
 }  // namespace fuser::runtime

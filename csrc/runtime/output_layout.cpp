@@ -1,4 +1,5 @@
 #include "runtime/output_layout.h"
+#include "value_types.h"
 
 #include <ATen/ExpandUtils.h>
 #include <c10/core/MemoryFormat.h>
@@ -89,11 +90,6 @@ Dims sortDimensions(size_t ndim, Compare compare) {
 // x, weight, bias, running_mean, running_var of a batch_norm `node` as positions among
 // the graph's inputs (-1: None), and its eps (a constant: ops/batch_norm.cpp fuses no
 // other).
-bool onCuda(const torch::jit::Value* v) {
-  auto type = v->type()->cast<c10::TensorType>();
-  return type && type->device() && type->device()->is_cuda();
-}
-
 BatchNormSite batchNormSite(const torch::jit::Graph& graph, const torch::jit::Node* node) {
   BatchNormSite site;
   for (size_t i = 0; i < site.inputs.size(); ++i) {
@@ -354,7 +350,7 @@ LayoutProgram::LayoutProgram(const torch::jit::Graph& graph, const NodePredicate
     }
     // CUDA's native_dropout_backward allocates like its gradient's suggested format; the
     // CPU's multiplies through TensorIterator.
-    if (kind == c10::aten::native_dropout_backward && onCuda(node->input(0))) {
+    if (kind == c10::aten::native_dropout_backward && isOnCuda(node->input(0))) {
       step.rule = Rule::SuggestedFormat;
     }
     if (ops::isBatchNorm(node)) {

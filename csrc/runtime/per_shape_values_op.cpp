@@ -133,7 +133,7 @@ class PerShapeValues {
   size_t bytes_kept_ = 0;
 };
 
-torch::jit::RegisterOperators registration({torch::jit::Operator(
+torch::jit::RegisterOperators perShapeValuesOpRegistration({torch::jit::Operator(
     perShapeValuesSymbol(),
     [](const torch::jit::Node* node) -> torch::jit::Operation {
       auto values = std::make_shared<PerShapeValues>(node);

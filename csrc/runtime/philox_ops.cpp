@@ -90,7 +90,7 @@ void philoxDropout(torch::jit::Stack& stack) {
   torch::jit::push(stack, output, mask);
 }
 
-torch::jit::RegisterOperators registration({
+torch::jit::RegisterOperators philoxOpsRegistration({
     // Conservative: a draw has an effect (the generator advances), so no pass may merge
     // two draws or drop one.
     torch::jit::Operator("fuser::philox_state(Device device, float p) -> (int, int)",

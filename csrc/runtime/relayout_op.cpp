@@ -307,7 +307,7 @@ class Relayout {
   size_t bytes_kept_ = 0;
 };
 
-torch::jit::RegisterOperators registration({torch::jit::Operator(
+torch::jit::RegisterOperators relayoutOpRegistration({torch::jit::Operator(
     "fuser::Relayout(Tensor(a) self, ...) -> Tensor(a)",
     [](const torch::jit::Node* node) -> torch::jit::Operation {
       auto relayout = std::make_shared<Relayout>(node);

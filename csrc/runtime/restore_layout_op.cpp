@@ -26,7 +26,7 @@ at::Tensor restoreLayout(const at::Tensor& self, const at::Tensor& reference) {
   return self.as_strided(self.sizes(), eager, self.storage_offset());
 }
 
-torch::jit::RegisterOperators registration({torch::jit::Operator(
+torch::jit::RegisterOperators restoreLayoutOpRegistration({torch::jit::Operator(
     "fuser::restore_layout(Tensor(a) self, Tensor reference) -> Tensor(a)",
     [](torch::jit::Stack& stack) {
       at::Tensor reference = torch::jit::pop(stack).toTensor();

@@ -1,4 +1,5 @@
 #include "runtime/row_executor.h"
+#include "value_types.h"
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -64,8 +65,6 @@ constexpr int64_t kMinColumnSlice = 512;
 // A thread of the last stage combines its rows' partials one slice after another: 1056
 // slices of a column sum of 32768 x 1024 floats took 440 us there, 3.4x the whole walk.
 constexpr int64_t kMaxColumnSlices = 64;
-
-bool isTensor(const torch::jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
 // The strides of `t` read over `shape` (it broadcasts to it): 0 along new and stretched
 // dims, and along dims of size 1, which no element steps over.

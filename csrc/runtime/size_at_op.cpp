@@ -8,7 +8,7 @@
 namespace fuser::runtime {
 namespace {
 
-torch::jit::RegisterOperators registration({
+torch::jit::RegisterOperators sizeAtOpRegistration({
     torch::jit::Operator(
         "fuser::size_at(int[] sizes, int dim) -> int",
         [](torch::jit::Stack& stack) {

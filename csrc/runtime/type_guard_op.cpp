@@ -90,7 +90,7 @@ torch::jit::Operation createTypeGuard(const torch::jit::Node* node) {
   };
 }
 
-torch::jit::RegisterOperators registration({torch::jit::Operator(
+torch::jit::RegisterOperators typeGuardOpRegistration({torch::jit::Operator(
     typeGuardSymbol(), createTypeGuard, c10::AliasAnalysisKind::PURE_FUNCTION)});
 
 }  // namespace

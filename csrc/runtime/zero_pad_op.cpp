@@ -31,7 +31,7 @@ bool padsNothing(const at::Tensor& self, const std::vector<int64_t>& pad) {
   return self.is_non_overlapping_and_dense();
 }
 
-torch::jit::RegisterOperators registration({
+torch::jit::RegisterOperators zeroPadOpRegistration({
     torch::jit::Operator(
         "fuser::pad_unless_zero(Tensor(a) self, int[] pad, str mode=\"constant\", "
         "float? value=None) -> Tensor(a)",

@@ -170,7 +170,7 @@ struct KernelRegistry {
   std::unordered_map<uint64_t, std::shared_ptr<CompiledKernel>> by_source;
 };
 
-KernelRegistry& registry() {
+KernelRegistry& cpuKernelRegistry() {
   static auto* r = new KernelRegistry();  // leaked: kernels outlive static destruction
   return *r;
 }
@@ -187,7 +187,7 @@ int64_t cpuGrainSize(const codegen::Kernel& kernel) {
 std::shared_ptr<CompiledKernel> compileCpuKernel(const std::string& source,
                                                  const std::string& name, int64_t grain) {
   const uint64_t source_hash = fnv1a(source);
-  KernelRegistry& r = registry();
+  KernelRegistry& r = cpuKernelRegistry();
   // One lock for lookup and compile: concurrent first calls wait and then share.
   std::lock_guard<std::mutex> lock(r.mutex);
   if (auto it = r.by_source.find(source_hash); it != r.by_source.end()) {

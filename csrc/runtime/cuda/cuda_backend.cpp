@@ -179,13 +179,13 @@ class CudaSourceKernel final : public CompiledKernel {
   std::unique_ptr<cuda::LoadedKernel> loaded_;
 };
 
-struct Registry {
+struct CudaKernelRegistry {
   std::mutex mutex;
   std::map<std::pair<uint64_t, int>, std::shared_ptr<CompiledKernel>> by_source_and_device;
 };
 
-Registry& registry() {
-  static auto* r = new Registry();  // leaked: modules outlive static destruction
+CudaKernelRegistry& cudaKernelRegistry() {
+  static auto* r = new CudaKernelRegistry();  // leaked: modules outlive static destruction
   return *r;
 }
 
@@ -197,7 +197,7 @@ std::shared_ptr<CompiledKernel> loadCudaKernel(
         wrap) {
   const int index = device.index() < 0 ? 0 : device.index();
   const cuda::DeviceInfo info = cuda::deviceInfo(index);
-  Registry& r = registry();
+  CudaKernelRegistry& r = cudaKernelRegistry();
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto key = std::make_pair(fnv1a(source), index);
   if (auto it = r.by_source_and_device.find(key); it != r.by_source_and_device.end()) {

@@ -57,7 +57,7 @@ struct DriverState {
   std::string failure;
 };
 
-DriverState& state() {
+DriverState& driverState() {
   static auto* s = new DriverState();  // leaked: kernels may unload during static destruction
   return *s;
 }
@@ -89,7 +89,7 @@ void loadDriver(DriverState& s) {
 }
 
 const DriverApi* usableDriver() {
-  DriverState& s = state();
+  DriverState& s = driverState();
   std::call_once(s.once, loadDriver, std::ref(s));
   return s.usable;
 }
@@ -98,13 +98,13 @@ const DriverApi* usableDriver() {
 
 bool driverAvailable(std::string* why) {
   const DriverApi* api = usableDriver();
-  if (api == nullptr && why) *why = state().failure;
+  if (api == nullptr && why) *why = driverState().failure;
   return api != nullptr;
 }
 
 const DriverApi& driver() {
   const DriverApi* api = usableDriver();
-  if (api == nullptr) throw std::runtime_error("fuser: " + state().failure);
+  if (api == nullptr) throw std::runtime_error("fuser: " + driverState().failure);
   return *api;
 }
 
@@ -112,7 +112,7 @@ std::string cuErrorText(CUresult result) {
   const char* name = nullptr;
   const char* text = nullptr;
   // Not through usableDriver(): loadDriver itself describes cuInit's failure.
-  if (const DriverApi* api = state().resolved) {
+  if (const DriverApi* api = driverState().resolved) {
     api->getErrorName(result, &name);
     api->getErrorString(result, &text);
   }
@@ -145,7 +145,7 @@ CUdevice cuDevice(int device_index) {
 
 DeviceInfo deviceInfo(int device_index) {
   static std::mutex mutex;
-  static auto* cache = new std::map<int, DeviceInfo>();  // leaked with the driver state
+  static auto* cache = new std::map<int, DeviceInfo>();  // leaked with the driver driverState
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache->find(device_index); it != cache->end()) return it->second;
 

@@ -96,14 +96,14 @@ struct NvrtcState {
   std::string failure;
 };
 
-NvrtcState& state() {
+NvrtcState& nvrtcState() {
   static auto* s = new NvrtcState();  // leaked: kernels may compile during static destruction
   return *s;
 }
 
 // The loaded table, or null with the reason in `why`.
 const NvrtcApi* tryLoadNvrtc(std::string* why) {
-  NvrtcState& s = state();
+  NvrtcState& s = nvrtcState();
   if (const NvrtcApi* api = s.api.load(std::memory_order_acquire)) return api;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (const NvrtcApi* api = s.api.load(std::memory_order_relaxed)) return api;
