@@ -145,7 +145,7 @@ CUdevice cuDevice(int device_index) {
 
 DeviceInfo deviceInfo(int device_index) {
   static std::mutex mutex;
-  static auto* cache = new std::map<int, DeviceInfo>();  // leaked with the driver driverState
+  static auto* cache = new std::map<int, DeviceInfo>();  // leaked with the driver state
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache->find(device_index); it != cache->end()) return it->second;
 
