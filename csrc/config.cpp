@@ -109,7 +109,7 @@ void readCrossCompile(Config& c) {
   const std::string depth = colon == std::string::npos ? "" : given.substr(colon + 1);
   if (arch.rfind("sm_", 0) == 0 && arch.size() >= 5 &&
       arch.find_first_not_of("0123456789", 3) == std::string::npos &&
-      (depth.empty() || depth == "front")) {
+      (colon == std::string::npos || depth == "front")) {
     c.cross_compile_arch = std::stoi(arch.substr(3));
     c.cross_compile_front_only = depth == "front";
   } else {

@@ -45,12 +45,12 @@ PYBIND11_MODULE(_C, m) {
   // Tests: the host compiler and flags CPU kernels are built with.
   m.def("_host_compile_command", &fuser::runtime::hostCompileCommand);
   m.def("killed", [] { return fuser::config().killed; });
-  // Tests keep single-node groups to exercise one operator at a time.
   // Tests: FUSER_CROSS_COMPILE's depth (front end only, or through ptxas) for the tests
   // that follow; returns the depth it replaces.
   m.def("_set_cross_compile_front_only", [](bool front_only) {
     return std::exchange(fuser::config().cross_compile_front_only, front_only);
   });
+  // Tests keep single-node groups to exercise one operator at a time.
   m.def("_set_keep_singletons", [](bool keep) { fuser::config().keep_singletons = keep; });
   // Tests: FUSER_AUTOTUNE and FUSER_FORCE_VARIANT for this process, and a fresh
   // process's memory of variant choices (the disk cache stays).

@@ -692,8 +692,9 @@ std::optional<RowReduction> gradSumReduction(const Node* node, int64_t rank) {
     if ((*target)[i] != 1) continue;
     const int64_t d = leading + static_cast<int64_t>(i);
     r.dims.push_back(d);
-    const auto size = self ? self->sizes()[d] : std::nullopt;
-    reduces_some = reduces_some || !size || *size != 1;
+    // (an unknown size may be more than one)
+    const bool size_one = self && self->sizes()[d] == 1;
+    reduces_some = reduces_some || !size_one;
   }
   const bool units = r.dims.size() > static_cast<size_t>(leading);
   if (!reduces_some || (leading > 0 && units)) return std::nullopt;

@@ -26,9 +26,9 @@
 #include <unordered_map>
 
 #include "passes/attention_inputs.h"
-#include "value_types.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
+#include "value_types.h"
 
 namespace fuser {
 namespace {
@@ -49,7 +49,8 @@ MaskCopy maskCopyFor(const Node* node) {
   auto type = node->input(kAttentionMaskInput)->type()->cast<c10::TensorType>();
   if (!type) return MaskCopy::kNone;  // no mask
   if (!type->isComplete()) {
-    const bool on_cuda = isOnCuda(node->input(0)) || isOnCuda(node->input(1)) || isOnCuda(node->input(2));
+    const bool on_cuda =
+        isOnCuda(node->input(0)) || isOnCuda(node->input(1)) || isOnCuda(node->input(2));
     return on_cuda ? MaskCopy::kDecidedPerCall : MaskCopy::kNone;
   }
   if (type->requiresGrad().value_or(true) || !type->device()->is_cuda() || *type->dim() == 0) {

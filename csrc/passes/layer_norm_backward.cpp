@@ -32,10 +32,10 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include "config.h"
-#include "value_types.h"
 #include "passes/fusibility.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
+#include "value_types.h"
 
 namespace fuser {
 namespace {

@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "ops/op_table.h"
-#include "value_types.h"
 #include "passes/pipeline.h"
 #include "passes/shapes.h"
 #include "symbols.h"
+#include "value_types.h"
 
 namespace fuser {
 namespace {

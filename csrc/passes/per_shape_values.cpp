@@ -36,12 +36,12 @@
 #include <vector>
 
 #include "passes/nesting.h"
-#include "value_types.h"
 #include "passes/order_barriers.h"
 #include "passes/piece_subgraph.h"
 #include "passes/pipeline.h"
 #include "passes/unwritten.h"
 #include "symbols.h"
+#include "value_types.h"
 
 namespace fuser {
 namespace {

@@ -35,12 +35,12 @@
 #include <vector>
 
 #include "passes/lone_writes.h"
-#include "value_types.h"
 #include "passes/nesting.h"
 #include "passes/order_barriers.h"
 #include "passes/piece_subgraph.h"
 #include "passes/pipeline.h"
 #include "symbols.h"
+#include "value_types.h"
 
 namespace fuser {
 namespace {

@@ -152,7 +152,8 @@ at::Tensor maxPoolChannelsLast(const at::Tensor& self, const Window& w, int64_t 
                 static_cast<int>(w.dw)};
   void* params[3 + std::size(args)] = {&in_ptr, &out_ptr, &total};
   for (size_t i = 0; i < std::size(args); ++i) params[3 + i] = &args[i];
-  const auto grid = static_cast<unsigned>(std::min<int64_t>((total + kPoolBlock - 1) / kPoolBlock, kPoolMaxBlocks));
+  const auto grid = static_cast<unsigned>(
+      std::min<int64_t>((total + kPoolBlock - 1) / kPoolBlock, kPoolMaxBlocks));
   launchCudaSource(sourceFor(self.scalar_type(), vector > 1), kMaxPoolChannelsLastKernel, self.device(),
                    grid, kPoolBlock, params);
   return out;

@@ -1,6 +1,7 @@
 """The CUDA printer checked without a GPU (csrc/codegen/cuda_printer.cpp): kernels for
 every dtype, both loop shapes, compiled by NVRTC for sm_90. With conftest's
-FUSER_CROSS_COMPILE, test_ops.py compiles the CUDA form of every op's kernel too."""
+FUSER_CROSS_COMPILE, test_ops.py checks the CUDA form of every op's kernel too (NVRTC's
+front end; through ptxas for tests marked `ptxas`)."""
 
 import json
 import os
@@ -82,7 +83,7 @@ def test_front_end_check_rejects_bad_source_but_not_what_ptxas_limits():
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("flag", ["sm_90", "sm_90:front", "sm_90:fast"])
+@pytest.mark.parametrize("flag", ["sm_90", "sm_90:front", "sm_90:fast", "sm_90:"])
 def test_cross_compile_depth_from_the_environment(flag):
     """Both depths cross-compile a CPU kernel's CUDA form; a depth not understood warns
     and turns cross-compiling off."""
@@ -96,14 +97,36 @@ x, y = torch.randn(32, 32), torch.randn(32, 32)
 for _ in range(3):
     f(x, y)
 s = fuser.stats()
-print(json.dumps([s["cuda_cross_compiles"], s["cuda_cross_compile_failures"]]))
+front_only = fuser._C._set_cross_compile_front_only(False)
+print(json.dumps([s["cuda_cross_compiles"], s["cuda_cross_compile_failures"], front_only]))
 """
-    result = run_python(code, {"FUSER_CROSS_COMPILE": flag})
+    # No disk cache: a form checked before would not reach NVRTC.
+    result = run_python(code, {"FUSER_CROSS_COMPILE": flag, "FUSER_DISK_CACHE": "0"})
     assert result.returncode == 0, result.stderr
-    compiles, failures = json.loads(result.stdout.strip().splitlines()[-1])
-    understood = flag != "sm_90:fast"
+    compiles, failures, front_only = json.loads(result.stdout.strip().splitlines()[-1])
+    understood = flag in ("sm_90", "sm_90:front")
     assert failures == 0 and (compiles > 0) == understood, (compiles, result.stderr)
+    assert front_only == (flag == "sm_90:front")
     assert ("not understood" in result.stderr) == (not understood), result.stderr
+
+
+def _front_only_now() -> bool:
+    front_only = _C._set_cross_compile_front_only(False)
+    _C._set_cross_compile_front_only(front_only)
+    return front_only
+
+
+@pytest.mark.ptxas
+def test_tests_marked_ptxas_cross_compile_through_ptxas():
+    assert not _front_only_now()
+
+
+@pytest.mark.skipif(
+    not os.environ.get("FUSER_CROSS_COMPILE", "").endswith(":front"),
+    reason="the session's FUSER_CROSS_COMPILE is not the front-end depth",
+)
+def test_other_tests_take_the_sessions_front_end_depth():
+    assert _front_only_now()
 
 
 @needs_nvrtc

@@ -3,7 +3,7 @@ ops around them into one row kernel (ops/reductions.h, runtime/row_executor.h): 
 dtypes, shapes and strides equal eager's for every floating dtype, reduced dims, size-1
 and ragged rows; calls the row kernel cannot serve (non-contiguous inputs, empty tensors,
 bad layer_norm weights) run the group's subgraph and match eager, errors included. On
-CPU runs with FUSER_CROSS_COMPILE the CUDA form of every row kernel compiles too."""
+CPU runs with FUSER_CROSS_COMPILE the CUDA form of every row kernel passes NVRTC too."""
 
 from __future__ import annotations
 

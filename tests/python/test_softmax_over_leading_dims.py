@@ -266,7 +266,7 @@ def test_tiles_shrink_to_fit_several_outputs(
 ) -> None:
     """Two, four and six outputs whose rows lie apart: CUDA's tiles hold 32, 16 and 8
     elements of each row so that they fit in shared memory (CPU: their CUDA forms
-    compiled for sm_90, FUSER_CROSS_COMPILE)."""
+    compiled for sm_90 through ptxas, FUSER_CROSS_COMPILE)."""
     args = transposed_pair(300, 200, dtype, device)
     if device == "cuda":
         compare_each_variant(normalized_outputs(count), *args, dtype=dtype)
@@ -322,7 +322,7 @@ def test_normalizations_over_channels_of_every_width(
     device: str, dtype: torch.dtype, channels: int, variant_flags: None
 ) -> None:
     """Channels below, at and past a step of 64 elements, on CUDA with every vector
-    width forced (CPU: their CUDA forms compiled for sm_90, FUSER_CROSS_COMPILE). A warp
+    width forced (CPU: their CUDA forms checked by NVRTC, FUSER_CROSS_COMPILE). A warp
     walks every eighth channel, 8 a step; what whole steps leave (1 to 7 channels here,
     and ConvNeXt's 96: 12 a warp) goes in a step of 4 where 4 or more are left, the rest
     one at a time; a tiled store (LayerNorm2d's) takes whole tiles of 32 first. Then

@@ -138,6 +138,7 @@ def test_transposed_bool_mask(fused, device: str):
     assert_tiled(run_and_compare(source, mask, y))
 
 
+@pytest.mark.ptxas
 @pytest.mark.parametrize("device", devices())
 def test_more_transposed_inputs_than_tiles_fit(fused, device: str):
     # Twelve float64 tiles would need 110 KB of shared memory: some are read directly.
