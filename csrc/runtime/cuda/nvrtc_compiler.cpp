@@ -111,10 +111,6 @@ std::string quoteLinesNamedInLog(const std::string& log, const std::string& sour
   return quoted;
 }
 
-}  // namespace
-
-namespace {
-
 // Compiles `source` with the options every compile takes and `extra` ones; throws with
 // NVRTC's log and the source lines it names on failure. Returns the log.
 std::string runNvrtc(const NvrtcApi& api, const Program& program, const std::string& source,
