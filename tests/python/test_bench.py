@@ -40,6 +40,7 @@ from fuser.bench.timing import (
     TimingBudget,
     copies_needed,
     input_copies,
+    sample_calls,
     tensor_bytes,
     warm_up,
 )
@@ -260,6 +261,17 @@ def test_copies_fill_four_times_the_cache() -> None:
     assert tensor_bytes((torch.zeros(4), [torch.zeros(2, dtype=torch.float64)])) == 32
 
 
+def test_a_cpu_sampling_starts_with_an_untimed_call_on_the_last_inputs() -> None:
+    calls: list[int] = []
+    arg_sets = [(0,), (1,), (2,)]
+    budget = TimingBudget(seconds=0.0, min_reps=4, max_reps=4)
+    samples = sample_calls(calls.append, arg_sets, torch.device("cpu"), budget)
+    assert len(samples) == 4
+    # The untimed call takes the last inputs, so the first timed one does not find its
+    # own inputs hot; the timed calls then rotate from the first.
+    assert calls == [2, 0, 1, 2, 0]
+
+
 def test_cache_size_comes_from_the_highest_level(tmp_path: Path) -> None:
     for index, (level, size) in enumerate([(1, "32K"), (2, "1024K"), (3, "32768K")]):
         folder = tmp_path / f"index{index}"
@@ -439,12 +451,13 @@ def _prepared(name: str, calls: list[str], fail: bool = False) -> runner.Prepare
 
 
 def test_modes_are_timed_in_interleaved_rounds() -> None:
-    # One call per mode and round: the modes take turns, so a drifting machine slows all.
+    # One timed call per mode and round (after one untimed call): the modes take turns,
+    # so a drifting machine slows all.
     calls: list[str] = []
     modes = [_prepared("a", calls), _prepared("b", calls)]
     preset = dataclasses.replace(FULL, budget=TimingBudget(seconds=0.0, min_reps=5, max_reps=5))
     runner.time_interleaved(modes, [()], torch.device("cpu"), preset)
-    assert calls == ["a", "b"] * runner.TIMING_ROUNDS
+    assert calls == ["a", "a", "b", "b"] * runner.TIMING_ROUNDS
     for prepared in modes:
         assert prepared.result.reps == runner.TIMING_ROUNDS
         assert prepared.result.time_us is not None and prepared.result.time_us >= 0
