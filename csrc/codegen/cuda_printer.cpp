@@ -1289,14 +1289,26 @@ int transposeTileGroup(int side) {
 }
 
 int tileMinBlocksPerSm(const Kernel& kernel) {
-  // Measured with one transposed input of 2-byte elements; with more, the cap would
-  // spill far more of the one-element path (two float16 ones: 176 registers unbounded).
-  // Eights (16-bit tensors alone) at 4 blocks; fours (a 4-byte neighbour) at 5.
-  if (!vectorTiles(kernel) || tileVectorWidth(kernel) < 4) return 0;
-  int transposed = 0;
-  for (const TensorInput& in : kernel.inputs) transposed += in.transposed ? 1 : 0;
+  // Measured with one transposed input; with more, the cap would spill far more of the
+  // one-element path (two float16 ones: 176 registers unbounded). Eights (16-bit tensors
+  // alone) at 4 blocks; fours (a 4-byte neighbour) at 5. Pairs of 4-byte elements at 4
+  // in 2-D kernels: on the H200 ptxas left them two blocks, at 95% of the copy bandwidth
+  // on the 8192 x 8192 float32 transpose (197.9 us; 4 blocks 189.4, 3 190.8). With outer
+  // dims their offsets spill under that cap (a channels-last residual add 96.2 -> 126.5
+  // us), and 8-byte tensors keep no cap.
+  if (!vectorTiles(kernel)) return 0;
+  int transposed = 0, widest = 1;
+  for (const TensorInput& in : kernel.inputs) {
+    transposed += in.transposed ? 1 : 0;
+    widest = std::max(widest, storageBytes(in.dtype));
+  }
+  for (const TensorOutput& out : kernel.outputs) widest = std::max(widest, storageBytes(out.dtype));
   if (transposed != 1) return 0;
-  return tileVectorWidth(kernel) == 8 ? 4 : 5;
+  switch (tileVectorWidth(kernel)) {
+    case 8: return 4;
+    case 4: return 5;
+    default: return widest <= 4 && kernel.ndim == 2 ? 4 : 0;
+  }
 }
 
 int64_t transposeTileBytes(c10::ScalarType dtype, int side) {

@@ -324,17 +324,19 @@ graph(%x : Tensor, %y : Tensor):
         ([torch.float16, torch.float16], "256, 4"),
         ([torch.bfloat16, torch.bfloat16], "256, 4"),
         ([torch.float32, torch.float16], "256, 5"),
-        ([torch.float32, torch.float32], "256"),
+        ([torch.float32, torch.float32], "256, 4"),
         ([torch.float16, torch.float16, torch.float16], "256"),
         ([torch.float64, torch.float16], "256"),
+        ([torch.float64, torch.float64], "256"),
     ],
     ids=str,
 )
 def test_16_bit_vector_tiles_cap_their_registers(dtypes, bound):
     # One transposed 2-byte input in vector tiles: 4 resident blocks per SM asked of
     # ptxas with eight elements per lane (64 registers), 5 with four (a float beside:
-    # 48), where unbounded the one-element path had set 80. float32 tiles, two
-    # transposed inputs and 8-byte neighbours (V = 2) keep no bound.
+    # 48), where unbounded the one-element path had set 80. One transposed float32
+    # input (pairs) at 4, where ptxas left two; two transposed inputs and 8-byte
+    # tensors keep no bound.
     source = _C.kernel_source(_sum_of(len(dtypes)), dtypes, [False] * len(dtypes), "cuda", "tiles")
     assert f"__launch_bounds__({bound})" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"

@@ -170,6 +170,28 @@ def test_cuda_form_of_a_tiled_kernel_compiles(fused):
     assert fuser.stats()["cuda_cross_compiles"] > compiles
 
 
+@pytest.mark.skipif(os.environ.get("FUSER_CROSS_COMPILE") is None, reason="no NVRTC here")
+def test_float32_pair_tiles_cap_their_registers_in_2d_kernels_only(fused):
+    # codegen::tileMinBlocksPerSm: one transposed float32 input in a 2-D kernel asks
+    # ptxas for 4 blocks per SM (the H200's float32 transpose at the copy bandwidth);
+    # with an outer dim (a channels-last residual add: N, C, H x W) the offsets spill
+    # under that cap, so it asks for none. Read from the CUDA forms of the CPU kernels.
+    def cuda_forms_of(source: str, *args: torch.Tensor) -> list[str]:
+        before = len(fuser.kernel_sources())
+        assert_tiled(run_and_compare(source, *args))
+        return [k for k in fuser.kernel_sources()[before:] if "__global__" in k]
+
+    # Constants of their own keep the kernels apart from other tests' (a kernel met
+    # before in this process prints no new form).
+    x, y = torch.randn(96, 64), torch.randn(64, 96)
+    (transpose,) = cuda_forms_of("def f(x, y):\n    return (x.t() * y + 0.75).relu()\n", x, y)
+    assert "__launch_bounds__(256, 4)" in transpose
+    a = torch.randn(2, 64, 8, 40).contiguous(memory_format=torch.channels_last)
+    r = torch.randn(2, 64, 8, 40)
+    (residual,) = cuda_forms_of("def f(a, r):\n    return (a + r * 0.75).relu()\n", r, a)
+    assert "__launch_bounds__(256)" in residual
+
+
 def test_flag_turns_tiles_off():
     code = """
 import torch, fuser
