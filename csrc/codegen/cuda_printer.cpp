@@ -1292,10 +1292,12 @@ int tileMinBlocksPerSm(const Kernel& kernel) {
   // Measured with one transposed input; with more, the cap would spill far more of the
   // one-element path (two float16 ones: 176 registers unbounded). Eights (16-bit tensors
   // alone) at 4 blocks; fours (a 4-byte neighbour) at 5. Pairs of 4-byte elements at 4
-  // in 2-D kernels: on the H200 ptxas left them two blocks, at 95% of the copy bandwidth
-  // on the 8192 x 8192 float32 transpose (197.9 us; 4 blocks 189.4, 3 190.8). With outer
-  // dims their offsets spill under that cap (a channels-last residual add 96.2 -> 126.5
-  // us), and 8-byte tensors keep no cap.
+  // in 2-D kernels. On the H200, float32 transposes (x.t() * y + 1).relu() unbounded /
+  // at 4 blocks, us: 8192 x 8192 203.5 / 190.6 (the copy bandwidth's time: 189.7), its
+  // input one element off (the one-element path) 241.9 / 206.9, 8191 x 8191 325.7 /
+  // 225.8. Kernels with outer dims lost under the same cap (a channels-last residual
+  // add, N x C x HW, 96.2 -> 126.5), though ptxas spills as much in both; 8-byte
+  // tensors keep none.
   if (!vectorTiles(kernel)) return 0;
   int transposed = 0, widest = 1;
   for (const TensorInput& in : kernel.inputs) {

@@ -42,8 +42,8 @@ int transposeTileGroup(int side);
 // channels-last, float16 / bfloat16, us), with four elements per lane: unbounded 150.0 /
 // 70.9 / 77.6, 4 blocks (64 registers) 140.9 / 73.2 / 73.3, 5 blocks (48) 141.5 / 71.9 /
 // 71.9; with eight (tileVectorWidth): unbounded 170.9 / 71.0 / 71.1, 4 blocks 141.3 /
-// 71.0 / 71.0, 5 blocks 141.8 / 71.4 / 71.4. float32 tiles lost up to 39% at 5 blocks
-// and gained nothing at 3, so they keep no bound.
+// 71.0 / 71.0, 5 blocks 141.8 / 71.4 / 71.4. float32 tiles (pairs) lost up to 39% at 5
+// blocks on the H100; on the H200, 2-D ones gain at 4 and 3-D ones lose (the .cpp).
 int tileMinBlocksPerSm(const Kernel& kernel);
 
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.

@@ -35,7 +35,7 @@ from fuser.bench.timing import (
     copies_needed,
     host_samples,
     input_copies,
-    sample_calls,
+    sample_turn,
     summarize,
     synchronize,
     tensor_bytes,
@@ -220,15 +220,18 @@ def time_interleaved(
     training: bool = False,
 ) -> None:
     """Times every prepared mode in TIMING_ROUNDS rounds, each mode under its own
-    switches in each round, and records the median and minimum of all its calls."""
+    switches in each round (each turn after one untimed call: timing.sample_turn), and
+    records the median and minimum of all its timed calls."""
     share = preset.budget.share(TIMING_ROUNDS)
+    position = 0  # of the input rotation the modes share
     for _ in range(TIMING_ROUNDS):
         for prepared in modes:
             if prepared.fn is None:
                 continue
             try:
                 with jit_flags(prepared.mode.flags(device)), autograd_mode(training):
-                    prepared.samples += sample_calls(prepared.fn, arg_sets, device, share)
+                    samples, position = sample_turn(prepared.fn, arg_sets, device, share, position)
+                    prepared.samples += samples
             except Exception as error:  # reported, never fatal
                 prepared.result.na_reason = short_reason(error)
                 prepared.fn = None

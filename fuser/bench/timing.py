@@ -141,14 +141,30 @@ def sample_calls(
     device: torch.device,
     budget: TimingBudget,
 ) -> list[int]:
-    """Nanoseconds of each call of `fn` (already warmed up) on `arg_sets` in rotation.
-    A sampling starts with untimed calls (on CUDA the probe's three, on CPU one), so that
-    its first sample does not pay for the caches another mode's turn just filled: with
-    one call a turn, the CPU model rows timed every call cold."""
+    """Nanoseconds of each call of `fn` (already warmed up) on `arg_sets` in rotation."""
     if device.type == "cuda":
         return _time_on_cuda(fn, arg_sets, budget, device)
-    fn(*arg_sets[-1])
     return host_samples(fn, arg_sets, device, budget)
+
+
+def sample_turn(
+    fn: Callable[..., Any],
+    arg_sets: Sequence[Args],
+    device: torch.device,
+    budget: TimingBudget,
+    start: int,
+) -> tuple[list[int], int]:
+    """One mode's turn of interleaved rounds: one untimed call, then `sample_calls`.
+    With a call or two a turn, the first sample would otherwise pay for the caches the
+    modes before just filled (the CPU model rows timed every call so). The inputs come
+    from one rotation that runs on across turns and modes (`start`: its position), so
+    no call reads the copy the call before it read. Returns the samples and the
+    rotation's next position."""
+    count = len(arg_sets)
+    fn(*arg_sets[start % count])
+    turn = [arg_sets[(start + 1 + i) % count] for i in range(count)]
+    samples = sample_calls(fn, turn, device, budget)
+    return samples, start + 1 + len(samples)
 
 
 def summarize(samples: Sequence[int]) -> Timing:

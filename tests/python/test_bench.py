@@ -40,7 +40,7 @@ from fuser.bench.timing import (
     TimingBudget,
     copies_needed,
     input_copies,
-    sample_calls,
+    sample_turn,
     tensor_bytes,
     warm_up,
 )
@@ -261,15 +261,14 @@ def test_copies_fill_four_times_the_cache() -> None:
     assert tensor_bytes((torch.zeros(4), [torch.zeros(2, dtype=torch.float64)])) == 32
 
 
-def test_a_cpu_sampling_starts_with_an_untimed_call_on_the_last_inputs() -> None:
+def test_a_turn_starts_untimed_and_its_inputs_rotate_on_from_the_last_turn() -> None:
     calls: list[int] = []
     arg_sets = [(0,), (1,), (2,)]
-    budget = TimingBudget(seconds=0.0, min_reps=4, max_reps=4)
-    samples = sample_calls(calls.append, arg_sets, torch.device("cpu"), budget)
-    assert len(samples) == 4
-    # The untimed call takes the last inputs, so the first timed one does not find its
-    # own inputs hot; the timed calls then rotate from the first.
-    assert calls == [2, 0, 1, 2, 0]
+    budget = TimingBudget(seconds=0.0, min_reps=2, max_reps=2)
+    samples, position = sample_turn(calls.append, arg_sets, torch.device("cpu"), budget, 0)
+    assert len(samples) == 2 and position == 3 and calls == [0, 1, 2]
+    samples, position = sample_turn(calls.append, arg_sets, torch.device("cpu"), budget, 4)
+    assert len(samples) == 2 and position == 7 and calls[3:] == [1, 2, 0]
 
 
 def test_cache_size_comes_from_the_highest_level(tmp_path: Path) -> None:
@@ -461,6 +460,20 @@ def test_modes_are_timed_in_interleaved_rounds() -> None:
     for prepared in modes:
         assert prepared.result.reps == runner.TIMING_ROUNDS
         assert prepared.result.time_us is not None and prepared.result.time_us >= 0
+
+
+def test_interleaved_modes_share_one_input_rotation() -> None:
+    # Each call, whichever mode makes it, takes the next copy of the inputs: a mode's
+    # first call of a turn does not read the copy the mode before it just read.
+    read: list[int] = []
+
+    def mode(name: str) -> runner.PreparedMode:
+        spec = dataclasses.replace(MODES["eager"], name=name)
+        return runner.PreparedMode(spec, ModeResult(name), fn=read.append)
+
+    preset = dataclasses.replace(FULL, budget=TimingBudget(seconds=0.0, min_reps=5, max_reps=5))
+    runner.time_interleaved([mode("a"), mode("b")], [(0,), (1,), (2,)], torch.device("cpu"), preset)
+    assert read == [i % 3 for i in range(4 * runner.TIMING_ROUNDS)]
 
 
 def test_a_mode_raising_while_timed_is_na_and_the_others_go_on() -> None:

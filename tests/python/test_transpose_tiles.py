@@ -181,15 +181,16 @@ def test_float32_pair_tiles_cap_their_registers_in_2d_kernels_only(fused):
         assert_tiled(run_and_compare(source, *args))
         return [k for k in fuser.kernel_sources()[before:] if "__global__" in k]
 
-    # Constants of their own keep the kernels apart from other tests' (a kernel met
-    # before in this process prints no new form).
     x, y = torch.randn(96, 64), torch.randn(64, 96)
     (transpose,) = cuda_forms_of("def f(x, y):\n    return (x.t() * y + 0.75).relu()\n", x, y)
-    assert "__launch_bounds__(256, 4)" in transpose
-    a = torch.randn(2, 64, 8, 40).contiguous(memory_format=torch.channels_last)
-    r = torch.randn(2, 64, 8, 40)
-    (residual,) = cuda_forms_of("def f(a, r):\n    return (a + r * 0.75).relu()\n", r, a)
-    assert "__launch_bounds__(256)" in residual
+    assert "FxVec<float, 2>" in transpose and "__launch_bounds__(256, 4)" in transpose
+    # The row-major tensor first: the output follows it, the channels-last one is read
+    # through the tiles.
+    row_major = torch.randn(2, 64, 8, 40)
+    channels_last = torch.randn(2, 64, 8, 40).contiguous(memory_format=torch.channels_last)
+    source = "def f(r, a):\n    return (r + a * 0.75).relu()\n"
+    (residual,) = cuda_forms_of(source, row_major, channels_last)
+    assert "FxVec<float, 2>" in residual and "__launch_bounds__(256)" in residual
 
 
 def test_flag_turns_tiles_off():
@@ -216,7 +217,8 @@ print(stats["kernel_launches"] > 0, stats["tiled_launches"])
 @pytest.mark.parametrize("min_blocks", ["0", "1", "5"])
 def test_register_caps_keep_results(min_blocks: str):
     # FUSER_TILE_MIN_BLOCKS: the tile kernels' register cap (0: chosen, 4 blocks for
-    # 16-bit vector tiles; 1: none; 5 forced on every tile kernel, which then spill).
+    # 16-bit vector tiles and 2-D float32 ones; 1: none; 5 forced on every tile kernel,
+    # which then spill).
     # Large ragged tensors, aligned (vector tiles) and offset by one element (one
     # element per lane, the path that spills most under the cap), 2-D and an NCHW
     # input read as NHWC.
