@@ -158,8 +158,8 @@ def sample_turn(
     With a call or two a turn, the first sample would otherwise pay for the caches the
     modes before just filled (the CPU model rows timed every call so). The inputs come
     from one rotation that runs on across turns and modes (`start`: its position), so
-    no call reads the copy the call before it read. Returns the samples and the
-    rotation's next position."""
+    a turn does not begin on the copy that the turn before it, another mode's, just
+    read. Returns the samples and the rotation's next position."""
     count = len(arg_sets)
     fn(*arg_sets[start % count])
     turn = [arg_sets[(start + 1 + i) % count] for i in range(count)]
