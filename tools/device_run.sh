@@ -6,7 +6,8 @@
 #   reductions: the row-kernel tests on CUDA, then the reduction rows (layer_norm,
 #   residual + layer_norm, softmax) at large size in float32 and float16 beside NNC and
 #   torch.compile, the lone-op rows again with single-op groups kept
-#   (FUSER_MIN_GROUP_SIZE=1), and the GPT-2 block (float32, float16, autocast).
+#   (FUSER_MIN_GROUP_SIZE=1), the GPT-2 block (float32, float16, autocast), then a
+#   copy of each row's bytes (tools/copy_floor.py) beside the rows' kernel times.
 #   splits: the tests of rows cut in slices, reductions, dropout and variants on CUDA,
 #   the slices variants chosen, then the few-long-rows rows (softmax over long rows,
 #   batch-1 and batch-32 GroupNorm, a whole-tensor mean; SPLIT_ROWS) beside NNC and
@@ -155,6 +156,13 @@ if [ "$what" = reductions ]; then
   PYTHONPATH=. python3 -m fuser.bench --device cuda --workload gpt2_block,gpt2_block_autocast \
     --dtype float32,float16 --mode script,fuser,compile --out "$OUT/gpt2" 2>&1 \
     | tee "$OUT/gpt2.log" | tail -14
+  # The floor at the rows' own sizes: a copy of the same bytes, per call and per kernel,
+  # beside each row's kernel time alone (fuser and torch.compile).
+  floor_rows=softmax:large:float16,softmax:large:float32,layer_norm:large:float16
+  floor_rows=$floor_rows,layer_norm:large:float32,residual_layer_norm:large:float16
+  PYTHONPATH=. python3 tools/copy_floor.py "$floor_rows" 2>&1 | tee "$OUT/copy_floor.log"
+  PYTHONPATH=. python3 tools/kernel_times.py "$floor_rows" --modes fuser,compile 2>&1 \
+    | grep '^{' | tee "$OUT/kernel_times.log"
 fi
 if [ "$what" = splits ]; then
   rows=${SPLIT_ROWS:-softmax_long_rows,groupnorm_silu_batch1,squared_error_mean,groupnorm_silu}
