@@ -5,8 +5,8 @@ The benchmark's floor is the row's bytes over the bandwidth of a copy large enou
 spill every cache. A row of a few tens of MB moves in some 15 us on an H200, where a
 kernel's launch, ramp and tail are a fixed share that the large copy amortizes; this
 times `dst.copy_(src)` of the same bytes (half read, half written), rotating sources as
-the benchmark rotates the row's inputs, by CUDA events per call and by the copy
-kernel's own device time from the profiler.
+the benchmark rotates the row's inputs, by CUDA events per call and by the copy's own
+device time from the profiler.
 
 usage: python tools/copy_floor.py softmax:large:float16,layer_norm:large:float32 \\
            [--device cuda]
@@ -45,29 +45,36 @@ class CopyFloor:
     row: str
     moved: int  # bytes a call of the row moves: its inputs plus eager's outputs
     copied: int  # bytes the copy moves (read plus written)
+    sources: int  # copies of the source it rotates among
     floor_us: float  # moved at the large copy's bandwidth
     copy: Timing  # the same-bytes copy per call
-    kernel_us: float  # the copy kernel's own device time (CUDA; nan on the CPU)
+    device_us: float  # the copy's own device time (CUDA; nan on the CPU)
 
 
-def row_bytes(name: str, size: str, dtype: torch.dtype, device: torch.device) -> tuple[int, int]:
-    """Bytes a call of the row moves (inputs plus eager's outputs), and its inputs' bytes."""
+def row_bytes(name: str, size: str, dtype: torch.dtype, device: torch.device) -> int:
+    """Bytes a call of the row moves: its inputs plus eager's outputs."""
     workload = placed(workload_named(name), size, device, dtype)
     inputs = workloads.make_inputs(workload, size, dtype, device)
     with autograd_mode(workload.training):
         expected = build_call(MODES[EAGER], workload, device)[0](*inputs)
-    return tensor_bytes(inputs) + tensor_bytes(expected), tensor_bytes(inputs)
+    return tensor_bytes(inputs) + tensor_bytes(expected)
 
 
-def copy_kernel_us(dst: torch.Tensor, sources: list[torch.Tensor]) -> float:
-    """Median device time of the copy kernel per call, from the profiler."""
+def copy_device_us(dst: torch.Tensor, sources: list[torch.Tensor]) -> float:
+    """Median device time of one copy, from the profiler: a contiguous copy of one dtype
+    is a device-to-device memcpy (a copy kernel where torch launches one instead)."""
     activities = [torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for i in range(PROFILED_CALLS):
             dst.copy_(sources[i % len(sources)])
         torch.cuda.synchronize()
-    times = [e.device_time for e in prof.events() if e.device_type.name == "CUDA"]
-    return statistics.median(times) if times else float("nan")
+    times = [
+        e.device_time
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+        and (e.name.startswith("Memcpy") or "copy" in e.name)
+    ]
+    return statistics.median(times) if len(times) == PROFILED_CALLS else float("nan")
 
 
 def copy_floor(
@@ -77,23 +84,25 @@ def copy_floor(
     element size, from as many rotated sources as the benchmark rotates its inputs."""
     name, size, dtype_name = row.split(":")
     dtype = getattr(torch, dtype_name)
-    moved, input_bytes = row_bytes(name, size, dtype, device)
+    moved = row_bytes(name, size, dtype, device)
     numel = max(1, moved // 2 // dtype.itemsize)
     source = torch.randn(numel, device=device).to(dtype)
-    copies = copies_needed(input_bytes, cache_bytes)
+    # As many sources as make the benchmark's working set: a multiple of the cache.
+    copies = copies_needed(tensor_bytes(source), cache_bytes)
     sources = [source] + [source.clone() for _ in range(copies - 1)]
     dst = torch.empty_like(source)
     arg_sets = [(s,) for s in sources]
     warm_up(dst.copy_, arg_sets, calls=3)
     timing = time_calls(dst.copy_, arg_sets, device, budget)
-    kernel = copy_kernel_us(dst, sources) if device.type == "cuda" else float("nan")
+    device_us = copy_device_us(dst, sources) if device.type == "cuda" else float("nan")
     return CopyFloor(
         row=row,
         moved=moved,
-        copied=2 * numel * dtype.itemsize,
+        copied=2 * tensor_bytes(dst),
+        sources=copies,
         floor_us=moved / (large_gbps * 1e3),
         copy=timing,
-        kernel_us=kernel,
+        device_us=device_us,
     )
 
 
@@ -108,13 +117,14 @@ def main() -> None:
     print(f"large copy: {large_gbps:.1f} GB/s; last-level cache {cache / 2**20:.0f} MiB")
     print(
         "row | bytes | large-copy floor us | same-bytes copy us (median / min) | "
-        "copy kernel us (profiler) | same-bytes GB/s"
+        "copy device us (profiler) | same-bytes GB/s | sources"
     )
     for row in args.rows.split(","):
         f = copy_floor(row, device, cache, large_gbps, BUDGET)
         print(
             f"{f.row} | {f.moved} | {f.floor_us:.1f} | {f.copy.median_us:.1f} / "
-            f"{f.copy.min_us:.1f} | {f.kernel_us:.1f} | {f.moved / (f.copy.median_us * 1e3):.0f}"
+            f"{f.copy.min_us:.1f} | {f.device_us:.1f} | {f.moved / (f.copy.median_us * 1e3):.0f} | "
+            f"{f.sources}"
         )
 
 

@@ -144,7 +144,8 @@ if [ "$what" = reductions ]; then
   rows=layer_norm,residual_layer_norm,softmax,masked_softmax,batchnorm_relu,groupnorm_silu,residual_layer_norm_train
   PYTHONPATH=.:tests/python python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_reductions.py tests/python/test_batch_norm.py \
-    tests/python/test_variants.py 2>&1 | tee "$OUT/test_reductions.log" | tail -8
+    tests/python/test_variants.py tests/python/test_copy_floor.py 2>&1 \
+    | tee "$OUT/test_reductions.log" | tail -8
   # The variants each row kernel chose, with their timings (first process: timed).
   PYTHONPATH=. python3 tools/variant_report.py cuda 2>&1 | tee "$OUT/variants.log"
   PYTHONPATH=. python3 -m fuser.bench --device cuda --size large --workload "$rows" \
@@ -162,7 +163,7 @@ if [ "$what" = reductions ]; then
   floor_rows=$floor_rows,layer_norm:large:float32,residual_layer_norm:large:float16
   PYTHONPATH=. python3 tools/copy_floor.py "$floor_rows" 2>&1 | tee "$OUT/copy_floor.log"
   PYTHONPATH=. python3 tools/kernel_times.py "$floor_rows" --modes fuser,compile 2>&1 \
-    | grep '^{' | tee "$OUT/kernel_times.log"
+    | tee "$OUT/kernel_times.log" | grep '^{\|Error'
 fi
 if [ "$what" = splits ]; then
   rows=${SPLIT_ROWS:-softmax_long_rows,groupnorm_silu_batch1,squared_error_mean,groupnorm_silu}

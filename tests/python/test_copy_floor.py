@@ -7,6 +7,7 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from fuser.bench.timing import TimingBudget
@@ -29,9 +30,11 @@ def test_the_copy_moves_the_rows_bytes_and_the_floor_is_them_at_the_large_bandwi
     f = tool.copy_floor("softmax:tiny:float32", torch.device("cpu"), 1 << 20, 10.0, budget)
     assert f.moved == 2 * 64 * 256 * 4
     assert f.copied == f.moved
-    assert math.isclose(f.floor_us, f.moved / 10e3)
+    assert math.isclose(f.floor_us, f.moved / (10.0 * 1e3))
+    # 64 KiB a source against 4 x 1 MiB of cache (timing.CACHE_MULTIPLE): 64 sources.
+    assert f.sources == 64
     assert f.copy.reps >= 3 and f.copy.median_us > 0
-    assert math.isnan(f.kernel_us)  # no profiler kernels on the CPU
+    assert math.isnan(f.device_us)  # the profiler's device times are CUDA's
 
 
 def test_half_precision_rows_copy_in_their_element_size() -> None:
@@ -40,3 +43,12 @@ def test_half_precision_rows_copy_in_their_element_size() -> None:
     f = tool.copy_floor("softmax:tiny:bfloat16", torch.device("cpu"), 1 << 20, 10.0, budget)
     assert f.moved == 2 * 64 * 256 * 2
     assert f.copied == f.moved
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_profiler_gives_the_copys_own_device_time() -> None:
+    tool = load_tool()
+    budget = TimingBudget(seconds=0.05, min_reps=5, max_reps=50)
+    f = tool.copy_floor("softmax:small:float16", torch.device("cuda"), 1 << 20, 1000.0, budget)
+    assert f.copied == f.moved
+    assert f.device_us > 0  # nan where the profiler saw no copy for each call
