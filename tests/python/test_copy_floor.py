@@ -23,26 +23,21 @@ def load_tool():
     return module
 
 
-def test_the_copy_moves_the_rows_bytes_and_the_floor_is_them_at_the_large_bandwidth() -> None:
+# softmax at tiny: x (64, 256) in, its softmax out; the copy's source holds half of
+# those bytes, and 4 x 1 MiB of cache (timing.CACHE_MULTIPLE) takes that many sources.
+@pytest.mark.parametrize("dtype, sources", [("float32", 64), ("bfloat16", 128)])
+def test_the_copy_moves_the_rows_bytes_and_the_floor_is_them_at_the_large_bandwidth(
+    dtype: str, sources: int
+) -> None:
     tool = load_tool()
     budget = TimingBudget(seconds=0.01, min_reps=3, max_reps=20)
-    # softmax at tiny: x (64, 256) float32 in, its softmax out.
-    f = tool.copy_floor("softmax:tiny:float32", torch.device("cpu"), 1 << 20, 10.0, budget)
-    assert f.moved == 2 * 64 * 256 * 4
+    f = tool.copy_floor(f"softmax:tiny:{dtype}", torch.device("cpu"), 1 << 20, 10.0, budget)
+    assert f.moved == 2 * 64 * 256 * getattr(torch, dtype).itemsize
     assert f.copied == f.moved
     assert math.isclose(f.floor_us, f.moved / (10.0 * 1e3))
-    # 64 KiB a source against 4 x 1 MiB of cache (timing.CACHE_MULTIPLE): 64 sources.
-    assert f.sources == 64
+    assert f.sources == sources
     assert f.copy.reps >= 3 and f.copy.median_us > 0
     assert math.isnan(f.device_us)  # the profiler's device times are CUDA's
-
-
-def test_half_precision_rows_copy_in_their_element_size() -> None:
-    tool = load_tool()
-    budget = TimingBudget(seconds=0.01, min_reps=3, max_reps=5)
-    f = tool.copy_floor("softmax:tiny:bfloat16", torch.device("cpu"), 1 << 20, 10.0, budget)
-    assert f.moved == 2 * 64 * 256 * 2
-    assert f.copied == f.moved
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
