@@ -28,9 +28,11 @@ from fuser.bench.modes import EAGER, MODES
 from fuser.bench.presets import COPY_BUDGET
 from fuser.bench.runner import autograd_mode, build_call, workload_named
 from fuser.bench.timing import (
+    Args,
     Timing,
     TimingBudget,
     copies_needed,
+    input_copies,
     tensor_bytes,
     time_calls,
     warm_up,
@@ -60,13 +62,13 @@ def row_bytes(name: str, size: str, dtype: torch.dtype, device: torch.device) ->
     return tensor_bytes(inputs) + tensor_bytes(expected)
 
 
-def copy_device_us(dst: torch.Tensor, sources: list[torch.Tensor]) -> float:
+def copy_device_us(dst: torch.Tensor, arg_sets: list[Args]) -> float:
     """Median device time of one copy, from the profiler: a contiguous copy of one dtype
     is a device-to-device memcpy (a copy kernel where torch launches one instead)."""
     activities = [torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for i in range(PROFILED_CALLS):
-            dst.copy_(sources[i % len(sources)])
+            dst.copy_(*arg_sets[i % len(arg_sets)])
         torch.cuda.synchronize()
     times = [
         e.device_time
@@ -89,12 +91,11 @@ def copy_floor(
     source = torch.randn(numel, device=device).to(dtype)
     # As many sources as make the benchmark's working set: a multiple of the cache.
     copies = copies_needed(tensor_bytes(source), cache_bytes)
-    sources = [source] + [source.clone() for _ in range(copies - 1)]
+    arg_sets = input_copies((source,), copies)
     dst = torch.empty_like(source)
-    arg_sets = [(s,) for s in sources]
     warm_up(dst.copy_, arg_sets, calls=3)
     timing = time_calls(dst.copy_, arg_sets, device, budget)
-    device_us = copy_device_us(dst, sources) if device.type == "cuda" else float("nan")
+    device_us = copy_device_us(dst, arg_sets) if device.type == "cuda" else float("nan")
     return CopyFloor(
         row=row,
         moved=moved,
