@@ -83,13 +83,13 @@ def copy_floor(
     row: str, device: torch.device, cache_bytes: int, large_gbps: float, budget: TimingBudget
 ) -> CopyFloor:
     """`row` (workload:size:dtype)'s bytes copied: half read, half written, in the row's
-    element size, from as many rotated sources as the benchmark rotates its inputs."""
+    element size, from rotated sources that together fill the benchmark's multiple of the
+    cache (timing.copies_needed), as the row's rotated inputs do."""
     name, size, dtype_name = row.split(":")
     dtype = getattr(torch, dtype_name)
     moved = row_bytes(name, size, dtype, device)
     numel = max(1, moved // 2 // dtype.itemsize)
     source = torch.randn(numel, device=device).to(dtype)
-    # As many sources as make the benchmark's working set: a multiple of the cache.
     copies = copies_needed(tensor_bytes(source), cache_bytes)
     arg_sets = input_copies((source,), copies)
     dst = torch.empty_like(source)
