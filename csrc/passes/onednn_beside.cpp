@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "config.h"
+#include "passes/onednn_pass.h"
 
 namespace fuser {
 namespace {
@@ -23,14 +24,14 @@ bool isRawOneDnnPass(const torch::jit::GraphPassEntry& entry) {
 }
 
 // oneDNN Graph's pass, run on a copy that replaces the graph only when it succeeds. Its
-// pass throws on some graphs ("could not add op to the graph": a GPT-2 block's
-// attention); beside us that must not fail the user's call, which then runs with our
+// pass throws on some graphs (onednn_pass.h hides what it throws on most: scalar
+// arithmetic); beside us that must not fail the user's call, which then runs with our
 // groups alone.
 struct GuardedOneDnnPass {
   void operator()(std::shared_ptr<torch::jit::Graph>& graph) const {
     std::shared_ptr<torch::jit::Graph> copy = graph->copy();
     try {
-      torch::jit::fuser::onednn::fuseGraph(copy);
+      runOneDnnPass(copy);
     } catch (const std::exception&) {
       return;
     }
@@ -140,7 +141,7 @@ bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph, bool leave_pa
   untagNodes(graph->block());
   std::unordered_map<int64_t, std::string> claimed;
   try {
-    torch::jit::fuser::onednn::fuseGraph(dry_run);
+    runOneDnnPass(dry_run);
   } catch (const std::exception&) {
     // oneDNN cannot take this graph: leave it nothing, fuse all we can.
     return false;
@@ -157,7 +158,7 @@ bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph, bool leave_pa
 bool oneDnnPassSucceeds(const std::shared_ptr<torch::jit::Graph>& graph) {
   std::shared_ptr<torch::jit::Graph> dry_run = graph->copy();
   try {
-    torch::jit::fuser::onednn::fuseGraph(dry_run);
+    runOneDnnPass(dry_run);
   } catch (const std::exception& error) {
     if (config().dump_reasons) {
       std::cerr << "[fuser] oneDNN Graph's pass throws on the fused graph (" << error.what()

@@ -1,5 +1,6 @@
 // Graph tests of passes/onednn_beside: which nodes are left to oneDNN Graph, and the
 // order of the two pre-passes.
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/codegen/onednn/interface.h>
 #include <torch/csrc/jit/passes/pass_manager.h>
@@ -124,6 +125,64 @@ TEST(OneDnnBeside, AGraphOneDnnThrowsOnIsLeftAsItWas) {
   EXPECT_GE(testing_helpers::countKind(
                 typed->block(), c10::Symbol::fromQualString("prim::oneDNNFusionGroup")),
             1u);
+}
+
+// matmul -> relu -> (* sqrt(n)): attention's scale, a float computed from an int.
+const char* kScalarScaleIr = R"IR(
+graph(%x : Float(8, 16, strides=[16, 1], requires_grad=0, device=cpu),
+      %w : Float(16, 16, strides=[16, 1], requires_grad=0, device=cpu),
+      %n : int):
+  %s : float = aten::sqrt(%n)
+  %y : Float(8, 16, strides=[16, 1], requires_grad=0, device=cpu) = aten::matmul(%x, %w)
+  %r : Float(8, 16, strides=[16, 1], requires_grad=0, device=cpu) = aten::relu(%y)
+  %m : Float(8, 16, strides=[16, 1], requires_grad=0, device=cpu) = aten::mul(%r, %s)
+  return (%m)
+)IR";
+
+TEST(OneDnnBeside, ScalarMathIsHiddenFromOneDnnsPass) {
+  WithOneDnn on;
+  c10::AutoGradMode no_grad(false);
+  runBeforeOneDnnGraph(0);  // guards oneDNN's entry
+  // Alone, oneDNN's pass throws on the scalar sqrt ("could not add op to the graph").
+  auto raw = testing_helpers::parseWithTypes(kScalarScaleIr, {});
+  EXPECT_ANY_THROW(torch::jit::fuser::onednn::fuseGraph(raw));
+  // Our dry run sees what it would take: the relu goes with the matmul.
+  auto marked = testing_helpers::parseWithTypes(kScalarScaleIr, {});
+  EXPECT_TRUE(markOneDnnPatterns(marked, /*leave_patterns=*/true));
+  Node* relu = firstOfKind(*marked, "aten::relu");
+  ASSERT_NE(relu, nullptr);
+  EXPECT_TRUE(isLeftToOneDnn(relu));
+  EXPECT_EQ(firstOfKind(*marked, "fuser::HiddenFromOneDnn"), nullptr);
+  // Its guarded entry takes the graph; the sqrt is back in place, unwrapped.
+  const auto& passes = torch::jit::getCustomPrePasses();
+  auto entry = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
+  ASSERT_NE(entry, passes.end());
+  auto graph = testing_helpers::parseWithTypes(kScalarScaleIr, {});
+  entry->first(graph);
+  EXPECT_GE(testing_helpers::countKind(
+                graph->block(), c10::Symbol::fromQualString("prim::oneDNNFusionGroup")),
+            1u);
+  EXPECT_NE(firstOfKind(*graph, "aten::sqrt"), nullptr);
+  EXPECT_EQ(firstOfKind(*graph, "fuser::HiddenFromOneDnn"), nullptr);
+  graph->lint();
+}
+
+TEST(OneDnnBeside, UnderAutogradOneDnnsPassSeesTheGraphAsItWould) {
+  WithOneDnn on;
+  c10::AutoGradMode grad(true);
+  runBeforeOneDnnGraph(0);
+  auto marked = testing_helpers::parseWithTypes(kScalarScaleIr, {});
+  EXPECT_FALSE(markOneDnnPatterns(marked, /*leave_patterns=*/true));
+  const auto& passes = torch::jit::getCustomPrePasses();
+  auto entry = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
+  ASSERT_NE(entry, passes.end());
+  auto graph = testing_helpers::parseWithTypes(kScalarScaleIr, {});
+  const torch::jit::Graph* before = graph.get();
+  entry->first(graph);
+  EXPECT_EQ(graph.get(), before);
+  EXPECT_EQ(testing_helpers::countKind(
+                graph->block(), c10::Symbol::fromQualString("prim::oneDNNFusionGroup")),
+            0u);
 }
 
 TEST(OneDnnBeside, FullPipelineKeepsTypesForOneDnnAndLeavesNoMark) {
