@@ -69,6 +69,7 @@ void disable() {
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!r.active) return;
   torch::jit::clearPrePass(r.pass_id);
+  unguardOneDnnPass();
   torch::jit::setTensorExprFuserEnabled(r.nnc_was_enabled);
   r.active = false;
 }

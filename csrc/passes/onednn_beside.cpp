@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "config.h"
-#include "passes/onednn_pass.h"
+#include "passes/onednn_hidden_scalars.h"
 
 namespace fuser {
 namespace {
@@ -23,15 +23,15 @@ bool isRawOneDnnPass(const torch::jit::GraphPassEntry& entry) {
   return target && *target == &torch::jit::fuser::onednn::fuseGraph;
 }
 
-// oneDNN Graph's pass, run on a copy that replaces the graph only when it succeeds. Its
-// pass throws on some graphs (onednn_pass.h hides what it throws on most: scalar
-// arithmetic); beside us that must not fail the user's call, which then runs with our
+// oneDNN Graph's pass, with scalar arithmetic hidden from it (onednn_hidden_scalars.h),
+// run on a copy that replaces the graph only when it succeeds. Its pass still throws on
+// some graphs; beside us that must not fail the user's call, which then runs with our
 // groups alone.
 struct GuardedOneDnnPass {
   void operator()(std::shared_ptr<torch::jit::Graph>& graph) const {
     std::shared_ptr<torch::jit::Graph> copy = graph->copy();
     try {
-      runOneDnnPass(copy);
+      runOneDnnPassHidingScalars(copy);
     } catch (const std::exception&) {
       return;
     }
@@ -108,6 +108,14 @@ void collectPartitions(Block* block, std::unordered_map<int64_t, std::string>& c
 
 }  // namespace
 
+void unguardOneDnnPass() {
+  for (auto& entry : torch::jit::getCustomPrePasses()) {
+    if (entry.first.target<GuardedOneDnnPass>() != nullptr) {
+      entry.first = &torch::jit::fuser::onednn::fuseGraph;
+    }
+  }
+}
+
 bool isOneDnnPass(const torch::jit::GraphPassEntry& entry) {
   return isRawOneDnnPass(entry) || entry.first.target<GuardedOneDnnPass>() != nullptr;
 }
@@ -141,7 +149,7 @@ bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph, bool leave_pa
   untagNodes(graph->block());
   std::unordered_map<int64_t, std::string> claimed;
   try {
-    runOneDnnPass(dry_run);
+    runOneDnnPassHidingScalars(dry_run);
   } catch (const std::exception&) {
     // oneDNN cannot take this graph: leave it nothing, fuse all we can.
     return false;
@@ -158,7 +166,7 @@ bool markOneDnnPatterns(std::shared_ptr<torch::jit::Graph>& graph, bool leave_pa
 bool oneDnnPassSucceeds(const std::shared_ptr<torch::jit::Graph>& graph) {
   std::shared_ptr<torch::jit::Graph> dry_run = graph->copy();
   try {
-    runOneDnnPass(dry_run);
+    runOneDnnPassHidingScalars(dry_run);
   } catch (const std::exception& error) {
     if (config().dump_reasons) {
       std::cerr << "[fuser] oneDNN Graph's pass throws on the fused graph (" << error.what()

@@ -29,9 +29,14 @@ bool oneDnnGraphRegistered();
 // Moves our pre-pass (`ours`) before oneDNN Graph's in TorchScript's pre-pass list, so
 // that a user who enabled oneDNN Graph first still gets both. No-op when it is absent
 // or already after ours. Also guards oneDNN's entry: from then on its pass runs on a
-// copy of the graph and a graph it throws on is left as it was (markOneDnnPatterns
-// does the same for an entry registered after enable()).
+// copy of the graph, with scalar arithmetic hidden from it (onednn_hidden_scalars.h),
+// and a graph it throws on is left as it was (markOneDnnPatterns does the same for an
+// entry registered after enable()).
 void runBeforeOneDnnGraph(torch::jit::GraphPassNameType ours);
+
+// Gives oneDNN's entry its own pass back (disable()): without us, oneDNN Graph runs as
+// it does alone.
+void unguardOneDnnPass();
 
 // Pipeline stage, after prepareGraph: when oneDNN Graph is registered and
 // `leave_patterns`, marks each node it would fuse together with a convolution or matmul;

@@ -1,7 +1,5 @@
-#include "passes/onednn_pass.h"
+#include "passes/onednn_hidden_scalars.h"
 
-#include <c10/core/GradMode.h>
-#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/jit/codegen/onednn/interface.h>
 #include <torch/csrc/jit/passes/utils/subgraph_utils.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
@@ -17,13 +15,13 @@ const c10::Symbol& hiddenSymbol() {
   return s;
 }
 
-// Registered so that alias analysis (oneDNN's pass runs it) knows the kind; it never
-// runs: runOneDnnPass unwraps every such node before returning.
+// Registered so that alias analysis (oneDNN's pass runs it) knows the kind. It never
+// runs: a wrapper that outlived the pass fails the pass instead.
 torch::jit::RegisterOperators register_hidden({torch::jit::Operator(
     hiddenSymbol(),
     [](const Node*) -> torch::jit::Operation {
       return [](torch::jit::Stack&) {
-        TORCH_INTERNAL_ASSERT(false, "fuser::HiddenFromOneDnn is unwrapped before any graph runs");
+        TORCH_INTERNAL_ASSERT(false, "fuser::HiddenFromOneDnn outlived oneDNN Graph's pass");
       };
     },
     c10::AliasAnalysisKind::PURE_FUNCTION)});
@@ -34,12 +32,9 @@ bool isNumber(const torch::jit::Value* v) {
          kind == c10::TypeKind::BoolType || kind == c10::TypeKind::NumberType;
 }
 
-// Scalar arithmetic: an aten op from numbers to numbers, without side effects. Nothing
-// else: a wrapped op is a pure function to alias analysis, which would let a list's
-// append be removed as dead.
+// An aten op from numbers to numbers without side effects.
 bool isScalarArithmetic(const Node* node) {
-  if (!node->kind().is_aten() || !node->blocks().empty() || node->hasSideEffects() ||
-      node->outputs().empty()) {
+  if (!node->kind().is_aten() || !node->blocks().empty() || node->outputs().empty()) {
     return false;
   }
   for (const torch::jit::Value* v : node->inputs()) {
@@ -48,7 +43,7 @@ bool isScalarArithmetic(const Node* node) {
   for (const torch::jit::Value* v : node->outputs()) {
     if (!isNumber(v)) return false;
   }
-  return true;
+  return !node->hasSideEffects();
 }
 
 void hide(Block* block) {
@@ -69,19 +64,29 @@ void unhide(Block* block) {
   }
 }
 
-// Whether the graph being optimized may be autodiff's: its forward is optimized in a
-// call made with grad mode on, its backward while the autograd engine runs a backward.
-bool mayBeAutodiffs() {
-  return c10::GradMode::is_enabled() || torch::autograd::get_current_graph_task_id() != -1;
+// Whether a wrapper is left anywhere: in a block, or in a subgraph oneDNN made.
+bool holdsWrapper(const Block* block) {
+  for (const Node* node : block->nodes()) {
+    if (node->kind() == hiddenSymbol()) return true;
+    for (const Block* sub : node->blocks()) {
+      if (holdsWrapper(sub)) return true;
+    }
+    if (node->hasAttribute(torch::jit::attr::Subgraph) &&
+        holdsWrapper(node->g(torch::jit::attr::Subgraph)->block())) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
 
-void runOneDnnPass(std::shared_ptr<torch::jit::Graph>& graph) {
-  const bool hiding = !mayBeAutodiffs();
-  if (hiding) hide(graph->block());
+void runOneDnnPassHidingScalars(std::shared_ptr<torch::jit::Graph>& graph) {
+  hide(graph->block());
   torch::jit::fuser::onednn::fuseGraph(graph);
-  if (hiding) unhide(graph->block());
+  unhide(graph->block());
+  TORCH_CHECK(!holdsWrapper(graph->block()),
+              "fuser: scalar arithmetic hidden from oneDNN Graph's pass was not unwrapped");
 }
 
 }  // namespace fuser
