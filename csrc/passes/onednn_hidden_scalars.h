@@ -9,10 +9,14 @@
 // copying each bias. Wrapped for the pass in a node kind oneDNN does not know, scalar
 // arithmetic is a wildcard to it, as any op it does not map; unwrapped after.
 //
-// Only arithmetic on numbers (int, float, bool) is hidden. The wrapper is a pure
-// function to alias analysis, which is true of such ops and of nothing that reads or
-// builds lists: hiding autodiff's `_size_if_not_equal` (int lists) too gave a GPT-2
-// block's input a gradient 1.77 off (T=16) and failed its backward's matmul (T=32).
+// Only arithmetic on numbers (int, float, bool, Scalar) is hidden. Hiding every op
+// without a tensor, list ops included (autodiff's `_size_if_not_equal`), gave a GPT-2
+// block's input a gradient 1.77 off (T=16) and failed its backward's matmul (T=32); why
+// was not found, so nothing but numbers is hidden.
+//
+// A hidden op that feeds a setting oneDNN reads as a constant (a clamp's bound, an elu's
+// alpha) now reaches that read where its pass threw at the op before; oneDNN does not
+// check that read. No model here has such a setting.
 #pragma once
 
 #include <torch/csrc/jit/ir/ir.h>

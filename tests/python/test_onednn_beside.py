@@ -246,10 +246,10 @@ def test_onednn_takes_the_gpt2_blocks_products_beside_our_groups(onednn: None) -
 
 
 def test_the_gpt2_blocks_training_step_keeps_its_gradients(onednn: None) -> None:
-    """Scalar arithmetic is hidden from oneDNN's pass in autodiff's graphs too, and the
-    gradients stay eager's. Hiding list arithmetic as well (autodiff's
-    `_size_if_not_equal`) gave the input a gradient 1.77 off (T=16) and failed the
-    backward's matmul (T=32)."""
+    """Scalar arithmetic is hidden from oneDNN's pass in autodiff's graphs too (it then
+    partitions the forward's), and the gradients stay eager's. Hiding list arithmetic as
+    well (autodiff's `_size_if_not_equal`) gave the input a gradient 1.77 off (T=16)
+    and failed the backward's matmul (T=32)."""
     from fuser.bench.models import _gpt2_block
 
     fuser.enable()
