@@ -6,7 +6,6 @@
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
 #include <algorithm>
-#include <optional>
 #include <string>
 
 #include "api.h"
@@ -184,13 +183,13 @@ TEST(OneDnnBeside, DisableGivesOneDnnItsOwnPassBack) {
     return target && *target == &torch::jit::fuser::onednn::fuseGraph;
   };
   const auto& passes = torch::jit::getCustomPrePasses();
-  std::optional<WithFuser> fused;
-  fused.emplace();
+  {
+    WithFuser fused;
+    auto entry = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
+    ASSERT_NE(entry, passes.end());
+    EXPECT_FALSE(isRaw(*entry));  // guarded, scalars hidden
+  }  // disable()
   auto entry = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
-  ASSERT_NE(entry, passes.end());
-  EXPECT_FALSE(isRaw(*entry));  // guarded, scalars hidden
-  fused.reset();  // disable()
-  entry = std::find_if(passes.begin(), passes.end(), isOneDnnPass);
   ASSERT_NE(entry, passes.end());
   EXPECT_TRUE(isRaw(*entry));
   // Alone again, its pass throws on scalar arithmetic as it does without us.
