@@ -72,8 +72,7 @@ class CudaArgLayout {
   int num_ints_ = 0;
 };
 
-// Elements per vector access of a flat kernel: 16 bytes of its widest tensor, or 8 when
-// that tensor has 4-byte elements.
+// Elements per vector access of a flat kernel: 16 bytes of its widest tensor.
 int cudaVectorWidth(const Kernel& kernel);
 
 // Most threads per block a kernel is printed for (its __launch_bounds__) and launched

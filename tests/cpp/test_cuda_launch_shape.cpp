@@ -109,11 +109,11 @@ TEST(CudaLaunchShape, FlatGridCoversTheWorkOnce) {
   const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, true), {int64_t{1} << 26});
   EXPECT_EQ(s.vectors, 1);
   EXPECT_EQ(s.grid_y, 1);
-  EXPECT_EQ(s.grid_x * s.block * 2, int64_t{1} << 26);  // two floats per thread
+  EXPECT_EQ(s.grid_x * s.block * 4, int64_t{1} << 26);  // four floats per thread
 }
 
-TEST(CudaLaunchShape, FlatFloatsMoveEightBytesPerAccessOtherTypesSixteen) {
-  EXPECT_EQ(cudaVectorWidth(sumOf(2, ScalarType::Float, true)), 2);
+TEST(CudaLaunchShape, FlatKernelsMoveSixteenBytesPerAccess) {
+  EXPECT_EQ(cudaVectorWidth(sumOf(2, ScalarType::Float, true)), 4);
   EXPECT_EQ(cudaVectorWidth(sumOf(2, ScalarType::Half, true)), 8);
   EXPECT_EQ(cudaVectorWidth(sumOf(2, ScalarType::Double, true)), 2);
 }
@@ -121,7 +121,7 @@ TEST(CudaLaunchShape, FlatFloatsMoveEightBytesPerAccessOtherTypesSixteen) {
 TEST(CudaLaunchShape, FlatSixteenByteVectorsRunInBlocksOf1024) {
   EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Half, true)), 1024);
   EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Double, true)), 1024);
-  EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Float, true)), 256);  // 8-byte vectors
+  EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Float, true)), 1024);
   EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Half, false)), 256);  // rows
   // 7 inputs and the output hold 8 vectors (32 registers); one more keeps 256 threads.
   EXPECT_EQ(cudaBlockSize(sumOf(7, ScalarType::Half, true)), 1024);
