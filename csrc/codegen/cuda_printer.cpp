@@ -42,11 +42,12 @@ constexpr int kRowUnrollFloat = 4;
 constexpr int kRowUnrollHalf = 2;
 
 // A thread holds each vector it loads or stores in 4 registers until the tile's math is
-// done. Kernels that would hold more than kMaxVectorsPerStep with one vector per tensor
-// go element-wise: an LSTM cell's kernel (17 tensors read, 2 written) held 80 registers
-// with one vector each; element-wise it holds 32, and with four times the warps per SM
-// it ran faster on the H100 (with two vectors each it took 218 registers and ran 35%
-// slower). Rows unroll only while the thread holds at most kMaxVectorsHeld.
+// done. Row kernels that would hold more than kMaxVectorsPerStep with one vector per
+// tensor go element-wise (flat ones keep their vectors, in blocks of 256): an LSTM
+// cell's kernel (17 tensors read, 2 written) held 80 registers with one vector each;
+// element-wise it holds 32, and with four times the warps per SM it ran faster on the
+// H100 (with two vectors each it took 218 registers and ran 35% slower). Rows unroll
+// only while the thread holds at most kMaxVectorsHeld.
 constexpr int kMaxVectorsPerStep = 8;
 constexpr int kMaxVectorsHeld = 12;
 
@@ -71,8 +72,9 @@ int tilePadding(c10::ScalarType t) {
 // Threads per block of flat kernels that move 16 bytes per tensor and thread. On the
 // H100, (x*y+1).relu().sigmoid() over 2^26 halves took 134.3 us in blocks of 1024,
 // 135.0 in 512 and 135.3 in 256 (bfloat16 134.5 / 134.8 / 135.2; floats read as
-// 16-byte vectors 265.3 / 266.3 / 266.7). Floats move 8 bytes, and those kernels were
-// fastest in blocks of 256: 263.0 us, against 265.1 in 512 and 271.6 in 1024.
+// 16-byte vectors 265.3 / 266.3 / 266.7; as 8-byte pairs, 263.0 in blocks of 256,
+// 265.1 in 512, 271.6 in 1024). The H200 takes floats as 16-byte vectors in blocks of
+// 1024 too (cudaVectorWidth).
 constexpr int kWideVectorBlockSize = 1024;
 
 // The input whose offsets input `i` uses: itself, or an earlier one with equal strides.
@@ -1181,9 +1183,8 @@ bool mathBound(const Kernel& k) {
 }
 
 int cudaBlockSize(const Kernel& k) {
-  const int width = cudaVectorWidth(k);
-  const bool sixteen_bytes = width > 1 && width * flatWidestBytes(k) == 16;
-  return sixteen_bytes && vectorsPerStep(k) <= kMaxVectorsPerStep && !mathBound(k)
+  const bool vectors = cudaVectorWidth(k) > 1;  // 16 bytes per tensor and thread
+  return vectors && vectorsPerStep(k) <= kMaxVectorsPerStep && !mathBound(k)
              ? kWideVectorBlockSize
              : kCudaBlockSize;
 }

@@ -77,7 +77,8 @@ int cudaVectorWidth(const Kernel& kernel);
 
 // Most threads per block a kernel is printed for (its __launch_bounds__) and launched
 // with: kCudaBlockSize, or 1024 for flat kernels moving one 16-byte vector per tensor
-// and thread (few enough tensors that 64 registers hold their vectors).
+// and thread (few enough tensors that 64 registers hold their vectors, and not bound by
+// their math).
 int cudaBlockSize(const Kernel& kernel);
 
 // What a launch needs to know of a kernel's vector paths and blocks; fixed per kernel,

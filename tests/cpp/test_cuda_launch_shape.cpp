@@ -126,6 +126,8 @@ TEST(CudaLaunchShape, FlatSixteenByteVectorsRunInBlocksOf1024) {
   // 7 inputs and the output hold 8 vectors (32 registers); one more keeps 256 threads.
   EXPECT_EQ(cudaBlockSize(sumOf(7, ScalarType::Half, true)), 1024);
   EXPECT_EQ(cudaBlockSize(sumOf(8, ScalarType::Half, true)), 256);
+  EXPECT_EQ(cudaBlockSize(sumOf(7, ScalarType::Float, true)), 1024);  // four floats each
+  EXPECT_EQ(cudaBlockSize(sumOf(8, ScalarType::Float, true)), 256);
   Kernel unaligned = sumOf(2, ScalarType::Half, true);
   unaligned.vectorize = false;  // element-wise
   EXPECT_EQ(cudaBlockSize(unaligned), 256);

@@ -359,14 +359,20 @@ graph(%x : Tensor, %y : Tensor):
 
 
 @pytest.mark.parametrize(
-    "ir, arity, block",
-    [(TANH_GELU, 1, 256), (SIGMOID_CHAIN, 2, 1024)],
-    ids=["tanh_gelu_bound_by_math", "sigmoid_chain_at_copy_speed"],
+    "ir, arity, dtype, block",
+    [
+        (TANH_GELU, 1, torch.float16, 256),
+        (SIGMOID_CHAIN, 2, torch.float16, 1024),
+        (SIGMOID_CHAIN, 2, torch.float32, 1024),  # four floats per access (cudaVectorWidth)
+    ],
+    ids=["tanh_gelu_bound_by_math", "sigmoid_chain_at_copy_speed", "float_sigmoid_chain"],
 )
-def test_flat_half_kernels_bound_by_math_take_blocks_of_256(ir, arity, block):
+def test_flat_kernels_bound_by_math_take_blocks_of_256(ir, arity, dtype, block):
     graph = torch._C.parse_ir(ir)
-    source = _C.kernel_source(graph, [torch.float16] * arity, [False] * arity, "cuda", "flat")
+    source = _C.kernel_source(graph, [dtype] * arity, [False] * arity, "cuda", "flat")
     assert f"__launch_bounds__({block})" in source
+    if dtype == torch.float32:
+        assert "FxVec<float, 4>" in source
 
 
 @needs_nvrtc
