@@ -1183,7 +1183,7 @@ bool mathBound(const Kernel& k) {
 }
 
 int cudaBlockSize(const Kernel& k) {
-  const bool vectors = cudaVectorWidth(k) > 1;  // 16 bytes per tensor and thread
+  const bool vectors = cudaVectorWidth(k) > 1;  // 16 bytes of the widest tensor a thread
   return vectors && vectorsPerStep(k) <= kMaxVectorsPerStep && !mathBound(k)
              ? kWideVectorBlockSize
              : kCudaBlockSize;
