@@ -46,22 +46,29 @@ bool isScalarArithmetic(const Node* node) {
   return !node->hasSideEffects();
 }
 
-void hide(Block* block) {
+// Calls `visit` on every node of `block`, a node's own blocks before it; `visit` may
+// replace the node it is given.
+template <typename Visit>
+void visitNodes(Block* block, const Visit& visit) {
   for (auto it = block->nodes().begin(); it != block->nodes().end();) {
     Node* node = *it++;
-    for (Block* sub : node->blocks()) hide(sub);
-    if (isScalarArithmetic(node)) {
-      torch::jit::SubgraphUtils::createSingletonSubgraph(node, hiddenSymbol());
-    }
+    for (Block* sub : node->blocks()) visitNodes(sub, visit);
+    visit(node);
   }
 }
 
+void hide(Block* block) {
+  visitNodes(block, [](Node* node) {
+    if (isScalarArithmetic(node)) {
+      torch::jit::SubgraphUtils::createSingletonSubgraph(node, hiddenSymbol());
+    }
+  });
+}
+
 void unhide(Block* block) {
-  for (auto it = block->nodes().begin(); it != block->nodes().end();) {
-    Node* node = *it++;
-    for (Block* sub : node->blocks()) unhide(sub);
+  visitNodes(block, [](Node* node) {
     if (node->kind() == hiddenSymbol()) torch::jit::SubgraphUtils::unmergeSubgraph(node);
-  }
+  });
 }
 
 // Whether a wrapper is left anywhere: in a block, or in a subgraph oneDNN made.
