@@ -37,8 +37,9 @@ constexpr int kRowPathMinInner = 128;
 // bandwidth. gelu(x + bias) over 8192 x 8192 floats on the H100, in a harness timing
 // the kernel alone: 189.9 us with one, 183.4 with two, 180.8 with four; in the
 // benchmark, two measured 182.9 us and four 182.8. Half precision rows were measured
-// with two only.
-constexpr int kRowUnrollFloat = 4;
+// with two only. Rows of 4-byte elements take kFloatRowVectors instead (the H200's
+// measure, with blocks of their own size); 8-byte ones keep four.
+constexpr int kRowUnrollWide = 4;
 constexpr int kRowUnrollHalf = 2;
 
 // A thread holds each vector it loads or stores in 4 registers until the tile's math is
@@ -76,6 +77,25 @@ int tilePadding(c10::ScalarType t) {
 // 265.1 in 512, 271.6 in 1024). The H200 takes floats as 16-byte vectors in blocks of
 // 1024 too (cudaVectorWidth).
 constexpr int kWideVectorBlockSize = 1024;
+
+// Rows of 4-byte elements moved as 16-byte vectors (floatRowKernel): blocks of
+// kFloatRowBlockSize threads, each taking kFloatRowVectors vectors per tensor and tile,
+// as torch.compile's kernels do (128 threads of 8 elements). On the H200, kernel us,
+// blocks of 256 with four vectors before -> after (torch.compile): over 8192 x 8192,
+// gelu(x + bias) 136.7 -> 127.3 (126.9), (x - mean) * rstd * w + b 130.2 -> 128.9
+// (127.3); over 32x256x64x64, batch_norm + relu 66.7 -> 65.0 (64.5). Dropout's kernels
+// keep the others' shape: bias + gelu + dropout went 174.5 -> 189.7 under this one.
+constexpr int kFloatRowBlockSize = 128;
+constexpr int kFloatRowVectors = 2;
+
+// Work per byte (elementCost units per byte of the Flat inputs and the outputs) from
+// which a float row kernel asks for kFloatRowMinBlocksPerSm resident blocks per SM, so
+// that ptxas keeps it within 32 registers and a full SM of warps hides its loads:
+// gelu(x + bias) (2.75 a byte) took 134.7 us unbounded, 135.0 at 12 blocks (42
+// registers) and 127.3 at 16; the norm tail (0.6 a byte) lost under the cap (127.8 ->
+// 132.0).
+constexpr int kFloatRowCappedCostPerByte = 2;
+constexpr int kFloatRowMinBlocksPerSm = 16;
 
 // The input whose offsets input `i` uses: itself, or an earlier one with equal strides.
 int offsetsOf(const Kernel& k, int i) {
@@ -157,13 +177,15 @@ bool straddlingRowVectors(const Kernel& k) {
 }
 
 // Vectors per thread and tensor that a row tile is printed for: the most (a power of
-// two up to kRowUnrollFloat or kRowUnrollHalf) whose extra input vectors keep the
-// thread within kMaxVectorsHeld.
+// two up to kFloatRowVectors, kRowUnrollWide or kRowUnrollHalf) whose extra input
+// vectors keep the thread within kMaxVectorsHeld.
 int rowUnroll(const Kernel& k) {
   const int width = rowVectorWidth(k);
   if (width == 1) return 1;
   const int inputs = vectorsPerStep(k) - static_cast<int>(k.outputs.size());
-  int unroll = width <= 4 ? kRowUnrollFloat : kRowUnrollHalf;  // 16-byte vectors
+  int unroll = floatRowKernel(k) ? kFloatRowVectors
+               : width <= 4       ? kRowUnrollWide
+                                  : kRowUnrollHalf;  // 16-byte vectors
   while (unroll > 1 && vectorsPerStep(k) + inputs * (unroll - 1) > kMaxVectorsHeld) unroll /= 2;
   return unroll;
 }
@@ -1173,16 +1195,33 @@ int cudaVectorWidth(const Kernel& k) {
 // (x*y+1).relu().sigmoid() (4 a byte) keeps 1024, where it runs at copy speed.
 constexpr int kMathBoundCostPerByte = 6;
 
-bool mathBound(const Kernel& k) {
+// Whether an element's work (elementCost) is at least `units` per byte of the Flat
+// inputs and the outputs it moves.
+bool costPerByteAtLeast(const Kernel& k, int units) {
   int bytes = 0;
   for (const TensorInput& in : k.inputs) {
     if (in.access == Access::Flat) bytes += storageBytes(in.dtype);
   }
   for (const TensorOutput& out : k.outputs) bytes += storageBytes(out.dtype);
-  return bytes > 0 && elementCost(k) >= kMathBoundCostPerByte * bytes;
+  return bytes > 0 && elementCost(k) >= units * bytes;
+}
+
+bool mathBound(const Kernel& k) { return costPerByteAtLeast(k, kMathBoundCostPerByte); }
+
+bool floatRowKernel(const Kernel& k) {
+  return !k.flat && !k.rows && !k.columns && k.transpose_tile == 0 && rowVectorWidth(k) == 4 &&
+         !drawsRandomNumbers(k);
+}
+
+int minBlocksPerSm(const Kernel& k) {
+  if (k.transpose_tile > 0) return tileMinBlocksPerSm(k);
+  return floatRowKernel(k) && costPerByteAtLeast(k, kFloatRowCappedCostPerByte)
+             ? kFloatRowMinBlocksPerSm
+             : 0;
 }
 
 int cudaBlockSize(const Kernel& k) {
+  if (floatRowKernel(k)) return kFloatRowBlockSize;
   const bool vectors = cudaVectorWidth(k) > 1;  // 16 bytes of the widest tensor a thread
   return vectors && vectorsPerStep(k) <= kMaxVectorsPerStep && !mathBound(k)
              ? kWideVectorBlockSize
@@ -1234,7 +1273,7 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
     } else {
       // The most the kernel was printed for that the row still fills.
       for (int u = v.row_unroll; u > 1 && vectors == 1; u /= 2) {
-        if (inner >= int64_t{kCudaBlockSize} * width * u) vectors = u;
+        if (inner >= int64_t{v.block} * width * u) vectors = u;
       }
     }
   }

@@ -46,6 +46,16 @@ int transposeTileGroup(int side);
 // blocks on the H100; on the H200, 2-D ones gain at 4 and 3-D ones lose (the .cpp).
 int tileMinBlocksPerSm(const Kernel& kernel);
 
+// Whether a strided elementwise kernel walks rows of 4-byte elements as 16-byte vectors
+// in blocks of its own size (cuda_printer.cpp's kFloatRowBlockSize); kernels that draw
+// random numbers keep the others' blocks.
+bool floatRowKernel(const Kernel& kernel);
+
+// Resident blocks per SM a kernel asks of ptxas (Kernel::min_blocks_per_sm; 0: none):
+// tileMinBlocksPerSm's for tile kernels; for float row kernels with much math per byte
+// (kFloatRowCappedCostPerByte), as many as an SM holds, which keeps them in 32 registers.
+int minBlocksPerSm(const Kernel& kernel);
+
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.
 int64_t transposeTileBytes(c10::ScalarType dtype, int side);
 
@@ -76,9 +86,9 @@ class CudaArgLayout {
 int cudaVectorWidth(const Kernel& kernel);
 
 // Most threads per block a kernel is printed for (its __launch_bounds__) and launched
-// with: kCudaBlockSize, or 1024 for flat kernels moving one 16-byte vector per tensor
+// with: kCudaBlockSize, 1024 for flat kernels moving one 16-byte vector per tensor
 // and thread (few enough tensors that 64 registers hold their vectors, and not bound by
-// their math).
+// their math), 128 for float row kernels (floatRowKernel).
 int cudaBlockSize(const Kernel& kernel);
 
 // What a launch needs to know of a kernel's vector paths and blocks; fixed per kernel,

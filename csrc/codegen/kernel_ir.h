@@ -176,7 +176,7 @@ struct Kernel {
   // the innermost (1: row-major order of tiles).
   int tile_group = 1;
   // CUDA: __launch_bounds__'s minimum of resident blocks per SM (0: none), which caps the
-  // registers per thread (codegen::tileMinBlocksPerSm).
+  // registers per thread (codegen::minBlocksPerSm).
   int min_blocks_per_sm = 0;
   // Where the kernel runs: the autocast casts' results depend on it.
   c10::DeviceType device = c10::DeviceType::CPU;

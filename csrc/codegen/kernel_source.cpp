@@ -38,7 +38,7 @@ std::string printKernelSource(const torch::jit::Graph& subgraph, std::vector<Inp
   kernel.vectorize = flat;
   if (layout == SourceLayout::Tiles) kernel.transpose_tile = transposeTileSide(kernel.inputs);
   if (layout == SourceLayout::Tiles64) kernel.transpose_tile = 64;
-  kernel.min_blocks_per_sm = tileMinBlocksPerSm(kernel);
+  kernel.min_blocks_per_sm = minBlocksPerSm(kernel);
   if (layout == SourceLayout::FixedRows) {
     kernel.fixed.sizes = {5, 300};
     kernel.fixed.numel = 5 * 300;

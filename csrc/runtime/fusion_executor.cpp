@@ -249,7 +249,7 @@ const FusionExecutor::Specialization& FusionExecutor::compile(const SpecKey& key
                                                 : codegen::transposeTileGroup(plan.transpose_tile);
     kernel.min_blocks_per_sm = config().tile_min_blocks > 0 && plan.transpose_tile > 0
                                    ? config().tile_min_blocks
-                                   : codegen::tileMinBlocksPerSm(kernel);
+                                   : codegen::minBlocksPerSm(kernel);
     kernel.vectorize = vectorize;
     if (fix_shape) {
       kernel.fixed.sizes.assign(plan.sizes.begin(), plan.sizes.end());

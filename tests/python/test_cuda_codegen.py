@@ -180,8 +180,9 @@ def _sum_of(count: int) -> torch._C.Graph:
 @pytest.mark.parametrize(
     "inputs, dtype, loop",
     [
-        (2, torch.float32, "fx_jk[4]"),
-        (3, torch.float32, "fx_jk[2]"),
+        (2, torch.float64, "fx_jk[4]"),
+        (3, torch.float64, "fx_jk[2]"),
+        (2, torch.float32, "fx_jk[2]"),
         (5, torch.float32, "fx_jk[2]"),
         (6, torch.float32, "fx_jk[1]"),
         (7, torch.float32, "fx_jk[1]"),
@@ -192,6 +193,7 @@ def _sum_of(count: int) -> torch._C.Graph:
     ids=[
         "four",
         "two",
+        "floats_two",
         "two_at_the_limit",
         "one",
         "one_at_the_limit",
@@ -204,6 +206,7 @@ def test_row_tiles_hold_at_most_twelve_vectors_per_thread(inputs, dtype, loop):
     # Each vector a thread holds costs 4 registers: with u vectors per tile a thread
     # holds (inputs + outputs) + inputs x (u - 1), at most 12; past 8 with one each the
     # rows go element-wise (an LSTM cell's kernel then runs at four times the occupancy).
+    # Floats take two at most (blocks of 128), doubles four.
     dtypes = [dtype] * inputs
     source = _C.kernel_source(_sum_of(inputs), dtypes, [False] * inputs, "cuda", "rows")
     if loop is None:
@@ -373,6 +376,38 @@ def test_flat_kernels_bound_by_math_take_blocks_of_256(ir, arity, dtype, block):
     assert f"__launch_bounds__({block})" in source
     if dtype == torch.float32:
         assert "FxVec<float, 4>" in source
+
+
+ERF_GELU_OF_SUM = """
+graph(%x : Tensor, %b : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %none : str = prim::Constant[value="none"]()
+  %s : Tensor = aten::add(%x, %b, %one)
+  %g : Tensor = aten::gelu(%s, %none)
+  return (%g)
+"""
+
+
+@pytest.mark.parametrize(
+    "graph, dtype, bound, vectors",
+    [
+        (ERF_GELU_OF_SUM, torch.float32, "128, 16", 2),
+        (None, torch.float32, "128", 2),
+        (ERF_GELU_OF_SUM, torch.float16, "256", 2),
+        (ERF_GELU_OF_SUM, torch.float64, "256", 4),
+    ],
+    ids=["float_gelu_capped", "float_sum", "half_gelu", "double_gelu"],
+)
+def test_float_rows_take_blocks_of_128_and_cap_registers_under_much_math(
+    graph, dtype, bound, vectors
+):
+    # Rows of floats: blocks of 128 threads, two vectors each; an erf per element asks
+    # for 16 resident blocks (32 registers), a sum asks for none. Other dtypes keep
+    # blocks of 256 without a cap.
+    graph = torch._C.parse_ir(graph) if graph else _sum_of(2)
+    source = _C.kernel_source(graph, [dtype] * 2, [False] * 2, "cuda", "rows")
+    assert f"__launch_bounds__({bound}) " in source
+    assert f"fx_jk[{vectors}]" in source
 
 
 @needs_nvrtc
