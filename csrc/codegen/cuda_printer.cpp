@@ -38,7 +38,8 @@ constexpr int kRowPathMinInner = 128;
 // the kernel alone: 189.9 us with one, 183.4 with two, 180.8 with four; in the
 // benchmark, two measured 182.9 us and four 182.8. Half precision rows were measured
 // with two only. Rows of 4-byte elements take kFloatRowVectors instead (the H200's
-// measure, with blocks of their own size); 8-byte ones keep four.
+// measure, with blocks of their own size); 8-byte ones, and float rows that draw random
+// numbers, keep four.
 constexpr int kRowUnrollWide = 4;
 constexpr int kRowUnrollHalf = 2;
 
@@ -93,9 +94,15 @@ constexpr int kFloatRowVectors = 2;
 // that ptxas keeps it within 32 registers and a full SM of warps hides its loads:
 // gelu(x + bias) (2.75 a byte) took 134.7 us unbounded, 135.0 at 12 blocks (42
 // registers) and 127.3 at 16; the norm tail (0.6 a byte) lost under the cap (127.8 ->
-// 132.0).
+// 132.0). Strided inputs are not counted: most are broadcast over the rows (a bias, a
+// norm's weight) and read from cache. Only threads holding at most
+// kFloatRowCappedMostVectors take the cap, as gelu(x + bias) does (x, bias and the
+// output, and a second vector of each input): ptxas spills none of the erf of a sum of
+// three rows under it (7 vectors held), 44 bytes for four (9), and a sigmoid's spills
+// start at three.
 constexpr int kFloatRowCappedCostPerByte = 2;
 constexpr int kFloatRowMinBlocksPerSm = 16;
+constexpr int kFloatRowCappedMostVectors = 5;
 
 // The input whose offsets input `i` uses: itself, or an earlier one with equal strides.
 int offsetsOf(const Kernel& k, int i) {
@@ -151,6 +158,12 @@ int rowVectorWidth(const Kernel& k) {
   return 16 / widest;
 }
 
+// Strided elementwise kernels: not flat, not a reduction's rows or columns, no transpose
+// tiles.
+bool elementwiseRows(const Kernel& k) {
+  return !k.flat && !k.rows && !k.columns && k.transpose_tile == 0;
+}
+
 // Whether some input read along the rows is not Flat (loaded lane by lane on the walk of
 // printStraddlingVectors).
 bool readsRowsInLanes(const Kernel& k) {
@@ -167,13 +180,18 @@ bool readsRowsInLanes(const Kernel& k) {
 // rows of 7 x 7 = 49 elements then moves vectors, where rows that are not whole vectors
 // went one element per thread.
 bool straddlingRowVectors(const Kernel& k) {
-  if (k.flat || k.rows || k.columns || k.transpose_tile > 0 || rowVectorWidth(k) == 1) {
-    return false;
-  }
+  if (!elementwiseRows(k) || rowVectorWidth(k) == 1) return false;
   for (const TensorOutput& out : k.outputs) {
     if (out.access != Access::Flat) return false;
   }
   return true;
+}
+
+// Vectors a row tile's thread holds with `unroll` vectors per input: one per tensor of a
+// step, and each input's further ones.
+int vectorsHeld(const Kernel& k, int unroll) {
+  const int inputs = vectorsPerStep(k) - static_cast<int>(k.outputs.size());
+  return vectorsPerStep(k) + inputs * (unroll - 1);
 }
 
 // Vectors per thread and tensor that a row tile is printed for: the most (a power of
@@ -182,11 +200,10 @@ bool straddlingRowVectors(const Kernel& k) {
 int rowUnroll(const Kernel& k) {
   const int width = rowVectorWidth(k);
   if (width == 1) return 1;
-  const int inputs = vectorsPerStep(k) - static_cast<int>(k.outputs.size());
   int unroll = floatRowKernel(k) ? kFloatRowVectors
                : width <= 4       ? kRowUnrollWide
                                   : kRowUnrollHalf;  // 16-byte vectors
-  while (unroll > 1 && vectorsPerStep(k) + inputs * (unroll - 1) > kMaxVectorsHeld) unroll /= 2;
+  while (unroll > 1 && vectorsHeld(k, unroll) > kMaxVectorsHeld) unroll /= 2;
   return unroll;
 }
 
@@ -1209,15 +1226,15 @@ bool costPerByteAtLeast(const Kernel& k, int units) {
 bool mathBound(const Kernel& k) { return costPerByteAtLeast(k, kMathBoundCostPerByte); }
 
 bool floatRowKernel(const Kernel& k) {
-  return !k.flat && !k.rows && !k.columns && k.transpose_tile == 0 && rowVectorWidth(k) == 4 &&
-         !drawsRandomNumbers(k);
+  return elementwiseRows(k) && rowVectorWidth(k) == 4 && !drawsRandomNumbers(k);
 }
 
 int minBlocksPerSm(const Kernel& k) {
   if (k.transpose_tile > 0) return tileMinBlocksPerSm(k);
-  return floatRowKernel(k) && costPerByteAtLeast(k, kFloatRowCappedCostPerByte)
-             ? kFloatRowMinBlocksPerSm
-             : 0;
+  const bool capped = floatRowKernel(k) &&
+                      vectorsHeld(k, rowUnroll(k)) <= kFloatRowCappedMostVectors &&
+                      costPerByteAtLeast(k, kFloatRowCappedCostPerByte);
+  return capped ? kFloatRowMinBlocksPerSm : 0;
 }
 
 int cudaBlockSize(const Kernel& k) {
@@ -1247,7 +1264,7 @@ CudaLaunchShape cudaLaunchShape(const Kernel& k, const CudaVectorShape& v,
   const int64_t last = k.ndim >= 1 ? sizes[k.ndim - 1] : 0;
   const bool enough_vectors =
       v.row_width > 1 && numel / v.row_width >= int64_t{kMinVectorThreadsPerSm} * sm_count;
-  // Rows that are not whole vectors, or fewer vectors than a block's threads, walked as
+  // Rows that are not whole vectors, or fewer vectors than kCudaBlockSize, walked as
   // flat vectors (printStraddlingVectors). On the H200, x * sigmoid(s) over [256, C, H, W]
   // of 14.4M floats (s per row), % of the copy bandwidth, flat vectors / before: rows of
   // 7 x 7 88 / 61 (one element per thread), 14 x 14 97 / 68 (the row path: blocks of 64

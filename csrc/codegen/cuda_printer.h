@@ -53,7 +53,8 @@ bool floatRowKernel(const Kernel& kernel);
 
 // Resident blocks per SM a kernel asks of ptxas (Kernel::min_blocks_per_sm; 0: none):
 // tileMinBlocksPerSm's for tile kernels; for float row kernels with much math per byte
-// (kFloatRowCappedCostPerByte), as many as an SM holds, which keeps them in 32 registers.
+// that hold few vectors (kFloatRowCappedCostPerByte), as many as an SM holds, which
+// keeps them in 32 registers (GPUs holding fewer threads per SM ignore the cap).
 int minBlocksPerSm(const Kernel& kernel);
 
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.
@@ -108,8 +109,9 @@ CudaVectorShape cudaVectorShape(const Kernel& kernel);
 // Grid, block and vectors per thread for one launch. Flat and strided per-element
 // kernels get a grid that covers the work once (one vector or element per thread; on
 // the H100 this beat a grid-stride loop over a few resident blocks per SM by 3-5%).
-// Row kernels get a block per tile of a row in x and walk the rows in y; they move two
-// vectors per thread and tile when the row holds them, one when it holds only one, and
+// Row kernels get a block per tile of a row in x and walk the rows in y; they move up to
+// row_unroll vectors per thread and tile (two for floats and halves, four for 8-byte
+// elements and for floats drawing random numbers) as the row holds them, and
 // single elements when vectors would leave too few threads per SM; half precision and
 // element-wise rows are capped at 64 blocks per SM, each then walking several rows.
 // Blocks have cudaBlockSize threads, and shrink (to 64 at least) when the work would

@@ -75,8 +75,8 @@ TEST(CudaLaunchShape, RowsShorterThanABlockTakeBlocksAsWideAsTheRow) {
   EXPECT_EQ(s.vectors, 1);
   EXPECT_EQ(s.block, 64);
   EXPECT_EQ(s.grid_x, 1);
-  // C = 512: 128 threads; rows of 128 floats still take two warps.
-  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 512}).block, 128);
+  // C = 384: 96 threads; rows of 128 floats still take two warps.
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 384}).block, 96);
   EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 128}).block, 64);
 }
 
@@ -104,9 +104,13 @@ Kernel erfOfSum(int inputs, bool flat) {
 }
 
 TEST(CudaLaunchShape, FloatRowsWithMuchMathPerByteAreKeptToAFullSmOfBlocks) {
-  // An erf (16 units) per 12 bytes moved: 16 blocks of 128 threads, 32 registers each.
+  // An erf per element (21 units with the loads, sum and store) over the output's 4
+  // bytes (strided inputs are not counted): 16 blocks of 128 threads, 32 registers each.
   EXPECT_EQ(minBlocksPerSm(erfOfSum(2, false)), 16);
   EXPECT_TRUE(floatRowKernel(erfOfSum(2, false)));
+  // Three inputs hold 7 vectors (4 of a step, 3 more): more than the 5 capped.
+  EXPECT_TRUE(floatRowKernel(erfOfSum(3, false)));
+  EXPECT_EQ(minBlocksPerSm(erfOfSum(3, false)), 0);
   // An add per 12 bytes: no cap; nor for flat kernels, or rows of halves.
   EXPECT_EQ(minBlocksPerSm(sumOf(2, ScalarType::Float, false)), 0);
   EXPECT_EQ(minBlocksPerSm(erfOfSum(2, true)), 0);
@@ -246,6 +250,22 @@ TEST(CudaLaunchShape, RowsThatAreNotWholeVectorsOrShortAreWalkedAsFlatVectors) {
   into_cat.outputs[0].stride_slot = 2;
   EXPECT_GT(launch(into_cat, {256 * 1152, 225}).grid_y, 1);
   EXPECT_EQ(launch(into_cat, {256 * 1152, 49}).vectors, 0);
+}
+
+TEST(CudaLaunchShape, FloatRowLaunchesNeverExceedTheBlockTheyWerePrintedFor) {
+  // Every path of a float row kernel (rows, short rows, straddling vectors, elements,
+  // blocks shrunk for little work) launches at most kFloatRowBlockSize threads.
+  const Kernel kernels[] = {sumOf(2, ScalarType::Float, false), gate(ScalarType::Float)};
+  for (const Kernel& k : kernels) {
+    ASSERT_EQ(cudaBlockSize(k), 128);
+    for (int64_t rows : {1, 3, 16, 300, 70000}) {
+      for (int64_t inner : {1, 7, 49, 128, 196, 225, 384, 1000, 1024, 4100, 8192}) {
+        const CudaLaunchShape s = launch(k, {rows, inner});
+        EXPECT_LE(s.block, 128) << rows << " x " << inner;
+        EXPECT_LE(s.vectors, cudaVectorShape(k).row_unroll) << rows << " x " << inner;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -59,8 +59,8 @@ def _rows_cases(dtype):
         "misaligned": (wide[:, 1:1025], randn(1024)),
         # a per-row bias, broadcast along the row
         "column": (randn(256, 1024), randn(256, 1)),
-        # long rows: four vectors per thread and tile (two for half precision), the last
-        # tile of each row partial
+        # long rows: two vectors per thread and tile (four for doubles), the last tile of
+        # each row partial
         "unrolled": (randn(64, 6152), randn(6152)),
         # too few elements for vectors to keep the SMs busy: one element per thread
         "small_rows": (randn(16, 1024), randn(1024)),
@@ -84,7 +84,7 @@ def _rows_cases(dtype):
         "many_rows",
     ],
 )
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_row_and_flat_paths_match_eager(dtype, case):
     x, b = _rows_cases(dtype)[case]
     fn = script_from_source(GELU_BIAS)

@@ -388,6 +388,7 @@ graph(%x : Tensor, %b : Tensor):
 """
 
 
+@needs_nvrtc
 @pytest.mark.parametrize(
     "graph, dtype, bound, vectors",
     [
@@ -408,6 +409,7 @@ def test_float_rows_take_blocks_of_128_and_cap_registers_under_much_math(
     source = _C.kernel_source(graph, [dtype] * 2, [False] * 2, "cuda", "rows")
     assert f"__launch_bounds__({bound}) " in source
     assert f"fx_jk[{vectors}]" in source
+    assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
 
 
 @needs_nvrtc
