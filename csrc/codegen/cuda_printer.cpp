@@ -38,8 +38,8 @@ constexpr int kRowPathMinInner = 128;
 // the kernel alone: 189.9 us with one, 183.4 with two, 180.8 with four; in the
 // benchmark, two measured 182.9 us and four 182.8. Half precision rows were measured
 // with two only. Rows of 4-byte elements take kFloatRowVectors instead (the H200's
-// measure, with blocks of their own size); 8-byte ones, and float rows that draw random
-// numbers, keep four.
+// measure, with blocks of their own size) where floatRowKernel says; 8-byte ones and
+// the other float rows keep four.
 constexpr int kRowUnrollWide = 4;
 constexpr int kRowUnrollHalf = 2;
 
@@ -81,11 +81,15 @@ constexpr int kWideVectorBlockSize = 1024;
 
 // Rows of 4-byte elements moved as 16-byte vectors (floatRowKernel): blocks of
 // kFloatRowBlockSize threads, each taking kFloatRowVectors vectors per tensor and tile,
-// as torch.compile's kernels do (128 threads of 8 elements). On the H200, kernel us,
-// blocks of 256 with four vectors before -> after (torch.compile): over 8192 x 8192,
-// gelu(x + bias) 136.7 -> 127.3 (126.9), (x - mean) * rstd * w + b 130.2 -> 128.9
-// (127.3); over 32x256x64x64, batch_norm + relu 66.7 -> 65.0 (64.5). Dropout's kernels
-// keep the others' shape: bias + gelu + dropout went 174.5 -> 189.7 under this one.
+// as torch.compile's kernels do (128 threads of 8 elements), where the math is heavy
+// (heavyFloatRows) or a thread could not hold four vectors per input anyway. On the
+// H200, kernel us, blocks of 256 with up to four vectors before -> after
+// (torch.compile): over 8192 x 8192, gelu(x + bias) 136.7 -> 127.3 (126.9),
+// (x - mean) * rstd * w + b (two vectors before too) 130.2 -> 128.9 (127.3); over
+// 32x256x64x64, batch_norm + relu 66.7 -> 65.0 (64.5). Light rows that hold four keep
+// them in blocks of 256: (x.expand(N, H) * y + 1).relu() took 127.3 us there and 127.9
+// in this shape. Dropout's kernels keep the others' shape too: bias + gelu + dropout
+// went 174.5 -> 189.7 under this one.
 constexpr int kFloatRowBlockSize = 128;
 constexpr int kFloatRowVectors = 2;
 
@@ -1225,16 +1229,25 @@ bool costPerByteAtLeast(const Kernel& k, int units) {
 
 bool mathBound(const Kernel& k) { return costPerByteAtLeast(k, kMathBoundCostPerByte); }
 
+namespace {
+
+// Row kernels of floats whose math is heavy for the bytes they move and whose threads
+// hold few vectors: they take the register cap (kFloatRowCappedCostPerByte).
+bool heavyFloatRows(const Kernel& k) {
+  return vectorsHeld(k, kFloatRowVectors) <= kFloatRowCappedMostVectors &&
+         costPerByteAtLeast(k, kFloatRowCappedCostPerByte);
+}
+
+}  // namespace
+
 bool floatRowKernel(const Kernel& k) {
-  return elementwiseRows(k) && rowVectorWidth(k) == 4 && !drawsRandomNumbers(k);
+  if (!elementwiseRows(k) || rowVectorWidth(k) != 4 || drawsRandomNumbers(k)) return false;
+  return heavyFloatRows(k) || vectorsHeld(k, kRowUnrollWide) > kMaxVectorsHeld;
 }
 
 int minBlocksPerSm(const Kernel& k) {
   if (k.transpose_tile > 0) return tileMinBlocksPerSm(k);
-  const bool capped = floatRowKernel(k) &&
-                      vectorsHeld(k, rowUnroll(k)) <= kFloatRowCappedMostVectors &&
-                      costPerByteAtLeast(k, kFloatRowCappedCostPerByte);
-  return capped ? kFloatRowMinBlocksPerSm : 0;
+  return floatRowKernel(k) && heavyFloatRows(k) ? kFloatRowMinBlocksPerSm : 0;
 }
 
 int cudaBlockSize(const Kernel& k) {

@@ -47,8 +47,9 @@ int transposeTileGroup(int side);
 int tileMinBlocksPerSm(const Kernel& kernel);
 
 // Whether a strided elementwise kernel walks rows of 4-byte elements as 16-byte vectors
-// in blocks of its own size (cuda_printer.cpp's kFloatRowBlockSize); kernels that draw
-// random numbers keep the others' blocks.
+// in blocks of its own size (cuda_printer.cpp's kFloatRowBlockSize): where its math is
+// heavy for the bytes it moves, or its threads could not hold four vectors per input.
+// Light rows holding four, and kernels that draw random numbers, keep the others' blocks.
 bool floatRowKernel(const Kernel& kernel);
 
 // Resident blocks per SM a kernel asks of ptxas (Kernel::min_blocks_per_sm; 0: none):
@@ -110,8 +111,8 @@ CudaVectorShape cudaVectorShape(const Kernel& kernel);
 // kernels get a grid that covers the work once (one vector or element per thread; on
 // the H100 this beat a grid-stride loop over a few resident blocks per SM by 3-5%).
 // Row kernels get a block per tile of a row in x and walk the rows in y; they move up to
-// row_unroll vectors per thread and tile (two for floats and halves, four for 8-byte
-// elements and for floats drawing random numbers) as the row holds them, and
+// row_unroll vectors per thread and tile (two for halves and floatRowKernel's rows, four
+// for other float rows and 8-byte elements) as the row holds them, and
 // single elements when vectors would leave too few threads per SM; half precision and
 // element-wise rows are capped at 64 blocks per SM, each then walking several rows.
 // Blocks have cudaBlockSize threads, and shrink (to 64 at least) when the work would

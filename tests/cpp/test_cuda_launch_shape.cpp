@@ -37,20 +37,42 @@ CudaLaunchShape launch(const Kernel& k, std::vector<int64_t> sizes) {
   return cudaLaunchShape(k, cudaVectorShape(k), sizes.data(), numel, kSms);
 }
 
-TEST(CudaLaunchShape, LongFloatRowsTakeTwoVectorsInBlocksOf128AndABlockPerTile) {
-  const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, false), {8192, 8192});
+// gelu's erf over the sum of `inputs` float tensors, rows or flat (sumOf's layout).
+Kernel erfOfSum(int inputs, bool flat) {
+  Kernel k = sumOf(inputs, ScalarType::Float, flat);
+  IrBuilder b(k);
+  k.outputs[0].value = b.unary(IrOp::Erf, k.outputs[0].value);
+  return k;
+}
+
+TEST(CudaLaunchShape, HeavyFloatRowsTakeTwoVectorsInBlocksOf128AndABlockPerTile) {
+  const CudaLaunchShape s = launch(erfOfSum(2, false), {8192, 8192});
   EXPECT_EQ(s.vectors, 2);
   EXPECT_EQ(s.block, 128);
   EXPECT_EQ(s.grid_x, 8192 / (128 * 4 * 2));  // the tiles of a row
   EXPECT_EQ(s.grid_y, 8192);                  // every row its own blocks
-  EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Float, false)), 128);
+  // Light rows too where a thread could not hold four vectors per input (4 inputs: 17).
+  EXPECT_EQ(cudaBlockSize(sumOf(4, ScalarType::Float, false)), 128);
+  EXPECT_EQ(cudaVectorShape(sumOf(4, ScalarType::Float, false)).row_unroll, 2);
+}
+
+TEST(CudaLaunchShape, LightFloatRowsHoldingFourVectorsKeepBlocksOf256) {
+  const CudaLaunchShape s = launch(sumOf(2, ScalarType::Float, false), {8192, 8192});
+  EXPECT_EQ(s.vectors, 4);
+  EXPECT_EQ(s.block, 256);
+  EXPECT_EQ(s.grid_x, 8192 / (256 * 4 * 4));
+  EXPECT_EQ(s.grid_y, 8192);
+  EXPECT_FALSE(floatRowKernel(sumOf(2, ScalarType::Float, false)));
   EXPECT_EQ(cudaBlockSize(sumOf(2, ScalarType::Double, false)), 256);
 }
 
 TEST(CudaLaunchShape, RowsTakeTheMostVectorsTheRowFills) {
-  // Floats are printed for two: a row of 1024 fills two per thread, one of 512 one.
-  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 1024}).vectors, 2);
-  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 512}).vectors, 1);
+  // Heavy floats are printed for two: a row of 1024 fills two per thread, one of 512 one.
+  EXPECT_EQ(launch(erfOfSum(2, false), {256, 1024}).vectors, 2);
+  EXPECT_EQ(launch(erfOfSum(2, false), {256, 512}).vectors, 1);
+  // Light ones for four, in blocks of 256: 4096 fill four, 2048 two.
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 4096}).vectors, 4);
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 2048}).vectors, 2);
   // Doubles for four, in blocks of 256: 2048 fill four, 1024 two.
   EXPECT_EQ(launch(sumOf(2, ScalarType::Double, false), {256, 2048}).vectors, 4);
   EXPECT_EQ(launch(sumOf(2, ScalarType::Double, false), {256, 1024}).vectors, 2);
@@ -75,32 +97,26 @@ TEST(CudaLaunchShape, RowsShorterThanABlockTakeBlocksAsWideAsTheRow) {
   EXPECT_EQ(s.vectors, 1);
   EXPECT_EQ(s.block, 64);
   EXPECT_EQ(s.grid_x, 1);
-  // C = 384: 96 threads; rows of 128 floats still take two warps.
-  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 384}).block, 96);
+  // C = 512: 128 threads; rows of 128 floats still take two warps.
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 512}).block, 128);
   EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 128}).block, 64);
 }
 
 TEST(CudaLaunchShape, RowsHoldingOneVectorPerThreadTakeOne) {
-  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 512}).vectors, 1);
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {256, 1024}).vectors, 1);
+  EXPECT_EQ(launch(erfOfSum(2, false), {256, 512}).vectors, 1);
   EXPECT_EQ(launch(sumOf(2, ScalarType::Half, false), {256, 2048}).vectors, 1);
 }
 
 TEST(CudaLaunchShape, UnrollingStopsAtTwelveVectorsHeld) {
   // Held: (inputs + output) + inputs x (unroll - 1).
-  EXPECT_EQ(cudaVectorShape(sumOf(2, ScalarType::Double, false)).row_unroll, 4);  // 9
-  EXPECT_EQ(cudaVectorShape(sumOf(3, ScalarType::Double, false)).row_unroll, 2);  // 13, then 7
+  EXPECT_EQ(cudaVectorShape(sumOf(2, ScalarType::Float, false)).row_unroll, 4);   // 9
+  EXPECT_EQ(cudaVectorShape(sumOf(3, ScalarType::Float, false)).row_unroll, 2);   // 13, then 7
   EXPECT_EQ(cudaVectorShape(sumOf(5, ScalarType::Float, false)).row_unroll, 2);   // 11
   EXPECT_EQ(cudaVectorShape(sumOf(6, ScalarType::Float, false)).row_unroll, 1);   // 13
-  EXPECT_EQ(cudaVectorShape(sumOf(2, ScalarType::Float, false)).row_unroll, 2);   // floats: two
-  EXPECT_EQ(cudaVectorShape(sumOf(2, ScalarType::Half, false)).row_unroll, 2);    // half: two
-}
-
-// gelu's erf over the sum of `inputs` float tensors, rows or flat (sumOf's layout).
-Kernel erfOfSum(int inputs, bool flat) {
-  Kernel k = sumOf(inputs, ScalarType::Float, flat);
-  IrBuilder b(k);
-  k.outputs[0].value = b.unary(IrOp::Erf, k.outputs[0].value);
-  return k;
+  EXPECT_EQ(cudaVectorShape(sumOf(3, ScalarType::Double, false)).row_unroll, 2);  // 13, then 7
+  EXPECT_EQ(cudaVectorShape(erfOfSum(2, false)).row_unroll, 2);  // heavy floats: two
+  EXPECT_EQ(cudaVectorShape(sumOf(2, ScalarType::Half, false)).row_unroll, 2);  // half: two
 }
 
 TEST(CudaLaunchShape, FloatRowsWithMuchMathPerByteAreKeptToAFullSmOfBlocks) {
@@ -111,6 +127,8 @@ TEST(CudaLaunchShape, FloatRowsWithMuchMathPerByteAreKeptToAFullSmOfBlocks) {
   // Three inputs hold 7 vectors (4 of a step, 3 more): more than the 5 capped.
   EXPECT_TRUE(floatRowKernel(erfOfSum(3, false)));
   EXPECT_EQ(minBlocksPerSm(erfOfSum(3, false)), 0);
+  // A light row holding four vectors per input is not a float row kernel at all.
+  EXPECT_FALSE(floatRowKernel(sumOf(2, ScalarType::Float, false)));
   // An add per 12 bytes: no cap; nor for flat kernels, or rows of halves.
   EXPECT_EQ(minBlocksPerSm(sumOf(2, ScalarType::Float, false)), 0);
   EXPECT_EQ(minBlocksPerSm(erfOfSum(2, true)), 0);
@@ -255,7 +273,10 @@ TEST(CudaLaunchShape, RowsThatAreNotWholeVectorsOrShortAreWalkedAsFlatVectors) {
 TEST(CudaLaunchShape, FloatRowLaunchesNeverExceedTheBlockTheyWerePrintedFor) {
   // Every path of a float row kernel (rows, short rows, straddling vectors, elements,
   // blocks shrunk for little work) launches at most kFloatRowBlockSize threads.
-  const Kernel kernels[] = {sumOf(2, ScalarType::Float, false), gate(ScalarType::Float)};
+  Kernel sigmoid_gate = gate(ScalarType::Float);  // sigmoid(x * g): heavy, 3 vectors held
+  IrBuilder b(sigmoid_gate);
+  sigmoid_gate.outputs[0].value = b.unary(IrOp::Sigmoid, sigmoid_gate.outputs[0].value);
+  const Kernel kernels[] = {erfOfSum(2, false), sumOf(4, ScalarType::Float, false), sigmoid_gate};
   for (const Kernel& k : kernels) {
     ASSERT_EQ(cudaBlockSize(k), 128);
     for (int64_t rows : {1, 3, 16, 300, 70000}) {

@@ -180,9 +180,9 @@ def _sum_of(count: int) -> torch._C.Graph:
 @pytest.mark.parametrize(
     "inputs, dtype, loop",
     [
-        (2, torch.float64, "fx_jk[4]"),
+        (2, torch.float32, "fx_jk[4]"),
+        (3, torch.float32, "fx_jk[2]"),
         (3, torch.float64, "fx_jk[2]"),
-        (2, torch.float32, "fx_jk[2]"),
         (5, torch.float32, "fx_jk[2]"),
         (6, torch.float32, "fx_jk[1]"),
         (7, torch.float32, "fx_jk[1]"),
@@ -193,7 +193,7 @@ def _sum_of(count: int) -> torch._C.Graph:
     ids=[
         "four",
         "two",
-        "floats_two",
+        "doubles_two",
         "two_at_the_limit",
         "one",
         "one_at_the_limit",
@@ -206,7 +206,7 @@ def test_row_tiles_hold_at_most_twelve_vectors_per_thread(inputs, dtype, loop):
     # Each vector a thread holds costs 4 registers: with u vectors per tile a thread
     # holds (inputs + outputs) + inputs x (u - 1), at most 12; past 8 with one each the
     # rows go element-wise (an LSTM cell's kernel then runs at four times the occupancy).
-    # Floats take two at most (blocks of 128), doubles four.
+    # Float rows that could not hold four take two (floatRowKernel: blocks of 128).
     dtypes = [dtype] * inputs
     source = _C.kernel_source(_sum_of(inputs), dtypes, [False] * inputs, "cuda", "rows")
     if loop is None:
@@ -393,20 +393,23 @@ graph(%x : Tensor, %b : Tensor):
     "graph, dtype, bound, vectors",
     [
         (ERF_GELU_OF_SUM, torch.float32, "128, 16", 2),
-        (None, torch.float32, "128", 2),
+        (4, torch.float32, "128", 2),
+        (2, torch.float32, "256", 4),
         (ERF_GELU_OF_SUM, torch.float16, "256", 2),
         (ERF_GELU_OF_SUM, torch.float64, "256", 4),
     ],
-    ids=["float_gelu_capped", "float_sum", "half_gelu", "double_gelu"],
+    ids=["float_gelu_capped", "float_sum_of_four", "float_sum_of_two", "half_gelu", "double_gelu"],
 )
 def test_float_rows_take_blocks_of_128_and_cap_registers_under_much_math(
     graph, dtype, bound, vectors
 ):
-    # Rows of floats: blocks of 128 threads, two vectors each; an erf per element asks
-    # for 16 resident blocks (32 registers), a sum asks for none. Other dtypes keep
-    # blocks of 256 without a cap.
-    graph = torch._C.parse_ir(graph) if graph else _sum_of(2)
-    source = _C.kernel_source(graph, [dtype] * 2, [False] * 2, "cuda", "rows")
+    # Rows of floats with an erf per element: blocks of 128 threads, two vectors each,
+    # 16 resident blocks asked for (32 registers). A sum of four rows (a thread could not
+    # hold four vectors of each): blocks of 128 without the cap. A sum of two keeps
+    # blocks of 256 and four vectors, as other dtypes keep 256 without a cap.
+    graph = torch._C.parse_ir(graph) if isinstance(graph, str) else _sum_of(graph)
+    arity = len(list(graph.inputs()))
+    source = _C.kernel_source(graph, [dtype] * arity, [False] * arity, "cuda", "rows")
     assert f"__launch_bounds__({bound}) " in source
     assert f"fx_jk[{vectors}]" in source
     assert _C.nvrtc_compile(source, 9, 0)[:4] == b"\x7fELF"
