@@ -82,7 +82,8 @@ constexpr int kWideVectorBlockSize = 1024;
 // Rows of 4-byte elements moved as 16-byte vectors (floatRowKernel): blocks of
 // kFloatRowBlockSize threads, each taking kFloatRowVectors vectors per tensor and tile,
 // as torch.compile's kernels do (128 threads of 8 elements), where the math is heavy
-// (heavyFloatRows) or a thread could not hold four vectors per input anyway. On the
+// (kFloatRowHeavyCostPerByte) or a thread could not hold four vectors per input anyway.
+// On the
 // H200, kernel us, blocks of 256 with up to four vectors before -> after
 // (torch.compile): over 8192 x 8192, gelu(x + bias) 136.7 -> 127.3 (126.9),
 // (x - mean) * rstd * w + b (two vectors before too) 130.2 -> 128.9 (127.3); over
@@ -94,17 +95,18 @@ constexpr int kFloatRowBlockSize = 128;
 constexpr int kFloatRowVectors = 2;
 
 // Work per byte (elementCost units per byte of the Flat inputs and the outputs) from
-// which a float row kernel asks for kFloatRowMinBlocksPerSm resident blocks per SM, so
-// that ptxas keeps it within 32 registers and a full SM of warps hides its loads:
-// gelu(x + bias) (2.75 a byte) took 134.7 us unbounded, 135.0 at 12 blocks (42
-// registers) and 127.3 at 16; the norm tail (0.6 a byte) lost under the cap (127.8 ->
-// 132.0). Strided inputs are not counted: most are broadcast over the rows (a bias, a
-// norm's weight) and read from cache. Only threads holding at most
+// which a float row's math is heavy: it then takes the float rows' shape, and asks for
+// kFloatRowMinBlocksPerSm resident blocks per SM, so that ptxas keeps it within 32
+// registers and a full SM of warps hides its loads. gelu(x + bias) (2.75 a byte) took
+// 136.7 us in blocks of 256 with four vectors, 134.7 in this shape unbounded, 135.0 at
+// 12 blocks (42 registers) and 127.3 at 16; the norm tail (0.6 a byte) lost under the
+// cap (127.8 -> 132.0). Strided inputs are not counted: most are broadcast over the rows
+// (a bias, a norm's weight) and read from cache. Only threads holding at most
 // kFloatRowCappedMostVectors take the cap, as gelu(x + bias) does (x, bias and the
 // output, and a second vector of each input): ptxas spills none of the erf of a sum of
 // three rows under it (7 vectors held), 44 bytes for four (9), and a sigmoid's spills
 // start at three.
-constexpr int kFloatRowCappedCostPerByte = 2;
+constexpr int kFloatRowHeavyCostPerByte = 2;
 constexpr int kFloatRowMinBlocksPerSm = 16;
 constexpr int kFloatRowCappedMostVectors = 5;
 
@@ -1229,25 +1231,17 @@ bool costPerByteAtLeast(const Kernel& k, int units) {
 
 bool mathBound(const Kernel& k) { return costPerByteAtLeast(k, kMathBoundCostPerByte); }
 
-namespace {
-
-// Row kernels of floats whose math is heavy for the bytes they move and whose threads
-// hold few vectors: they take the register cap (kFloatRowCappedCostPerByte).
-bool heavyFloatRows(const Kernel& k) {
-  return vectorsHeld(k, kFloatRowVectors) <= kFloatRowCappedMostVectors &&
-         costPerByteAtLeast(k, kFloatRowCappedCostPerByte);
-}
-
-}  // namespace
-
 bool floatRowKernel(const Kernel& k) {
   if (!elementwiseRows(k) || rowVectorWidth(k) != 4 || drawsRandomNumbers(k)) return false;
-  return heavyFloatRows(k) || vectorsHeld(k, kRowUnrollWide) > kMaxVectorsHeld;
+  return costPerByteAtLeast(k, kFloatRowHeavyCostPerByte) ||
+         vectorsHeld(k, kRowUnrollWide) > kMaxVectorsHeld;
 }
 
 int minBlocksPerSm(const Kernel& k) {
   if (k.transpose_tile > 0) return tileMinBlocksPerSm(k);
-  return floatRowKernel(k) && heavyFloatRows(k) ? kFloatRowMinBlocksPerSm : 0;
+  const bool capped = floatRowKernel(k) && costPerByteAtLeast(k, kFloatRowHeavyCostPerByte) &&
+                      vectorsHeld(k, kFloatRowVectors) <= kFloatRowCappedMostVectors;
+  return capped ? kFloatRowMinBlocksPerSm : 0;
 }
 
 int cudaBlockSize(const Kernel& k) {

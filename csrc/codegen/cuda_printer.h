@@ -54,8 +54,8 @@ bool floatRowKernel(const Kernel& kernel);
 
 // Resident blocks per SM a kernel asks of ptxas (Kernel::min_blocks_per_sm; 0: none):
 // tileMinBlocksPerSm's for tile kernels; for float row kernels with much math per byte
-// that hold few vectors (kFloatRowCappedCostPerByte), as many as an SM holds, which
-// keeps them in 32 registers (GPUs holding fewer threads per SM ignore the cap).
+// (kFloatRowHeavyCostPerByte) whose threads hold few vectors, as many as an SM holds,
+// which keeps them in 32 registers (GPUs holding fewer threads per SM ignore the cap).
 int minBlocksPerSm(const Kernel& kernel);
 
 // Shared memory a transpose_tile kernel declares for one transposed input of `dtype`.

@@ -38,8 +38,8 @@ CudaLaunchShape launch(const Kernel& k, std::vector<int64_t> sizes) {
 }
 
 // gelu's erf over the sum of `inputs` float tensors, rows or flat (sumOf's layout).
-Kernel erfOfSum(int inputs, bool flat) {
-  Kernel k = sumOf(inputs, ScalarType::Float, flat);
+Kernel erfOfSum(int inputs, bool flat, ScalarType dtype = ScalarType::Float) {
+  Kernel k = sumOf(inputs, dtype, flat);
   IrBuilder b(k);
   k.outputs[0].value = b.unary(IrOp::Erf, k.outputs[0].value);
   return k;
@@ -97,8 +97,9 @@ TEST(CudaLaunchShape, RowsShorterThanABlockTakeBlocksAsWideAsTheRow) {
   EXPECT_EQ(s.vectors, 1);
   EXPECT_EQ(s.block, 64);
   EXPECT_EQ(s.grid_x, 1);
-  // C = 512: 128 threads; rows of 128 floats still take two warps.
-  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 512}).block, 128);
+  // C = 768: 192 threads (a light row keeps blocks of 256); rows of 128 floats still
+  // take two warps.
+  EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 768}).block, 192);
   EXPECT_EQ(launch(sumOf(2, ScalarType::Float, false), {32 * 28 * 28, 128}).block, 64);
 }
 
@@ -124,9 +125,23 @@ TEST(CudaLaunchShape, FloatRowsWithMuchMathPerByteAreKeptToAFullSmOfBlocks) {
   // bytes (strided inputs are not counted): 16 blocks of 128 threads, 32 registers each.
   EXPECT_EQ(minBlocksPerSm(erfOfSum(2, false)), 16);
   EXPECT_TRUE(floatRowKernel(erfOfSum(2, false)));
-  // Three inputs hold 7 vectors (4 of a step, 3 more): more than the 5 capped.
+  // Three inputs hold 7 vectors (4 of a step, 3 more): more than the 5 capped, and a
+  // float row kernel all the same (heavy; nor could a thread hold four: 13 vectors).
   EXPECT_TRUE(floatRowKernel(erfOfSum(3, false)));
   EXPECT_EQ(minBlocksPerSm(erfOfSum(3, false)), 0);
+  // Heavy with two outputs (the sum and its erf): 6 vectors held at two, 10 at four; the
+  // float rows' shape for its math, without the cap.
+  Kernel two_outputs = erfOfSum(2, false);
+  two_outputs.outputs.push_back({ScalarType::Float, two_outputs.exprs[two_outputs.outputs[0].value].args[0]});
+  EXPECT_TRUE(floatRowKernel(two_outputs));
+  EXPECT_EQ(cudaBlockSize(two_outputs), 128);
+  EXPECT_EQ(cudaVectorShape(two_outputs).row_unroll, 2);
+  EXPECT_EQ(minBlocksPerSm(two_outputs), 0);
+  // Heavy doubles keep their blocks of 256, four vectors and no cap.
+  EXPECT_FALSE(floatRowKernel(erfOfSum(2, false, ScalarType::Double)));
+  EXPECT_EQ(cudaBlockSize(erfOfSum(2, false, ScalarType::Double)), 256);
+  EXPECT_EQ(cudaVectorShape(erfOfSum(2, false, ScalarType::Double)).row_unroll, 4);
+  EXPECT_EQ(minBlocksPerSm(erfOfSum(2, false, ScalarType::Double)), 0);
   // A light row holding four vectors per input is not a float row kernel at all.
   EXPECT_FALSE(floatRowKernel(sumOf(2, ScalarType::Float, false)));
   // An add per 12 bytes: no cap; nor for flat kernels, or rows of halves.

@@ -206,7 +206,7 @@ def test_row_tiles_hold_at_most_twelve_vectors_per_thread(inputs, dtype, loop):
     # Each vector a thread holds costs 4 registers: with u vectors per tile a thread
     # holds (inputs + outputs) + inputs x (u - 1), at most 12; past 8 with one each the
     # rows go element-wise (an LSTM cell's kernel then runs at four times the occupancy).
-    # Float rows that could not hold four take two (floatRowKernel: blocks of 128).
+    # Float rows that could not hold four take two at most (floatRowKernel: blocks of 128).
     dtypes = [dtype] * inputs
     source = _C.kernel_source(_sum_of(inputs), dtypes, [False] * inputs, "cuda", "rows")
     if loop is None:
@@ -400,7 +400,7 @@ graph(%x : Tensor, %b : Tensor):
     ],
     ids=["float_gelu_capped", "float_sum_of_four", "float_sum_of_two", "half_gelu", "double_gelu"],
 )
-def test_float_rows_take_blocks_of_128_and_cap_registers_under_much_math(
+def test_float_row_blocks_vectors_and_register_cap(
     graph, dtype, bound, vectors
 ):
     # Rows of floats with an erf per element: blocks of 128 threads, two vectors each,
