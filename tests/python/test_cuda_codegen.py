@@ -400,9 +400,7 @@ graph(%x : Tensor, %b : Tensor):
     ],
     ids=["float_gelu_capped", "float_sum_of_four", "float_sum_of_two", "half_gelu", "double_gelu"],
 )
-def test_float_row_blocks_vectors_and_register_cap(
-    graph, dtype, bound, vectors
-):
+def test_float_row_blocks_vectors_and_register_cap(graph, dtype, bound, vectors):
     # Rows of floats with an erf per element: blocks of 128 threads, two vectors each,
     # 16 resident blocks asked for (32 registers). A sum of four rows (a thread could not
     # hold four vectors of each): blocks of 128 without the cap. A sum of two keeps
