@@ -83,8 +83,7 @@ constexpr int kWideVectorBlockSize = 1024;
 // kFloatRowBlockSize threads, each taking kFloatRowVectors vectors per tensor and tile,
 // as torch.compile's kernels do (128 threads of 8 elements), where the math is heavy
 // (kFloatRowHeavyCostPerByte) or a thread could not hold four vectors per input anyway.
-// On the
-// H200, kernel us, blocks of 256 with up to four vectors before -> after
+// On the H200, kernel us, blocks of 256 with up to four vectors before -> after
 // (torch.compile): over 8192 x 8192, gelu(x + bias) 136.7 -> 127.3 (126.9),
 // (x - mean) * rstd * w + b (two vectors before too) 130.2 -> 128.9 (127.3); over
 // 32x256x64x64, batch_norm + relu 66.7 -> 65.0 (64.5). Light rows that hold four keep
